@@ -1,0 +1,34 @@
+package bus
+
+import (
+	"fmt"
+	"regexp"
+)
+
+var (
+	toolIDPattern     = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+	methodNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+)
+
+// ValidToolID reports whether id may name a tool. Tool ids are subject tokens, so the
+// pattern keeps out dots, wildcards and white space.
+func ValidToolID(id string) bool { return toolIDPattern.MatchString(id) }
+
+// ValidMethodName reports whether name may name a method.
+func ValidMethodName(name string) bool { return methodNamePattern.MatchString(name) }
+
+// CheckToolID returns an error naming the rule when id is not a valid tool id.
+func CheckToolID(id string) error {
+	if !ValidToolID(id) {
+		return fmt.Errorf("tool id %q: must match %s", id, toolIDPattern)
+	}
+	return nil
+}
+
+// CheckMethodName returns an error naming the rule when name is not a valid method name.
+func CheckMethodName(name string) error {
+	if !ValidMethodName(name) {
+		return fmt.Errorf("method name %q: must match %s", name, methodNamePattern)
+	}
+	return nil
+}

@@ -1,0 +1,33 @@
+package bus
+
+import (
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/propagation"
+)
+
+// Propagator moves W3C trace context and baggage across the bus. It is fixed rather
+// than taken from otel's global, which is a no-op until a program sets one, so that a
+// trace crosses the bus whether or not an exporter is configured.
+var Propagator propagation.TextMapPropagator = propagation.NewCompositeTextMapPropagator(
+	propagation.TraceContext{}, propagation.Baggage{})
+
+// HeaderCarrier adapts nats.Header to otel's TextMapCarrier. NATS headers are case
+// sensitive; W3C names them in lower case, so keys are stored and looked up lower-case.
+type HeaderCarrier nats.Header
+
+// Get returns the value for key.
+func (c HeaderCarrier) Get(key string) string { return nats.Header(c).Get(strings.ToLower(key)) }
+
+// Set stores value under the lower-case key.
+func (c HeaderCarrier) Set(key, value string) { nats.Header(c).Set(strings.ToLower(key), value) }
+
+// Keys lists the keys present.
+func (c HeaderCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
+}

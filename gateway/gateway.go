@@ -1,0 +1,200 @@
+// Package gateway is the one path every tool call takes, whichever door it came in by
+// (the HTTP tool-call route, the direct tool API, an MCP session): the tool and method
+// must be visible to the caller, the parameters a JSON object valid against the
+// method's input schema, the caller within its rate; then the call goes over the bus
+// with its deadline and comes back as the tool answered it.
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"golang.org/x/time/rate"
+
+	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/registry"
+)
+
+// ErrInvalidJSON: the parameters are not a JSON object.
+var ErrInvalidJSON = errors.New("parameters must be a JSON object")
+
+// RateLimitedError says the caller is over its rate and when to try again.
+type RateLimitedError struct {
+	RetryAfter time.Duration
+}
+
+func (e *RateLimitedError) Error() string {
+	return fmt.Sprintf("rate limited: retry after %v", e.RetryAfter)
+}
+
+// Config holds the gateway's limits.
+type Config struct {
+	// DefaultTimeout bounds a call whose method names no timeout.
+	DefaultTimeout time.Duration
+	// MaxTimeout bounds every call, whatever the method or caller asks.
+	MaxTimeout time.Duration
+	// Rate and Burst apply per key (or per link) when the account sets no limits.
+	Rate  float64
+	Burst int
+	// Subjects names the bus subjects.
+	Subjects bus.Subjects
+}
+
+// DefaultConfig: 30 s per call unless the method says otherwise, 5 min at most,
+// 50 calls a second with bursts of 100.
+func DefaultConfig() Config {
+	return Config{DefaultTimeout: 30 * time.Second, MaxTimeout: 5 * time.Minute, Rate: 50, Burst: 100, Subjects: bus.DefaultSubjects}
+}
+
+// Validate names the first field that is wrong.
+func (c Config) Validate() error {
+	switch {
+	case c.DefaultTimeout <= 0:
+		return errors.New("gateway: default-timeout: must be positive")
+	case c.MaxTimeout < c.DefaultTimeout:
+		return errors.New("gateway: max-timeout: must be at least default-timeout")
+	case c.Rate <= 0:
+		return errors.New("gateway: rate: must be positive")
+	case c.Burst < 1:
+		return errors.New("gateway: burst: must be at least 1")
+	}
+	return nil
+}
+
+// Gateway executes tool calls.
+type Gateway struct {
+	nc       *nats.Conn
+	view     *registry.View
+	cfg      Config
+	limiters sync.Map // limiter key -> *limiter
+}
+
+// New returns a Gateway that calls tools over nc and checks calls against view.
+func New(nc *nats.Conn, view *registry.View, cfg Config) (*Gateway, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Gateway{nc: nc, view: view, cfg: cfg}, nil
+}
+
+// View returns the registry view calls are checked against.
+func (g *Gateway) View() *registry.View { return g.view }
+
+// Conn returns the NATS connection calls travel on.
+func (g *Gateway) Conn() *nats.Conn { return g.nc }
+
+// Config returns the gateway's configuration.
+func (g *Gateway) Config() Config { return g.cfg }
+
+// Call is one tool call.
+type Call struct {
+	Principal registry.Principal
+	Tool      string
+	Method    string
+	Params    []byte
+	RequestID string
+	// Timeout is what the caller asked for (0: no preference); the method's timeout and
+	// the gateway's maximum still bound it.
+	Timeout  time.Duration
+	Session  string // MCP session, if any
+	Progress bool   // the caller listens on the request's progress subject
+	Header   nats.Header
+}
+
+// Check runs every check a call must pass before it is sent, against the current
+// registry, and returns the method it calls.
+func (g *Gateway) Check(c *Call) (*registry.MethodEntry, error) {
+	m, err := g.view.Snapshot().Method(c.Principal, c.Tool, c.Method)
+	if err != nil {
+		return nil, err
+	}
+	if !isObject(c.Params) {
+		return nil, ErrInvalidJSON
+	}
+	if err := m.Validate(c.Params); err != nil {
+		return nil, err
+	}
+	if err := g.allow(c.Principal); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Do checks c and sends it to the tool, returning the tool's reply or a typed error
+// (registry, gateway or bus errors).
+func (g *Gateway) Do(ctx context.Context, c *Call) (*bus.Reply, error) {
+	m, err := g.Check(c)
+	if err != nil {
+		return nil, err
+	}
+	return bus.Do(ctx, g.nc, g.cfg.Subjects, bus.Request{
+		Subject:   g.cfg.Subjects.Call(c.Tool, c.Method),
+		RequestID: c.RequestID,
+		Account:   c.Principal.Account,
+		Session:   c.Session,
+		Deadline:  time.Now().Add(g.Timeout(m.Method, c.Timeout)),
+		Progress:  c.Progress,
+		Data:      c.Params,
+		Header:    c.Header,
+	})
+}
+
+// Timeout is how long a call of m may take: the method's own timeout (or the
+// default), shortened by what the caller asked for, never beyond the maximum.
+func (g *Gateway) Timeout(m *registry.Method, asked time.Duration) time.Duration {
+	d := g.cfg.DefaultTimeout
+	if m != nil && m.Timeout > 0 {
+		d = time.Duration(m.Timeout)
+	}
+	if asked > 0 && asked < d {
+		d = asked
+	}
+	return min(d, g.cfg.MaxTimeout)
+}
+
+func isObject(b []byte) bool {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	return len(b) > 0 && b[0] == '{' && json.Valid(b)
+}
+
+type limiter struct {
+	rate  float64
+	burst int
+	l     *rate.Limiter
+}
+
+// allow applies the token bucket of p's key (or link). Buckets are local to this
+// process: with N edges behind a balancer an account gets up to N times its rate.
+func (g *Gateway) allow(p registry.Principal) error {
+	r, burst := g.cfg.Rate, g.cfg.Burst
+	if a := g.view.Snapshot().Account(p.Account); a != nil {
+		if a.Limits.Rate > 0 {
+			r = a.Limits.Rate
+		}
+		if a.Limits.Burst > 0 {
+			burst = a.Limits.Burst
+		}
+	}
+	id := "link:" + p.Account + "/" + p.Tool
+	if p.Key != nil {
+		id = "key:" + p.Key.ID
+	}
+	v, ok := g.limiters.Load(id)
+	lim, _ := v.(*limiter)
+	if !ok || lim.rate != r || lim.burst != burst {
+		lim = &limiter{rate: r, burst: burst, l: rate.NewLimiter(rate.Limit(r), burst)}
+		g.limiters.Store(id, lim)
+	}
+	res := lim.l.Reserve()
+	if d := res.Delay(); d > 0 {
+		res.Cancel()
+		return &RateLimitedError{RetryAfter: d}
+	}
+	return nil
+}

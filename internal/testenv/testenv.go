@@ -1,0 +1,201 @@
+// Package testenv starts real toolgate parts for tests: embedded NATS servers (one
+// node or a 3-node JetStream cluster on 127.0.0.1), connections, and the registry.
+// Everything it starts is stopped by t.Cleanup.
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/registry"
+)
+
+// Server starts a single JetStream node on a free port.
+func Server(t testing.TB) *server.Server {
+	t.Helper()
+	return ServerWith(t, func(*bus.ServerConfig) {})
+}
+
+// ServerWith starts a single JetStream node after edit has adjusted its config.
+func ServerWith(t testing.TB, edit func(*bus.ServerConfig)) *server.Server {
+	t.Helper()
+	cfg := bus.ServerConfig{Name: "test", Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()}
+	edit(&cfg)
+	s, err := bus.StartServer(cfg)
+	if err != nil {
+		t.Fatalf("testenv: start nats: %v", err)
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	return s
+}
+
+// Cluster is a 3-node JetStream cluster.
+type Cluster struct {
+	Servers []*server.Server
+	configs []bus.ServerConfig
+}
+
+// URL is a client URL listing every node, so a client fails over when one stops.
+func (c *Cluster) URL() string {
+	var urls []string
+	for _, s := range c.Servers {
+		if s.Running() {
+			urls = append(urls, s.ClientURL())
+		}
+	}
+	return strings.Join(urls, ",")
+}
+
+// NewCluster starts three JetStream nodes routed to each other and waits until the
+// cluster has a JetStream meta leader.
+func NewCluster(t testing.TB) *Cluster {
+	t.Helper()
+	ports := freePorts(t, 3)
+	c := &Cluster{}
+	for i := range 3 {
+		var routes []string
+		for j, p := range ports {
+			if j != i {
+				routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+			}
+		}
+		cfg := bus.ServerConfig{
+			Name: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
+			Cluster: bus.ClusterConfig{Name: "tg-test", Host: "127.0.0.1", Port: ports[i], Routes: routes},
+		}
+		s, err := bus.StartServer(cfg)
+		if err != nil {
+			t.Fatalf("testenv: start node %d: %v", i+1, err)
+		}
+		c.Servers = append(c.Servers, s)
+		c.configs = append(c.configs, cfg)
+	}
+	t.Cleanup(func() {
+		for _, s := range c.Servers {
+			s.Shutdown()
+			s.WaitForShutdown()
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, s := range c.Servers {
+			if s.JetStreamIsLeader() {
+				return c
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("testenv: cluster elected no JetStream leader within 20s")
+	return nil
+}
+
+// Stop shuts one node down.
+func (c *Cluster) Stop(i int) {
+	c.Servers[i].Shutdown()
+	c.Servers[i].WaitForShutdown()
+}
+
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var ports []int
+	var ls []net.Listener
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("testenv: free port: %v", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+// Conn connects to url (a server's ClientURL or a Cluster's URL).
+func Conn(t testing.TB, url string) *nats.Conn {
+	t.Helper()
+	nc, err := bus.Connect(url, "test", Logger(t))
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// Logger writes slog output to the test log, shown only when the test fails.
+func Logger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// Context is a context that ends with the test (or after 60s).
+func Context(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Store opens the registry on nc with options suited to tests (short presence TTL).
+func Store(t testing.TB, nc *nats.Conn, replicas int) *registry.Store {
+	t.Helper()
+	opts := registry.DefaultOptions()
+	opts.Replicas = replicas
+	opts.PresenceTTL = 2 * time.Second
+	st, err := registry.Open(Context(t), nc, opts)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return st
+}
+
+// View starts a registry view on store that lives as long as the test.
+func View(t testing.TB, store *registry.Store) *registry.View {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	v, err := registry.NewView(ctx, store, Logger(t))
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return v
+}
+
+// LinkSigner is a signer with a random secret.
+func LinkSigner(t testing.TB) *registry.LinkSigner {
+	t.Helper()
+	s, err := registry.NewLinkSigner([]byte(registry.NewLinkSecret()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Eventually polls cond every 10ms until it holds or within passes.
+func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true within %v", what, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

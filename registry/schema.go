@@ -1,0 +1,115 @@
+package registry
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// compileSchema compiles a method's input schema. The dialect is JSON Schema 2020-12
+// unless the schema's $schema names another (MCP servers often send draft-07), and
+// formats such as "email" are asserted, not merely annotated.
+//
+// A top-level object schema that lists properties but says nothing of others is
+// closed (additionalProperties: false): a call's fields are exactly those its method
+// takes, so a misspelt optional field is an error rather than silently ignored.
+func compileSchema(tool, method string, raw json.RawMessage) (*jsonschema.Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("not JSON: %w", err)
+	}
+	if obj, ok := doc.(map[string]any); ok {
+		_, hasProps := obj["properties"]
+		_, hasAdditional := obj["additionalProperties"]
+		_, hasUnevaluated := obj["unevaluatedProperties"]
+		_, hasPattern := obj["patternProperties"]
+		if hasProps && !hasAdditional && !hasUnevaluated && !hasPattern {
+			closed := make(map[string]any, len(obj)+1)
+			for k, v := range obj {
+				closed[k] = v
+			}
+			closed["additionalProperties"] = false
+			doc = closed
+		}
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.AssertFormat()
+	url := "toolgate:///" + tool + "/" + method + "/input.json"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, err
+	}
+	return c.Compile(url)
+}
+
+var printer = message.NewPrinter(language.English)
+
+// violations flattens a validation error into one entry per failing value, each with
+// the JSON pointer of the value at fault.
+func violations(err error) []Violation {
+	verr, ok := err.(*jsonschema.ValidationError)
+	if !ok {
+		return []Violation{{Message: err.Error()}}
+	}
+	var out []Violation
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				walk(c)
+			}
+			return
+		}
+		at := pointer(e.InstanceLocation)
+		switch k := e.ErrorKind.(type) {
+		case *kind.Required:
+			for _, name := range k.Missing {
+				out = append(out, Violation{Pointer: at + "/" + escapeToken(name), Message: "required field is missing"})
+			}
+		case *kind.AdditionalProperties:
+			for _, name := range k.Properties {
+				out = append(out, Violation{Pointer: at + "/" + escapeToken(name), Message: "field is not allowed"})
+			}
+		default:
+			out = append(out, Violation{Pointer: at, Message: e.ErrorKind.LocalizedString(printer)})
+		}
+	}
+	walk(verr)
+	slices.SortStableFunc(out, func(a, b Violation) int { return strings.Compare(a.Pointer, b.Pointer) })
+	return out
+}
+
+func pointer(tokens []string) string {
+	var b strings.Builder
+	for _, t := range tokens {
+		b.WriteByte('/')
+		b.WriteString(escapeToken(t))
+	}
+	return b.String()
+}
+
+func escapeToken(t string) string {
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(t)
+}
+
+// inputSchema is a method's compiled input schema, compiled on first use and shared
+// by later versions of the tool record whose schema bytes are the same.
+type inputSchema struct {
+	raw  json.RawMessage
+	once sync.Once
+	s    *jsonschema.Schema
+	err  error
+}
+
+func (s *inputSchema) compiled(tool, method string) (*jsonschema.Schema, error) {
+	s.once.Do(func() { s.s, s.err = compileSchema(tool, method, s.raw) })
+	return s.s, s.err
+}

@@ -1,0 +1,531 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/bus"
+)
+
+// Bucket names.
+const (
+	BucketTools       = "tg-tools"
+	BucketAccounts    = "tg-accounts"
+	BucketKeys        = "tg-keys"
+	BucketConnections = "tg-connections"
+	BucketLinks       = "tg-links"
+	BucketPresence    = "tg-presence"
+	BucketSessions    = "tg-sessions"
+)
+
+// Options configure the buckets.
+type Options struct {
+	// Replicas per bucket: 1 on a single node, 3 in a cluster.
+	Replicas int
+	// PresenceTTL is how long a worker's presence outlives its last heartbeat.
+	PresenceTTL time.Duration
+	// SessionTTL is how long an idle MCP session is kept.
+	SessionTTL time.Duration
+}
+
+// DefaultOptions suit a single node.
+func DefaultOptions() Options {
+	return Options{Replicas: 1, PresenceTTL: 10 * time.Second, SessionTTL: 30 * time.Minute}
+}
+
+// Store reads and writes the registry's records.
+type Store struct {
+	opts     Options
+	js       jetstream.JetStream
+	tools    jetstream.KeyValue
+	accounts jetstream.KeyValue
+	keys     jetstream.KeyValue
+	conns    jetstream.KeyValue
+	links    jetstream.KeyValue
+	presence jetstream.KeyValue
+	sessions jetstream.KeyValue
+}
+
+// Open creates the buckets if they are missing (it is safe for many processes to do
+// so at once) and returns a Store on them.
+func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
+	if opts.Replicas == 0 {
+		opts.Replicas = 1
+	}
+	if opts.PresenceTTL == 0 {
+		opts.PresenceTTL = DefaultOptions().PresenceTTL
+	}
+	if opts.SessionTTL == 0 {
+		opts.SessionTTL = DefaultOptions().SessionTTL
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("registry: jetstream: %w", err)
+	}
+	s := &Store{opts: opts, js: js}
+	buckets := []struct {
+		kv  *jetstream.KeyValue
+		cfg jetstream.KeyValueConfig
+	}{
+		{&s.tools, jetstream.KeyValueConfig{Bucket: BucketTools, Description: "toolgate tools", History: 5}},
+		{&s.accounts, jetstream.KeyValueConfig{Bucket: BucketAccounts, Description: "toolgate accounts"}},
+		{&s.keys, jetstream.KeyValueConfig{Bucket: BucketKeys, Description: "toolgate API keys, by sha256"}},
+		{&s.conns, jetstream.KeyValueConfig{Bucket: BucketConnections, Description: "toolgate account-tool connections"}},
+		{&s.links, jetstream.KeyValueConfig{Bucket: BucketLinks, Description: "toolgate SSE links, by sha256"}},
+		// A presence key that stops being refreshed expires after the TTL; the limit
+		// marker makes that expiry visible to watchers as a delete.
+		{&s.presence, jetstream.KeyValueConfig{Bucket: BucketPresence, Description: "toolgate live workers",
+			TTL: opts.PresenceTTL, LimitMarkerTTL: opts.PresenceTTL, Storage: jetstream.MemoryStorage}},
+		{&s.sessions, jetstream.KeyValueConfig{Bucket: BucketSessions, Description: "toolgate MCP sessions",
+			TTL: opts.SessionTTL, LimitMarkerTTL: time.Minute}},
+	}
+	for _, b := range buckets {
+		b.cfg.Replicas = opts.Replicas
+		kv, err := createBucket(ctx, js, b.cfg)
+		if err != nil {
+			return nil, err
+		}
+		*b.kv = kv
+	}
+	return s, nil
+}
+
+// createBucket retries while a new cluster elects its JetStream leader.
+func createBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	for {
+		kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
+		if err == nil {
+			return kv, nil
+		}
+		if !retryable(err) {
+			return nil, fmt.Errorf("registry: bucket %s: %w", cfg.Bucket, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("registry: bucket %s: %w (last error: %v)", cfg.Bucket, ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func retryable(err error) bool {
+	return errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrNoHeartbeat) || isClusterNotReady(err)
+}
+
+func isClusterNotReady(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		// 10008: JetStream temporarily unavailable; 503 while the meta leader is elected.
+		return apiErr.ErrorCode == 10008 || apiErr.Code == 503
+	}
+	return false
+}
+
+// Options returns the options the store was opened with.
+func (s *Store) Options() Options { return s.opts }
+
+func getJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string) (*T, uint64, error) {
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, ErrNotFound
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("registry: get %s/%s: %w", kv.Bucket(), key, err)
+	}
+	var v T
+	if err := json.Unmarshal(e.Value(), &v); err != nil {
+		return nil, 0, fmt.Errorf("registry: decode %s/%s: %w", kv.Bucket(), key, err)
+	}
+	return &v, e.Revision(), nil
+}
+
+func putJSON(ctx context.Context, kv jetstream.KeyValue, key string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("registry: encode %s/%s: %w", kv.Bucket(), key, err)
+	}
+	if _, err := kv.Put(ctx, key, b); err != nil {
+		return fmt.Errorf("registry: put %s/%s: %w", kv.Bucket(), key, err)
+	}
+	return nil
+}
+
+func createJSON(ctx context.Context, kv jetstream.KeyValue, key string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("registry: encode %s/%s: %w", kv.Bucket(), key, err)
+	}
+	if _, err := kv.Create(ctx, key, b); err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return ErrExists
+		}
+		return fmt.Errorf("registry: create %s/%s: %w", kv.Bucket(), key, err)
+	}
+	return nil
+}
+
+// updateJSON applies change to the record at key with compare-and-set, retrying when
+// another writer got there first.
+func updateJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, change func(*T) error) (*T, error) {
+	for {
+		v, rev, err := getJSON[T](ctx, kv, key)
+		if err != nil {
+			return nil, err
+		}
+		if err := change(v); err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("registry: encode %s/%s: %w", kv.Bucket(), key, err)
+		}
+		_, err = kv.Update(ctx, key, b, rev)
+		if err == nil {
+			return v, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) { // wrong last sequence: someone else wrote
+			return nil, fmt.Errorf("registry: update %s/%s: %w", kv.Bucket(), key, err)
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func deleteKey(ctx context.Context, kv jetstream.KeyValue, key string) error {
+	if err := kv.Delete(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("registry: delete %s/%s: %w", kv.Bucket(), key, err)
+	}
+	return nil
+}
+
+func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
+
+// PutTool writes a tool's record, as its workers declare it.
+func (s *Store) PutTool(ctx context.Context, t Tool) error {
+	if err := bus.CheckToolID(t.ID); err != nil {
+		return invalidf("%v", err)
+	}
+	seen := map[string]bool{}
+	for _, m := range t.Methods {
+		if err := bus.CheckMethodName(m.Name); err != nil {
+			return invalidf("tool %s: %v", t.ID, err)
+		}
+		if seen[m.Name] {
+			return invalidf("tool %s: method %q declared twice", t.ID, m.Name)
+		}
+		seen[m.Name] = true
+		if len(m.InputSchema) > 0 {
+			if _, err := compileSchema(t.ID, m.Name, m.InputSchema); err != nil {
+				return invalidf("tool %s: method %s: input schema: %v", t.ID, m.Name, err)
+			}
+		}
+	}
+	if t.UpdatedAt.IsZero() {
+		t.UpdatedAt = now()
+	}
+	return putJSON(ctx, s.tools, t.ID, t)
+}
+
+// Tool reads a tool's record.
+func (s *Store) Tool(ctx context.Context, id string) (*Tool, error) {
+	t, _, err := getJSON[Tool](ctx, s.tools, id)
+	return t, err
+}
+
+// DeleteTool removes a tool's record.
+func (s *Store) DeleteTool(ctx context.Context, id string) error { return deleteKey(ctx, s.tools, id) }
+
+// CreateAccount writes a new account; ErrExists if the id is taken.
+func (s *Store) CreateAccount(ctx context.Context, a Account) (*Account, error) {
+	if err := bus.CheckToolID(a.ID); err != nil { // account ids are key tokens too
+		return nil, invalidf("account %v", err)
+	}
+	if a.CreatedAt.IsZero() {
+		a.CreatedAt = now()
+	}
+	if err := createJSON(ctx, s.accounts, a.ID, a); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// Account reads an account.
+func (s *Store) Account(ctx context.Context, id string) (*Account, error) {
+	a, _, err := getJSON[Account](ctx, s.accounts, id)
+	return a, err
+}
+
+// UpdateAccount changes an account with compare-and-set.
+func (s *Store) UpdateAccount(ctx context.Context, id string, change func(*Account) error) (*Account, error) {
+	return updateJSON(ctx, s.accounts, id, change)
+}
+
+// DeleteAccount removes an account with its keys, connections and links.
+func (s *Store) DeleteAccount(ctx context.Context, id string) error {
+	if _, err := s.Account(ctx, id); err != nil {
+		return err
+	}
+	conns, err := s.Connections(ctx, id)
+	if err != nil {
+		return err
+	}
+	for _, c := range conns {
+		if err := s.Disconnect(ctx, c.Account, c.Tool, nil); err != nil {
+			return err
+		}
+	}
+	keys, err := s.Keys(ctx, id)
+	if err != nil {
+		return err
+	}
+	for hash := range keys {
+		if err := deleteKey(ctx, s.keys, hash); err != nil {
+			return err
+		}
+	}
+	return deleteKey(ctx, s.accounts, id)
+}
+
+// Accounts lists every account.
+func (s *Store) Accounts(ctx context.Context) ([]Account, error) {
+	var out []Account
+	err := eachJSON(ctx, s.accounts, func(_ string, a Account) { out = append(out, a) })
+	return out, err
+}
+
+func eachJSON[T any](ctx context.Context, kv jetstream.KeyValue, fn func(key string, v T)) error {
+	lister, err := kv.ListKeys(ctx)
+	if err != nil {
+		return fmt.Errorf("registry: list %s: %w", kv.Bucket(), err)
+	}
+	defer lister.Stop()
+	for key := range lister.Keys() {
+		v, _, err := getJSON[T](ctx, kv, key)
+		if errors.Is(err, ErrNotFound) {
+			continue // deleted since listed
+		}
+		if err != nil {
+			return err
+		}
+		fn(key, *v)
+	}
+	return nil
+}
+
+// NewKeyRequest describes a key to create.
+type NewKeyRequest struct {
+	Account   string
+	Name      string
+	Scopes    []string
+	ExpiresAt *time.Time
+}
+
+// CreateKey makes a key for an account and returns its record and the key itself,
+// which is not stored and cannot be shown again.
+func (s *Store) CreateKey(ctx context.Context, req NewKeyRequest) (*Key, string, error) {
+	if _, err := s.Account(ctx, req.Account); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, "", invalidf("account %q does not exist", req.Account)
+		}
+		return nil, "", err
+	}
+	for _, sc := range req.Scopes {
+		if err := bus.CheckToolID(sc); err != nil {
+			return nil, "", invalidf("scope: %v", err)
+		}
+	}
+	if req.ExpiresAt != nil && !req.ExpiresAt.After(time.Now()) {
+		return nil, "", invalidf("expires_at: must be in the future")
+	}
+	secret := NewKey()
+	k := Key{
+		ID:        NewID("key_"),
+		Account:   req.Account,
+		Name:      req.Name,
+		Prefix:    secret[:KeyPrefixLen],
+		Scopes:    req.Scopes,
+		CreatedAt: now(),
+		ExpiresAt: req.ExpiresAt,
+	}
+	if err := createJSON(ctx, s.keys, Hash(secret), k); err != nil {
+		return nil, "", err
+	}
+	return &k, secret, nil
+}
+
+// ImportKey files a record under an existing key's hash: how `toolgate dev` keeps the
+// same key across restarts when its data directory is reused.
+func (s *Store) ImportKey(ctx context.Context, secret string, k Key) error {
+	if k.Prefix == "" {
+		k.Prefix = secret[:min(len(secret), KeyPrefixLen)]
+	}
+	if k.CreatedAt.IsZero() {
+		k.CreatedAt = now()
+	}
+	err := createJSON(ctx, s.keys, Hash(secret), k)
+	if errors.Is(err, ErrExists) {
+		return nil
+	}
+	return err
+}
+
+// Keys returns an account's keys by hash (every account's when account is "").
+func (s *Store) Keys(ctx context.Context, account string) (map[string]Key, error) {
+	out := map[string]Key{}
+	err := eachJSON(ctx, s.keys, func(hash string, k Key) {
+		if account == "" || k.Account == account {
+			out[hash] = k
+		}
+	})
+	return out, err
+}
+
+// RevokeKey marks the key filed under hash revoked. Revoking twice is not an error.
+func (s *Store) RevokeKey(ctx context.Context, hash string) (*Key, error) {
+	return updateJSON(ctx, s.keys, hash, func(k *Key) error {
+		if k.RevokedAt == nil {
+			t := now()
+			k.RevokedAt = &t
+		}
+		return nil
+	})
+}
+
+func connKey(account, tool string) string { return account + "." + tool }
+
+// Connect makes tool available to account and gives the connection its SSE link. It
+// returns ErrExists if they are connected already.
+func (s *Store) Connect(ctx context.Context, account, tool string, signer *LinkSigner) (*Connection, error) {
+	if _, err := s.Account(ctx, account); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, invalidf("account %q does not exist", account)
+		}
+		return nil, err
+	}
+	if err := bus.CheckToolID(tool); err != nil {
+		return nil, invalidf("%v", err)
+	}
+	t := now()
+	c := Connection{Account: account, Tool: tool, ConnectedAt: t, LinkNonce: NewID(""), LinkCreatedAt: t}
+	if err := createJSON(ctx, s.conns, connKey(account, tool), c); err != nil {
+		return nil, err
+	}
+	link := Link{Account: account, Tool: tool, CreatedAt: t}
+	if err := putJSON(ctx, s.links, Hash(signer.Token(account, tool, c.LinkNonce)), link); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Connection reads one connection.
+func (s *Store) Connection(ctx context.Context, account, tool string) (*Connection, error) {
+	c, _, err := getJSON[Connection](ctx, s.conns, connKey(account, tool))
+	return c, err
+}
+
+// Connections lists an account's connections.
+func (s *Store) Connections(ctx context.Context, account string) ([]Connection, error) {
+	var out []Connection
+	err := eachJSON(ctx, s.conns, func(_ string, c Connection) {
+		if c.Account == account {
+			out = append(out, c)
+		}
+	})
+	return out, err
+}
+
+// Disconnect removes a connection and its link. With a nil signer the link record is
+// found by scanning, as when an account is deleted.
+func (s *Store) Disconnect(ctx context.Context, account, tool string, signer *LinkSigner) error {
+	c, err := s.Connection(ctx, account, tool)
+	if err != nil {
+		return err
+	}
+	if err := s.deleteLinks(ctx, c, signer); err != nil {
+		return err
+	}
+	return deleteKey(ctx, s.conns, connKey(account, tool))
+}
+
+func (s *Store) deleteLinks(ctx context.Context, c *Connection, signer *LinkSigner) error {
+	if signer != nil {
+		return deleteKey(ctx, s.links, Hash(signer.Token(c.Account, c.Tool, c.LinkNonce)))
+	}
+	var hashes []string
+	if err := eachJSON(ctx, s.links, func(hash string, l Link) {
+		if l.Account == c.Account && l.Tool == c.Tool {
+			hashes = append(hashes, hash)
+		}
+	}); err != nil {
+		return err
+	}
+	for _, h := range hashes {
+		if err := deleteKey(ctx, s.links, h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RotateLink gives a connection a new SSE link; the old one stops working.
+func (s *Store) RotateLink(ctx context.Context, account, tool string, signer *LinkSigner) (*Connection, error) {
+	var old string
+	c, err := updateJSON(ctx, s.conns, connKey(account, tool), func(c *Connection) error {
+		old = c.LinkNonce
+		c.LinkNonce = NewID("")
+		c.LinkCreatedAt = now()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	link := Link{Account: account, Tool: tool, CreatedAt: c.LinkCreatedAt}
+	if err := putJSON(ctx, s.links, Hash(signer.Token(account, tool, c.LinkNonce)), link); err != nil {
+		return nil, err
+	}
+	if err := deleteKey(ctx, s.links, Hash(signer.Token(account, tool, old))); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func presenceKey(tool, instance string) string { return tool + "." + instance }
+
+// PutPresence records (or refreshes) a live worker instance.
+func (s *Store) PutPresence(ctx context.Context, p Presence) error {
+	return putJSON(ctx, s.presence, presenceKey(p.Tool, p.Instance), p)
+}
+
+// DeletePresence removes a worker instance at once, as a clean shutdown does.
+func (s *Store) DeletePresence(ctx context.Context, tool, instance string) error {
+	return deleteKey(ctx, s.presence, presenceKey(tool, instance))
+}
+
+// PutSession writes (and so refreshes the idle TTL of) an MCP session.
+func (s *Store) PutSession(ctx context.Context, sess Session) error {
+	return putJSON(ctx, s.sessions, sess.ID, sess)
+}
+
+// Session reads an MCP session; ErrNotFound once it has expired or been deleted.
+func (s *Store) Session(ctx context.Context, id string) (*Session, error) {
+	sess, _, err := getJSON[Session](ctx, s.sessions, id)
+	return sess, err
+}
+
+// DeleteSession ends an MCP session.
+func (s *Store) DeleteSession(ctx context.Context, id string) error {
+	return deleteKey(ctx, s.sessions, id)
+}
+
+// JetStream exposes the JetStream context, for packages that keep their own streams
+// (the MCP event log).
+func (s *Store) JetStream() jetstream.JetStream { return s.js }

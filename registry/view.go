@@ -1,0 +1,536 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// View is an in-memory copy of the registry that follows every bucket's changes.
+// Readers take a Snapshot, which never changes under them; each batch of changes
+// publishes a new one.
+type View struct {
+	store *Store
+	log   *slog.Logger
+	snap  atomic.Pointer[Snapshot]
+
+	mu        sync.Mutex
+	changed   chan struct{} // closed and replaced on every publish
+	listeners map[int]func(Change)
+	nextID    int
+}
+
+// Change names one record that changed.
+type Change struct {
+	Bucket  string
+	Key     string
+	Deleted bool
+}
+
+// Snapshot is the registry at one moment. It is immutable: share it freely.
+type Snapshot struct {
+	tools    map[string]*ToolEntry
+	accounts map[string]*Account
+	keys     map[string]*Key   // by hash
+	keyIDs   map[string]string // key id -> hash
+	conns    map[string]map[string]*Connection
+	links    map[string]*Link                // by hash
+	presence map[string]map[string]*Presence // tool -> instance
+}
+
+// ToolEntry is a tool's record with its methods ready to validate calls.
+type ToolEntry struct {
+	Tool    *Tool
+	methods map[string]*MethodEntry
+}
+
+// MethodEntry is one method, with its input schema compiled on first use.
+type MethodEntry struct {
+	Tool   *Tool
+	Method *Method
+	schema *inputSchema
+}
+
+// Method returns the entry for name, or nil.
+func (t *ToolEntry) Method(name string) *MethodEntry { return t.methods[name] }
+
+// Validate checks params against the method's input schema and returns a
+// *ValidationError listing every violation. A method without a schema takes any object.
+func (m *MethodEntry) Validate(params []byte) error {
+	if m.schema == nil {
+		return nil
+	}
+	s, err := m.schema.compiled(m.Tool.ID, m.Method.Name)
+	if err != nil {
+		// PutTool refuses schemas that do not compile; one written around it is the tool's fault.
+		return &ValidationError{Violations: []Violation{{Message: "the method's input schema does not compile: " + err.Error()}}}
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(params))
+	if err != nil {
+		return &ValidationError{Violations: []Violation{{Message: "not JSON: " + err.Error()}}}
+	}
+	if err := s.Validate(inst); err != nil {
+		return &ValidationError{Violations: violations(err)}
+	}
+	return nil
+}
+
+func newToolEntry(t *Tool, prev *ToolEntry) *ToolEntry {
+	e := &ToolEntry{Tool: t, methods: make(map[string]*MethodEntry, len(t.Methods))}
+	for i := range t.Methods {
+		m := &t.Methods[i]
+		me := &MethodEntry{Tool: t, Method: m}
+		if len(m.InputSchema) > 0 {
+			var old *MethodEntry
+			if prev != nil {
+				old = prev.Method(m.Name)
+			}
+			if old != nil && old.schema != nil && bytes.Equal(old.schema.raw, m.InputSchema) {
+				me.schema = old.schema // same schema: keep what was compiled
+			} else {
+				me.schema = &inputSchema{raw: m.InputSchema}
+			}
+		}
+		e.methods[m.Name] = me
+	}
+	return e
+}
+
+// NewView starts following the registry and returns once every bucket's current
+// contents are loaded. The view follows changes until ctx ends.
+func NewView(ctx context.Context, store *Store, log *slog.Logger) (*View, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	v := &View{store: store, log: log, changed: make(chan struct{}), listeners: map[int]func(Change){}}
+	v.snap.Store(&Snapshot{
+		tools: map[string]*ToolEntry{}, accounts: map[string]*Account{}, keys: map[string]*Key{},
+		keyIDs: map[string]string{}, conns: map[string]map[string]*Connection{},
+		links: map[string]*Link{}, presence: map[string]map[string]*Presence{},
+	})
+	buckets := []jetstream.KeyValue{store.tools, store.accounts, store.keys, store.conns, store.links, store.presence}
+	updates := make(chan update, 256)
+	for i, kv := range buckets {
+		w, err := kv.WatchAll(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("registry: watch %s: %w", kv.Bucket(), err)
+		}
+		go func() {
+			defer w.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case e, ok := <-w.Updates():
+					if !ok {
+						return
+					}
+					select {
+					case updates <- update{bucket: i, entry: e}:
+					case <-ctx.Done():
+						return
+					}
+				}
+			}
+		}()
+	}
+	synced := make(chan struct{})
+	go v.apply(ctx, len(buckets), updates, synced)
+	select {
+	case <-synced:
+		return v, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("registry: view: %w", ctx.Err())
+	}
+}
+
+type update struct {
+	bucket int
+	entry  jetstream.KeyValueEntry // nil marks the end of a bucket's initial values
+}
+
+// apply is the one goroutine that changes the view: it applies each batch of updates
+// to a working copy and publishes it as the next snapshot.
+func (v *View) apply(ctx context.Context, buckets int, updates <-chan update, synced chan struct{}) {
+	pending := buckets
+	work := *v.snap.Load()
+	for {
+		var batch []update
+		select {
+		case <-ctx.Done():
+			return
+		case u := <-updates:
+			batch = append(batch, u)
+		}
+	drain:
+		for len(batch) < 4096 {
+			select {
+			case u := <-updates:
+				batch = append(batch, u)
+			default:
+				break drain
+			}
+		}
+		dirty := map[int]bool{}
+		var changes []Change
+		for _, u := range batch {
+			if u.entry == nil {
+				pending--
+				continue
+			}
+			if !dirty[u.bucket] {
+				dirty[u.bucket] = true
+				work.cloneBucket(u.bucket)
+			}
+			if c, ok := work.applyEntry(u.bucket, u.entry, v.log); ok {
+				changes = append(changes, c)
+			}
+		}
+		next := work
+		v.snap.Store(&next)
+		if pending == 0 && synced != nil {
+			select {
+			case <-synced:
+			default:
+				close(synced)
+			}
+			synced = nil
+		}
+		v.publish(changes)
+	}
+}
+
+// Bucket order in NewView.
+const (
+	bTools = iota
+	bAccounts
+	bKeys
+	bConns
+	bLinks
+	bPresence
+)
+
+// cloneBucket gives the working copy its own outer map for a bucket, so the published
+// snapshot that shares the old one is not disturbed. Inner maps are replaced, never
+// changed in place, for the same reason.
+func (s *Snapshot) cloneBucket(b int) {
+	switch b {
+	case bTools:
+		s.tools = maps.Clone(s.tools)
+	case bAccounts:
+		s.accounts = maps.Clone(s.accounts)
+	case bKeys:
+		s.keys = maps.Clone(s.keys)
+		s.keyIDs = maps.Clone(s.keyIDs)
+	case bConns:
+		s.conns = maps.Clone(s.conns)
+	case bLinks:
+		s.links = maps.Clone(s.links)
+	case bPresence:
+		s.presence = maps.Clone(s.presence)
+	}
+}
+
+func decode[T any](e jetstream.KeyValueEntry, log *slog.Logger) (*T, bool) {
+	var v T
+	if err := json.Unmarshal(e.Value(), &v); err != nil {
+		log.Error("registry: skipping undecodable record", "bucket", e.Bucket(), "key", e.Key(), "err", err)
+		return nil, false
+	}
+	return &v, true
+}
+
+func (s *Snapshot) applyEntry(b int, e jetstream.KeyValueEntry, log *slog.Logger) (Change, bool) {
+	key := e.Key()
+	deleted := e.Operation() != jetstream.KeyValuePut
+	c := Change{Bucket: e.Bucket(), Key: key, Deleted: deleted}
+	switch b {
+	case bTools:
+		if deleted {
+			delete(s.tools, key)
+			return c, true
+		}
+		if t, ok := decode[Tool](e, log); ok {
+			s.tools[key] = newToolEntry(t, s.tools[key])
+			return c, true
+		}
+	case bAccounts:
+		if deleted {
+			delete(s.accounts, key)
+			return c, true
+		}
+		if a, ok := decode[Account](e, log); ok {
+			s.accounts[key] = a
+			return c, true
+		}
+	case bKeys:
+		if old := s.keys[key]; old != nil {
+			delete(s.keyIDs, old.ID)
+		}
+		if deleted {
+			delete(s.keys, key)
+			return c, true
+		}
+		if k, ok := decode[Key](e, log); ok {
+			s.keys[key] = k
+			s.keyIDs[k.ID] = key
+			return c, true
+		}
+	case bConns:
+		account, tool, ok := splitKey(key)
+		if !ok {
+			return c, false
+		}
+		inner := maps.Clone(s.conns[account])
+		if inner == nil {
+			inner = map[string]*Connection{}
+		}
+		if deleted {
+			delete(inner, tool)
+		} else if conn, ok := decode[Connection](e, log); ok {
+			inner[tool] = conn
+		}
+		if len(inner) == 0 {
+			delete(s.conns, account)
+		} else {
+			s.conns[account] = inner
+		}
+		return c, true
+	case bLinks:
+		if deleted {
+			delete(s.links, key)
+			return c, true
+		}
+		if l, ok := decode[Link](e, log); ok {
+			s.links[key] = l
+			return c, true
+		}
+	case bPresence:
+		tool, instance, ok := splitKey(key)
+		if !ok {
+			return c, false
+		}
+		inner := maps.Clone(s.presence[tool])
+		if inner == nil {
+			inner = map[string]*Presence{}
+		}
+		if deleted {
+			delete(inner, instance)
+		} else if p, ok := decode[Presence](e, log); ok {
+			inner[instance] = p
+		}
+		if len(inner) == 0 {
+			delete(s.presence, tool)
+		} else {
+			s.presence[tool] = inner
+		}
+		return c, true
+	}
+	return c, false
+}
+
+func splitKey(key string) (string, string, bool) {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '.' {
+			return key[:i], key[i+1:], true
+		}
+	}
+	return "", "", false
+}
+
+func (v *View) publish(changes []Change) {
+	v.mu.Lock()
+	close(v.changed)
+	v.changed = make(chan struct{})
+	fns := slices.Collect(maps.Values(v.listeners))
+	v.mu.Unlock()
+	for _, c := range changes {
+		for _, fn := range fns {
+			fn(c)
+		}
+	}
+}
+
+// Snapshot returns the registry as of the last change applied.
+func (v *View) Snapshot() *Snapshot { return v.snap.Load() }
+
+// Store returns the store the view follows.
+func (v *View) Store() *Store { return v.store }
+
+// OnChange calls fn, on the view's goroutine, after each change is visible in
+// Snapshot. fn must not block. The returned func stops the calls.
+func (v *View) OnChange(fn func(Change)) (stop func()) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	id := v.nextID
+	v.nextID++
+	v.listeners[id] = fn
+	return func() {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		delete(v.listeners, id)
+	}
+}
+
+// WaitFor blocks until cond holds for the current snapshot or ctx ends.
+func (v *View) WaitFor(ctx context.Context, cond func(*Snapshot) bool) error {
+	for {
+		v.mu.Lock()
+		ch := v.changed
+		v.mu.Unlock()
+		if cond(v.Snapshot()) {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Principal is who a call is made for: an account, reached through an API key or
+// through the SSE link of one tool.
+type Principal struct {
+	Account string
+	Key     *Key   // set when authenticated by API key
+	Tool    string // set when authenticated by link: the only tool it reaches
+}
+
+// AuthenticateKey finds the usable key secret names. Every failure is
+// ErrUnauthenticated, so the answer does not tell unknown from revoked or expired.
+func (s *Snapshot) AuthenticateKey(secret string, now time.Time) (Principal, error) {
+	if secret == "" {
+		return Principal{}, ErrUnauthenticated
+	}
+	k := s.keys[Hash(secret)]
+	if k == nil || !k.Usable(now) || s.accounts[k.Account] == nil {
+		return Principal{}, ErrUnauthenticated
+	}
+	return Principal{Account: k.Account, Key: k}, nil
+}
+
+// AuthenticateLink finds the live link token names.
+func (s *Snapshot) AuthenticateLink(token string) (Principal, error) {
+	if token == "" {
+		return Principal{}, ErrUnauthenticated
+	}
+	l := s.links[Hash(token)]
+	if l == nil || s.accounts[l.Account] == nil || s.conns[l.Account][l.Tool] == nil {
+		return Principal{}, ErrUnauthenticated
+	}
+	return Principal{Account: l.Account, Tool: l.Tool}, nil
+}
+
+// Tool returns the tool id as p may see it: ErrToolNotFound when it does not exist or
+// is not connected to p's account, ErrForbidden when p's key is scoped away from it.
+func (s *Snapshot) Tool(p Principal, id string) (*ToolEntry, error) {
+	t := s.tools[id]
+	if t == nil || s.conns[p.Account][id] == nil || (p.Tool != "" && p.Tool != id) {
+		return nil, ErrToolNotFound
+	}
+	if p.Key != nil && !p.Key.Allows(id) {
+		return nil, ErrForbidden
+	}
+	return t, nil
+}
+
+// Method returns a method of a tool as p may see it.
+func (s *Snapshot) Method(p Principal, tool, method string) (*MethodEntry, error) {
+	t, err := s.Tool(p, tool)
+	if err != nil {
+		return nil, err
+	}
+	m := t.Method(method)
+	if m == nil {
+		return nil, ErrMethodNotFound
+	}
+	return m, nil
+}
+
+// Tools lists, by id, the tools p may call: connected to its account, deployed, and
+// within its key's scopes.
+func (s *Snapshot) Tools(p Principal) []*ToolEntry {
+	conns := s.conns[p.Account]
+	out := make([]*ToolEntry, 0, len(conns))
+	for id := range conns {
+		if t, err := s.Tool(p, id); err == nil {
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(a, b *ToolEntry) int { return cmpString(a.Tool.ID, b.Tool.ID) })
+	return out
+}
+
+// Instances counts the live workers of a tool.
+func (s *Snapshot) Instances(tool string) int { return len(s.presence[tool]) }
+
+// Presence lists the live workers of a tool.
+func (s *Snapshot) Presence(tool string) []*Presence {
+	return slices.Collect(maps.Values(s.presence[tool]))
+}
+
+// Account returns an account, or nil.
+func (s *Snapshot) Account(id string) *Account { return s.accounts[id] }
+
+// Accounts lists the accounts by id.
+func (s *Snapshot) Accounts() []*Account {
+	out := slices.Collect(maps.Values(s.accounts))
+	slices.SortFunc(out, func(a, b *Account) int { return cmpString(a.ID, b.ID) })
+	return out
+}
+
+// Connection returns account's connection to tool, or nil.
+func (s *Snapshot) Connection(account, tool string) *Connection { return s.conns[account][tool] }
+
+// Connections lists an account's connections by tool id.
+func (s *Snapshot) Connections(account string) []*Connection {
+	out := slices.Collect(maps.Values(s.conns[account]))
+	slices.SortFunc(out, func(a, b *Connection) int { return cmpString(a.Tool, b.Tool) })
+	return out
+}
+
+// KeyByID returns a key's record and the hash it is filed under.
+func (s *Snapshot) KeyByID(id string) (string, *Key) {
+	h, ok := s.keyIDs[id]
+	if !ok {
+		return "", nil
+	}
+	return h, s.keys[h]
+}
+
+// Keys lists an account's keys by creation time.
+func (s *Snapshot) Keys(account string) []*Key {
+	var out []*Key
+	for _, k := range s.keys {
+		if k.Account == account {
+			out = append(out, k)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Key) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return out
+}
+
+// RawTool returns a tool's entry whatever account asks: for workers and
+// administration, never for callers.
+func (s *Snapshot) RawTool(id string) *ToolEntry { return s.tools[id] }
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
