@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/registry"
+)
+
+// devConfig is the embedded default stack's configuration.
+type devConfig struct {
+	Data       string // state: NATS store, secrets
+	NATSListen string // so separately started workers can join
+	Listen     string // the edge
+	BaseURL    string // how clients reach the edge; derived from Listen when empty
+}
+
+func defaultDevConfig() devConfig {
+	return devConfig{Data: "./.toolgate", NATSListen: "127.0.0.1:4222", Listen: "127.0.0.1:8080"}
+}
+
+// Validate names the first field that is wrong.
+func (c devConfig) Validate() error {
+	if c.Data == "" {
+		return errors.New("dev: data: required")
+	}
+	if _, _, err := splitHostPort(c.NATSListen); err != nil {
+		return fmt.Errorf("dev: nats-listen: %w", err)
+	}
+	if _, _, err := splitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("dev: listen: %w", err)
+	}
+	return nil
+}
+
+// The account and tools the dev stack sets up.
+const devAccount = "dev"
+
+var devTools = []string{"email", "echo", "clock"}
+
+func newDevCmd() *cobra.Command {
+	cfg := defaultDevConfig()
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run the whole stack in one process: embedded NATS, an edge, the demo tools, a dev account",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			return runDev(cmd.Context(), cfg, cmd.OutOrStdout(), slog.New(slog.NewJSONHandler(os.Stderr, nil)))
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Data, "data", envOr("TOOLGATE_DATA", cfg.Data), "state directory (NATS store, keys)")
+	f.StringVar(&cfg.NATSListen, "nats-listen", envOr("TOOLGATE_NATS_LISTEN", cfg.NATSListen), "embedded NATS client address")
+	f.StringVar(&cfg.Listen, "listen", envOr("TOOLGATE_LISTEN", cfg.Listen), "edge HTTP address")
+	f.StringVar(&cfg.BaseURL, "base-url", envOr("TOOLGATE_BASE_URL", ""), "public URL of the edge (default http://<listen>)")
+	return cmd
+}
+
+// devState is what the dev stack keeps in its data directory.
+type devState struct {
+	key        string // the dev account's API key
+	keyCreated bool
+	adminKey   string
+	linkSecret string
+}
+
+func runDev(ctx context.Context, cfg devConfig, out io.Writer, log *slog.Logger) error {
+	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
+		return fmt.Errorf("dev: data: %w", err)
+	}
+	host, port, _ := splitHostPort(cfg.NATSListen)
+	ns, err := bus.StartServer(bus.ServerConfig{
+		Name: "toolgate-dev", Host: host, Port: port, JetStream: true, StoreDir: filepath.Join(cfg.Data, "nats"),
+	})
+	if err != nil {
+		return fmt.Errorf("dev: %w", err)
+	}
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	nc, err := bus.Connect(ns.ClientURL(), "toolgate-dev", log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+
+	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	store, err := registry.Open(setupCtx, nc, registry.DefaultOptions())
+	if err != nil {
+		return err
+	}
+	state, err := setupDev(setupCtx, cfg, store)
+	if err != nil {
+		return err
+	}
+	return serveDev(ctx, cfg, state, ns, nc, store, out, log)
+}
+
+// setupDev makes (or finds again) the dev account, its key, its connections, and the
+// stack's secrets. The plain key lives only in <data>/dev-key; the registry holds its
+// hash, re-imported on each start so a wiped store and a kept key still agree.
+func setupDev(ctx context.Context, cfg devConfig, store *registry.Store) (*devState, error) {
+	st := &devState{}
+	var err error
+	if st.linkSecret, _, err = loadOrCreateSecret(filepath.Join(cfg.Data, "link-secret"), registry.NewLinkSecret); err != nil {
+		return nil, fmt.Errorf("dev: link secret: %w", err)
+	}
+	if st.adminKey, _, err = loadOrCreateSecret(filepath.Join(cfg.Data, "admin-key"), registry.NewKey); err != nil {
+		return nil, fmt.Errorf("dev: admin key: %w", err)
+	}
+	if _, err := store.CreateAccount(ctx, registry.Account{ID: devAccount, Name: "Local development"}); err != nil && !errors.Is(err, registry.ErrExists) {
+		return nil, fmt.Errorf("dev: account: %w", err)
+	}
+	if st.key, st.keyCreated, err = loadOrCreateSecret(filepath.Join(cfg.Data, "dev-key"), registry.NewKey); err != nil {
+		return nil, fmt.Errorf("dev: key: %w", err)
+	}
+	if err := store.ImportKey(ctx, st.key, registry.Key{ID: "key_dev", Account: devAccount, Name: "dev"}); err != nil {
+		return nil, fmt.Errorf("dev: key: %w", err)
+	}
+	signer, err := registry.NewLinkSigner([]byte(st.linkSecret))
+	if err != nil {
+		return nil, fmt.Errorf("dev: %w", err)
+	}
+	for _, tool := range devTools {
+		if _, err := store.Connect(ctx, devAccount, tool, signer); err != nil && !errors.Is(err, registry.ErrExists) {
+			return nil, fmt.Errorf("dev: connect %s: %w", tool, err)
+		}
+	}
+	return st, nil
+}
+
+func serveDev(ctx context.Context, cfg devConfig, st *devState, ns *server.Server, nc *nats.Conn, store *registry.Store, out io.Writer, log *slog.Logger) error {
+	fmt.Fprintf(out, "toolgate dev: NATS on %s, data in %s\n", ns.ClientURL(), cfg.Data)
+	printDevKey(out, cfg, st)
+	<-ctx.Done()
+	return nil
+}
+
+func printDevKey(out io.Writer, cfg devConfig, st *devState) {
+	how := "kept from the last start"
+	if st.keyCreated {
+		how = "new"
+	}
+	fmt.Fprintf(out, "API key for account %q (%s; also in %s):\n\n    %s\n\n", devAccount, how, filepath.Join(cfg.Data, "dev-key"), st.key)
+}

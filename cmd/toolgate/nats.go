@@ -1,0 +1,55 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/toolgate/toolgate/bus"
+)
+
+// newNATSCmd runs one embedded NATS node, for stacks that do not run the official
+// nats-server binary. Three of them with --cluster and --routes make a JetStream cluster.
+func newNATSCmd() *cobra.Command {
+	cfg := bus.DefaultServerConfig()
+	var listen, clusterListen, routes string
+	cmd := &cobra.Command{
+		Use:   "nats",
+		Short: "Run one embedded NATS server node (JetStream on; clusterable)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if cfg.Host, cfg.Port, err = splitHostPort(listen); err != nil {
+				return fmt.Errorf("nats: listen: %w", err)
+			}
+			if cfg.Cluster.Name != "" {
+				if cfg.Cluster.Host, cfg.Cluster.Port, err = splitHostPort(clusterListen); err != nil {
+					return fmt.Errorf("nats: cluster-listen: %w", err)
+				}
+				if routes != "" {
+					cfg.Cluster.Routes = strings.Split(routes, ",")
+				}
+			}
+			s, err := bus.StartServer(cfg)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "nats: %s listening on %s (JetStream: %v, cluster: %q)\n",
+				cfg.Name, s.ClientURL(), cfg.JetStream, cfg.Cluster.Name)
+			<-cmd.Context().Done()
+			s.Shutdown()
+			s.WaitForShutdown()
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Name, "name", envOr("TOOLGATE_NATS_NAME", cfg.Name), "server name (unique within a cluster)")
+	f.StringVar(&listen, "listen", envOr("TOOLGATE_NATS_LISTEN", "127.0.0.1:4222"), "client listen address")
+	f.StringVar(&cfg.StoreDir, "store-dir", envOr("TOOLGATE_NATS_STORE", "./.toolgate/nats"), "JetStream store directory")
+	f.BoolVar(&cfg.JetStream, "jetstream", true, "enable JetStream")
+	f.StringVar(&cfg.Cluster.Name, "cluster", envOr("TOOLGATE_NATS_CLUSTER", ""), "cluster name (empty: a single node)")
+	f.StringVar(&clusterListen, "cluster-listen", envOr("TOOLGATE_NATS_CLUSTER_LISTEN", "127.0.0.1:6222"), "cluster route listen address")
+	f.StringVar(&routes, "routes", envOr("TOOLGATE_NATS_ROUTES", ""), "comma-separated nats-route://host:port of the other nodes")
+	return cmd
+}
