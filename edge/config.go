@@ -1,0 +1,108 @@
+package edge
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// DefaultMaxBodyBytes is the largest request body the edge reads: 1 MiB, the NATS
+// server's default max_payload.
+const DefaultMaxBodyBytes = 1 << 20
+
+// HeaderRoom is what the edge keeps free of a NATS message's max_payload for the
+// headers it adds to a tool call (request id, account, deadline, trace context).
+const HeaderRoom = 4 << 10
+
+// Config is one edge node's configuration.
+type Config struct {
+	// Listen is the address Serve's listener is opened on by the command.
+	Listen string
+	// BaseURL is how clients reach this edge; links and API URLs are built from it.
+	BaseURL string
+	// MaxBodyBytes bounds a request body. The edge lowers it, with a log line, when the
+	// NATS server's max_payload less HeaderRoom is smaller.
+	MaxBodyBytes int64
+	// AdminKeyHash is the hex sha256 (registry.Hash) of the admin key. Empty turns the
+	// admin API off.
+	AdminKeyHash string
+	// TimeoutHeader names the request header in which a caller shortens a call's deadline.
+	TimeoutHeader string
+	// ShutdownTimeout is how long Serve waits for in-flight requests when its context ends.
+	ShutdownTimeout time.Duration
+	// MCP serves the MCP routes; nil leaves them answering 404.
+	MCP MCP
+}
+
+// DefaultConfig serves on 127.0.0.1:8080 with 1 MiB bodies and no admin API.
+func DefaultConfig() Config {
+	return Config{
+		Listen:          "127.0.0.1:8080",
+		BaseURL:         "http://127.0.0.1:8080",
+		MaxBodyBytes:    DefaultMaxBodyBytes,
+		TimeoutHeader:   "Tg-Timeout",
+		ShutdownTimeout: 15 * time.Second,
+	}
+}
+
+// Validate names the first field that is wrong.
+func (c Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("edge: listen: %w", err)
+	}
+	u, err := url.Parse(c.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("edge: base-url: must be an absolute http(s) URL")
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return errors.New("edge: base-url: must not carry a query, fragment or user")
+	}
+	if c.MaxBodyBytes <= 0 {
+		return errors.New("edge: max-body-bytes: must be positive")
+	}
+	if c.AdminKeyHash != "" && !isHexSHA256(c.AdminKeyHash) {
+		return errors.New("edge: admin-key-hash: must be 64 hex digits (the sha256 of the admin key)")
+	}
+	if !httpguts.ValidHeaderFieldName(c.TimeoutHeader) {
+		return errors.New("edge: timeout-header: must be a valid header name")
+	}
+	if c.ShutdownTimeout < 0 {
+		return errors.New("edge: shutdown-timeout: must not be negative")
+	}
+	return nil
+}
+
+// baseURL is BaseURL without a trailing slash, ready to append paths to.
+func (c Config) baseURL() string { return strings.TrimRight(c.BaseURL, "/") }
+
+// basePath is the path part of BaseURL, for paths handed to clients relative to the host.
+func (c Config) basePath() string {
+	u, _ := url.Parse(c.baseURL())
+	return u.Path
+}
+
+func isHexSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch b := s[i]; {
+		case b >= '0' && b <= '9', b >= 'a' && b <= 'f', b >= 'A' && b <= 'F':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// the canonical form of the headers the edge reads.
+var (
+	headerAPIKey    = http.CanonicalHeaderKey("SERVICE_API_KEY")
+	headerRequestID = "X-Request-Id"
+)

@@ -1,0 +1,377 @@
+package edge_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/edge"
+	"github.com/toolgate/toolgate/gateway"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/registry"
+)
+
+// env is one real edge on 127.0.0.1 over a real NATS server and registry, with the
+// tools of a test served by NATS responders written here. The responders stand in for
+// the worker SDK: they subscribe in the tool's queue group and answer with the reply
+// headers a worker sends.
+type env struct {
+	t        testing.TB
+	nc       *nats.Conn
+	store    *registry.Store
+	view     *registry.View
+	gw       *gateway.Gateway
+	signer   *registry.LinkSigner
+	edge     *edge.Edge
+	url      string
+	client   *http.Client
+	adminKey string
+	logs     *lockedBuffer
+}
+
+type envOptions struct {
+	natsURL  string // join this server or cluster instead of starting one
+	replicas int
+	server   func(*bus.ServerConfig)
+	edge     func(*edge.Config)
+	gateway  func(*gateway.Config)
+}
+
+type option func(*envOptions)
+
+func withEdge(f func(*edge.Config)) option        { return func(o *envOptions) { o.edge = f } }
+func withGateway(f func(*gateway.Config)) option  { return func(o *envOptions) { o.gateway = f } }
+func withServer(f func(*bus.ServerConfig)) option { return func(o *envOptions) { o.server = f } }
+func onCluster(url string) option                 { return func(o *envOptions) { o.natsURL, o.replicas = url, 3 } }
+
+func newEnv(t testing.TB, opts ...option) *env {
+	t.Helper()
+	o := envOptions{replicas: 1}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.natsURL == "" {
+		edit := o.server
+		if edit == nil {
+			edit = func(*bus.ServerConfig) {}
+		}
+		o.natsURL = testenv.ServerWith(t, edit).ClientURL()
+	}
+	e := &env{t: t, logs: &lockedBuffer{}, adminKey: registry.NewKey()}
+	e.nc = testenv.Conn(t, o.natsURL)
+	e.store = testenv.Store(t, e.nc, o.replicas)
+	e.view = testenv.View(t, e.store)
+	gcfg := gateway.DefaultConfig()
+	if o.gateway != nil {
+		o.gateway(&gcfg)
+	}
+	var err error
+	if e.gw, err = gateway.New(e.nc, e.view, gcfg); err != nil {
+		t.Fatal(err)
+	}
+	e.signer = sharedSigner
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.url = "http://" + ln.Addr().String()
+	cfg := edge.DefaultConfig()
+	cfg.BaseURL = e.url
+	cfg.AdminKeyHash = registry.Hash(e.adminKey)
+	if o.edge != nil {
+		o.edge(&cfg)
+	}
+	log := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if e.edge, err = edge.New(e.gw, e.store, e.signer, cfg, log); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.edge.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("edge: serve: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("edge log:\n%s", e.logs.String())
+		}
+	})
+	e.client = &http.Client{Timeout: 30 * time.Second}
+	t.Cleanup(e.client.CloseIdleConnections)
+	return e
+}
+
+// sharedSigner lets edges of one test cluster agree on links, as edges of one
+// deployment share the link secret.
+var sharedSigner = func() *registry.LinkSigner {
+	s, err := registry.NewLinkSigner([]byte(registry.NewLinkSecret()))
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+// account creates an account with a key and waits until the edge's view has both.
+func (e *env) account(id string, limits registry.Limits) string {
+	e.t.Helper()
+	return e.accountKey(id, limits, nil)
+}
+
+func (e *env) accountKey(id string, limits registry.Limits, scopes []string) string {
+	e.t.Helper()
+	ctx := testenv.Context(e.t)
+	if _, err := e.store.CreateAccount(ctx, registry.Account{ID: id, Name: id, Limits: limits}); err != nil {
+		e.t.Fatal(err)
+	}
+	return e.key(id, scopes)
+}
+
+func (e *env) key(account string, scopes []string) string {
+	e.t.Helper()
+	_, secret, err := e.store.CreateKey(testenv.Context(e.t), registry.NewKeyRequest{Account: account, Name: "test", Scopes: scopes})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	testenv.Eventually(e.t, 2*time.Second, "the edge sees the new key", func() bool {
+		_, err := e.view.Snapshot().AuthenticateKey(secret, time.Now())
+		return err == nil
+	})
+	return secret
+}
+
+// connect makes tool available to account and waits until the edge sees it.
+func (e *env) connect(account, tool string) *registry.Connection {
+	e.t.Helper()
+	c, err := e.store.Connect(testenv.Context(e.t), account, tool, e.signer)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	testenv.Eventually(e.t, 2*time.Second, "the edge sees the connection", func() bool {
+		return e.view.Snapshot().Connection(account, tool) != nil
+	})
+	return c
+}
+
+// deploy writes a tool's record, as a worker does at start, without serving it.
+func (e *env) deploy(tool registry.Tool) {
+	e.t.Helper()
+	if err := e.store.PutTool(testenv.Context(e.t), tool); err != nil {
+		e.t.Fatal(err)
+	}
+	testenv.Eventually(e.t, 2*time.Second, "the edge sees tool "+tool.ID, func() bool {
+		t := e.view.Snapshot().RawTool(tool.ID)
+		return t != nil && len(t.Tool.Methods) == len(tool.Methods)
+	})
+}
+
+// serve deploys a tool and answers each of its methods with handle, on a connection
+// of its own in the tool's queue group, keeping its presence alive until the test ends.
+func (e *env) serve(tool registry.Tool, handle func(method string, m *nats.Msg)) {
+	e.t.Helper()
+	e.deploy(tool)
+	wc := testenv.Conn(e.t, e.nc.ConnectedUrl())
+	subjects := bus.DefaultSubjects
+	for _, m := range tool.Methods {
+		name := m.Name
+		_, err := wc.QueueSubscribe(subjects.Call(tool.ID, name), subjects.QueueGroup(tool.ID), func(msg *nats.Msg) {
+			go handle(name, msg) // like a worker: calls run concurrently
+		})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	if err := wc.Flush(); err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	presence := registry.Presence{Tool: tool.ID, Instance: "test-" + tool.ID, Host: "localhost", StartedAt: time.Now()}
+	beat := func() {
+		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+		defer pcancel()
+		_ = e.store.PutPresence(pctx, presence)
+	}
+	beat()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				beat()
+			}
+		}
+	}()
+	e.t.Cleanup(func() { cancel(); <-stopped })
+	testenv.Eventually(e.t, 2*time.Second, "the edge sees "+tool.ID+" online", func() bool {
+		return e.view.Snapshot().Instances(tool.ID) > 0
+	})
+}
+
+// respond answers a call as a worker does: a status (Tg-Status), a content type and bytes.
+func respond(m *nats.Msg, status int, contentType string, body []byte) {
+	r := nats.NewMsg(m.Reply)
+	if status != 0 {
+		r.Header.Set(bus.HeaderStatus, itoa(status))
+	}
+	if contentType != "" {
+		r.Header.Set(bus.HeaderContentType, contentType)
+	}
+	r.Data = body
+	_ = m.RespondMsg(r)
+}
+
+// respondError answers with a tool's own error, in the nats micro error headers.
+func respondError(m *nats.Msg, code, message string) {
+	r := nats.NewMsg(m.Reply)
+	r.Header.Set(bus.HeaderErrorCode, code)
+	r.Header.Set(bus.HeaderError, message)
+	_ = m.RespondMsg(r)
+}
+
+// echo answers with the parameters it was given.
+func echo(_ string, m *nats.Msg) { respond(m, 0, "application/json", m.Data) }
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// The tools the tests call.
+var (
+	emailSchema = json.RawMessage(`{
+		"type": "object",
+		"properties": {
+			"to": {"type": "string", "format": "email"},
+			"subject": {"type": "string"},
+			"body": {"type": "string"}
+		},
+		"required": ["to", "subject", "body"]
+	}`)
+	emailTool = registry.Tool{ID: "email", Title: "E-mail", Description: "Sends e-mail.", Version: "1.0.0",
+		Methods: []registry.Method{{Name: "send_email", Description: "Send one message.", InputSchema: emailSchema,
+			OutputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}}}`)}}}
+	echoTool = registry.Tool{ID: "echo", Title: "Echo", Methods: []registry.Method{{Name: "echo"}}}
+)
+
+const goodEmail = `{"to":"ada@example.com","subject":"hi","body":"hello"}`
+
+// result is an HTTP answer as the caller sees it.
+type result struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// do sends one request; headers come in name, value pairs.
+func (e *env) do(method, path, body string, headers ...string) result {
+	e.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, e.url+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i+1] == "" {
+			req.Header.Del(headers[i])
+			continue
+		}
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return result{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// call makes a tool call with key.
+func (e *env) call(key, tool, method, body string, headers ...string) result {
+	e.t.Helper()
+	return e.do(http.MethodPost, "/tool-call/"+tool+"/"+method, body, append([]string{"SERVICE_API_KEY", key}, headers...)...)
+}
+
+func (e *env) admin(method, path, body string) result {
+	e.t.Helper()
+	return e.do(method, "/admin"+path, body, "Authorization", "Bearer "+e.adminKey)
+}
+
+// envelope decodes an error answer, failing the test if it is not one.
+func (r result) envelope(t testing.TB) edge.EnvelopeError {
+	t.Helper()
+	var env edge.Envelope
+	dec := json.NewDecoder(bytes.NewReader(r.body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&env); err != nil || env.Error.Code == "" {
+		t.Fatalf("not an error envelope (status %d): %s", r.status, r.body)
+	}
+	if env.Error.RequestID == "" || env.Error.RequestID != r.header.Get("X-Request-Id") {
+		t.Fatalf("envelope request_id %q, X-Request-Id %q: want the same, not empty", env.Error.RequestID, r.header.Get("X-Request-Id"))
+	}
+	return env.Error
+}
+
+// expect checks an error answer's status and code.
+func (r result) expect(t testing.TB, status int, code string) edge.EnvelopeError {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d; body %s", r.status, status, r.body)
+	}
+	got := r.envelope(t)
+	if got.Code != code {
+		t.Fatalf("code %q, want %q; body %s", got.Code, code, r.body)
+	}
+	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Fatalf("envelope Content-Type %q, want application/json", ct)
+	}
+	return got
+}
+
+func decode[T any](t testing.TB, r result) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(r.body, &v); err != nil {
+		t.Fatalf("decode %T: %v; body %s", v, err, r.body)
+	}
+	return v
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,223 @@
+package edge
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/toolgate/toolgate/registry"
+)
+
+// Keys of the values middleware leaves in a gin.Context.
+const (
+	ctxRequestID = "toolgate.request_id"
+	ctxPrincipal = "toolgate.principal"
+	ctxErrorCode = "toolgate.error_code"
+	ctxRawURL    = "toolgate.raw_url"
+)
+
+func requestID(c *gin.Context) string { return c.GetString(ctxRequestID) }
+
+func principal(c *gin.Context) registry.Principal {
+	p, _ := c.Get(ctxPrincipal)
+	pr, _ := p.(registry.Principal)
+	return pr
+}
+
+// saneRequestID accepts a caller's request id only if it can travel as a NATS subject
+// token and a log field unchanged: ASCII letters, digits, '-' and '_', at most 64.
+func saneRequestID(id string) bool {
+	if len(id) == 0 || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch b := id[i]; {
+		case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b >= '0' && b <= '9', b == '-', b == '_':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "req_" + hex.EncodeToString(b[:])
+}
+
+// withRequestID names every request: the caller's X-Request-Id when it is sane,
+// otherwise a fresh one. The id is echoed in the response, set on the trace span, put
+// in error envelopes and sent to the tool.
+func withRequestID(c *gin.Context) {
+	id := c.GetHeader(headerRequestID)
+	if !saneRequestID(id) {
+		id = newRequestID()
+	}
+	c.Set(ctxRequestID, id)
+	c.Header(headerRequestID, id)
+	trace.SpanFromContext(c.Request.Context()).SetAttributes(attribute.String("toolgate.request_id", id))
+	c.Next()
+}
+
+// secretRoute reports whether a route pattern holds a secret (a link token) in its
+// path, and so must not be logged or traced with the raw path.
+func secretRoute(c *gin.Context) bool {
+	route := c.FullPath()
+	return strings.Contains(route, ":link") || (route == "" && strings.HasPrefix(c.Request.URL.Path, "/mcp/"))
+}
+
+// hidePath and showPath bracket the tracing middleware: spans record the request's
+// path, so on routes whose path holds a link token the span sees the route pattern
+// instead. The handlers get the real URL back.
+func hidePath(c *gin.Context) {
+	if secretRoute(c) {
+		u := *c.Request.URL
+		c.Set(ctxRawURL, c.Request.URL)
+		u.Path, u.RawPath, u.RawQuery = c.FullPath(), "", ""
+		if u.Path == "" {
+			u.Path = "/mcp/*"
+		}
+		r := *c.Request
+		r.URL = &u
+		c.Request = &r
+	}
+	c.Next()
+}
+
+func showPath(c *gin.Context) {
+	if raw, ok := c.Get(ctxRawURL); ok {
+		r := *c.Request
+		r.URL = raw.(*url.URL)
+		c.Request = &r
+	}
+	c.Next()
+}
+
+// accessLog writes one slog line per request. It names the route pattern, never the
+// raw path or query (link tokens sit in paths), and never headers or bodies (keys and
+// parameters).
+func (e *Edge) accessLog(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	status := c.Writer.Status()
+	attrs := make([]slog.Attr, 0, 12)
+	attrs = append(attrs,
+		slog.String("request_id", requestID(c)),
+		slog.String("method", c.Request.Method),
+		slog.String("route", c.FullPath()),
+		slog.Int("status", status),
+		slog.Int("bytes", max(c.Writer.Size(), 0)),
+		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+		slog.String("remote", c.ClientIP()),
+	)
+	if p := principal(c); p.Account != "" {
+		attrs = append(attrs, slog.String("account", p.Account))
+	}
+	if !secretRoute(c) {
+		if tool := c.Param("tool"); tool != "" {
+			attrs = append(attrs, slog.String("tool", tool))
+		}
+		if m := c.Param("method"); m != "" {
+			attrs = append(attrs, slog.String("tool_method", m))
+		}
+	}
+	if code := c.GetString(ctxErrorCode); code != "" {
+		attrs = append(attrs, slog.String("code", code))
+	}
+	if sc := trace.SpanContextFromContext(c.Request.Context()); sc.HasTraceID() {
+		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
+	}
+	level := slog.LevelInfo
+	if status >= 500 && status != http.StatusBadGateway && status != http.StatusServiceUnavailable && status != http.StatusGatewayTimeout {
+		level = slog.LevelError
+	}
+	e.log.LogAttrs(c.Request.Context(), level, "http request", attrs...)
+}
+
+// recoverPanic turns a handler's panic into a 500 envelope, if nothing was written
+// yet, and logs it with its stack. http.ErrAbortHandler keeps its meaning: the
+// connection is dropped.
+func (e *Edge) recoverPanic(c *gin.Context) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
+			panic(v)
+		}
+		e.log.ErrorContext(c.Request.Context(), "edge: handler panicked",
+			"request_id", requestID(c), "route", c.FullPath(), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		if c.Writer.Written() {
+			c.Abort()
+			return
+		}
+		e.fail(c, fmt.Errorf("edge: panic: %v", v))
+	}()
+	c.Next()
+}
+
+// limitBody caps every request body at the edge's limit: a declared length over it is
+// refused at once, an undeclared one fails when the reader passes it.
+func (e *Edge) limitBody(c *gin.Context) {
+	if c.Request.ContentLength > e.maxBody {
+		e.fail(c, errPayloadTooLarge)
+		return
+	}
+	if c.Request.Body != nil && c.Request.Body != http.NoBody {
+		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, e.maxBody)
+	}
+	c.Next()
+}
+
+// apiKey reads the caller's key from SERVICE_API_KEY or Authorization: Bearer. Keys
+// in query strings are not read: they would end up in logs and browser histories.
+func apiKey(r *http.Request) string {
+	if k := r.Header.Get(headerAPIKey); k != "" {
+		return strings.TrimSpace(k)
+	}
+	return bearer(r)
+}
+
+func bearer(r *http.Request) string {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(token)
+}
+
+// authKey authenticates the caller's API key against the registry view.
+func (e *Edge) authKey(c *gin.Context) {
+	p, err := e.view.Snapshot().AuthenticateKey(apiKey(c.Request), time.Now())
+	if err != nil {
+		e.fail(c, err)
+		return
+	}
+	c.Set(ctxPrincipal, p)
+	c.Next()
+}
+
+// authAdmin compares the admin key's hash with the configured one in constant time.
+func (e *Edge) authAdmin(c *gin.Context) {
+	sum := sha256.Sum256([]byte(bearer(c.Request)))
+	if subtle.ConstantTimeCompare(sum[:], e.adminHash) != 1 {
+		e.fail(c, newHTTPError(http.StatusUnauthorized, CodeUnauthenticated, "a valid admin key is required"))
+		return
+	}
+	c.Next()
+}

@@ -1,0 +1,263 @@
+package edge
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/toolgate/toolgate/gateway"
+	"github.com/toolgate/toolgate/registry"
+)
+
+// ToolList is the answer of GET /get-tools.
+type ToolList struct {
+	Tools []ToolInfo `json:"tools"`
+}
+
+// ToolInfo is one tool as a caller sees it: GET /tools/{tool} answers one, GET
+// /get-tools a list of them.
+type ToolInfo struct {
+	ID          string `json:"id"`
+	Title       string `json:"title,omitempty"`
+	Description string `json:"description,omitempty"`
+	Version     string `json:"version,omitempty"`
+	// Status is "online" while at least one worker of the tool is present.
+	Status    string `json:"status"`
+	Instances int    `json:"instances"`
+	Links
+	Methods []MethodInfo `json:"methods"`
+}
+
+// Links are the addresses of one account's connection to a tool.
+type Links struct {
+	SSEURL     string `json:"sse_url,omitempty"`     // MCP, legacy HTTP+SSE transport
+	MCPURL     string `json:"mcp_url,omitempty"`     // MCP, Streamable HTTP transport
+	APIURL     string `json:"api_url"`               // the direct tool API: POST {api_url}/{method}
+	OpenAPIURL string `json:"openapi_url,omitempty"` // the direct tool API's OpenAPI document
+}
+
+// MethodInfo is one method of a tool.
+type MethodInfo struct {
+	Name         string          `json:"name"`
+	Title        string          `json:"title,omitempty"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+}
+
+// Tool statuses.
+const (
+	StatusOnline  = "online"
+	StatusOffline = "offline"
+)
+
+// anyObject is the input schema of a method that declares none: it takes any object.
+var anyObject = json.RawMessage(`{"type":"object"}`)
+
+// links are the addresses of account's connection to tool; without a connection (an
+// administrator's view of a tool) only the API URLs.
+func (e *Edge) links(conn *registry.Connection, tool string) Links {
+	l := Links{APIURL: e.base + "/tools/" + tool, OpenAPIURL: e.base + "/tools/" + tool + "/openapi.json"}
+	if conn != nil {
+		token := e.signer.Token(conn.Account, conn.Tool, conn.LinkNonce)
+		l.MCPURL = e.base + "/mcp/" + token
+		l.SSEURL = l.MCPURL + "/sse"
+	}
+	return l
+}
+
+func (e *Edge) toolInfo(snap *registry.Snapshot, t *registry.Tool, conn *registry.Connection) ToolInfo {
+	n := snap.Instances(t.ID)
+	info := ToolInfo{
+		ID: t.ID, Title: t.Title, Description: t.Description, Version: t.Version,
+		Status: StatusOffline, Instances: n, Links: e.links(conn, t.ID),
+		Methods: make([]MethodInfo, len(t.Methods)),
+	}
+	if n > 0 {
+		info.Status = StatusOnline
+	}
+	for i, m := range t.Methods {
+		in := m.InputSchema
+		if len(in) == 0 {
+			in = anyObject
+		}
+		info.Methods[i] = MethodInfo{Name: m.Name, Title: m.Title, Description: m.Description, InputSchema: in, OutputSchema: m.OutputSchema}
+	}
+	return info
+}
+
+// getTools lists the tools the caller's account may use, with its links to each.
+func (e *Edge) getTools(c *gin.Context) {
+	p := principal(c)
+	snap := e.view.Snapshot()
+	entries := snap.Tools(p)
+	list := ToolList{Tools: make([]ToolInfo, 0, len(entries))}
+	for _, t := range entries {
+		list.Tools = append(list.Tools, e.toolInfo(snap, t.Tool, snap.Connection(p.Account, t.Tool.ID)))
+	}
+	c.JSON(http.StatusOK, list)
+}
+
+// getTool is the direct tool API's description of one tool: the same shape as one
+// entry of get-tools.
+func (e *Edge) getTool(c *gin.Context) {
+	p := principal(c)
+	snap := e.view.Snapshot()
+	t, err := snap.Tool(p, c.Param("tool"))
+	if err != nil {
+		e.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, e.toolInfo(snap, t.Tool, snap.Connection(p.Account, t.Tool.ID)))
+}
+
+// toolCall runs one method of one tool: POST /tool-call/{tool}/{method} and POST
+// /tools/{tool}/{method} alike. The tool's status, content type and bytes are the
+// answer; any failure before or on the way is an envelope.
+func (e *Edge) toolCall(c *gin.Context) {
+	tool, method := c.Param("tool"), c.Param("method")
+	start := time.Now()
+	e.metrics.inFlight.Inc()
+	defer e.metrics.inFlight.Dec()
+	code := "ok"
+	defer func() {
+		if v := c.GetString(ctxErrorCode); v != "" {
+			code = v
+		}
+		t, m := e.metricLabels(tool, method)
+		e.metrics.observe(t, m, code, time.Since(start))
+	}()
+
+	p := principal(c)
+	// The order of DESIGN.md: visibility first, so a caller learns nothing of a tool
+	// it may not see from how its body is judged.
+	if _, err := e.view.Snapshot().Method(p, tool, method); err != nil {
+		e.fail(c, err)
+		return
+	}
+	if !jsonContentType(c.Request.Header.Get("Content-Type")) {
+		e.fail(c, errUnsupportedType)
+		return
+	}
+	timeout, err := e.askedTimeout(c.Request)
+	if err != nil {
+		e.fail(c, err)
+		return
+	}
+	buf := bodyPool.Get().(*bytes.Buffer)
+	defer putBody(buf)
+	if err := readBody(buf, c.Request); err != nil {
+		e.fail(c, err)
+		return
+	}
+	params := buf.Bytes()
+	if len(bytes.TrimSpace(params)) == 0 {
+		params = emptyObject // a method without parameters may be called without a body
+	}
+	reply, err := e.gw.Do(c.Request.Context(), &gateway.Call{
+		Principal: p, Tool: tool, Method: method, Params: params,
+		RequestID: requestID(c), Timeout: timeout,
+	})
+	if err != nil {
+		e.fail(c, err)
+		return
+	}
+	h := c.Writer.Header()
+	if reply.ContentType != "" {
+		h.Set("Content-Type", reply.ContentType)
+	} else {
+		h["Content-Type"] = nil // as the tool gave it: none, and no sniffing either
+	}
+	// The bytes are the tool's, served from the gateway's origin: never let a browser
+	// run them as a page of that origin.
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "sandbox")
+	h.Set("Content-Length", strconv.Itoa(len(reply.Data)))
+	c.Writer.WriteHeader(reply.Status)
+	_, _ = c.Writer.Write(reply.Data)
+}
+
+var emptyObject = []byte("{}")
+
+// metricLabels keeps metric labels to names the registry knows.
+func (e *Edge) metricLabels(tool, method string) (string, string) {
+	t := e.view.Snapshot().RawTool(tool)
+	if t == nil {
+		return "unknown", "unknown"
+	}
+	if t.Method(method) == nil {
+		return tool, "unknown"
+	}
+	return tool, method
+}
+
+// jsonContentType accepts application/json with any parameters (charset=utf-8), and a
+// request that names no type at all: many clients of a JSON API do not bother.
+func jsonContentType(v string) bool {
+	if v == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(v)
+	return err == nil && mt == "application/json"
+}
+
+// askedTimeout reads the caller's deadline header: a Go duration ("2s", "1500ms") or
+// a whole number of milliseconds. The gateway still caps it by the method's timeout
+// and the server's maximum.
+func (e *Edge) askedTimeout(r *http.Request) (time.Duration, error) {
+	v := strings.TrimSpace(r.Header.Get(e.cfg.TimeoutHeader))
+	if v == "" {
+		return 0, nil
+	}
+	var d time.Duration
+	if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+		d = time.Duration(ms) * time.Millisecond
+	} else if d, err = time.ParseDuration(v); err != nil {
+		d = 0
+	}
+	if d <= 0 {
+		return 0, newHTTPError(http.StatusBadRequest, CodeInvalidRequest,
+			e.cfg.TimeoutHeader+": must be a positive duration, such as 2s, 1500ms or 1500 (milliseconds)")
+	}
+	return d, nil
+}
+
+var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// putBody returns a body buffer to the pool unless it grew large: one huge request
+// should not pin its memory for ever.
+func putBody(b *bytes.Buffer) {
+	if b.Cap() > 64<<10 {
+		return
+	}
+	b.Reset()
+	bodyPool.Put(b)
+}
+
+// readBody reads the (already capped) request body into buf.
+func readBody(buf *bytes.Buffer, r *http.Request) error {
+	if r.Body == nil {
+		return nil
+	}
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength))
+	}
+	_, err := buf.ReadFrom(r.Body)
+	var tooLarge *http.MaxBytesError
+	switch {
+	case err == nil, errors.Is(err, io.EOF):
+		return nil
+	case errors.As(err, &tooLarge):
+		return err
+	}
+	return newHTTPError(http.StatusBadRequest, CodeInvalidRequest, "the body could not be read")
+}
