@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolgate/toolgate/bus"
@@ -38,6 +39,8 @@ type env struct {
 	client   *http.Client
 	adminKey string
 	logs     *lockedBuffer
+	srv      *server.Server // the NATS server, when the env started it
+	stop     func() error   // ends Serve and returns what it returned
 }
 
 type envOptions struct {
@@ -61,14 +64,15 @@ func newEnv(t testing.TB, opts ...option) *env {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.natsURL == "" {
-		edit := o.server
-		if edit == nil {
-			edit = func(*bus.ServerConfig) {}
-		}
-		o.natsURL = testenv.ServerWith(t, edit).ClientURL()
+	edit := o.server
+	if edit == nil {
+		edit = func(*bus.ServerConfig) {}
 	}
 	e := &env{t: t, logs: &lockedBuffer{}, adminKey: registry.NewKey()}
+	if o.natsURL == "" {
+		e.srv = testenv.ServerWith(t, edit)
+		o.natsURL = e.srv.ClientURL()
+	}
 	e.nc = testenv.Conn(t, o.natsURL)
 	e.store = testenv.Store(t, e.nc, o.replicas)
 	e.view = testenv.View(t, e.store)
@@ -99,9 +103,12 @@ func newEnv(t testing.TB, opts ...option) *env {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.edge.Serve(ctx, ln) }()
-	t.Cleanup(func() {
+	e.stop = sync.OnceValue(func() error {
 		cancel()
-		if err := <-done; err != nil {
+		return <-done
+	})
+	t.Cleanup(func() {
+		if err := e.stop(); err != nil {
 			t.Errorf("edge: serve: %v", err)
 		}
 		if t.Failed() {
@@ -158,8 +165,10 @@ func (e *env) connect(account, tool string) *registry.Connection {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	testenv.Eventually(e.t, 2*time.Second, "the edge sees the connection", func() bool {
-		return e.view.Snapshot().Connection(account, tool) != nil
+	token := e.signer.Token(account, tool, c.LinkNonce)
+	testenv.Eventually(e.t, 2*time.Second, "the edge sees the connection and its link", func() bool {
+		_, err := e.view.Snapshot().AuthenticateLink(token)
+		return e.view.Snapshot().Connection(account, tool) != nil && err == nil
 	})
 	return c
 }
