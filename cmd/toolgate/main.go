@@ -35,6 +35,11 @@ func newRootCmd() *cobra.Command {
 		newVersionCmd(),
 		newNATSCmd(),
 		newDevCmd(),
+		newEdgeCmd(),
+		newAccountsCmd(),
+		newKeysCmd(),
+		newToolsCmd(),
+		newLinksCmd(),
 	)
 	return root
 }

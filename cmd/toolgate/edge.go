@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/edge"
+	"github.com/toolgate/toolgate/gateway"
+	"github.com/toolgate/toolgate/internal/telemetry"
+	"github.com/toolgate/toolgate/registry"
+)
+
+// edgeOptions is what `toolgate edge` runs with: the edge's and the gateway's
+// configurations and where to find NATS and the deployment's secrets.
+type edgeOptions struct {
+	Edge           edge.Config
+	Gateway        gateway.Config
+	NATS           string
+	Replicas       int
+	LinkSecretFile string
+	AdminKeyFile   string
+}
+
+func defaultEdgeOptions() edgeOptions {
+	return edgeOptions{Edge: edge.DefaultConfig(), Gateway: gateway.DefaultConfig(), NATS: "nats://127.0.0.1:4222", Replicas: 1}
+}
+
+// Validate names the first field that is wrong.
+func (o edgeOptions) Validate() error {
+	if o.NATS == "" {
+		return errors.New("edge: nats: required")
+	}
+	if o.LinkSecretFile == "" {
+		return errors.New("edge: link-secret-file: required; every edge of a deployment reads the same secret (at least 32 bytes)")
+	}
+	if o.Replicas < 1 || o.Replicas > 5 {
+		return errors.New("edge: replicas: must be from 1 to 5")
+	}
+	if err := o.Gateway.Validate(); err != nil {
+		return err
+	}
+	return o.Edge.Validate()
+}
+
+// edgeEnv maps each flag of `toolgate edge` to the variable that sets it.
+var edgeEnv = map[string]string{
+	"nats":             "TOOLGATE_NATS",
+	"listen":           "TOOLGATE_LISTEN",
+	"base-url":         "TOOLGATE_BASE_URL",
+	"link-secret-file": "TOOLGATE_LINK_SECRET_FILE",
+	"admin-key-file":   "TOOLGATE_ADMIN_KEY_FILE",
+	"replicas":         "TOOLGATE_REPLICAS",
+	"max-body-bytes":   "TOOLGATE_MAX_BODY_BYTES",
+	"default-timeout":  "TOOLGATE_DEFAULT_TIMEOUT",
+	"max-timeout":      "TOOLGATE_MAX_TIMEOUT",
+	"rate":             "TOOLGATE_RATE",
+	"burst":            "TOOLGATE_BURST",
+	"shutdown-timeout": "TOOLGATE_SHUTDOWN_TIMEOUT",
+}
+
+func newEdgeCmd() *cobra.Command {
+	o := defaultEdgeOptions()
+	cmd := &cobra.Command{
+		Use:   "edge",
+		Short: "Run one stateless HTTP edge node",
+		Long: `Run one stateless HTTP edge node: get-tools, tool calls, the direct tool API and
+the admin API, over a NATS server or cluster that holds the registry.
+
+Every flag can be set by a TOOLGATE_* variable instead (TOOLGATE_NATS,
+TOOLGATE_LISTEN, TOOLGATE_BASE_URL, TOOLGATE_LINK_SECRET_FILE, ...). Traces are
+exported when the standard OTEL_* variables ask for it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := flagsFromEnv(cmd.Flags(), edgeEnv); err != nil {
+				return err
+			}
+			log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+			return runEdge(cmd.Context(), o, cmd.OutOrStdout(), log)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.NATS, "nats", o.NATS, "NATS server URL(s), comma-separated")
+	f.StringVar(&o.Edge.Listen, "listen", o.Edge.Listen, "HTTP listen address")
+	f.StringVar(&o.Edge.BaseURL, "base-url", o.Edge.BaseURL, "the edge's public URL, from which links and API URLs are made")
+	f.StringVar(&o.LinkSecretFile, "link-secret-file", "", "file holding the deployment's link secret (required; the same on every edge)")
+	f.StringVar(&o.AdminKeyFile, "admin-key-file", "", "file holding the admin key (empty: no admin API)")
+	f.IntVar(&o.Replicas, "replicas", o.Replicas, "replicas of the registry's buckets: 1 on a single node, 3 in a cluster")
+	f.Int64Var(&o.Edge.MaxBodyBytes, "max-body-bytes", o.Edge.MaxBodyBytes, "largest request body (never above NATS max_payload less 4 KiB)")
+	f.DurationVar(&o.Gateway.DefaultTimeout, "default-timeout", o.Gateway.DefaultTimeout, "deadline of a call whose method names none")
+	f.DurationVar(&o.Gateway.MaxTimeout, "max-timeout", o.Gateway.MaxTimeout, "longest deadline of any call")
+	f.Float64Var(&o.Gateway.Rate, "rate", o.Gateway.Rate, "calls per second per key, for accounts without limits")
+	f.IntVar(&o.Gateway.Burst, "burst", o.Gateway.Burst, "calls a key may make at once above the rate")
+	f.DurationVar(&o.Edge.ShutdownTimeout, "shutdown-timeout", o.Edge.ShutdownTimeout, "how long in-flight requests get at shutdown")
+	return cmd
+}
+
+// runEdge serves one edge until ctx ends.
+func runEdge(ctx context.Context, o edgeOptions, out io.Writer, log *slog.Logger) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	linkSecret, err := readSecretFile(o.LinkSecretFile)
+	if err != nil {
+		return fmt.Errorf("edge: link-secret-file: %w", err)
+	}
+	signer, err := registry.NewLinkSigner([]byte(linkSecret))
+	if err != nil {
+		return fmt.Errorf("edge: link-secret-file: %w", err)
+	}
+	if o.AdminKeyFile != "" {
+		adminKey, err := readSecretFile(o.AdminKeyFile)
+		if err != nil {
+			return fmt.Errorf("edge: admin-key-file: %w", err)
+		}
+		o.Edge.AdminKeyHash = registry.Hash(adminKey)
+	}
+
+	stopTracing, err := telemetry.Start(ctx, "toolgate-edge")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = stopTracing(flush)
+	}()
+
+	nc, err := bus.Connect(o.NATS, "toolgate-edge", log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	opts := registry.DefaultOptions()
+	opts.Replicas = o.Replicas
+	store, err := registry.Open(setup, nc, opts)
+	if err != nil {
+		return err
+	}
+	view, err := registry.NewView(ctx, store, log)
+	if err != nil {
+		return err
+	}
+	gw, err := gateway.New(nc, view, o.Gateway)
+	if err != nil {
+		return err
+	}
+	e, err := edge.New(gw, store, signer, o.Edge, log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.Edge.Listen)
+	if err != nil {
+		return fmt.Errorf("edge: listen: %w", err)
+	}
+	fmt.Fprintf(out, "toolgate edge: listening on http://%s, links under %s\n", ln.Addr(), o.Edge.BaseURL)
+	return e.Serve(ctx, ln)
+}
+
+// flagsFromEnv sets each flag the command line left alone from its variable, if set.
+func flagsFromEnv(f *pflag.FlagSet, vars map[string]string) error {
+	for name, env := range vars {
+		v, ok := os.LookupEnv(env)
+		if !ok || f.Changed(name) {
+			continue
+		}
+		if err := f.Set(name, v); err != nil {
+			return fmt.Errorf("%s: %w", env, err)
+		}
+	}
+	return nil
+}

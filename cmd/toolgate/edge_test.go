@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/edge"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/registry"
+)
+
+// run executes one toolgate command line and returns what it printed.
+func run(t *testing.T, ctx context.Context, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	root := newRootCmd()
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	return out.String(), err
+}
+
+// TestEdgeAndAdminCommands starts `toolgate edge` on a real NATS server and drives an
+// account's life through `toolgate accounts|keys|tools|links`.
+func TestEdgeAndAdminCommands(t *testing.T) {
+	srv := testenv.Server(t)
+	dir := t.TempDir()
+	linkSecret := filepath.Join(dir, "link-secret")
+	adminKeyFile := filepath.Join(dir, "admin-key")
+	adminKey := registry.NewKey()
+	if err := os.WriteFile(linkSecret, []byte(registry.NewLinkSecret()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(adminKeyFile, []byte(adminKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Setenv("TOOLGATE_ADMIN_KEY_FILE", adminKeyFile) // read by the edge and the admin commands alike
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		root := newRootCmd()
+		root.SetOut(out)
+		root.SetArgs([]string{"edge", "--nats", srv.ClientURL(), "--listen", "127.0.0.1:0",
+			"--base-url", "https://gw.example.com", "--link-secret-file", linkSecret})
+		done <- root.ExecuteContext(ctx)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("toolgate edge: %v", err)
+		}
+	}()
+	listening := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
+	var url string
+	testenv.Eventually(t, 10*time.Second, "toolgate edge listens", func() bool {
+		m := listening.FindStringSubmatch(out.String())
+		if m != nil {
+			url = m[1]
+		}
+		return m != nil
+	})
+	testenv.Eventually(t, 5*time.Second, "the edge is ready", func() bool {
+		resp, err := http.Get(url + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+
+	admin := func(args ...string) string {
+		t.Helper()
+		got, err := run(t, context.Background(), append(args, "--url", url)...)
+		if err != nil {
+			t.Fatalf("toolgate %s: %v\n%s", strings.Join(args, " "), err, got)
+		}
+		return got
+	}
+	admin("accounts", "create", "acme", "--name", "Acme", "--rate", "10")
+	if got := admin("accounts", "list"); !strings.Contains(got, `"id": "acme"`) || !strings.Contains(got, `"rate": 10`) {
+		t.Fatalf("accounts list:\n%s", got)
+	}
+	var key edge.NewKey
+	if err := json.Unmarshal([]byte(admin("keys", "create", "acme", "--name", "ci", "--expires-in", "24h")), &key); err != nil || key.Secret == "" {
+		t.Fatalf("keys create: %+v %v", key, err)
+	}
+	if got := admin("keys", "list", "acme"); strings.Contains(got, key.Secret) || !strings.Contains(got, key.Prefix) {
+		t.Fatalf("keys list:\n%s", got)
+	}
+	var conn edge.Connection
+	if err := json.Unmarshal([]byte(admin("tools", "connect", "acme", "echo")), &conn); err != nil || !strings.HasPrefix(conn.SSEURL, "https://gw.example.com/mcp/tgl_") {
+		t.Fatalf("tools connect: %+v %v", conn, err)
+	}
+	var rotated edge.Connection
+	if err := json.Unmarshal([]byte(admin("links", "rotate", "acme", "echo")), &rotated); err != nil || rotated.SSEURL == conn.SSEURL {
+		t.Fatalf("links rotate: %+v %v", rotated, err)
+	}
+	if got := admin("links", "show", "acme", "echo"); !strings.Contains(got, rotated.SSEURL) {
+		t.Fatalf("links show:\n%s", got)
+	}
+	if got := admin("tools", "list", "acme"); !strings.Contains(got, rotated.MCPURL) {
+		t.Fatalf("tools list:\n%s", got)
+	}
+
+	req, _ := http.NewRequest(http.MethodGet, url+"/get-tools", nil)
+	req.Header.Set("SERVICE_API_KEY", key.Secret)
+	testenv.Eventually(t, time.Second, "the key works on the edge", func() bool {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	admin("keys", "revoke", key.ID)
+	admin("tools", "disconnect", "acme", "echo")
+	admin("accounts", "delete", "acme")
+
+	_, err := run(t, context.Background(), "accounts", "create", "Not Valid", "--url", url)
+	if err == nil || !strings.Contains(err.Error(), "invalid_request (400)") || !strings.Contains(err.Error(), "/id:") {
+		t.Fatalf("a bad account id: %v", err)
+	}
+	_, err = run(t, context.Background(), "accounts", "list", "--url", url, "--admin-key", registry.NewKey())
+	if err == nil || !strings.Contains(err.Error(), "unauthenticated (401)") {
+		t.Fatalf("a wrong admin key: %v", err)
+	}
+}
+
+func TestEdgeCommandRefusesBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"edge"}, "edge: link-secret-file: required"},
+		{[]string{"edge", "--link-secret-file", "x", "--base-url", "gw.example.com"}, "edge: base-url: must be an absolute http(s) URL"},
+		{[]string{"edge", "--link-secret-file", "/nonexistent/secret"}, "edge: link-secret-file:"},
+	} {
+		if _, err := run(t, context.Background(), tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("toolgate %s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+	t.Setenv("TOOLGATE_MAX_BODY_BYTES", "lots")
+	if _, err := run(t, context.Background(), "edge"); err == nil || !strings.Contains(err.Error(), "TOOLGATE_MAX_BODY_BYTES") {
+		t.Errorf("a bad variable: %v", err)
+	}
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
