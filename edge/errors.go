@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -29,10 +30,12 @@ type EnvelopeError struct {
 	Details   []any  `json:"details,omitempty"`
 }
 
-// ToolErrorDetail is the detail of a tool_error: what the tool itself reported.
+// ToolErrorDetail is the detail of a tool_error: what the tool itself reported, with
+// the JSON it sent along, if any.
 type ToolErrorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code    string          `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
 }
 
 // Error codes of the envelope.
@@ -146,8 +149,11 @@ func classify(err error) answer {
 		if te.Status >= 400 && te.Status <= 599 {
 			status = te.Status // the tool asked for it with Tg-Status
 		}
-		return answer{status: status, code: CodeToolError, message: "the tool failed",
-			details: []any{ToolErrorDetail{Code: te.Code, Message: te.Message}}}
+		d := ToolErrorDetail{Code: te.Code, Message: te.Message}
+		if len(te.Data) > 0 && json.Valid(te.Data) {
+			d.Data = te.Data
+		}
+		return answer{status: status, code: CodeToolError, message: "the tool failed", details: []any{d}}
 	case errors.Is(err, bus.ErrNoResponders):
 		return answer{status: http.StatusServiceUnavailable, code: CodeToolUnavailable,
 			message: "no worker of the tool is running", retryAfter: UnavailableRetryAfter}

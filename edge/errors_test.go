@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/registry"
 )
@@ -81,6 +82,24 @@ func TestErrorTable(t *testing.T) {
 		e.connect("acme", "failing")
 		got := e.call(key, "failing", "run", `{}`).expect(t, http.StatusBadGateway, edge.CodeToolError)
 		want := []any{map[string]any{"code": "quota_exceeded", "message": "the mailbox is full"}}
+		if !jsonEqual(got.Details, want) {
+			t.Fatalf("details %v, want %v", got.Details, want)
+		}
+	})
+	t.Run("tool_error: a tool's error keeps the status it asks for and the JSON it sends", func(t *testing.T) {
+		picky := registry.Tool{ID: "picky", Methods: []registry.Method{{Name: "run"}}}
+		e.serve(picky, func(_ string, m *nats.Msg) {
+			r := nats.NewMsg(m.Reply)
+			r.Header.Set(bus.HeaderErrorCode, "conflict")
+			r.Header.Set(bus.HeaderError, "the slot is taken")
+			r.Header.Set(bus.HeaderStatus, "409")
+			r.Header.Set(bus.HeaderContentType, "application/json")
+			r.Data = []byte(`{"slot":"10:00"}`)
+			_ = m.RespondMsg(r)
+		})
+		e.connect("acme", "picky")
+		got := e.call(key, "picky", "run", `{}`).expect(t, http.StatusConflict, edge.CodeToolError)
+		want := []any{map[string]any{"code": "conflict", "message": "the slot is taken", "data": map[string]any{"slot": "10:00"}}}
 		if !jsonEqual(got.Details, want) {
 			t.Fatalf("details %v, want %v", got.Details, want)
 		}
