@@ -99,7 +99,6 @@ func (e *Edge) routes() *gin.Engine {
 	r.HandleMethodNotAllowed = true
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
-	r.ContextWithFallback = true
 	_ = r.SetTrustedProxies(nil)
 	r.Use(
 		hidePath,

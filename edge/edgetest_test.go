@@ -48,13 +48,11 @@ type envOptions struct {
 	replicas int
 	server   func(*bus.ServerConfig)
 	edge     func(*edge.Config)
-	gateway  func(*gateway.Config)
 }
 
 type option func(*envOptions)
 
 func withEdge(f func(*edge.Config)) option        { return func(o *envOptions) { o.edge = f } }
-func withGateway(f func(*gateway.Config)) option  { return func(o *envOptions) { o.gateway = f } }
 func withServer(f func(*bus.ServerConfig)) option { return func(o *envOptions) { o.server = f } }
 func onCluster(url string) option                 { return func(o *envOptions) { o.natsURL, o.replicas = url, 3 } }
 
@@ -76,12 +74,8 @@ func newEnv(t testing.TB, opts ...option) *env {
 	e.nc = testenv.Conn(t, o.natsURL)
 	e.store = testenv.Store(t, e.nc, o.replicas)
 	e.view = testenv.View(t, e.store)
-	gcfg := gateway.DefaultConfig()
-	if o.gateway != nil {
-		o.gateway(&gcfg)
-	}
 	var err error
-	if e.gw, err = gateway.New(e.nc, e.view, gcfg); err != nil {
+	if e.gw, err = gateway.New(e.nc, e.view, gateway.DefaultConfig()); err != nil {
 		t.Fatal(err)
 	}
 	e.signer = sharedSigner
