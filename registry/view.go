@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -121,28 +122,7 @@ func NewView(ctx context.Context, store *Store, log *slog.Logger) (*View, error)
 	buckets := []jetstream.KeyValue{store.tools, store.accounts, store.keys, store.conns, store.links, store.presence}
 	updates := make(chan update, 256)
 	for i, kv := range buckets {
-		w, err := kv.WatchAll(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("registry: watch %s: %w", kv.Bucket(), err)
-		}
-		go func() {
-			defer w.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case e, ok := <-w.Updates():
-					if !ok {
-						return
-					}
-					select {
-					case updates <- update{bucket: i, entry: e}:
-					case <-ctx.Done():
-						return
-					}
-				}
-			}
-		}()
+		go v.follow(ctx, i, kv, updates)
 	}
 	synced := make(chan struct{})
 	go v.apply(ctx, len(buckets), updates, synced)
@@ -151,6 +131,68 @@ func NewView(ctx context.Context, store *Store, log *slog.Logger) (*View, error)
 		return v, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("registry: view: %w", ctx.Err())
+	}
+}
+
+// follow feeds one bucket's changes into updates until ctx ends. A watch is an
+// ordered consumer that notices a lost server only through missed heartbeats, which
+// can take many seconds; so when the connection reconnects the watch is restarted at
+// once, resuming after the last revision seen, and nothing is missed or repeated.
+func (v *View) follow(ctx context.Context, bucket int, kv jetstream.KeyValue, updates chan<- update) {
+	reconnected := v.store.js.Conn().StatusChanged(nats.CONNECTED)
+	defer v.store.js.Conn().RemoveStatusListener(reconnected)
+	var last uint64
+	initial := true
+	for ctx.Err() == nil {
+		var opts []jetstream.WatchOpt
+		if last > 0 {
+			opts = append(opts, jetstream.ResumeFromRevision(last+1))
+		}
+		w, err := kv.WatchAll(ctx, opts...)
+		if err != nil {
+			v.log.Warn("registry: watch failed; retrying", "bucket", kv.Bucket(), "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+			continue
+		}
+		last, initial = v.drainWatch(ctx, bucket, w, updates, reconnected, last, initial)
+		w.Stop()
+	}
+}
+
+// drainWatch forwards one watch's entries until it ends or the connection comes back
+// after a loss, and returns the last revision forwarded.
+func (v *View) drainWatch(ctx context.Context, bucket int, w jetstream.KeyWatcher, updates chan<- update,
+	reconnected <-chan nats.Status, last uint64, initial bool) (uint64, bool) {
+	for {
+		select {
+		case <-ctx.Done():
+			return last, initial
+		case <-reconnected:
+			return last, initial
+		case e, ok := <-w.Updates():
+			if !ok {
+				return last, initial
+			}
+			if e == nil {
+				if !initial {
+					continue // a resumed watch's catch-up is not the view's first sync
+				}
+				initial = false
+			} else {
+				if e.Revision() <= last {
+					continue
+				}
+				last = e.Revision()
+			}
+			select {
+			case updates <- update{bucket: bucket, entry: e}:
+			case <-ctx.Done():
+				return last, initial
+			}
+		}
 	}
 }
 
