@@ -33,6 +33,8 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(
 		newVersionCmd(),
+		newInstallCmd(),
+		newUninstallCmd(),
 		newConnectCmd(),
 	)
 	return root
