@@ -10,8 +10,10 @@ import (
 )
 
 // The YAML client (goose) keeps its servers in a mapping at the top level. The file
-// is edited through yaml.v3's node tree, which keeps key order and comments; the
-// file is only re-encoded when the entry changes.
+// is edited through yaml.v3's node tree, which keeps key order, values and comments;
+// the file is only re-encoded when the entry changes. Re-encoding does normalize
+// layout: block sequences written flush with their key (as goose writes them) come
+// back indented under it, which YAML reads the same.
 
 func malformedYAML(err error) error { return &MalformedError{Format: "YAML", Err: err} }
 
