@@ -35,6 +35,9 @@ func newRootCmd() *cobra.Command {
 		newVersionCmd(),
 		newNATSCmd(),
 		newDevCmd(),
+		newInstallCmd(),
+		newUninstallCmd(),
+		newConnectCmd(),
 	)
 	return root
 }
