@@ -12,12 +12,10 @@ import (
 )
 
 func TestLinks(t *testing.T) {
-	srv := testenv.Server(t)
-	nc := testenv.Conn(t, srv.ClientURL())
-	store := testenv.Store(t, nc, 1)
-	view := testenv.View(t, store)
-	signer := testenv.LinkSigner(t)
-	ctx := testenv.Context(t)
+	env := testenv.NewRegistry(t)
+	store, ctx := env.Store, env.Ctx
+	view := env.View
+	signer := env.Signer
 
 	if _, err := store.CreateAccount(ctx, registry.Account{ID: "acme"}); err != nil {
 		t.Fatal(err)
@@ -79,12 +77,10 @@ func TestLinks(t *testing.T) {
 }
 
 func TestKeyScopesAndExpiry(t *testing.T) {
-	srv := testenv.Server(t)
-	nc := testenv.Conn(t, srv.ClientURL())
-	store := testenv.Store(t, nc, 1)
-	view := testenv.View(t, store)
-	signer := testenv.LinkSigner(t)
-	ctx := testenv.Context(t)
+	env := testenv.NewRegistry(t)
+	store, ctx := env.Store, env.Ctx
+	view := env.View
+	signer := env.Signer
 
 	store.CreateAccount(ctx, registry.Account{ID: "acme"})
 	for _, id := range []string{"a", "b"} {
@@ -124,10 +120,8 @@ func TestKeyScopesAndExpiry(t *testing.T) {
 }
 
 func TestConcurrentUpdatesAreNotLost(t *testing.T) {
-	srv := testenv.Server(t)
-	nc := testenv.Conn(t, srv.ClientURL())
-	store := testenv.Store(t, nc, 1)
-	ctx := testenv.Context(t)
+	env := testenv.NewRegistry(t)
+	store, ctx := env.Store, env.Ctx
 	store.CreateAccount(ctx, registry.Account{ID: "acme"})
 
 	const writers = 8
@@ -153,12 +147,10 @@ func TestConcurrentUpdatesAreNotLost(t *testing.T) {
 }
 
 func TestDeleteAccountTakesItsKeysAndLinks(t *testing.T) {
-	srv := testenv.Server(t)
-	nc := testenv.Conn(t, srv.ClientURL())
-	store := testenv.Store(t, nc, 1)
-	view := testenv.View(t, store)
-	signer := testenv.LinkSigner(t)
-	ctx := testenv.Context(t)
+	env := testenv.NewRegistry(t)
+	store, ctx := env.Store, env.Ctx
+	view := env.View
+	signer := env.Signer
 
 	store.CreateAccount(ctx, registry.Account{ID: "acme"})
 	store.PutTool(ctx, registry.Tool{ID: "echo", Methods: []registry.Method{{Name: "echo"}}})

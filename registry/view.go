@@ -302,83 +302,69 @@ func (s *Snapshot) applyEntry(b int, e jetstream.KeyValueEntry, log *slog.Logger
 			delete(s.tools, key)
 			return c, true
 		}
-		if t, ok := decode[Tool](e, log); ok {
+		t, ok := decode[Tool](e, log)
+		if ok {
 			s.tools[key] = newToolEntry(t, s.tools[key])
-			return c, true
 		}
+		return c, ok
 	case bAccounts:
-		if deleted {
-			delete(s.accounts, key)
-			return c, true
-		}
-		if a, ok := decode[Account](e, log); ok {
-			s.accounts[key] = a
-			return c, true
-		}
+		return c, setFlat(s.accounts, e, deleted, log)
 	case bKeys:
 		if old := s.keys[key]; old != nil {
 			delete(s.keyIDs, old.ID)
 		}
-		if deleted {
-			delete(s.keys, key)
-			return c, true
-		}
-		if k, ok := decode[Key](e, log); ok {
-			s.keys[key] = k
+		ok := setFlat(s.keys, e, deleted, log)
+		if k := s.keys[key]; k != nil {
 			s.keyIDs[k.ID] = key
-			return c, true
 		}
+		return c, ok
 	case bConns:
-		account, tool, ok := splitKey(key)
-		if !ok {
-			return c, false
-		}
-		inner := maps.Clone(s.conns[account])
-		if inner == nil {
-			inner = map[string]*Connection{}
-		}
-		if deleted {
-			delete(inner, tool)
-		} else if conn, ok := decode[Connection](e, log); ok {
-			inner[tool] = conn
-		}
-		if len(inner) == 0 {
-			delete(s.conns, account)
-		} else {
-			s.conns[account] = inner
-		}
-		return c, true
+		return c, setNested(s.conns, e, deleted, log)
 	case bLinks:
-		if deleted {
-			delete(s.links, key)
-			return c, true
-		}
-		if l, ok := decode[Link](e, log); ok {
-			s.links[key] = l
-			return c, true
-		}
+		return c, setFlat(s.links, e, deleted, log)
 	case bPresence:
-		tool, instance, ok := splitKey(key)
-		if !ok {
-			return c, false
-		}
-		inner := maps.Clone(s.presence[tool])
-		if inner == nil {
-			inner = map[string]*Presence{}
-		}
-		if deleted {
-			delete(inner, instance)
-		} else if p, ok := decode[Presence](e, log); ok {
-			inner[instance] = p
-		}
-		if len(inner) == 0 {
-			delete(s.presence, tool)
-		} else {
-			s.presence[tool] = inner
-		}
-		return c, true
+		return c, setNested(s.presence, e, deleted, log)
 	}
 	return c, false
+}
+
+// setFlat applies an entry to a map filed by the whole key.
+func setFlat[T any](m map[string]*T, e jetstream.KeyValueEntry, deleted bool, log *slog.Logger) bool {
+	if deleted {
+		delete(m, e.Key())
+		return true
+	}
+	v, ok := decode[T](e, log)
+	if ok {
+		m[e.Key()] = v
+	}
+	return ok
+}
+
+// setNested applies an entry filed as "<outer>.<inner>". The inner map is replaced,
+// never changed in place, because published snapshots share it.
+func setNested[T any](m map[string]map[string]*T, e jetstream.KeyValueEntry, deleted bool, log *slog.Logger) bool {
+	outer, inner, ok := splitKey(e.Key())
+	if !ok {
+		return false
+	}
+	next := maps.Clone(m[outer])
+	if next == nil {
+		next = map[string]*T{}
+	}
+	if deleted {
+		delete(next, inner)
+	} else if v, ok := decode[T](e, log); ok {
+		next[inner] = v
+	} else {
+		return false
+	}
+	if len(next) == 0 {
+		delete(m, outer)
+	} else {
+		m[outer] = next
+	}
+	return true
 }
 
 func splitKey(key string) (string, string, bool) {
