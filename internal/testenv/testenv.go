@@ -56,8 +56,8 @@ func (c *Cluster) URL() string {
 }
 
 // NewCluster starts three JetStream nodes routed to each other and waits until the
-// cluster has a JetStream meta leader that counts all three as peers (before then an
-// R3 bucket finds no placement).
+// cluster has a JetStream meta leader that knows all three peers (before that, an R3
+// stream finds no placement).
 func NewCluster(t testing.TB) *Cluster {
 	t.Helper()
 	ports := freePorts(t, 3)
@@ -89,13 +89,13 @@ func NewCluster(t testing.TB) *Cluster {
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, s := range c.Servers {
-			if s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) == len(c.Servers) {
+			if s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) == 3 {
 				return c
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatal("testenv: cluster has no JetStream leader with every node as a peer within 20s")
+	t.Fatal("testenv: cluster had no JetStream leader with 3 peers within 20s")
 	return nil
 }
 
