@@ -33,6 +33,7 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(
 		newVersionCmd(),
+		newWorkerCmd(),
 	)
 	return root
 }
