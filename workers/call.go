@@ -25,9 +25,9 @@ type Call struct {
 	Params    json.RawMessage // the parameters, a JSON object as the caller sent it
 	Account   string          // the account the call is made for
 	RequestID string
-	Session   string    // the MCP session, for calls that come through one
-	Deadline  time.Time // zero when the caller set none
-	Header    nats.Header
+	Session   string      // the MCP session, for calls that come through one
+	Deadline  time.Time   // zero when the caller set none
+	Header    nats.Header // the request's headers, as they came
 
 	nc       *nats.Conn
 	subjects bus.Subjects

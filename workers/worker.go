@@ -190,6 +190,10 @@ func (w *Worker) Ready() <-chan struct{} { return w.ready }
 // taking calls, lets every call it has taken finish and reply, removes its presence
 // and returns nil. If the connection closes under it, Run waits for its running
 // handlers and returns an error; its presence then expires with the registry's TTL.
+//
+// The drain fences the calls already delivered with a barrier on the whole
+// connection, so workers that share one connection also wait for the calls queued
+// to each other; give a worker its own connection where that matters.
 func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	if w.started {

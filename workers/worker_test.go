@@ -487,3 +487,24 @@ func ExampleFunc() {
 	fmt.Println(string(m.InputSchema))
 	// Output: {"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["a","b"],"additionalProperties":false}
 }
+
+func TestSubjectPrefix(t *testing.T) {
+	e := newEnv(t)
+	alt := bus.Subjects{Prefix: "alt"}
+	e.start(workers.Tool{ID: "prefixed"}, []workers.Method{greet()}, workers.WithSubjects(alt))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	t.Run("a worker under another prefix answers on that prefix's subjects", func(t *testing.T) {
+		r, err := bus.Do(ctx, e.nc, alt, bus.Request{Subject: alt.Call("prefixed", "greet"), RequestID: "p1", Data: []byte(`{"name":"Ada"}`)})
+		if err != nil || string(r.Data) != `{"greeting":"hello, Ada"}` {
+			t.Fatalf("got %v %v", err, r)
+		}
+	})
+	t.Run("and not on the default prefix", func(t *testing.T) {
+		_, err := bus.Do(ctx, e.nc, bus.DefaultSubjects, bus.Request{Subject: bus.DefaultSubjects.Call("prefixed", "greet"), RequestID: "p2", Data: []byte(`{"name":"Ada"}`)})
+		if !errors.Is(err, bus.ErrNoResponders) {
+			t.Fatalf("got %v, want no responders", err)
+		}
+	})
+}
