@@ -38,6 +38,7 @@ func newRootCmd() *cobra.Command {
 		newInstallCmd(),
 		newUninstallCmd(),
 		newConnectCmd(),
+		newWorkerCmd(),
 	)
 	return root
 }
