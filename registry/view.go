@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -121,28 +122,7 @@ func NewView(ctx context.Context, store *Store, log *slog.Logger) (*View, error)
 	buckets := []jetstream.KeyValue{store.tools, store.accounts, store.keys, store.conns, store.links, store.presence}
 	updates := make(chan update, 256)
 	for i, kv := range buckets {
-		w, err := kv.WatchAll(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("registry: watch %s: %w", kv.Bucket(), err)
-		}
-		go func() {
-			defer w.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case e, ok := <-w.Updates():
-					if !ok {
-						return
-					}
-					select {
-					case updates <- update{bucket: i, entry: e}:
-					case <-ctx.Done():
-						return
-					}
-				}
-			}
-		}()
+		go v.follow(ctx, i, kv, updates)
 	}
 	synced := make(chan struct{})
 	go v.apply(ctx, len(buckets), updates, synced)
@@ -151,6 +131,68 @@ func NewView(ctx context.Context, store *Store, log *slog.Logger) (*View, error)
 		return v, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("registry: view: %w", ctx.Err())
+	}
+}
+
+// follow feeds one bucket's changes into updates until ctx ends. A watch is an
+// ordered consumer that notices a lost server only through missed heartbeats, which
+// can take many seconds; so when the connection reconnects the watch is restarted at
+// once, resuming after the last revision seen, and nothing is missed or repeated.
+func (v *View) follow(ctx context.Context, bucket int, kv jetstream.KeyValue, updates chan<- update) {
+	reconnected := v.store.js.Conn().StatusChanged(nats.CONNECTED)
+	defer v.store.js.Conn().RemoveStatusListener(reconnected)
+	var last uint64
+	initial := true
+	for ctx.Err() == nil {
+		var opts []jetstream.WatchOpt
+		if last > 0 {
+			opts = append(opts, jetstream.ResumeFromRevision(last+1))
+		}
+		w, err := kv.WatchAll(ctx, opts...)
+		if err != nil {
+			v.log.Warn("registry: watch failed; retrying", "bucket", kv.Bucket(), "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+			continue
+		}
+		last, initial = v.drainWatch(ctx, bucket, w, updates, reconnected, last, initial)
+		w.Stop()
+	}
+}
+
+// drainWatch forwards one watch's entries until it ends or the connection comes back
+// after a loss, and returns the last revision forwarded.
+func (v *View) drainWatch(ctx context.Context, bucket int, w jetstream.KeyWatcher, updates chan<- update,
+	reconnected <-chan nats.Status, last uint64, initial bool) (uint64, bool) {
+	for {
+		select {
+		case <-ctx.Done():
+			return last, initial
+		case <-reconnected:
+			return last, initial
+		case e, ok := <-w.Updates():
+			if !ok {
+				return last, initial
+			}
+			if e == nil {
+				if !initial {
+					continue // a resumed watch's catch-up is not the view's first sync
+				}
+				initial = false
+			} else {
+				if e.Revision() <= last {
+					continue
+				}
+				last = e.Revision()
+			}
+			select {
+			case updates <- update{bucket: bucket, entry: e}:
+			case <-ctx.Done():
+				return last, initial
+			}
+		}
 	}
 }
 
@@ -260,83 +302,69 @@ func (s *Snapshot) applyEntry(b int, e jetstream.KeyValueEntry, log *slog.Logger
 			delete(s.tools, key)
 			return c, true
 		}
-		if t, ok := decode[Tool](e, log); ok {
+		t, ok := decode[Tool](e, log)
+		if ok {
 			s.tools[key] = newToolEntry(t, s.tools[key])
-			return c, true
 		}
+		return c, ok
 	case bAccounts:
-		if deleted {
-			delete(s.accounts, key)
-			return c, true
-		}
-		if a, ok := decode[Account](e, log); ok {
-			s.accounts[key] = a
-			return c, true
-		}
+		return c, setFlat(s.accounts, e, deleted, log)
 	case bKeys:
 		if old := s.keys[key]; old != nil {
 			delete(s.keyIDs, old.ID)
 		}
-		if deleted {
-			delete(s.keys, key)
-			return c, true
-		}
-		if k, ok := decode[Key](e, log); ok {
-			s.keys[key] = k
+		ok := setFlat(s.keys, e, deleted, log)
+		if k := s.keys[key]; k != nil {
 			s.keyIDs[k.ID] = key
-			return c, true
 		}
+		return c, ok
 	case bConns:
-		account, tool, ok := splitKey(key)
-		if !ok {
-			return c, false
-		}
-		inner := maps.Clone(s.conns[account])
-		if inner == nil {
-			inner = map[string]*Connection{}
-		}
-		if deleted {
-			delete(inner, tool)
-		} else if conn, ok := decode[Connection](e, log); ok {
-			inner[tool] = conn
-		}
-		if len(inner) == 0 {
-			delete(s.conns, account)
-		} else {
-			s.conns[account] = inner
-		}
-		return c, true
+		return c, setNested(s.conns, e, deleted, log)
 	case bLinks:
-		if deleted {
-			delete(s.links, key)
-			return c, true
-		}
-		if l, ok := decode[Link](e, log); ok {
-			s.links[key] = l
-			return c, true
-		}
+		return c, setFlat(s.links, e, deleted, log)
 	case bPresence:
-		tool, instance, ok := splitKey(key)
-		if !ok {
-			return c, false
-		}
-		inner := maps.Clone(s.presence[tool])
-		if inner == nil {
-			inner = map[string]*Presence{}
-		}
-		if deleted {
-			delete(inner, instance)
-		} else if p, ok := decode[Presence](e, log); ok {
-			inner[instance] = p
-		}
-		if len(inner) == 0 {
-			delete(s.presence, tool)
-		} else {
-			s.presence[tool] = inner
-		}
-		return c, true
+		return c, setNested(s.presence, e, deleted, log)
 	}
 	return c, false
+}
+
+// setFlat applies an entry to a map filed by the whole key.
+func setFlat[T any](m map[string]*T, e jetstream.KeyValueEntry, deleted bool, log *slog.Logger) bool {
+	if deleted {
+		delete(m, e.Key())
+		return true
+	}
+	v, ok := decode[T](e, log)
+	if ok {
+		m[e.Key()] = v
+	}
+	return ok
+}
+
+// setNested applies an entry filed as "<outer>.<inner>". The inner map is replaced,
+// never changed in place, because published snapshots share it.
+func setNested[T any](m map[string]map[string]*T, e jetstream.KeyValueEntry, deleted bool, log *slog.Logger) bool {
+	outer, inner, ok := splitKey(e.Key())
+	if !ok {
+		return false
+	}
+	next := maps.Clone(m[outer])
+	if next == nil {
+		next = map[string]*T{}
+	}
+	if deleted {
+		delete(next, inner)
+	} else if v, ok := decode[T](e, log); ok {
+		next[inner] = v
+	} else {
+		return false
+	}
+	if len(next) == 0 {
+		delete(m, outer)
+	} else {
+		m[outer] = next
+	}
+	return true
 }
 
 func splitKey(key string) (string, string, bool) {

@@ -11,11 +11,9 @@ import (
 )
 
 func TestViewFollowsKeys(t *testing.T) {
-	srv := testenv.Server(t)
-	nc := testenv.Conn(t, srv.ClientURL())
-	store := testenv.Store(t, nc, 1)
-	view := testenv.View(t, store)
-	ctx := testenv.Context(t)
+	env := testenv.NewRegistry(t)
+	store, ctx := env.Store, env.Ctx
+	view := env.View
 
 	if _, err := store.CreateAccount(ctx, registry.Account{ID: "acme", Name: "Acme"}); err != nil {
 		t.Fatal(err)
@@ -51,11 +49,9 @@ func TestViewFollowsKeys(t *testing.T) {
 }
 
 func TestViewDropsPresenceWhenHeartbeatsStop(t *testing.T) {
-	srv := testenv.Server(t)
-	nc := testenv.Conn(t, srv.ClientURL())
-	store := testenv.Store(t, nc, 1) // presence TTL 2s
-	view := testenv.View(t, store)
-	ctx := testenv.Context(t)
+	env := testenv.NewRegistry(t)
+	store, ctx := env.Store, env.Ctx
+	view := env.View
 
 	if err := store.PutPresence(ctx, registry.Presence{Tool: "echo", Instance: "a", StartedAt: time.Now()}); err != nil {
 		t.Fatal(err)
@@ -65,11 +61,9 @@ func TestViewDropsPresenceWhenHeartbeatsStop(t *testing.T) {
 }
 
 func TestMethodValidation(t *testing.T) {
-	srv := testenv.Server(t)
-	nc := testenv.Conn(t, srv.ClientURL())
-	store := testenv.Store(t, nc, 1)
-	view := testenv.View(t, store)
-	ctx := testenv.Context(t)
+	env := testenv.NewRegistry(t)
+	store, ctx := env.Store, env.Ctx
+	view := env.View
 
 	schema := json.RawMessage(`{"type":"object","properties":{"to":{"type":"string","format":"email"},"subject":{"type":"string"}},"required":["to","subject"]}`)
 	if err := store.PutTool(ctx, registry.Tool{ID: "email", Methods: []registry.Method{{Name: "send_email", InputSchema: schema}}}); err != nil {

@@ -40,6 +40,10 @@ func newRootCmd() *cobra.Command {
 		newKeysCmd(),
 		newToolsCmd(),
 		newLinksCmd(),
+		newInstallCmd(),
+		newUninstallCmd(),
+		newConnectCmd(),
+		newWorkerCmd(),
 	)
 	return root
 }

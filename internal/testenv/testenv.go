@@ -56,7 +56,8 @@ func (c *Cluster) URL() string {
 }
 
 // NewCluster starts three JetStream nodes routed to each other and waits until the
-// cluster has a JetStream meta leader.
+// cluster has a JetStream meta leader that knows all three peers (before that, an R3
+// stream finds no placement).
 func NewCluster(t testing.TB) *Cluster {
 	t.Helper()
 	ports := freePorts(t, 3)
@@ -88,13 +89,13 @@ func NewCluster(t testing.TB) *Cluster {
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, s := range c.Servers {
-			if s.JetStreamIsLeader() {
+			if s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) == 3 {
 				return c
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatal("testenv: cluster elected no JetStream leader within 20s")
+	t.Fatal("testenv: cluster had no JetStream leader with 3 peers within 20s")
 	return nil
 }
 
@@ -198,4 +199,23 @@ func Eventually(t testing.TB, within time.Duration, what string, cond func() boo
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// Registry is a single node with the registry open on it: the setup most tests need.
+type Registry struct {
+	Server *server.Server
+	Conn   *nats.Conn
+	Store  *registry.Store
+	View   *registry.View
+	Signer *registry.LinkSigner
+	Ctx    context.Context
+}
+
+// NewRegistry starts a node, opens the registry (R1) and follows it with a view.
+func NewRegistry(t testing.TB) *Registry {
+	t.Helper()
+	s := Server(t)
+	nc := Conn(t, s.ClientURL())
+	st := Store(t, nc, 1)
+	return &Registry{Server: s, Conn: nc, Store: st, View: View(t, st), Signer: LinkSigner(t), Ctx: Context(t)}
 }

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/registry"
+	"github.com/toolgate/toolgate/workers"
+	"github.com/toolgate/toolgate/workers/demo"
+)
+
+// workerConfig is what a built-in worker needs to join a stack.
+type workerConfig struct {
+	NATS string // one URL or several, comma-separated
+	// Replicas must match the registry's buckets: opening the registry creates or
+	// updates them, and an R1 worker would shrink an R3 cluster's registry.
+	Replicas int
+}
+
+func defaultWorkerConfig() workerConfig {
+	cfg := workerConfig{NATS: "nats://127.0.0.1:4222", Replicas: 1}
+	if v, ok := os.LookupEnv("TOOLGATE_NATS"); ok {
+		cfg.NATS = v
+	}
+	if v, ok := os.LookupEnv("TOOLGATE_REPLICAS"); ok {
+		cfg.Replicas, _ = strconv.Atoi(v) // Validate names a bad value
+	}
+	return cfg
+}
+
+// Validate names the first field that is wrong.
+func (c workerConfig) Validate() error {
+	if c.NATS == "" {
+		return errors.New("worker: nats: required")
+	}
+	for _, u := range strings.Split(c.NATS, ",") {
+		p, err := url.Parse(strings.TrimSpace(u))
+		if err != nil || p.Host == "" || !slices.Contains([]string{"nats", "tls", "ws", "wss"}, p.Scheme) {
+			return fmt.Errorf("worker: nats: %q: must be a nats://host:port URL", u)
+		}
+	}
+	if c.Replicas < 1 || c.Replicas > 5 {
+		return errors.New("worker: replicas: must be from 1 to 5")
+	}
+	return nil
+}
+
+func newWorkerCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Run a built-in worker",
+	}
+	cmd.AddCommand(newWorkerDemoCmd())
+	return cmd
+}
+
+func newWorkerDemoCmd() *cobra.Command {
+	cfg := defaultWorkerConfig()
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Serve the demo tools (email, echo, clock) until interrupted",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			return runDemoWorker(cmd.Context(), cfg, slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil)))
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.NATS, "nats", cfg.NATS, "NATS URL, or several comma-separated (env TOOLGATE_NATS)")
+	f.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "replicas of the registry's buckets: 1 on one node, 3 in a cluster (env TOOLGATE_REPLICAS)")
+	return cmd
+}
+
+// runDemoWorker serves the demo tools until ctx ends (SIGINT or SIGTERM), then drains.
+func runDemoWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) error {
+	nc, err := bus.Connect(cfg.NATS, "toolgate-worker-demo", log)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	defer nc.Close()
+	opts := registry.DefaultOptions()
+	opts.Replicas = cfg.Replicas
+	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	store, err := registry.Open(openCtx, nc, opts)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	return demo.Run(ctx, nc, store, workers.WithLogger(log))
+}

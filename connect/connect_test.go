@@ -1,0 +1,319 @@
+package connect_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/connect"
+)
+
+// toolgateBin is the toolgate binary, built once for every test that runs
+// `toolgate connect` as a client would.
+var toolgateBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "toolgate-connect-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	toolgateBin = filepath.Join(dir, "toolgate")
+	if runtime.GOOS == "windows" {
+		toolgateBin += ".exe"
+	}
+	build := exec.Command("go", "build", "-o", toolgateBin, "github.com/toolgate/toolgate/cmd/toolgate")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building toolgate:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// The link's secret, which must never show in output.
+const secret = "lnk_s3cretT0ken"
+
+type sendIn struct {
+	To      string `json:"to"`
+	Subject string `json:"subject"`
+}
+
+type sendOut struct {
+	Status string `json:"status"`
+}
+
+type confirmOut struct {
+	Answer string `json:"answer"`
+}
+
+// newEmailServer is an MCP server with the email tool, and a tool that asks the
+// user through elicitation before it answers.
+func newEmailServer() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "email", Version: "1.0.0"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "send_email", Description: "Send an email"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in sendIn) (*mcp.CallToolResult, sendOut, error) {
+			return nil, sendOut{Status: "sent to " + in.To}, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "confirm_send", Description: "Ask before sending"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in sendIn) (*mcp.CallToolResult, confirmOut, error) {
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{
+				Message: "Send " + in.Subject + "?",
+				RequestedSchema: map[string]any{
+					"type":       "object",
+					"properties": map[string]any{"ok": map[string]any{"type": "boolean"}},
+				},
+			})
+			if err != nil {
+				return nil, confirmOut{}, err
+			}
+			return nil, confirmOut{Answer: fmt.Sprintf("%s %v", res.Action, res.Content["ok"])}, nil
+		})
+	return s
+}
+
+// gateway serves handler at path on 127.0.0.1 and returns the server's URL.
+func gateway(t *testing.T, path string, handler http.Handler) (string, *atomic.Value) {
+	t.Helper()
+	var team atomic.Value
+	team.Store("")
+	mux := http.NewServeMux()
+	mux.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Get("X-Team"); v != "" {
+			team.Store(v)
+		}
+		handler.ServeHTTP(w, r)
+	}))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL, &team
+}
+
+// session runs `toolgate connect` the way an MCP client does and connects to it.
+func session(t *testing.T, opts *mcp.ClientOptions, version string, args ...string) (*mcp.ClientSession, *bytes.Buffer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	cmd := exec.Command(toolgateBin, append([]string{"connect"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1.0.0"}, opts)
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("connecting through toolgate connect: %v\nstderr:\n%s", err, &stderr)
+	}
+	return cs, &stderr
+}
+
+func callSend(t *testing.T, cs *mcp.ClientSession) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{
+		Name:      "send_email",
+		Arguments: map[string]any{"to": "ada@example.com", "subject": "hi"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError || len(res.Content) == 0 {
+		t.Fatalf("tool failed: %+v", res)
+	}
+	return res.Content[0].(*mcp.TextContent).Text
+}
+
+// protocols are the revisions a client may speak: the SDK's default tries the
+// stateless 2026-07-28 first; older clients initialize a session.
+var protocols = []struct{ version, says string }{
+	{"", "the SDK's default protocol"},
+	{"2025-11-25", "protocol 2025-11-25"},
+	{"2025-06-18", "protocol 2025-06-18"},
+	{"2025-03-26", "protocol 2025-03-26"},
+}
+
+func TestAClientCallsAToolThroughConnectOverStreamableHTTP(t *testing.T) {
+	for _, p := range protocols {
+		t.Run("with "+p.says+", calls, notifications and elicitation pass both ways", func(t *testing.T) {
+			server := newEmailServer()
+			base, team := gateway(t, "/mcp/"+secret, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+
+			changed := make(chan struct{}, 1)
+			cs, stderr := session(t, &mcp.ClientOptions{
+				ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+					select {
+					case changed <- struct{}{}:
+					default:
+					}
+				},
+				ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"ok": true}}, nil
+				},
+			}, p.version, base+"/mcp/"+secret, "--header", "X-Team: growth")
+
+			if got := callSend(t, cs); !strings.Contains(got, "sent to ada@example.com") {
+				t.Errorf("tool answered %q", got)
+			}
+			if got := team.Load(); got != "growth" {
+				t.Errorf("the link got X-Team %q, want growth", got)
+			}
+
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "confirm_send", Arguments: map[string]any{"to": "ada@example.com", "subject": "the report"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(got, "accept true") {
+				t.Errorf("the server's elicitation did not reach the client and back: %q", got)
+			}
+
+			mcp.AddTool(server, &mcp.Tool{Name: "read_inbox"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, sendOut, error) {
+				return nil, sendOut{}, nil
+			})
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				t.Error("notifications/tools/list_changed did not reach the client")
+			}
+
+			if err := cs.Close(); err != nil {
+				t.Errorf("toolgate connect did not exit cleanly when its input closed: %v\nstderr:\n%s", err, stderr)
+			}
+			if strings.Contains(stderr.String(), secret) {
+				t.Errorf("stderr shows the link's secret:\n%s", stderr)
+			}
+		})
+	}
+}
+
+func TestConnectFallsBackToLegacySSE(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		path string
+	}{
+		{"an SSE-only server at the link itself", "/mcp/" + secret},
+		{"an SSE-only server at the link's /sse, as the edge serves it", "/mcp/" + secret + "/sse"},
+	} {
+		t.Run(tc.name+" is reached over legacy SSE", func(t *testing.T) {
+			server := newEmailServer()
+			base, _ := gateway(t, tc.path, mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return server }, nil))
+
+			cs, stderr := session(t, nil, "", base+"/mcp/"+secret)
+			if got := callSend(t, cs); !strings.Contains(got, "sent to ada@example.com") {
+				t.Errorf("tool answered %q", got)
+			}
+			if err := cs.Close(); err != nil {
+				t.Errorf("toolgate connect did not exit cleanly: %v\nstderr:\n%s", err, stderr)
+			}
+			if !strings.Contains(stderr.String(), "legacy SSE") {
+				t.Errorf("stderr does not say it fell back:\n%s", stderr)
+			}
+			if strings.Contains(stderr.String(), secret) {
+				t.Errorf("stderr shows the link's secret:\n%s", stderr)
+			}
+		})
+	}
+}
+
+func TestConnectReportsAFailedLinkWithoutShowingIt(t *testing.T) {
+	var gets atomic.Int32
+	refusing, _ := gateway(t, "/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			gets.Add(1)
+		}
+		http.Error(w, "unauthenticated", http.StatusUnauthorized)
+	}))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String()
+	l.Close()
+
+	for _, tc := range []struct{ name, link, want string }{
+		{"an unreachable link", closed + "/mcp/" + secret, "connection refused"},
+		{"a link that refuses the caller (401) is not taken for an SSE server", refusing + "/mcp/" + secret, "Unauthorized"},
+	} {
+		t.Run(tc.name+" fails the client's first call and exits non-zero", func(t *testing.T) {
+			cmd := exec.Command(toolgateBin, "connect", tc.link)
+			cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n")
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			if err == nil {
+				t.Fatal("toolgate connect exited 0")
+			}
+			if !strings.Contains(stdout.String(), `"id":1`) || !strings.Contains(stdout.String(), `"error"`) {
+				t.Errorf("the client's call got no error answer: %s", &stdout)
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("stderr does not say %q:\n%s", tc.want, &stderr)
+			}
+			if out := stdout.String() + stderr.String(); strings.Contains(out, secret) {
+				t.Errorf("output shows the link's secret:\n%s", out)
+			}
+		})
+	}
+	if n := gets.Load(); n != 0 {
+		t.Errorf("a link that refused the caller was tried over SSE (%d GETs)", n)
+	}
+}
+
+func TestRunExitsCleanlyWhenTheClientClosesItsInput(t *testing.T) {
+	server := newEmailServer()
+	base, _ := gateway(t, "/mcp/"+secret, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+
+	clientIn, relayOut := io.Pipe()
+	relayIn, clientOut := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- connect.Run(context.Background(), &mcp.IOTransport{Reader: relayIn, Writer: relayOut}, connect.Config{Link: base + "/mcp/" + secret})
+	}()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1.0.0"}, nil)
+	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: clientIn, Writer: clientOut}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := callSend(t, cs); !strings.Contains(got, "sent to") {
+		t.Errorf("tool answered %q", got)
+	}
+	cs.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Run did not return after the client closed its input")
+	}
+}
+
+func TestConfigRefusesALinkThatIsNotAnHTTPURL(t *testing.T) {
+	for _, link := range []string{"", "mcp/lnk", "ftp://host/mcp/lnk", "http:///mcp"} {
+		t.Run(fmt.Sprintf("%q is refused", link), func(t *testing.T) {
+			err := connect.Config{Link: link}.Validate()
+			if err == nil || !strings.Contains(err.Error(), "link") {
+				t.Errorf("error %v does not name the link", err)
+			}
+		})
+	}
+}

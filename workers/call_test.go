@@ -1,0 +1,343 @@
+package workers_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/workers"
+)
+
+func TestHandlerSeesTheCaller(t *testing.T) {
+	e := newEnv(t)
+	seen := make(chan *workers.Call, 1)
+	spanCtx := make(chan trace.SpanContext, 1)
+	ctxDeadline := make(chan time.Time, 1)
+	look := workers.Method{Name: "look", Handler: func(ctx context.Context, c *workers.Call) (any, error) {
+		seen <- c
+		spanCtx <- trace.SpanContextFromContext(ctx)
+		d, _ := ctx.Deadline()
+		ctxDeadline <- d
+		return map[string]any{}, nil
+	}}
+	e.start(workers.Tool{ID: "mirror"}, []workers.Method{look})
+
+	ctx, span := otel.Tracer("test").Start(context.Background(), "edge")
+	deadline := time.Now().Add(3 * time.Second).Truncate(time.Millisecond)
+	_, err := bus.Do(ctx, e.nc, bus.DefaultSubjects, bus.Request{
+		Subject: bus.DefaultSubjects.Call("mirror", "look"), RequestID: "req-42", Account: "acme", Session: "sess-7",
+		Deadline: deadline, Data: []byte(`{"x":1}`),
+	})
+	span.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := <-seen
+	workerSpan := <-spanCtx
+
+	t.Run("the handler sees the account, request id, session and parameters", func(t *testing.T) {
+		if c.Account != "acme" || c.RequestID != "req-42" || c.Session != "sess-7" || string(c.Params) != `{"x":1}` {
+			t.Errorf("call: account %q, request %q, session %q, params %s", c.Account, c.RequestID, c.Session, c.Params)
+		}
+		if c.Tool != "mirror" || c.Method != "look" {
+			t.Errorf("call: tool %q, method %q", c.Tool, c.Method)
+		}
+	})
+
+	t.Run("the handler's context ends at the caller's deadline", func(t *testing.T) {
+		if !c.Deadline.Equal(deadline) {
+			t.Errorf("Call.Deadline %v, want %v", c.Deadline, deadline)
+		}
+		if d := <-ctxDeadline; !d.Equal(deadline) {
+			t.Errorf("ctx deadline %v, want %v", d, deadline)
+		}
+	})
+
+	t.Run("the worker's span continues the caller's trace through the bus", func(t *testing.T) {
+		if workerSpan.TraceID() != span.SpanContext().TraceID() {
+			t.Fatalf("worker trace %s, caller trace %s", workerSpan.TraceID(), span.SpanContext().TraceID())
+		}
+		var request, worker trace.SpanContext
+		var requestParent, workerParent trace.SpanContext
+		testenv.Eventually(t, time.Second, "the worker's span ended", func() bool {
+			for _, s := range spans.Ended() {
+				if s.SpanContext().TraceID() != span.SpanContext().TraceID() {
+					continue
+				}
+				switch {
+				case strings.HasPrefix(s.Name(), "tool.request "):
+					request, requestParent = s.SpanContext(), s.Parent()
+				case s.Name() == "tool.call mirror.look":
+					worker, workerParent = s.SpanContext(), s.Parent()
+				}
+			}
+			return worker.IsValid()
+		})
+		if !request.IsValid() {
+			t.Fatal("no request span from bus.Do")
+		}
+		if requestParent.SpanID() != span.SpanContext().SpanID() {
+			t.Errorf("the request span's parent is %s, want the caller's span %s", requestParent.SpanID(), span.SpanContext().SpanID())
+		}
+		if workerParent.SpanID() != request.SpanID() {
+			t.Errorf("the worker span's parent is %s, want the request span %s", workerParent.SpanID(), request.SpanID())
+		}
+		if worker.SpanID() != workerSpan.SpanID() {
+			t.Errorf("the handler's context holds span %s, want the worker span %s", workerSpan.SpanID(), worker.SpanID())
+		}
+	})
+}
+
+func TestCancelMessageCancelsTheHandler(t *testing.T) {
+	e := newEnv(t)
+	started := make(chan struct{})
+	cause := make(chan error, 1)
+	wait := workers.Method{Name: "wait", Handler: func(ctx context.Context, c *workers.Call) (any, error) {
+		close(started)
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return nil, ctx.Err()
+	}}
+	e.start(workers.Tool{ID: "waiter"}, []workers.Method{wait})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := bus.Do(ctx, e.nc, bus.DefaultSubjects, bus.Request{
+			Subject: bus.DefaultSubjects.Call("waiter", "wait"), RequestID: "req-cancel", Deadline: time.Now().Add(time.Minute),
+		})
+		errc <- err
+	}()
+	<-started
+	cancel() // bus.Do publishes tg.cancel.req-cancel
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("bus.Do: %v, want context.Canceled", err)
+	}
+	select {
+	case err := <-cause:
+		if !errors.Is(err, workers.ErrCancelled) {
+			t.Errorf("cause %v, want ErrCancelled", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the handler's context was not cancelled")
+	}
+}
+
+func TestProgressAndLog(t *testing.T) {
+	e := newEnv(t)
+	report := workers.Method{Name: "report", Handler: func(ctx context.Context, c *workers.Call) (any, error) {
+		if err := c.Progress(1, 2, "half way"); err != nil {
+			return nil, err
+		}
+		if err := c.Log("info", "reporter", map[string]int{"step": 1}); err != nil {
+			return nil, err
+		}
+		return "done", nil
+	}}
+	e.start(workers.Tool{ID: "reporter"}, []workers.Method{report})
+
+	for _, tt := range []struct {
+		name     string
+		id       string
+		progress bool
+		want     []string
+	}{
+		{"a caller that asks for progress gets progress and log notifications", "req-loud", true, []string{
+			`{"kind":"progress","progress":1,"total":2,"message":"half way"}`,
+			`{"kind":"log","level":"info","logger":"reporter","data":{"step":1}}`,
+		}},
+		{"a caller that does not ask gets none", "req-quiet", false, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			id := tt.id
+			sub, err := e.nc.SubscribeSync(bus.DefaultSubjects.Progress(id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Unsubscribe()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if _, err := bus.Do(ctx, e.nc, bus.DefaultSubjects, bus.Request{
+				Subject: bus.DefaultSubjects.Call("reporter", "report"), RequestID: id, Progress: tt.progress,
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for {
+				msg, err := sub.NextMsg(100 * time.Millisecond)
+				if err != nil {
+					break
+				}
+				got = append(got, string(msg.Data))
+			}
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("notifications:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}
+
+func TestCallOutcomes(t *testing.T) {
+	e := newEnv(t)
+	methods := []workers.Method{
+		{Name: "json", Handler: func(context.Context, *workers.Call) (any, error) {
+			return map[string]any{"ok": true}, nil
+		}},
+		{Name: "raw", Handler: func(context.Context, *workers.Call) (any, error) {
+			return workers.Raw{Status: 201, ContentType: "text/csv", Data: []byte("a,b\n1,2\n")}, nil
+		}},
+		{Name: "fail", Handler: func(context.Context, *workers.Call) (any, error) {
+			return nil, &workers.Error{Code: "quota_exceeded", Message: "no more today", Status: 429, Data: map[string]int{"retry_in": 60}}
+		}},
+		{Name: "broken", Handler: func(context.Context, *workers.Call) (any, error) {
+			return nil, errors.New("database is down")
+		}},
+		{Name: "panic", Handler: func(context.Context, *workers.Call) (any, error) {
+			panic("boom")
+		}},
+		{Name: "slow", Handler: func(ctx context.Context, _ *workers.Call) (any, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}},
+		workers.Func("typed", "", func(_ context.Context, _ *workers.Call, in struct {
+			N int `json:"n"`
+		}) (int, error) {
+			return in.N * 2, nil
+		}),
+	}
+	e.start(workers.Tool{ID: "outcomes"}, methods)
+
+	do := func(t *testing.T, method, params string, timeout time.Duration) (*bus.Reply, error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		return bus.Do(ctx, e.nc, bus.DefaultSubjects, bus.Request{
+			Subject: bus.DefaultSubjects.Call("outcomes", method), RequestID: "r-" + method, Data: []byte(params),
+		})
+	}
+	toolErr := func(t *testing.T, err error, code string, status int) *bus.ToolError {
+		t.Helper()
+		var te *bus.ToolError
+		if !errors.As(err, &te) {
+			t.Fatalf("got %v, want a *bus.ToolError", err)
+		}
+		if te.Code != code || te.Status != status {
+			t.Errorf("tool error code %q status %d, want %q %d (message %q)", te.Code, te.Status, code, status, te.Message)
+		}
+		return te
+	}
+
+	t.Run("a value comes back as JSON with status 200", func(t *testing.T) {
+		r, err := do(t, "json", `{}`, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != 200 || r.ContentType != "application/json" || string(r.Data) != `{"ok":true}` {
+			t.Errorf("reply %d %q %s", r.Status, r.ContentType, r.Data)
+		}
+	})
+	t.Run("a Raw reply keeps its status, content type and bytes", func(t *testing.T) {
+		r, err := do(t, "raw", `{}`, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != 201 || r.ContentType != "text/csv" || string(r.Data) != "a,b\n1,2\n" {
+			t.Errorf("reply %d %q %q", r.Status, r.ContentType, r.Data)
+		}
+	})
+	t.Run("a tool's Error becomes a ToolError with its code, message, status and data", func(t *testing.T) {
+		_, err := do(t, "fail", `{}`, 5*time.Second)
+		te := toolErr(t, err, "quota_exceeded", 429)
+		if te.Message != "no more today" || string(te.Data) != `{"retry_in":60}` {
+			t.Errorf("message %q, data %s", te.Message, te.Data)
+		}
+	})
+	t.Run("any other error is an internal tool error", func(t *testing.T) {
+		_, err := do(t, "broken", `{}`, 5*time.Second)
+		te := toolErr(t, err, "internal", 0)
+		if te.Message != "database is down" {
+			t.Errorf("message %q", te.Message)
+		}
+	})
+	t.Run("a panic is an internal tool error and the worker lives on", func(t *testing.T) {
+		_, err := do(t, "panic", `{}`, 5*time.Second)
+		toolErr(t, err, "internal", 0)
+		if _, err := do(t, "json", `{}`, 5*time.Second); err != nil {
+			t.Fatalf("after the panic: %v", err)
+		}
+	})
+	t.Run("parameters that do not decode are invalid_params", func(t *testing.T) {
+		_, err := do(t, "typed", `{"n":"two"}`, 5*time.Second)
+		toolErr(t, err, "invalid_params", 400)
+		r, err := do(t, "typed", `{"n":21}`, 5*time.Second)
+		if err != nil || string(r.Data) != "42" {
+			t.Fatalf("typed call: %v %s", err, r.Data)
+		}
+	})
+	t.Run("a handler past the caller's deadline is a timeout", func(t *testing.T) {
+		start := time.Now()
+		_, err := do(t, "slow", `{}`, 200*time.Millisecond)
+		if !errors.Is(err, bus.ErrTimeout) {
+			t.Fatalf("got %v, want bus.ErrTimeout", err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("timed out after %v, want about 200ms", d)
+		}
+	})
+	t.Run("a method nobody serves is no responders", func(t *testing.T) {
+		_, err := do(t, "absent", `{}`, 5*time.Second)
+		if !errors.Is(err, bus.ErrNoResponders) {
+			t.Fatalf("got %v, want bus.ErrNoResponders", err)
+		}
+	})
+}
+
+func TestPayloadLimits(t *testing.T) {
+	srv := testenv.ServerWith(t, func(c *bus.ServerConfig) { c.MaxPayload = 4096 })
+	e := newEnvAt(t, srv.ClientURL())
+	methods := []workers.Method{
+		{Name: "echo", Handler: func(_ context.Context, c *workers.Call) (any, error) { return c.Params, nil }},
+		{Name: "big", Handler: func(context.Context, *workers.Call) (any, error) {
+			return workers.Raw{ContentType: "text/plain", Data: make([]byte, 8192)}, nil
+		}},
+	}
+	e.start(workers.Tool{ID: "sizes"}, methods)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	t.Run("a request over max_payload is refused before it is sent", func(t *testing.T) {
+		params, _ := json.Marshal(map[string]string{"pad": strings.Repeat("x", 5000)})
+		_, err := bus.Do(ctx, e.nc, bus.DefaultSubjects, bus.Request{Subject: bus.DefaultSubjects.Call("sizes", "echo"), RequestID: "r1", Data: params})
+		var tooLarge *bus.PayloadTooLargeError
+		if !errors.As(err, &tooLarge) {
+			t.Fatalf("got %v, want *bus.PayloadTooLargeError", err)
+		}
+		if tooLarge.Max != 4096 || tooLarge.Size <= 5000 {
+			t.Errorf("size %d, max %d", tooLarge.Size, tooLarge.Max)
+		}
+	})
+	t.Run("a request under max_payload goes through", func(t *testing.T) {
+		r, err := bus.Do(ctx, e.nc, bus.DefaultSubjects, bus.Request{Subject: bus.DefaultSubjects.Call("sizes", "echo"), RequestID: "r2", Data: []byte(`{"a":1}`)})
+		if err != nil || string(r.Data) != `{"a":1}` {
+			t.Fatalf("got %v %s", err, r.Data)
+		}
+	})
+	t.Run("a reply over max_payload becomes a reply_too_large error", func(t *testing.T) {
+		_, err := bus.Do(ctx, e.nc, bus.DefaultSubjects, bus.Request{Subject: bus.DefaultSubjects.Call("sizes", "big"), RequestID: "r3"})
+		var te *bus.ToolError
+		if !errors.As(err, &te) || te.Code != workers.CodeReplyTooLarge || te.Status != 502 {
+			t.Fatalf("got %v, want a reply_too_large tool error with status 502", err)
+		}
+	})
+}

@@ -1,0 +1,59 @@
+package workers_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/registry"
+	"github.com/toolgate/toolgate/workers"
+)
+
+type forecastIn struct {
+	City string `json:"city" jsonschema:"the city to forecast"`
+	Days int    `json:"days,omitempty" jsonschema:"how many days ahead; 1 when absent"`
+}
+
+type forecastOut struct {
+	City    string    `json:"city"`
+	Summary string    `json:"summary"`
+	At      time.Time `json:"at"`
+}
+
+// A tool team's whole worker: declare the tool and its methods, then Run until the
+// process is told to stop. Start as many such processes as the load needs; calls are
+// spread over them, and each one drains when it stops.
+func Example() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	nc, err := bus.Connect("nats://127.0.0.1:4222", "weather-worker", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Close()
+	store, err := registry.Open(ctx, nc, registry.DefaultOptions())
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	w := workers.New(nc, store, workers.Tool{ID: "weather", Title: "Weather", Version: "1.0.0"})
+	w.Handle(workers.Func("forecast", "Forecast the weather in a city",
+		func(ctx context.Context, c *workers.Call, in forecastIn) (forecastOut, error) {
+			if in.City == "" {
+				return forecastOut{}, &workers.Error{Code: "unknown_city", Message: "no city given", Status: 404}
+			}
+			if err := c.Progress(1, 2, "asking the met office"); err != nil {
+				return forecastOut{}, err
+			}
+			return forecastOut{City: in.City, Summary: "sunny", At: time.Now()}, nil
+		}))
+	if err := w.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,579 @@
+// Package workers is the SDK a tool team imports to put its tool behind toolgate:
+// declare the tool and its methods (schemas written out or inferred from Go types),
+// then Run. A running Worker keeps the tool's record and its own presence in the
+// registry, serves the methods' bus subjects in the tool's queue group as a nats micro
+// service, runs calls concurrently up to a bound, and on shutdown drains: the calls
+// it has taken finish and reply, new ones go to the tool's other instances.
+package workers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/registry"
+)
+
+var tracer = otel.Tracer("github.com/toolgate/toolgate/workers")
+
+// DefaultConcurrency is how many calls one instance runs at once unless told otherwise.
+const DefaultConcurrency = 64
+
+// Tool is what a worker declares about its tool.
+type Tool struct {
+	ID           string // matches ^[a-z0-9][a-z0-9-]{0,62}$
+	Title        string
+	Description  string
+	Version      string // a semantic version (a leading "v" is dropped); "0.0.0" when empty
+	Owner        string // the account that deploys the tool, if any
+	Capabilities registry.Capabilities
+}
+
+// Method is one method of the tool and the handler that answers its calls.
+type Method struct {
+	Name        string // matches ^[A-Za-z0-9_-]{1,128}$
+	Title       string
+	Description string
+	// InputSchema is the JSON Schema (2020-12 unless its $schema says otherwise) the
+	// parameters must satisfy; the gateway refuses calls that do not. Nil takes any object.
+	InputSchema  json.RawMessage
+	OutputSchema json.RawMessage
+	Annotations  json.RawMessage // MCP tool annotations
+	// Timeout bounds a call when the caller sets no deadline of its own; the gateway
+	// also uses it as the method's default deadline. 0 leaves it to the gateway.
+	Timeout time.Duration
+	Handler Handler
+
+	err error // why Func could not build the method; reported by Run
+}
+
+// Option adjusts a Worker.
+type Option func(*config)
+
+type config struct {
+	instance    string
+	concurrency int
+	heartbeat   time.Duration
+	log         *slog.Logger
+	subjects    bus.Subjects
+}
+
+// WithInstance names this instance in the presence bucket and in nats micro metadata
+// (letters, digits, '-' and '_'). By default it is the host name and a random suffix.
+func WithInstance(name string) Option { return func(c *config) { c.instance = name } }
+
+// WithConcurrency bounds how many calls the instance runs at once (DefaultConcurrency
+// by default). At the bound the worker takes no more calls until one finishes; the
+// server keeps routing to it, and the calls wait in the connection's pending queue.
+func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = n } }
+
+// WithHeartbeat sets how often presence is refreshed; by default a third of the
+// registry's presence TTL, so that two lost heartbeats do not make the instance vanish.
+func WithHeartbeat(d time.Duration) Option { return func(c *config) { c.heartbeat = d } }
+
+// WithLogger sets the logger (slog.Default() by default). Parameters and results are
+// never logged.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithSubjects sets the bus subjects' prefix (bus.DefaultSubjects by default).
+func WithSubjects(s bus.Subjects) Option { return func(c *config) { c.subjects = s } }
+
+// Worker serves one instance of a tool.
+type Worker struct {
+	nc    *nats.Conn
+	store *registry.Store
+	tool  Tool
+	cfg   config
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	methods []Method
+	started bool
+
+	ready    chan struct{}
+	sem      chan struct{} // one token per call running
+	dead     chan struct{} // closed when the connection closed under the worker
+	deadOnce sync.Once
+	base     context.Context // the parent of every call's context: Run's values, never its end
+
+	cancelMu sync.Mutex
+	running  map[string]map[*runningCall]struct{} // by request id
+
+	stats map[string]*methodStats
+}
+
+type runningCall struct{ cancel context.CancelCauseFunc }
+
+// New returns a worker for tool on nc, registered in store. Declare its methods with
+// Handle, then call Run.
+func New(nc *nats.Conn, store *registry.Store, tool Tool, opts ...Option) *Worker {
+	cfg := config{
+		concurrency: DefaultConcurrency,
+		heartbeat:   store.Options().PresenceTTL / 3,
+		log:         slog.Default(),
+		subjects:    bus.DefaultSubjects,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.instance == "" {
+		cfg.instance = defaultInstance()
+	}
+	return &Worker{
+		nc:      nc,
+		store:   store,
+		tool:    tool,
+		cfg:     cfg,
+		log:     cfg.log.With("tool", tool.ID, "instance", cfg.instance),
+		ready:   make(chan struct{}),
+		dead:    make(chan struct{}),
+		running: map[string]map[*runningCall]struct{}{},
+		stats:   map[string]*methodStats{},
+	}
+}
+
+var instancePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+func defaultInstance() string {
+	host, _ := os.Hostname()
+	host, _, _ = strings.Cut(host, ".")
+	host = strings.Map(func(r rune) rune {
+		if r == '-' || r == '_' || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9') {
+			return r
+		}
+		return -1
+	}, host)
+	suffix := registry.NewID("")[:8]
+	if host == "" {
+		return suffix
+	}
+	return host + "-" + suffix
+}
+
+// Handle declares a method. Call it before Run; the checks (name, schemas, handler)
+// are made by Run, which refuses to start a tool with a bad method.
+func (w *Worker) Handle(m Method) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		panic("workers: Handle called after Run")
+	}
+	w.methods = append(w.methods, m)
+}
+
+// Instance is the instance's name.
+func (w *Worker) Instance() string { return w.cfg.instance }
+
+// Ready is closed once the instance serves its methods and its presence is written.
+func (w *Worker) Ready() <-chan struct{} { return w.ready }
+
+// Run registers the tool, serves its methods until ctx ends, then drains: it stops
+// taking calls, lets every call it has taken finish and reply, removes its presence
+// and returns nil. If the connection closes under it, Run waits for its running
+// handlers and returns an error; its presence then expires with the registry's TTL.
+//
+// The drain fences the calls already delivered with a barrier on the whole
+// connection, so workers that share one connection also wait for the calls queued
+// to each other; give a worker its own connection where that matters.
+func (w *Worker) Run(ctx context.Context) error {
+	w.mu.Lock()
+	if w.started {
+		w.mu.Unlock()
+		return errors.New("workers: Run called twice")
+	}
+	w.started = true
+	methods := slices.Clone(w.methods)
+	w.mu.Unlock()
+
+	rec, err := w.record(methods)
+	if err != nil {
+		return err
+	}
+	if err := w.putTool(ctx, rec); err != nil {
+		return fmt.Errorf("workers: tool %s: %w", w.tool.ID, err)
+	}
+
+	closed := w.nc.StatusChanged(nats.CLOSED)
+	defer w.nc.RemoveStatusListener(closed)
+	if w.nc.IsClosed() {
+		return fmt.Errorf("workers: tool %s: %w", w.tool.ID, nats.ErrConnectionClosed)
+	}
+
+	w.base = context.WithoutCancel(ctx)
+	w.sem = make(chan struct{}, w.cfg.concurrency)
+	cancels, err := w.nc.Subscribe(w.cfg.subjects.CancelAll(), w.onCancel)
+	if err != nil {
+		return fmt.Errorf("workers: tool %s: subscribe to cancellations: %w", w.tool.ID, err)
+	}
+	defer cancels.Unsubscribe()
+
+	svc, err := w.serve(methods)
+	if err != nil {
+		return err
+	}
+	presence := registry.Presence{Tool: w.tool.ID, Instance: w.cfg.instance, Version: w.tool.Version, StartedAt: time.Now().UTC()}
+	presence.Host, _ = os.Hostname()
+	if err := w.store.PutPresence(ctx, presence); err != nil {
+		return errors.Join(fmt.Errorf("workers: tool %s: presence: %w", w.tool.ID, err), w.drain(svc, closed))
+	}
+	close(w.ready)
+	w.log.Info("worker serving", "methods", len(methods), "concurrency", w.cfg.concurrency)
+
+	heartbeat := time.NewTicker(w.cfg.heartbeat)
+	defer heartbeat.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return w.drain(svc, closed)
+		case <-closed:
+			w.abandon()
+			w.waitIdle()
+			w.log.Warn("worker lost its connection; presence expires with its TTL")
+			return fmt.Errorf("workers: tool %s instance %s: %w", w.tool.ID, w.cfg.instance, nats.ErrConnectionClosed)
+		case <-heartbeat.C:
+			hctx, cancel := context.WithTimeout(ctx, w.cfg.heartbeat)
+			if err := w.store.PutPresence(hctx, presence); err != nil && ctx.Err() == nil {
+				w.log.Warn("presence heartbeat failed", "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// record checks the declaration and returns the tool's registry record.
+func (w *Worker) record(methods []Method) (registry.Tool, error) {
+	fail := func(format string, args ...any) (registry.Tool, error) {
+		return registry.Tool{}, fmt.Errorf("workers: tool %s: "+format, append([]any{w.tool.ID}, args...)...)
+	}
+	if err := bus.CheckToolID(w.tool.ID); err != nil {
+		return registry.Tool{}, fmt.Errorf("workers: %w", err)
+	}
+	if !instancePattern.MatchString(w.cfg.instance) {
+		return fail("instance %q: must match %s", w.cfg.instance, instancePattern)
+	}
+	if w.cfg.concurrency < 1 {
+		return fail("concurrency: must be at least 1")
+	}
+	if ttl := w.store.Options().PresenceTTL; w.cfg.heartbeat <= 0 || w.cfg.heartbeat >= ttl {
+		return fail("heartbeat: must be positive and shorter than the presence TTL (%v)", ttl)
+	}
+	rec := registry.Tool{
+		ID: w.tool.ID, Title: w.tool.Title, Description: w.tool.Description, Version: w.tool.Version,
+		Owner: w.tool.Owner, Capabilities: w.tool.Capabilities, Methods: []registry.Method{},
+	}
+	seen := map[string]bool{}
+	for _, m := range methods {
+		switch {
+		case m.err != nil:
+			return fail("method %s: %v", m.Name, m.err)
+		case m.Handler == nil:
+			return fail("method %s: no handler", m.Name)
+		case seen[m.Name]:
+			return fail("method %s: declared twice", m.Name)
+		}
+		if err := bus.CheckMethodName(m.Name); err != nil {
+			return fail("%v", err)
+		}
+		for what, s := range map[string]json.RawMessage{"input": m.InputSchema, "output": m.OutputSchema, "annotations": m.Annotations} {
+			if len(s) > 0 && !json.Valid(s) {
+				return fail("method %s: %s: not JSON", m.Name, what)
+			}
+		}
+		seen[m.Name] = true
+		rec.Methods = append(rec.Methods, registry.Method{
+			Name: m.Name, Title: m.Title, Description: m.Description, InputSchema: m.InputSchema,
+			OutputSchema: m.OutputSchema, Annotations: m.Annotations, Timeout: registry.Duration(m.Timeout),
+		})
+	}
+	return rec, nil
+}
+
+// putTool writes the tool's record unless the registry holds it already: every
+// instance writes it at start, and an unchanged tool should not look changed to the
+// edges (MCP sessions are told of every change).
+func (w *Worker) putTool(ctx context.Context, rec registry.Tool) error {
+	cur, err := w.store.Tool(ctx, rec.ID)
+	if err != nil && !errors.Is(err, registry.ErrNotFound) {
+		return err
+	}
+	if cur != nil {
+		cur.UpdatedAt = time.Time{}
+		a, errA := json.Marshal(cur)
+		b, errB := json.Marshal(rec)
+		if errA == nil && errB == nil && string(a) == string(b) {
+			return nil
+		}
+	}
+	return w.store.PutTool(ctx, rec)
+}
+
+// serve starts the nats micro service with one endpoint per method.
+func (w *Worker) serve(methods []Method) (micro.Service, error) {
+	version := strings.TrimPrefix(w.tool.Version, "v")
+	if version == "" {
+		version = "0.0.0"
+	}
+	for i := range methods {
+		w.stats[methods[i].Name] = &methodStats{}
+	}
+	svc, err := micro.AddService(w.nc, micro.Config{
+		Name:         w.tool.ID,
+		Version:      version,
+		Description:  w.tool.Description,
+		Metadata:     map[string]string{"instance": w.cfg.instance},
+		QueueGroup:   w.cfg.subjects.QueueGroup(w.tool.ID),
+		StatsHandler: w.endpointStats,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("workers: tool %s: nats micro: %w", w.tool.ID, err)
+	}
+	for i := range methods {
+		m := &methods[i]
+		err := svc.AddEndpoint(m.Name, w.intake(m), micro.WithEndpointSubject(w.cfg.subjects.Call(w.tool.ID, m.Name)))
+		if err != nil {
+			_ = svc.Stop()
+			return nil, fmt.Errorf("workers: tool %s: method %s: %w", w.tool.ID, m.Name, err)
+		}
+	}
+	return svc, nil
+}
+
+// intake is the endpoint's micro handler. nats micro calls it for one message at a
+// time per endpoint; it hands each call to its own goroutine and, at the concurrency
+// bound, waits for a slot, so the calls queue rather than being dropped.
+func (w *Worker) intake(m *Method) micro.Handler {
+	return micro.HandlerFunc(func(req micro.Request) {
+		in := inbound{reply: req.Reply(), data: req.Data(), header: nats.Header(req.Headers())}
+		select {
+		case w.sem <- struct{}{}:
+		case <-w.dead:
+			return // nobody can hear the reply
+		}
+		go w.call(m, in)
+	})
+}
+
+type inbound struct {
+	reply  string
+	data   []byte
+	header nats.Header
+}
+
+// call runs one call and replies. It holds a slot of w.sem, which it gives back.
+func (w *Worker) call(m *Method, in inbound) {
+	defer func() { <-w.sem }()
+	st := w.stats[m.Name]
+	st.inFlight.Add(1)
+	defer st.inFlight.Add(-1)
+	start := time.Now()
+
+	c := &Call{
+		Tool: w.tool.ID, Method: m.Name, Params: in.data, Header: in.header,
+		Account:   in.header.Get(bus.HeaderAccount),
+		RequestID: in.header.Get(bus.HeaderRequestID),
+		Session:   in.header.Get(bus.HeaderSession),
+		nc:        w.nc, subjects: w.cfg.subjects,
+		progress: in.header.Get(bus.HeaderProgress) != "",
+	}
+	if ms, err := strconv.ParseInt(in.header.Get(bus.HeaderDeadline), 10, 64); err == nil {
+		c.Deadline = time.UnixMilli(ms)
+	}
+
+	ctx := bus.Propagator.Extract(w.base, bus.HeaderCarrier(in.header))
+	ctx, span := tracer.Start(ctx, "tool.call "+w.tool.ID+"."+m.Name, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "nats"),
+			attribute.String("toolgate.tool", w.tool.ID),
+			attribute.String("toolgate.method", m.Name),
+			attribute.String("toolgate.request_id", c.RequestID),
+			attribute.String("toolgate.account", c.Account),
+			attribute.String("toolgate.instance", w.cfg.instance),
+		))
+	defer span.End()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	switch {
+	case !c.Deadline.IsZero():
+		var stop context.CancelFunc
+		ctx, stop = context.WithDeadline(ctx, c.Deadline)
+		defer stop()
+	case m.Timeout > 0:
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeout(ctx, m.Timeout)
+		defer stop()
+	}
+	defer w.track(c.RequestID, cancel)()
+
+	result, err := w.invoke(ctx, m, c)
+	msg := reply(in.reply, result, err)
+	if max := w.nc.MaxPayload(); max > 0 {
+		if size := bus.MessageSize(msg); size > max {
+			err = &Error{Code: CodeReplyTooLarge, Message: fmt.Sprintf("the reply of %d bytes exceeds the bus's max_payload of %d", size, max), Status: 502}
+			msg = reply(in.reply, nil, err)
+		}
+	}
+	st.calls.Add(1)
+	st.nanos.Add(int64(time.Since(start)))
+	if err != nil {
+		st.errors.Add(1)
+		te := toolError(err)
+		span.SetStatus(codes.Error, te.Error())
+		span.SetAttributes(attribute.String("toolgate.error_code", te.Code))
+		var own *Error
+		if !errors.As(err, &own) {
+			w.log.Warn("call failed", "method", m.Name, "request_id", c.RequestID, "trace_id", span.SpanContext().TraceID(), "err", err)
+		}
+	}
+	if in.reply == "" {
+		return // published without a reply subject: nobody waits
+	}
+	if err != nil && !c.Deadline.IsZero() && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// The caller's deadline has passed and the caller reports its own timeout; an
+		// error reply would race its timer and make the same timeout look like the tool's.
+		return
+	}
+	if err := w.nc.PublishMsg(msg); err != nil {
+		w.log.Warn("reply not sent", "method", m.Name, "request_id", c.RequestID, "err", err)
+	}
+}
+
+// invoke runs the handler, turning a panic into an error reply: one bad call must
+// not take down the instance and every other call it runs.
+func (w *Worker) invoke(ctx context.Context, m *Method, c *Call) (result any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			w.log.Error("handler panicked", "method", m.Name, "request_id", c.RequestID, "panic", p, "stack", string(debug.Stack()))
+			result, err = nil, &Error{Code: CodeInternal, Message: "the handler panicked"}
+		}
+	}()
+	return m.Handler(ctx, c)
+}
+
+// track makes the call cancellable by a message on its cancel subject, until the
+// returned func is called.
+func (w *Worker) track(requestID string, cancel context.CancelCauseFunc) (untrack func()) {
+	if requestID == "" {
+		return func() {}
+	}
+	rc := &runningCall{cancel: cancel}
+	w.cancelMu.Lock()
+	defer w.cancelMu.Unlock()
+	set := w.running[requestID]
+	if set == nil {
+		set = map[*runningCall]struct{}{}
+		w.running[requestID] = set
+	}
+	set[rc] = struct{}{}
+	return func() {
+		w.cancelMu.Lock()
+		defer w.cancelMu.Unlock()
+		delete(set, rc)
+		if len(set) == 0 {
+			delete(w.running, requestID)
+		}
+	}
+}
+
+// onCancel cancels the running call a cancel message names. Every instance of every
+// tool hears every cancel; most name a call running elsewhere.
+func (w *Worker) onCancel(msg *nats.Msg) {
+	id := strings.TrimPrefix(msg.Subject, w.cfg.subjects.Cancel(""))
+	w.cancelMu.Lock()
+	defer w.cancelMu.Unlock()
+	for rc := range w.running[id] {
+		rc.cancel(ErrCancelled)
+	}
+}
+
+// drain stops taking calls, lets the ones taken finish and reply, and removes the
+// instance's presence.
+func (w *Worker) drain(svc micro.Service, closed <-chan nats.Status) error {
+	start := time.Now()
+	// Stop drains the endpoint subscriptions: the server routes no new call here, and
+	// the calls already routed here are still handed to intake.
+	stopErr := svc.Stop()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	presErr := w.store.DeletePresence(ctx, w.tool.ID, w.cfg.instance)
+
+	// Once the server has answered a flush sent after the unsubscriptions, every call
+	// it routed here sits in the connection's pending queues; the barrier runs when the
+	// subscriptions' callbacks have taken all of them.
+	_ = w.nc.FlushTimeout(5 * time.Second)
+	taken := make(chan struct{})
+	if err := w.nc.Barrier(func() { close(taken) }); err != nil {
+		close(taken) // the connection is closed: nothing more will arrive
+	}
+	select {
+	case <-taken:
+	case <-closed:
+		w.abandon()
+	}
+	w.waitIdle()
+	_ = w.nc.FlushTimeout(5 * time.Second) // the last replies leave before Run returns
+	w.log.Info("worker drained", "took", time.Since(start).Round(time.Millisecond))
+
+	if stopErr != nil {
+		stopErr = fmt.Errorf("workers: tool %s: stop: %w", w.tool.ID, stopErr)
+	}
+	if presErr != nil {
+		presErr = fmt.Errorf("workers: tool %s: presence: %w", w.tool.ID, presErr)
+	}
+	return errors.Join(stopErr, presErr)
+}
+
+// abandon gives up on the calls not yet taken: the connection is gone, so nobody
+// would hear their replies.
+func (w *Worker) abandon() { w.deadOnce.Do(func() { close(w.dead) }) }
+
+// waitIdle returns when no call is running. It holds every slot of w.sem when it
+// returns, so it is called only when no more calls will be taken.
+func (w *Worker) waitIdle() {
+	for range cap(w.sem) {
+		w.sem <- struct{}{}
+	}
+}
+
+type methodStats struct {
+	inFlight, calls, errors, nanos atomic.Int64
+}
+
+// EndpointStats is the data a method's endpoint adds to nats micro STATS. The
+// standard fields count what the endpoint took in; these count what the handlers did.
+type EndpointStats struct {
+	InFlight       int64         `json:"in_flight"`
+	Calls          int64         `json:"calls"`
+	Errors         int64         `json:"errors"`
+	ProcessingTime time.Duration `json:"processing_time"`
+}
+
+func (w *Worker) endpointStats(e *micro.Endpoint) any {
+	st := w.stats[e.Name]
+	if st == nil {
+		return nil
+	}
+	return EndpointStats{
+		InFlight: st.inFlight.Load(), Calls: st.calls.Load(), Errors: st.errors.Load(),
+		ProcessingTime: time.Duration(st.nanos.Load()),
+	}
+}

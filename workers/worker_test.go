@@ -1,0 +1,510 @@
+package workers_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/registry"
+	"github.com/toolgate/toolgate/workers"
+)
+
+type greetIn struct {
+	Name string `json:"name" jsonschema:"who to greet"`
+}
+
+type greetOut struct {
+	Greeting string `json:"greeting"`
+}
+
+var greetTool = workers.Tool{ID: "greeter", Title: "Greeter", Description: "Says hello", Version: "1.2.0"}
+
+func greet() workers.Method {
+	m := workers.Func("greet", "Greets someone", func(_ context.Context, _ *workers.Call, in greetIn) (greetOut, error) {
+		return greetOut{Greeting: "hello, " + in.Name}, nil
+	})
+	m.Timeout = 5 * time.Second
+	return m
+}
+
+func call(t *testing.T, e *env, tool, method, params string) (*bus.Reply, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return bus.Do(ctx, e.nc, bus.DefaultSubjects, bus.Request{
+		Subject: bus.DefaultSubjects.Call(tool, method), RequestID: registry.NewID("req_"), Account: "acme", Data: []byte(params),
+	})
+}
+
+func TestWorkerInTheRegistry(t *testing.T) {
+	e := newEnv(t)
+	ttl := e.store.Options().PresenceTTL
+
+	t.Run("a started worker is in the view with its methods and schemas", func(t *testing.T) {
+		in := e.start(greetTool, []workers.Method{greet()})
+		testenv.Eventually(t, time.Second, "presence in the view", func() bool { return e.view.Snapshot().Instances("greeter") == 1 })
+		entry := e.view.Snapshot().RawTool("greeter")
+		if entry == nil {
+			t.Fatal("tool not in the view")
+		}
+		if entry.Tool.Title != "Greeter" || entry.Tool.Version != "1.2.0" || len(entry.Tool.Methods) != 1 {
+			t.Fatalf("tool record: %+v", entry.Tool)
+		}
+		m := entry.Method("greet")
+		if m == nil {
+			t.Fatal("method greet not in the view")
+		}
+		if time.Duration(m.Method.Timeout) != 5*time.Second {
+			t.Errorf("timeout: got %v, want 5s", time.Duration(m.Method.Timeout))
+		}
+		var in1 struct {
+			Type       string                     `json:"type"`
+			Properties map[string]json.RawMessage `json:"properties"`
+			Required   []string                   `json:"required"`
+		}
+		if err := json.Unmarshal(m.Method.InputSchema, &in1); err != nil {
+			t.Fatal(err)
+		}
+		if in1.Type != "object" || in1.Properties["name"] == nil || strings.Join(in1.Required, ",") != "name" {
+			t.Errorf("input schema: %s", m.Method.InputSchema)
+		}
+		if !strings.Contains(string(m.Method.OutputSchema), `"greeting"`) {
+			t.Errorf("output schema: %s", m.Method.OutputSchema)
+		}
+		if err := m.Validate([]byte(`{"name":"Ada"}`)); err != nil {
+			t.Errorf("a valid call fails validation: %v", err)
+		}
+		if err := m.Validate([]byte(`{"nom":"Ada"}`)); err == nil {
+			t.Error("a call without name passes validation")
+		}
+		p := e.view.Snapshot().Presence("greeter")[0]
+		if p.Instance != in.Instance() || p.Version != "1.2.0" || p.StartedAt.IsZero() {
+			t.Errorf("presence: %+v", p)
+		}
+		if err := in.stop(t); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("a second instance does not rewrite an unchanged tool record", func(t *testing.T) {
+		before, err := e.store.Tool(context.Background(), "greeter")
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.start(greetTool, []workers.Method{greet()})
+		after, err := e.store.Tool(context.Background(), "greeter")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !after.UpdatedAt.Equal(before.UpdatedAt) {
+			t.Errorf("updated_at moved from %v to %v", before.UpdatedAt, after.UpdatedAt)
+		}
+	})
+
+	t.Run("it answers nats micro discovery with its endpoints", func(t *testing.T) {
+		tool := greetTool
+		tool.ID = "disco" // no other instance in its queue group, so the call below lands here
+		e.start(tool, []workers.Method{greet()}, workers.WithInstance("solo"))
+		if _, err := call(t, e, "disco", "greet", `{"name":"Ada"}`); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var found bool
+		sub, err := e.nc.SubscribeSync(e.nc.NewRespInbox())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.nc.PublishRequest("$SRV.INFO.disco", sub.Subject, nil); err != nil {
+			t.Fatal(err)
+		}
+		for !found {
+			msg, err := sub.NextMsgWithContext(ctx)
+			if err != nil {
+				t.Fatalf("no INFO from instance solo: %v", err)
+			}
+			var info micro.Info
+			if err := json.Unmarshal(msg.Data, &info); err != nil {
+				t.Fatal(err)
+			}
+			if info.Metadata["instance"] != "solo" {
+				continue
+			}
+			found = true
+			if info.Version != "1.2.0" || len(info.Endpoints) != 1 {
+				t.Fatalf("info: %+v", info)
+			}
+			ep := info.Endpoints[0]
+			if ep.Subject != "tg.call.disco.greet" || ep.QueueGroup != "tg.disco" {
+				t.Errorf("endpoint: %+v", ep)
+			}
+		}
+		reply, err := e.nc.RequestWithContext(ctx, "$SRV.STATS.disco."+serviceID(t, e, "disco", "solo"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stats struct {
+			Endpoints []struct {
+				NumRequests int                   `json:"num_requests"`
+				Data        workers.EndpointStats `json:"data"`
+			} `json:"endpoints"`
+		}
+		if err := json.Unmarshal(reply.Data, &stats); err != nil {
+			t.Fatal(err)
+		}
+		if len(stats.Endpoints) != 1 || stats.Endpoints[0].NumRequests != 1 || stats.Endpoints[0].Data.Calls != 1 {
+			t.Errorf("stats: %s", reply.Data)
+		}
+	})
+
+	t.Run("a worker that stops cleanly leaves presence at once", func(t *testing.T) {
+		in := e.start(workers.Tool{ID: "leaver"}, []workers.Method{greet()})
+		testenv.Eventually(t, time.Second, "presence in the view", func() bool { return e.view.Snapshot().Instances("leaver") == 1 })
+		start := time.Now()
+		if err := in.stop(t); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, ttl/4, "presence gone", func() bool { return e.view.Snapshot().Instances("leaver") == 0 })
+		t.Logf("presence left the view %v after the stop (TTL %v)", time.Since(start).Round(time.Millisecond), ttl)
+	})
+
+	t.Run("a worker killed without drain leaves presence within its TTL", func(t *testing.T) {
+		in := e.start(workers.Tool{ID: "killed"}, []workers.Method{greet()})
+		testenv.Eventually(t, time.Second, "presence in the view", func() bool { return e.view.Snapshot().Instances("killed") == 1 })
+		start := time.Now()
+		in.nc.Close()
+		select {
+		case err := <-in.done:
+			in.done <- err
+			if !errors.Is(err, nats.ErrConnectionClosed) {
+				t.Errorf("Run returned %v, want ErrConnectionClosed", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Run did not return after its connection closed")
+		}
+		if e.view.Snapshot().Instances("killed") != 1 {
+			t.Fatal("presence gone at once: it should outlive the connection until its TTL")
+		}
+		// The key expires TTL after the last heartbeat; the server notices within a
+		// moment more, and the view within a moment after that.
+		testenv.Eventually(t, ttl+time.Second, "expired presence dropped", func() bool { return e.view.Snapshot().Instances("killed") == 0 })
+		t.Logf("presence left the view %v after the kill (TTL %v)", time.Since(start).Round(time.Millisecond), ttl)
+	})
+}
+
+func serviceID(t *testing.T, e *env, tool, instance string) string {
+	t.Helper()
+	sub, err := e.nc.SubscribeSync(e.nc.NewRespInbox())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := e.nc.PublishRequest("$SRV.PING."+tool, sub.Subject, nil); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		msg, err := sub.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("no PING from %s: %v", instance, err)
+		}
+		var ping micro.Ping
+		if err := json.Unmarshal(msg.Data, &ping); err != nil {
+			t.Fatal(err)
+		}
+		if ping.Metadata["instance"] == instance {
+			return ping.ID
+		}
+	}
+}
+
+func TestWorkerRefusesBadDeclarations(t *testing.T) {
+	e := newEnv(t)
+	ok := func(context.Context, *workers.Call) (any, error) { return nil, nil }
+	tests := []struct {
+		name    string
+		tool    workers.Tool
+		methods []workers.Method
+		opts    []workers.Option
+		want    string
+	}{
+		{"a bad tool id is refused", workers.Tool{ID: "Bad.Id"}, nil, nil, "tool id"},
+		{"a bad method name is refused", workers.Tool{ID: "t"}, []workers.Method{{Name: "a.b", Handler: ok}}, nil, "method name"},
+		{"a method without a handler is refused", workers.Tool{ID: "t"}, []workers.Method{{Name: "m"}}, nil, "no handler"},
+		{"a method declared twice is refused", workers.Tool{ID: "t"}, []workers.Method{{Name: "m", Handler: ok}, {Name: "m", Handler: ok}}, nil, "declared twice"},
+		{"an input schema that does not compile is refused", workers.Tool{ID: "t"}, []workers.Method{{Name: "m", Handler: ok, InputSchema: json.RawMessage(`{"type":"nope"}`)}}, nil, "input schema"},
+		{"parameters that are not an object are refused", workers.Tool{ID: "t"}, []workers.Method{workers.Func("m", "", func(context.Context, *workers.Call, string) (string, error) { return "", nil })}, nil, "JSON object"},
+		{"a version that is not semantic is refused", workers.Tool{ID: "t", Version: "latest"}, []workers.Method{{Name: "m", Handler: ok}}, nil, "version"},
+		{"a concurrency below one is refused", workers.Tool{ID: "t"}, nil, []workers.Option{workers.WithConcurrency(0)}, "concurrency"},
+		{"a heartbeat as long as the TTL is refused", workers.Tool{ID: "t"}, nil, []workers.Option{workers.WithHeartbeat(time.Hour)}, "heartbeat"},
+		{"an instance name with a dot is refused", workers.Tool{ID: "t"}, nil, []workers.Option{workers.WithInstance("a.b")}, "instance"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := workers.New(e.nc, e.store, tt.tool, tt.opts...)
+			for _, m := range tt.methods {
+				w.Handle(m)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			err := w.Run(ctx)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Run: got %v, want an error about %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestCallsReachEveryInstance(t *testing.T) {
+	e := newEnv(t)
+	var instances []*instance
+	for range 2 {
+		var in *instance
+		whoami := workers.Method{Name: "whoami", Handler: func(context.Context, *workers.Call) (any, error) {
+			return map[string]string{"instance": in.Instance()}, nil
+		}}
+		in = e.start(workers.Tool{ID: "pair"}, []workers.Method{whoami})
+		instances = append(instances, in)
+	}
+	counts := map[string]int{}
+	const n = 100
+	for range n {
+		r, err := call(t, e, "pair", "whoami", `{}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct{ Instance string }
+		if err := json.Unmarshal(r.Data, &out); err != nil {
+			t.Fatal(err)
+		}
+		counts[out.Instance]++
+	}
+	t.Logf("%d calls: %v", n, counts)
+	for _, in := range instances {
+		if counts[in.Instance()] == 0 {
+			t.Errorf("instance %s got none of %d calls", in.Instance(), n)
+		}
+	}
+}
+
+func TestConcurrencyBound(t *testing.T) {
+	e := newEnv(t)
+	var running, peak atomic.Int32
+	release := make(chan struct{})
+	hold := workers.Method{Name: "hold", Handler: func(ctx context.Context, _ *workers.Call) (any, error) {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		<-release
+		return "done", nil
+	}}
+	e.start(workers.Tool{ID: "bounded"}, []workers.Method{hold}, workers.WithConcurrency(2))
+
+	const n = 6
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := call(t, e, "bounded", "hold", `{}`)
+			errs <- err
+		}()
+	}
+	testenv.Eventually(t, 2*time.Second, "two calls running", func() bool { return running.Load() == 2 })
+	time.Sleep(100 * time.Millisecond) // room for a third to start, if the bound let it
+	if got := running.Load(); got != 2 {
+		t.Fatalf("%d calls running at once, want the bound of 2", got)
+	}
+	close(release)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("a call over the bound failed instead of waiting: %v", err)
+		}
+	}
+	if peak.Load() != 2 {
+		t.Errorf("peak concurrency %d, want 2", peak.Load())
+	}
+}
+
+func TestDrainUnderLoadDropsNothing(t *testing.T) {
+	e := newEnv(t)
+	var served sync.Map // instance -> *atomic.Int64
+	work := func(name *string) workers.Method {
+		return workers.Method{Name: "work", Handler: func(ctx context.Context, c *workers.Call) (any, error) {
+			time.Sleep(time.Duration(2+len(c.RequestID)%8) * time.Millisecond)
+			v, _ := served.LoadOrStore(*name, new(atomic.Int64))
+			v.(*atomic.Int64).Add(1)
+			return map[string]string{"by": *name}, nil
+		}}
+	}
+	nameA, nameB := "a", "b"
+	a := e.start(workers.Tool{ID: "steady"}, []workers.Method{work(&nameA)}, workers.WithInstance(nameA), workers.WithConcurrency(4))
+	e.start(workers.Tool{ID: "steady"}, []workers.Method{work(&nameB)}, workers.WithInstance(nameB), workers.WithConcurrency(4))
+
+	const callers = 16
+	var sent, answered, failed atomic.Int64
+	var firstErr atomic.Value
+	stopSending := make(chan struct{})
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stopSending:
+					return
+				default:
+				}
+				sent.Add(1)
+				if _, err := call(t, e, "steady", "work", `{}`); err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+					continue
+				}
+				answered.Add(1)
+			}
+		})
+	}
+	time.Sleep(500 * time.Millisecond)
+	drainStart := time.Now()
+	if err := a.stop(t); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	drained := time.Since(drainStart)
+	a.nc.Close() // as the process would exit once Run returns: whatever was not answered is lost
+	byAAtStop := load(&served, "a")
+	byBAtStop := load(&served, "b")
+	time.Sleep(500 * time.Millisecond)
+	close(stopSending)
+	wg.Wait()
+
+	t.Logf("sent %d, answered %d, failed %d; instance a served %d and drained in %v, b served %d (%d after a stopped)",
+		sent.Load(), answered.Load(), failed.Load(), load(&served, "a"), drained.Round(time.Millisecond),
+		load(&served, "b"), load(&served, "b")-byBAtStop)
+	if failed.Load() != 0 {
+		t.Fatalf("%d of %d calls failed; first: %v", failed.Load(), sent.Load(), firstErr.Load())
+	}
+	if answered.Load() != sent.Load() {
+		t.Fatalf("sent %d calls, %d answered", sent.Load(), answered.Load())
+	}
+	if byAAtStop == 0 || load(&served, "a") != byAAtStop {
+		t.Errorf("instance a served %d before its stop and %d in all: it should serve some, and none after", byAAtStop, load(&served, "a"))
+	}
+	if load(&served, "b") == byBAtStop {
+		t.Error("instance b served nothing after a stopped")
+	}
+}
+
+func load(m *sync.Map, key string) int64 {
+	v, ok := m.Load(key)
+	if !ok {
+		return 0
+	}
+	return v.(*atomic.Int64).Load()
+}
+
+func TestClusterR3(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	c := testenv.NewCluster(t)
+	nc := testenv.Conn(t, c.URL())
+	store := testenv.Store(t, nc, 3)
+	e := &env{t: t, url: c.URL(), nc: nc, store: store, view: testenv.View(t, store)}
+
+	t.Run("a worker registers and is callable", func(t *testing.T) {
+		e.start(greetTool, []workers.Method{greet()})
+		testenv.Eventually(t, 2*time.Second, "presence in the view", func() bool { return e.view.Snapshot().Instances("greeter") == 1 })
+		r, err := call(t, e, "greeter", "greet", `{"name":"Ada"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(r.Data) != `{"greeting":"hello, Ada"}` {
+			t.Errorf("reply %s", r.Data)
+		}
+	})
+
+	t.Run("with one node stopped the registry stays readable and writable", func(t *testing.T) {
+		stopped := 0
+		for i, s := range c.Servers {
+			if s.Name() != nc.ConnectedServerName() {
+				stopped = i // a node the caller is not on, so the test measures the registry, not a reconnect
+				break
+			}
+		}
+		start := time.Now()
+		c.Stop(stopped)
+		ctx := testenv.Context(t)
+		var err error
+		testenv.Eventually(t, 15*time.Second, "PutTool succeeds", func() bool {
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			err = store.PutTool(pctx, registry.Tool{ID: "after-stop", Methods: []registry.Method{{Name: "m"}}})
+			return err == nil
+		})
+		written := time.Now()
+		// The view follows each bucket with an ordered consumer; when the node serving
+		// it stops, the consumer is recreated only after missed heartbeats (about 20s).
+		testenv.Eventually(t, 30*time.Second, "the view sees the new tool", func() bool { return e.view.Snapshot().RawTool("after-stop") != nil })
+		t.Logf("PutTool succeeded %v after node %d stopped; the view saw it %v later",
+			written.Sub(start).Round(time.Millisecond), stopped+1, time.Since(written).Round(time.Millisecond))
+		if _, err := store.Tool(ctx, "greeter"); err != nil {
+			t.Fatalf("reading a tool: %v", err)
+		}
+		r, err := call(t, e, "greeter", "greet", `{"name":"Bo"}`)
+		if err != nil {
+			t.Fatalf("call after the stop: %v", err)
+		}
+		if string(r.Data) != `{"greeting":"hello, Bo"}` {
+			t.Errorf("reply %s", r.Data)
+		}
+		if e.view.Snapshot().Instances("greeter") != 1 {
+			t.Error("the worker's presence is gone from the view")
+		}
+	})
+}
+
+func ExampleFunc() {
+	type addIn struct {
+		A int `json:"a"`
+		B int `json:"b"`
+	}
+	m := workers.Func("add", "Adds two integers", func(_ context.Context, _ *workers.Call, in addIn) (int, error) {
+		return in.A + in.B, nil
+	})
+	fmt.Println(string(m.InputSchema))
+	// Output: {"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["a","b"],"additionalProperties":false}
+}
+
+func TestSubjectPrefix(t *testing.T) {
+	e := newEnv(t)
+	alt := bus.Subjects{Prefix: "alt"}
+	e.start(workers.Tool{ID: "prefixed"}, []workers.Method{greet()}, workers.WithSubjects(alt))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	t.Run("a worker under another prefix answers on that prefix's subjects", func(t *testing.T) {
+		r, err := bus.Do(ctx, e.nc, alt, bus.Request{Subject: alt.Call("prefixed", "greet"), RequestID: "p1", Data: []byte(`{"name":"Ada"}`)})
+		if err != nil || string(r.Data) != `{"greeting":"hello, Ada"}` {
+			t.Fatalf("got %v %v", err, r)
+		}
+	})
+	t.Run("and not on the default prefix", func(t *testing.T) {
+		_, err := bus.Do(ctx, e.nc, bus.DefaultSubjects, bus.Request{Subject: bus.DefaultSubjects.Call("prefixed", "greet"), RequestID: "p2", Data: []byte(`{"name":"Ada"}`)})
+		if !errors.Is(err, bus.ErrNoResponders) {
+			t.Fatalf("got %v, want no responders", err)
+		}
+	})
+}
