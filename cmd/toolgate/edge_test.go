@@ -30,40 +30,39 @@ func run(t *testing.T, ctx context.Context, args ...string) (string, error) {
 	return out.String(), err
 }
 
-// TestEdgeAndAdminCommands starts `toolgate edge` on a real NATS server and drives an
-// account's life through `toolgate accounts|keys|tools|links`.
-func TestEdgeAndAdminCommands(t *testing.T) {
-	srv := testenv.Server(t)
+// startEdge runs `toolgate edge` on natsURL until the test ends and returns its URL.
+// The admin key file is found through TOOLGATE_ADMIN_KEY_FILE, as an operator would
+// pass it; the admin commands read the same variable.
+func startEdge(t *testing.T, natsURL string) (url, adminKey string) {
+	t.Helper()
 	dir := t.TempDir()
 	linkSecret := filepath.Join(dir, "link-secret")
 	adminKeyFile := filepath.Join(dir, "admin-key")
-	adminKey := registry.NewKey()
+	adminKey = registry.NewKey()
 	if err := os.WriteFile(linkSecret, []byte(registry.NewLinkSecret()+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(adminKeyFile, []byte(adminKey+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-
-	t.Setenv("TOOLGATE_ADMIN_KEY_FILE", adminKeyFile) // read by the edge and the admin commands alike
+	t.Setenv("TOOLGATE_ADMIN_KEY_FILE", adminKeyFile)
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &lockedBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		root := newRootCmd()
 		root.SetOut(out)
-		root.SetArgs([]string{"edge", "--nats", srv.ClientURL(), "--listen", "127.0.0.1:0",
+		root.SetArgs([]string{"edge", "--nats", natsURL, "--listen", "127.0.0.1:0",
 			"--base-url", "https://gw.example.com", "--link-secret-file", linkSecret})
 		done <- root.ExecuteContext(ctx)
 	}()
-	defer func() {
+	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("toolgate edge: %v", err)
 		}
-	}()
+	})
 	listening := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
-	var url string
 	testenv.Eventually(t, 10*time.Second, "toolgate edge listens", func() bool {
 		m := listening.FindStringSubmatch(out.String())
 		if m != nil {
@@ -79,14 +78,27 @@ func TestEdgeAndAdminCommands(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
+	return url, adminKey
+}
 
+// admin runs one admin command against url and returns what it printed.
+func admin(t *testing.T, url string, args ...string) string {
+	t.Helper()
+	got, err := run(t, context.Background(), append(args, "--url", url)...)
+	if err != nil {
+		t.Fatalf("toolgate %s: %v\n%s", strings.Join(args, " "), err, got)
+	}
+	return got
+}
+
+// TestEdgeAndAdminCommands starts `toolgate edge` on a real NATS server and drives an
+// account's life through `toolgate accounts|keys|tools|links`.
+func TestEdgeAndAdminCommands(t *testing.T) {
+	srv := testenv.Server(t)
+	url, _ := startEdge(t, srv.ClientURL())
 	admin := func(args ...string) string {
 		t.Helper()
-		got, err := run(t, context.Background(), append(args, "--url", url)...)
-		if err != nil {
-			t.Fatalf("toolgate %s: %v\n%s", strings.Join(args, " "), err, got)
-		}
-		return got
+		return admin(t, url, args...)
 	}
 	admin("accounts", "create", "acme", "--name", "Acme", "--rate", "10")
 	if got := admin("accounts", "list"); !strings.Contains(got, `"id": "acme"`) || !strings.Contains(got, `"rate": 10`) {
