@@ -7,7 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,10 +38,17 @@ func defaultEdgeOptions() edgeOptions {
 	return edgeOptions{Edge: edge.DefaultConfig(), Gateway: gateway.DefaultConfig(), NATS: "nats://127.0.0.1:4222", Replicas: 1}
 }
 
-// Validate names the first field that is wrong.
+// Validate names the first field that is wrong. An empty base URL is taken from the
+// address the edge listens on.
 func (o edgeOptions) Validate() error {
 	if o.NATS == "" {
 		return errors.New("edge: nats: required")
+	}
+	for _, u := range strings.Split(o.NATS, ",") {
+		p, err := url.Parse(strings.TrimSpace(u))
+		if err != nil || p.Host == "" || !slices.Contains([]string{"nats", "tls", "ws", "wss"}, p.Scheme) {
+			return fmt.Errorf("edge: nats: %q: must be a nats://host:port URL", u)
+		}
 	}
 	if o.LinkSecretFile == "" {
 		return errors.New("edge: link-secret-file: required; every edge of a deployment reads the same secret (at least 32 bytes)")
@@ -49,7 +59,21 @@ func (o edgeOptions) Validate() error {
 	if err := o.Gateway.Validate(); err != nil {
 		return err
 	}
-	return o.Edge.Validate()
+	cfg := o.Edge
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = "http://127.0.0.1"
+	}
+	return cfg.Validate()
+}
+
+// localURL is the URL of a listener on this machine: the edge's base URL when none is
+// given.
+func localURL(addr net.Addr) string {
+	host, port, _ := net.SplitHostPort(addr.String())
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // edgeEnv maps each flag of `toolgate edge` to the variable that sets it.
@@ -91,7 +115,7 @@ exported when the standard OTEL_* variables ask for it.`,
 	f := cmd.Flags()
 	f.StringVar(&o.NATS, "nats", o.NATS, "NATS server URL(s), comma-separated")
 	f.StringVar(&o.Edge.Listen, "listen", o.Edge.Listen, "HTTP listen address")
-	f.StringVar(&o.Edge.BaseURL, "base-url", o.Edge.BaseURL, "the edge's public URL, from which links and API URLs are made")
+	f.StringVar(&o.Edge.BaseURL, "base-url", "", "the edge's public URL, from which links and API URLs are made (default http://<listen>)")
 	f.StringVar(&o.LinkSecretFile, "link-secret-file", "", "file holding the deployment's link secret (required; the same on every edge)")
 	f.StringVar(&o.AdminKeyFile, "admin-key-file", "", "file holding the admin key (empty: no admin API)")
 	f.IntVar(&o.Replicas, "replicas", o.Replicas, "replicas of the registry's buckets: 1 on a single node, 3 in a cluster")
@@ -156,15 +180,19 @@ func runEdge(ctx context.Context, o edgeOptions, out io.Writer, log *slog.Logger
 	if err != nil {
 		return err
 	}
-	e, err := edge.New(gw, store, signer, o.Edge, log)
-	if err != nil {
-		return err
-	}
 	ln, err := net.Listen("tcp", o.Edge.Listen)
 	if err != nil {
 		return fmt.Errorf("edge: listen: %w", err)
 	}
-	fmt.Fprintf(out, "toolgate edge: listening on http://%s, links under %s\n", ln.Addr(), o.Edge.BaseURL)
+	if o.Edge.BaseURL == "" {
+		o.Edge.BaseURL = localURL(ln.Addr())
+	}
+	e, err := edge.New(gw, store, signer, o.Edge, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	fmt.Fprintf(out, "toolgate edge: listening on %s, links under %s\n", localURL(ln.Addr()), o.Edge.BaseURL)
 	return e.Serve(ctx, ln)
 }
 

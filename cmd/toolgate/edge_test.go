@@ -33,7 +33,7 @@ func run(t *testing.T, ctx context.Context, args ...string) (string, error) {
 // startEdge runs `toolgate edge` on natsURL until the test ends and returns its URL.
 // The admin key file is found through TOOLGATE_ADMIN_KEY_FILE, as an operator would
 // pass it; the admin commands read the same variable.
-func startEdge(t *testing.T, natsURL string) (url, adminKey string) {
+func startEdge(t *testing.T, natsURL string, flags ...string) (url, adminKey string) {
 	t.Helper()
 	dir := t.TempDir()
 	linkSecret := filepath.Join(dir, "link-secret")
@@ -52,8 +52,7 @@ func startEdge(t *testing.T, natsURL string) (url, adminKey string) {
 	go func() {
 		root := newRootCmd()
 		root.SetOut(out)
-		root.SetArgs([]string{"edge", "--nats", natsURL, "--listen", "127.0.0.1:0",
-			"--base-url", "https://gw.example.com", "--link-secret-file", linkSecret})
+		root.SetArgs(append([]string{"edge", "--nats", natsURL, "--listen", "127.0.0.1:0", "--link-secret-file", linkSecret}, flags...))
 		done <- root.ExecuteContext(ctx)
 	}()
 	t.Cleanup(func() {
@@ -95,7 +94,7 @@ func admin(t *testing.T, url string, args ...string) string {
 // account's life through `toolgate accounts|keys|tools|links`.
 func TestEdgeAndAdminCommands(t *testing.T) {
 	srv := testenv.Server(t)
-	url, _ := startEdge(t, srv.ClientURL())
+	url, _ := startEdge(t, srv.ClientURL(), "--base-url", "https://gw.example.com")
 	admin := func(args ...string) string {
 		t.Helper()
 		return admin(t, url, args...)
@@ -158,6 +157,7 @@ func TestEdgeCommandRefusesBadConfig(t *testing.T) {
 		{[]string{"edge"}, "edge: link-secret-file: required"},
 		{[]string{"edge", "--link-secret-file", "x", "--base-url", "gw.example.com"}, "edge: base-url: must be an absolute http(s) URL"},
 		{[]string{"edge", "--link-secret-file", "/nonexistent/secret"}, "edge: link-secret-file:"},
+		{[]string{"edge", "--link-secret-file", "x", "--nats", "http://127.0.0.1:4222"}, "edge: nats:"},
 	} {
 		if _, err := run(t, context.Background(), tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("toolgate %s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)

@@ -63,7 +63,8 @@ func TestStackServesTheDemoTools(t *testing.T) {
 		return status == http.StatusOK && len(tools.Tools) == 1 && tools.Tools[0].Status == edge.StatusOnline
 	})
 	email := tools.Tools[0]
-	if email.ID != "email" || len(email.Methods) == 0 || !strings.HasPrefix(email.SSEURL, "https://gw.example.com/mcp/tgl_") {
+	// Without --base-url, links point at the address the edge listens on.
+	if email.ID != "email" || len(email.Methods) == 0 || !strings.HasPrefix(email.SSEURL, url+"/mcp/tgl_") {
 		t.Fatalf("email tool %+v", email)
 	}
 
