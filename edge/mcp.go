@@ -34,11 +34,6 @@ func (e *Edge) authToolMCP(c *gin.Context) {
 	c.Next()
 }
 
-const (
-	ctxMCPTool      = "toolgate.mcp_tool"
-	ctxMessagesPath = "toolgate.messages_path"
-)
-
 func (e *Edge) mcpSSE(c *gin.Context) {
 	e.cfg.MCP.ServeSSE(c.Writer, c.Request, principal(c), c.GetString(ctxMCPTool), c.GetString(ctxMessagesPath))
 }

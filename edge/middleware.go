@@ -27,6 +27,9 @@ const (
 	ctxPrincipal = "toolgate.principal"
 	ctxErrorCode = "toolgate.error_code"
 	ctxRawURL    = "toolgate.raw_url"
+	// The tool an MCP route serves, and where its legacy SSE clients post messages.
+	ctxMCPTool      = "toolgate.mcp_tool"
+	ctxMessagesPath = "toolgate.messages_path"
 )
 
 func requestID(c *gin.Context) string { return c.GetString(ctxRequestID) }
