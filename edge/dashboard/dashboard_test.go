@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -325,9 +326,10 @@ func TestSSETab(t *testing.T) {
 			t.Errorf("the page does not show the new link (and only it)")
 		}
 		oldToken := strings.TrimSuffix(strings.TrimPrefix(link, e.base+"/mcp/"), "/sse")
-		if _, err := e.view.Snapshot().AuthenticateLink(oldToken); err == nil {
-			t.Errorf("the old link still authenticates")
-		}
+		e.waitFor("the old link to stop working", func(s *registry.Snapshot) bool {
+			_, err := s.AuthenticateLink(oldToken)
+			return err != nil
+		})
 	})
 }
 
@@ -346,14 +348,16 @@ func TestAPITab(t *testing.T) {
 		}
 	})
 	t.Run("shows the input schema as a table", func(t *testing.T) {
-		rows := []string{
-			`<tr><th scope="row"><code>to</code></th><td>string</td><td>yes</td><td>Recipient address</td><td>email</td></tr>`,
-			`<tr><th scope="row"><code>priority</code></th><td>string</td><td>no</td><td></td><td>one of &#34;low&#34;, &#34;normal&#34;, &#34;high&#34;</td></tr>`,
+		section := regexp.MustCompile(`(?s)<section class="card method" id="method-send".*?</section>`).FindString(p.body)
+		rows := paramRows(section)
+		want := map[string][]string{
+			"to":       {"string", "yes", "Recipient address", "email"},
+			"subject":  {"string", "yes", "Subject line", "at most 200 characters"},
+			"body":     {"string", "yes", "Plain-text body", ""},
+			"priority": {"string", "no", "", `one of "low", "normal", "high"`},
 		}
-		for _, row := range rows {
-			if !strings.Contains(p.body, row) {
-				t.Errorf("no row %s", row)
-			}
+		if !reflect.DeepEqual(rows, want) {
+			t.Errorf("rows %q\nwant %q", rows, want)
 		}
 	})
 	t.Run("shows a curl example for the tool-call route", func(t *testing.T) {
@@ -576,6 +580,21 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	if _, err := dashboard.New(cfg, nil, nil, nil, nil); err == nil || !strings.Contains(err.Error(), "base-url") {
 		t.Fatalf("err %v, want one naming base-url", err)
 	}
+}
+
+// paramRows reads a parameter table: field -> type, required, description, format.
+func paramRows(html string) map[string][]string {
+	rows := map[string][]string{}
+	row := regexp.MustCompile(`(?s)<tr><th scope="row"><code>(.*?)</code></th>(.*?)</tr>`)
+	cell := regexp.MustCompile(`(?s)<td[^>]*>(.*?)</td>`)
+	for _, m := range row.FindAllStringSubmatch(html, -1) {
+		var cells []string
+		for _, c := range cell.FindAllStringSubmatch(m[2], -1) {
+			cells = append(cells, page{body: c[1]}.text())
+		}
+		rows[m[1]] = cells
+	}
+	return rows
 }
 
 func mustURL(t *testing.T, s string) *url.URL {

@@ -356,20 +356,22 @@ func constraints(o *object) string {
 	if p := o.str("pattern"); p != "" {
 		parts = append(parts, "matches "+p)
 	}
-	bound := func(key, words string) {
-		if v, ok := o.get(key); ok {
-			parts = append(parts, words+" "+encodeOrdered(v))
+	bounds := []struct{ key, words string }{
+		{"minLength", "at least %s characters"},
+		{"maxLength", "at most %s characters"},
+		{"minimum", "≥ %s"},
+		{"exclusiveMinimum", "> %s"},
+		{"maximum", "≤ %s"},
+		{"exclusiveMaximum", "< %s"},
+		{"minItems", "at least %s items"},
+		{"maxItems", "at most %s items"},
+		{"default", "default %s"},
+	}
+	for _, b := range bounds {
+		if v, ok := o.get(b.key); ok {
+			parts = append(parts, fmt.Sprintf(b.words, encodeOrdered(v)))
 		}
 	}
-	bound("minLength", "at least this many characters:")
-	bound("maxLength", "at most this many characters:")
-	bound("minimum", "≥")
-	bound("exclusiveMinimum", ">")
-	bound("maximum", "≤")
-	bound("exclusiveMaximum", "<")
-	bound("minItems", "at least this many items:")
-	bound("maxItems", "at most this many items:")
-	bound("default", "default")
 	return strings.Join(parts, "; ")
 }
 
