@@ -116,8 +116,16 @@ func (d *Dashboard) routes() http.Handler {
 		d.fail(w, r, nil, http.StatusNotFound, "There is no such page.")
 	})
 	// Forms are also checked against their session's token; this refuses a
-	// cross-site POST before anything else looks at it.
-	return securityHeaders(http.NewCrossOriginProtection().Handler(mux))
+	// cross-site POST before anything else looks at it. The public origin is
+	// trusted by name, for browsers that send only Origin through a proxy that
+	// changes Host.
+	cop := http.NewCrossOriginProtection()
+	if u, err := url.Parse(d.cfg.BaseURL); err == nil {
+		if err := cop.AddTrustedOrigin(u.Scheme + "://" + u.Host); err != nil {
+			d.log.Warn("dashboard: base URL not usable as a trusted origin", "err", err)
+		}
+	}
+	return securityHeaders(cop.Handler(mux))
 }
 
 func securityHeaders(next http.Handler) http.Handler {

@@ -403,6 +403,8 @@ func TestAPITab(t *testing.T) {
 		{"parameters that break the schema get invalid_params with pointers", "email", "send",
 			`{"to":"not an address","subject":"s"}`, "400 Bad Request", "invalid_params", `"pointer": "/body"`},
 		{"parameters that are not an object get invalid_json", "email", "send", `[1,2]`, "400 Bad Request", "invalid_json", ""},
+		{"a tool's own failure gets tool_error with its code and message", "email", "send",
+			`{"to":"bounce@example.com","subject":"s","body":"b"}`, "502 Bad Gateway", "tool_error", `"message": "mailbox unavailable"`},
 		{"a tool with no worker gets tool_unavailable", "clock", "now", `{}`, "503 Service Unavailable", "tool_unavailable", ""},
 	}
 	for _, tc := range errorCases {

@@ -27,7 +27,8 @@ import (
 
 // env is a dashboard served over real TCP, on a real registry in embedded NATS, with
 // an account, its key, and tools: email (online, answered by a responder in this
-// process), clock (connected but offline) and payroll (deployed, not connected).
+// process; mail to bounce@example.com fails with the tool's own error), clock
+// (connected but offline) and payroll (deployed, not connected).
 type env struct {
 	t       *testing.T
 	nc      *nats.Conn
@@ -162,6 +163,12 @@ func (e *env) serveEmail() {
 		_ = json.Unmarshal(m.Data, &p)
 		e.calls.Add(1)
 		reply := nats.NewMsg(m.Reply)
+		if p.To == "bounce@example.com" {
+			reply.Header.Set(bus.HeaderErrorCode, "550")
+			reply.Header.Set(bus.HeaderError, "mailbox unavailable")
+			_ = m.RespondMsg(reply)
+			return
+		}
 		reply.Header.Set(bus.HeaderContentType, "application/json")
 		reply.Data, _ = json.Marshal(map[string]string{"id": "msg_0001", "to": p.To, "status": "queued"})
 		_ = m.RespondMsg(reply)
