@@ -6,7 +6,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 # The whole suite, race detector on; slow end-to-end tests included.
 TESTFLAGS ?= -race -count=1 -timeout 15m
 
-.PHONY: help build run test lint bench
+.PHONY: help build run test test-deps lint bench
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
@@ -16,9 +16,17 @@ build: ## build bin/toolgate
 run: build ## start the whole stack on the embedded default (data in ./.toolgate)
 	$(BIN) dev
 
-test: ## run every test (what CI runs)
+test: test-deps ## run every test (what CI runs)
 	$(GO) vet ./...
 	$(GO) test $(TESTFLAGS) ./...
+
+# The dashboard's browser tests drive Debian's chromium; they skip, saying why, when
+# there is none and no apt-get to install it.
+test-deps: ## install what the tests need beyond Go (Chromium, where apt-get can)
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  (command -v apt-get >/dev/null 2>&1 && apt-get update -qq && \
+	   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium) || \
+	  echo "test-deps: no chromium, and it could not be installed; the browser tests will skip"
 
 lint: ## go vet and staticcheck
 	$(GO) vet ./...

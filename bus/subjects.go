@@ -20,10 +20,17 @@ const (
 const (
 	HeaderContentType = "Content-Type"
 	HeaderStatus      = "Tg-Status" // the HTTP status the tool asks for; 200 if absent
+	// HeaderResult names what a reply's body is when it is not the method's plain
+	// result. ResultMCP: an MCP CallToolResult, as a bridged MCP server returns it;
+	// MCP sessions pass it through unchanged, HTTP callers get it as JSON.
+	HeaderResult = "Tg-Result"
 	// The nats micro error headers: a tool's own error.
 	HeaderErrorCode = "Nats-Service-Error-Code"
 	HeaderError     = "Nats-Service-Error"
 )
+
+// ResultMCP is the HeaderResult value of a reply whose body is an MCP CallToolResult.
+const ResultMCP = "mcp-call-tool-result"
 
 // Subjects names every subject under one prefix, so a deployment can run several
 // gateways on one NATS system.
@@ -54,7 +61,9 @@ func (s Subjects) CallAll(tool string) string { return s.join("call", tool, ">")
 // QueueGroup is the queue group the instances of one tool share.
 func (s Subjects) QueueGroup(tool string) string { return s.join(tool) }
 
-// MCP carries the MCP methods other than tools (resources, prompts, completion).
+// MCP carries the MCP methods other than tools (resources, prompts, completion) to a
+// tool's workers: the request's data is the JSON-RPC params, HeaderMethod names the
+// method, and the reply's data is the JSON-RPC result (or a micro error).
 func (s Subjects) MCP(tool string) string { return s.join("mcp", tool) }
 
 // Cancel tells the worker running a request to stop.

@@ -172,38 +172,40 @@ func TestDeleteAccountTakesItsKeysAndLinks(t *testing.T) {
 
 func TestClusterSurvivesLosingANode(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts a 3-node cluster")
+		t.Skip("starts 3-node clusters")
 	}
-	c := testenv.NewCluster(t)
-	nc := testenv.Conn(t, c.URL())
-	store := testenv.Store(t, nc, 3)
-	view := testenv.View(t, store)
-	ctx := testenv.Context(t)
+	for _, which := range []string{"the client's own node", "another node"} {
+		t.Run("losing "+which+" leaves the registry readable, writable and followed", func(t *testing.T) {
+			c := testenv.NewCluster(t)
+			nc := testenv.Conn(t, c.URL())
+			store := testenv.Store(t, nc, 3)
+			view := testenv.View(t, store)
+			ctx := testenv.Context(t)
 
-	if _, err := store.CreateAccount(ctx, registry.Account{ID: "before"}); err != nil {
-		t.Fatal(err)
+			if _, err := store.CreateAccount(ctx, registry.Account{ID: "before"}); err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range c.Servers {
+				if (s.ClientURL() == nc.ConnectedUrl()) == (which == "the client's own node") {
+					c.Stop(i)
+					break
+				}
+			}
+			start := time.Now()
+			testenv.Eventually(t, 20*time.Second, "registry writable after losing a node", func() bool {
+				attempt, cancel := context.WithTimeout(ctx, time.Second)
+				defer cancel()
+				_, err := store.CreateAccount(attempt, registry.Account{ID: "after"})
+				return err == nil || errors.Is(err, registry.ErrExists)
+			})
+			t.Logf("writable again %v after the node stopped", time.Since(start))
+			if a, err := store.Account(ctx, "before"); err != nil || a.ID != "before" {
+				t.Fatalf("reading a record written before the loss: %v", err)
+			}
+			testenv.Eventually(t, 10*time.Second, "view follows writes after the loss", func() bool {
+				return view.Snapshot().Account("after") != nil
+			})
+			t.Logf("view caught up %v after the node stopped", time.Since(start))
+		})
 	}
-	// Stop the node this client is connected to, the hardest case: the client must
-	// fail over and the KV stream must elect a new leader.
-	for i, s := range c.Servers {
-		if s.ClientURL() == nc.ConnectedUrl() {
-			c.Stop(i)
-			break
-		}
-	}
-	start := time.Now()
-	testenv.Eventually(t, 20*time.Second, "registry writable after losing a node", func() bool {
-		attempt, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		_, err := store.CreateAccount(attempt, registry.Account{ID: "after"})
-		return err == nil || errors.Is(err, registry.ErrExists)
-	})
-	t.Logf("writable again %v after the node stopped", time.Since(start))
-	if a, err := store.Account(ctx, "before"); err != nil || a.ID != "before" {
-		t.Fatalf("reading a record written before the loss: %v", err)
-	}
-	testenv.Eventually(t, 10*time.Second, "view follows writes after the loss", func() bool {
-		return view.Snapshot().Account("after") != nil
-	})
-	t.Logf("view caught up %v after the node stopped", time.Since(start))
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -134,67 +135,148 @@ func NewView(ctx context.Context, store *Store, log *slog.Logger) (*View, error)
 	}
 }
 
-// follow feeds one bucket's changes into updates until ctx ends. A watch is an
-// ordered consumer that notices a lost server only through missed heartbeats, which
-// can take many seconds; so when the connection reconnects the watch is restarted at
-// once, resuming after the last revision seen, and nothing is missed or repeated.
+// followHeartbeat is how often the server must show a watch's consumer is alive.
+// A consumer that lived on a node that died is noticed after about two missed
+// heartbeats and recreated from the last revision seen, so the view lags by a few
+// seconds at most while a node fails, instead of the many seconds of a KV watch.
+const followHeartbeat = time.Second
+
+// follow feeds one bucket's changes into updates until ctx ends: the latest value
+// of every key, then a nil entry to mark the end of those, then every change.
+//
+// Two things restart the bucket's consumer, each time from the revision after the
+// last one forwarded: missed heartbeats (the node holding the consumer died), and
+// the connection coming back after a loss (a pull that was pending on the old
+// server is not always resumed).
 func (v *View) follow(ctx context.Context, bucket int, kv jetstream.KeyValue, updates chan<- update) {
-	reconnected := v.store.js.Conn().StatusChanged(nats.CONNECTED)
-	defer v.store.js.Conn().RemoveStatusListener(reconnected)
-	var last uint64
-	initial := true
+	nc := v.store.js.Conn()
+	reconnected := nc.StatusChanged(nats.CONNECTED)
+	defer nc.RemoveStatusListener(reconnected)
+	f := &follower{view: v, bucket: bucket, name: kv.Bucket(), updates: updates, ctx: ctx}
 	for ctx.Err() == nil {
-		var opts []jetstream.WatchOpt
-		if last > 0 {
-			opts = append(opts, jetstream.ResumeFromRevision(last+1))
-		}
-		w, err := kv.WatchAll(ctx, opts...)
+		cc, err := f.start()
 		if err != nil {
-			v.log.Warn("registry: watch failed; retrying", "bucket", kv.Bucket(), "err", err)
+			v.log.Warn("registry: watch failed; retrying", "bucket", f.name, "err", err)
 			select {
 			case <-ctx.Done():
 			case <-time.After(250 * time.Millisecond):
 			}
 			continue
 		}
-		last, initial = v.drainWatch(ctx, bucket, w, updates, reconnected, last, initial)
-		w.Stop()
+		select {
+		case <-ctx.Done():
+		case <-reconnected:
+		}
+		cc.Stop()
 	}
 }
 
-// drainWatch forwards one watch's entries until it ends or the connection comes back
-// after a loss, and returns the last revision forwarded.
-func (v *View) drainWatch(ctx context.Context, bucket int, w jetstream.KeyWatcher, updates chan<- update,
-	reconnected <-chan nats.Status, last uint64, initial bool) (uint64, bool) {
-	for {
-		select {
-		case <-ctx.Done():
-			return last, initial
-		case <-reconnected:
-			return last, initial
-		case e, ok := <-w.Updates():
-			if !ok {
-				return last, initial
-			}
-			if e == nil {
-				if !initial {
-					continue // a resumed watch's catch-up is not the view's first sync
-				}
-				initial = false
-			} else {
-				if e.Revision() <= last {
-					continue
-				}
-				last = e.Revision()
-			}
-			select {
-			case updates <- update{bucket: bucket, entry: e}:
-			case <-ctx.Done():
-				return last, initial
-			}
+// follower is one bucket's watch across consumer restarts.
+type follower struct {
+	view    *View
+	bucket  int
+	name    string
+	updates chan<- update
+	ctx     context.Context
+
+	mu         sync.Mutex
+	generation int    // bumped per consumer, so a stopped one's late messages are dropped
+	last       uint64 // last revision forwarded
+	synced     bool   // the initial values have been forwarded
+}
+
+func (f *follower) start() (jetstream.ConsumeContext, error) {
+	prefix := "$KV." + f.name + "."
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{prefix + ">"}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy}
+	f.mu.Lock()
+	f.generation++
+	gen := f.generation
+	if f.last > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, f.last+1
+	}
+	f.mu.Unlock()
+	cons, err := f.view.store.js.OrderedConsumer(f.ctx, "KV_"+f.name, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if info := cons.CachedInfo(); info == nil || info.NumPending == 0 {
+		f.markSynced()
+	}
+	return cons.Consume(func(m jetstream.Msg) {
+		md, err := m.Metadata()
+		if err != nil {
+			return
 		}
+		f.mu.Lock()
+		if gen != f.generation || md.Sequence.Stream <= f.last {
+			f.mu.Unlock()
+			return
+		}
+		f.last = md.Sequence.Stream
+		f.mu.Unlock()
+		f.send(&entry{bucket: f.name, key: strings.TrimPrefix(m.Subject(), prefix), value: m.Data(),
+			revision: md.Sequence.Stream, created: md.Timestamp, op: entryOp(m.Headers())})
+		if md.NumPending == 0 {
+			f.markSynced()
+		}
+	}, jetstream.PullHeartbeat(followHeartbeat), jetstream.PullExpiry(10*followHeartbeat),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			f.view.log.Debug("registry: watch", "bucket", f.name, "err", err)
+		}))
+}
+
+// markSynced forwards the end-of-initial-values marker, once.
+func (f *follower) markSynced() {
+	f.mu.Lock()
+	done := f.synced
+	f.synced = true
+	f.mu.Unlock()
+	if !done {
+		f.send(nil)
 	}
 }
+
+func (f *follower) send(e jetstream.KeyValueEntry) {
+	select {
+	case f.updates <- update{bucket: f.bucket, entry: e}:
+	case <-f.ctx.Done():
+	}
+}
+
+// entryOp reads a KV message's operation from its headers, as the KV API does: a
+// delete or purge, or a marker the server left when the bucket's TTL removed a key.
+func entryOp(h nats.Header) jetstream.KeyValueOp {
+	switch h.Get("KV-Operation") {
+	case "DEL":
+		return jetstream.KeyValueDelete
+	case "PURGE":
+		return jetstream.KeyValuePurge
+	}
+	switch h.Get(jetstream.MarkerReasonHeader) {
+	case "MaxAge", "Purge":
+		return jetstream.KeyValuePurge
+	case "Remove":
+		return jetstream.KeyValueDelete
+	}
+	return jetstream.KeyValuePut
+}
+
+// entry is a KV entry read from the bucket's stream.
+type entry struct {
+	bucket, key string
+	value       []byte
+	revision    uint64
+	created     time.Time
+	op          jetstream.KeyValueOp
+}
+
+func (e *entry) Bucket() string                  { return e.bucket }
+func (e *entry) Key() string                     { return e.key }
+func (e *entry) Value() []byte                   { return e.value }
+func (e *entry) Revision() uint64                { return e.revision }
+func (e *entry) Created() time.Time              { return e.created }
+func (e *entry) Delta() uint64                   { return 0 }
+func (e *entry) Operation() jetstream.KeyValueOp { return e.op }
 
 type update struct {
 	bucket int

@@ -1,0 +1,170 @@
+package dashboard
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/registry"
+)
+
+type keysView struct {
+	Keys      []keyRow
+	CanManage bool
+	Tools     []string // what a new key may be scoped to
+	Expiries  []expiry
+	NewKey    *newKey // only on the response that created it
+	Revoked   string  // the name of a key just revoked
+	Error     string
+	Form      keyForm // the create form as submitted, after an error
+}
+
+type keyRow struct {
+	Key     *registry.Key
+	Status  string // active, expired, revoked
+	Current bool   // the key this session was opened with
+}
+
+type newKey struct {
+	Key    *registry.Key
+	Secret string
+}
+
+type expiry struct {
+	Value string
+	Label string
+}
+
+type keyForm struct {
+	Name    string
+	Expires string
+	Scopes  map[string]bool
+}
+
+var expiries = []expiry{
+	{"", "Never"}, {"7", "In 7 days"}, {"30", "In 30 days"}, {"90", "In 90 days"}, {"365", "In a year"},
+}
+
+const maxKeyName = 100
+
+func (d *Dashboard) keysView(v *visit) *keysView {
+	snap := d.view.Snapshot()
+	now := d.now()
+	kv := &keysView{CanManage: v.canManageKeys(), Expiries: expiries}
+	for _, k := range snap.Keys(v.principal.Account) {
+		row := keyRow{Key: k, Status: "active", Current: k.ID == v.principal.Key.ID}
+		switch {
+		case k.RevokedAt != nil:
+			row.Status = "revoked"
+		case !k.Usable(now):
+			row.Status = "expired"
+		}
+		kv.Keys = append(kv.Keys, row)
+	}
+	// Newest first: the key just made is the one looked for.
+	slices.Reverse(kv.Keys)
+	for _, c := range snap.Connections(v.principal.Account) {
+		kv.Tools = append(kv.Tools, c.Tool)
+	}
+	return kv
+}
+
+func (d *Dashboard) keysPage(w http.ResponseWriter, r *http.Request, v *visit) {
+	kv := d.keysView(v)
+	if id := r.URL.Query().Get("revoked"); id != "" {
+		if _, k := d.view.Snapshot().KeyByID(id); k != nil && k.Account == v.principal.Account {
+			kv.Revoked = firstNonEmpty(k.Name, k.Prefix)
+		}
+	}
+	d.render(w, http.StatusOK, "keys", d.page(v, "API keys", "keys", kv))
+}
+
+func (d *Dashboard) createKey(w http.ResponseWriter, r *http.Request, v *visit) {
+	if !v.canManageKeys() {
+		d.fail(w, r, v, http.StatusForbidden, "The key you signed in with is limited to some tools, so it cannot make or revoke keys. Sign in with a key that reaches every tool.")
+		return
+	}
+	form := keyForm{
+		Name:    strings.TrimSpace(r.PostForm.Get("name")),
+		Expires: r.PostForm.Get("expires"),
+		Scopes:  map[string]bool{},
+	}
+	req := registry.NewKeyRequest{Account: v.principal.Account, Name: form.Name}
+	kv := d.keysView(v)
+	var problem string
+	for _, s := range r.PostForm["scope"] {
+		if !slices.Contains(kv.Tools, s) {
+			problem = "A key can only be limited to tools on this account."
+		}
+		form.Scopes[s] = true
+		req.Scopes = append(req.Scopes, s)
+	}
+	slices.Sort(req.Scopes)
+	switch {
+	case utf8.RuneCountInString(form.Name) > maxKeyName:
+		problem = "The name is too long: " + strconv.Itoa(maxKeyName) + " characters at most."
+	case form.Expires != "":
+		days, err := strconv.Atoi(form.Expires)
+		if err != nil || !slices.ContainsFunc(expiries, func(e expiry) bool { return e.Value == form.Expires }) {
+			problem = "Choose when the key expires from the list."
+			break
+		}
+		at := d.now().Add(time.Duration(days) * 24 * time.Hour).Truncate(time.Second)
+		req.ExpiresAt = &at
+	}
+	if problem != "" {
+		kv.Error, kv.Form = problem, form
+		d.render(w, http.StatusBadRequest, "keys", d.page(v, "API keys", "keys", kv))
+		return
+	}
+	k, secret, err := d.store.CreateKey(r.Context(), req)
+	if err != nil {
+		status, msg := http.StatusInternalServerError, "The key could not be created. Try again."
+		if errors.Is(err, registry.ErrInvalid) {
+			status, msg = http.StatusBadRequest, "The key could not be created: "+err.Error()
+		} else {
+			d.log.Error("dashboard: create key", "account", v.principal.Account, "err", err)
+		}
+		kv.Error, kv.Form = msg, form
+		d.render(w, status, "keys", d.page(v, "API keys", "keys", kv))
+		return
+	}
+	d.log.Info("dashboard: key created", "account", k.Account, "key_id", k.ID)
+	d.await(r.Context(), func(s *registry.Snapshot) bool { _, got := s.KeyByID(k.ID); return got != nil })
+	kv = d.keysView(v)
+	kv.NewKey = &newKey{Key: k, Secret: secret}
+	d.render(w, http.StatusOK, "keys", d.page(v, "API keys", "keys", kv))
+}
+
+func (d *Dashboard) revokeKey(w http.ResponseWriter, r *http.Request, v *visit) {
+	if !v.canManageKeys() {
+		d.fail(w, r, v, http.StatusForbidden, "The key you signed in with is limited to some tools, so it cannot make or revoke keys. Sign in with a key that reaches every tool.")
+		return
+	}
+	id := r.PathValue("id")
+	hash, k := d.view.Snapshot().KeyByID(id)
+	if k == nil || k.Account != v.principal.Account {
+		d.fail(w, r, v, http.StatusNotFound, "There is no such key on this account.")
+		return
+	}
+	if _, err := d.store.RevokeKey(r.Context(), hash); err != nil {
+		d.log.Error("dashboard: revoke key", "key_id", id, "err", err)
+		d.fail(w, r, v, http.StatusInternalServerError, "The key could not be revoked; it still works. Try again.")
+		return
+	}
+	d.log.Info("dashboard: key revoked", "account", k.Account, "key_id", id)
+	d.await(r.Context(), func(s *registry.Snapshot) bool {
+		_, got := s.KeyByID(id)
+		return got == nil || got.RevokedAt != nil
+	})
+	if id == v.principal.Key.ID {
+		// Revoking the session's own key ends the session at once.
+		d.redirect(w, r, "")
+		return
+	}
+	d.redirect(w, r, "keys?revoked="+id)
+}

@@ -1,0 +1,98 @@
+package dashboard
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/toolgate/toolgate/registry"
+)
+
+type signInPage struct {
+	Token  string // the form's CSRF token, also in the sign-in cookie
+	Error  string
+	Notice string
+}
+
+// signInTokenLifetime bounds how long a sign-in form may stay open.
+const signInTokenLifetime = time.Hour
+
+func (d *Dashboard) signInPage(w http.ResponseWriter, r *http.Request) {
+	if _, err := d.lookup(r); err == nil {
+		d.redirect(w, r, "")
+		return
+	}
+	var notice string
+	switch {
+	case r.URL.Query().Has("ended"):
+		notice = "Your session has ended: the key you signed in with was revoked or has expired."
+	case r.URL.Query().Has("signedout"):
+		notice = "You are signed out."
+	}
+	d.showSignIn(w, r, http.StatusOK, "", notice)
+}
+
+// showSignIn renders the form with a token that the sign-in cookie also carries:
+// before there is a session, the pair is what shows a submitted form came from this
+// page (a forged sign-in would put the victim in the forger's account).
+func (d *Dashboard) showSignIn(w http.ResponseWriter, r *http.Request, status int, errMsg, notice string) {
+	token := ""
+	if c, err := r.Cookie(d.signInCookie()); err == nil && len(c.Value) >= 32 {
+		token = c.Value
+	} else {
+		token = newSecret()
+	}
+	d.setCookie(w, r, d.signInCookie(), token, signInTokenLifetime)
+	d.render(w, status, "signin", d.page(nil, "Sign in", "", signInPage{Token: token, Error: errMsg, Notice: notice}))
+}
+
+func (d *Dashboard) signIn(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		d.fail(w, r, nil, http.StatusBadRequest, "The sign-in form could not be read.")
+		return
+	}
+	c, err := r.Cookie(d.signInCookie())
+	if err != nil || !sameSecret(r.PostForm.Get("csrf"), c.Value) {
+		d.showSignIn(w, r, http.StatusForbidden,
+			"The sign-in form could not be checked: it is out of date, or your browser does not keep cookies for this site. Try again.", "")
+		return
+	}
+	now := d.now()
+	key := strings.TrimSpace(r.PostForm.Get("key"))
+	p, err := d.view.Snapshot().AuthenticateKey(key, now)
+	if err != nil {
+		d.log.Info("dashboard: sign-in refused", "remote", r.RemoteAddr)
+		d.showSignIn(w, r, http.StatusUnauthorized, "That API key is not valid: it is unknown, revoked or expired.", "")
+		return
+	}
+	if old, err := r.Cookie(d.cfg.CookieName); err == nil {
+		_ = d.sessions.delete(r.Context(), old.Value)
+	}
+	// A fresh session id on every sign-in: an id planted before sign-in is worthless.
+	id, err := d.sessions.create(r.Context(), session{
+		Account:   p.Account,
+		KeyID:     p.Key.ID,
+		KeyHash:   registry.Hash(key),
+		CSRF:      newSecret(),
+		CreatedAt: now,
+		ExpiresAt: now.Add(d.cfg.SessionLifetime),
+	})
+	if err != nil {
+		d.log.Error("dashboard: sign-in", "err", err)
+		d.fail(w, r, nil, http.StatusServiceUnavailable, "The dashboard cannot reach its session store right now. Try again in a moment.")
+		return
+	}
+	d.log.Info("dashboard: signed in", "account", p.Account, "key_id", p.Key.ID)
+	d.setCookie(w, r, d.cfg.CookieName, id, d.cfg.SessionLifetime)
+	d.clearCookie(w, r, d.signInCookie())
+	d.redirect(w, r, "")
+}
+
+func (d *Dashboard) signOut(w http.ResponseWriter, r *http.Request, v *visit) {
+	if err := d.sessions.delete(r.Context(), v.sessionID); err != nil {
+		d.log.Error("dashboard: sign-out", "err", err)
+	}
+	d.clearCookie(w, r, d.cfg.CookieName)
+	d.redirect(w, r, "signin?signedout=1")
+}
