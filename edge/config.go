@@ -38,7 +38,13 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// MCP serves the MCP routes; nil leaves them answering 404.
 	MCP MCP
+	// Dashboard serves every path under DashboardPath (package edge/dashboard, whose
+	// prefix must be DashboardPath); nil leaves them answering 404.
+	Dashboard http.Handler
 }
+
+// DashboardPath is where the deployment dashboard is served.
+const DashboardPath = "/dashboard/"
 
 // DefaultConfig serves on 127.0.0.1:8080 with 1 MiB bodies and no admin API.
 func DefaultConfig() Config {

@@ -135,6 +135,13 @@ func (e *Edge) routes() *gin.Engine {
 		api.POST("/tools/:tool/sse/messages", e.authToolMCP, e.mcpMessages)
 	}
 
+	if e.cfg.Dashboard != nil {
+		r.Any(DashboardPath+"*path", gin.WrapH(e.cfg.Dashboard))
+		r.GET(strings.TrimSuffix(DashboardPath, "/"), func(c *gin.Context) {
+			c.Redirect(http.StatusMovedPermanently, e.cfg.basePath()+DashboardPath)
+		})
+	}
+
 	if e.adminHash != nil {
 		e.adminRoutes(r.Group("/admin", e.authAdmin))
 	}

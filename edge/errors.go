@@ -157,12 +157,29 @@ func classify(err error) answer {
 	case errors.Is(err, bus.ErrNoResponders):
 		return answer{status: http.StatusServiceUnavailable, code: CodeToolUnavailable,
 			message: "no worker of the tool is running", retryAfter: UnavailableRetryAfter}
-	case errors.Is(err, bus.ErrTimeout):
+	case errors.Is(err, bus.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		return answer{status: http.StatusGatewayTimeout, code: CodeToolTimeout, message: "the tool did not answer in time"}
 	case errors.Is(err, context.Canceled):
 		return answer{status: statusClientClosedRequest, code: CodeCanceled, message: "the caller went away"}
 	}
 	return answer{status: http.StatusInternalServerError, code: CodeInternal, message: "internal error", internal: true}
+}
+
+// ErrorAnswer is how the edge answers err: the status, the envelope, and how long to
+// ask the caller to wait before retrying (0: no Retry-After). Other HTTP surfaces of
+// the gateway (the dashboard's try-it form) show failed calls with it, so that a user
+// sees there what their program will get.
+func ErrorAnswer(err error, requestID string) (status int, env Envelope, retryAfter time.Duration) {
+	a := classify(err)
+	return a.status, Envelope{Error: EnvelopeError{Code: a.code, Message: a.message, RequestID: requestID, Details: a.details}}, a.retryAfter
+}
+
+// RetryAfterSeconds is the Retry-After header's value for a wait of d: whole seconds,
+// rounded up (a caller that waits what it is told must find the bucket refilled), at
+// least 1.
+func RetryAfterSeconds(d time.Duration) int {
+	s := int((d + time.Second - 1) / time.Second)
+	return max(s, 1)
 }
 
 // fail answers c with err's envelope and stops the handler chain.
@@ -173,7 +190,7 @@ func (e *Edge) fail(c *gin.Context, err error) {
 		e.log.ErrorContext(c.Request.Context(), "edge: internal error", "request_id", requestID(c), "route", c.FullPath(), "err", err)
 	}
 	if a.retryAfter > 0 {
-		c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(a.retryAfter)))
+		c.Header("Retry-After", strconv.Itoa(RetryAfterSeconds(a.retryAfter)))
 	}
 	if a.status == http.StatusUnauthorized {
 		c.Header("WWW-Authenticate", `Bearer realm="toolgate"`)
@@ -181,11 +198,4 @@ func (e *Edge) fail(c *gin.Context, err error) {
 	c.AbortWithStatusJSON(a.status, Envelope{Error: EnvelopeError{
 		Code: a.code, Message: a.message, RequestID: requestID(c), Details: a.details,
 	}})
-}
-
-// retryAfterSeconds rounds up: a caller that waits the whole seconds it is told must
-// find the bucket refilled.
-func retryAfterSeconds(d time.Duration) int {
-	s := int((d + time.Second - 1) / time.Second)
-	return max(s, 1)
 }

@@ -2,7 +2,10 @@ package edge_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/edge"
+	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -210,4 +214,33 @@ func jsonEqual(a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return bytes.Equal(x, y)
+}
+
+// TestErrorAnswerSeesThroughWrapping: the mapping holds for wrapped errors too, and
+// anything it does not know is an internal error that shows nothing of itself.
+func TestErrorAnswerSeesThroughWrapping(t *testing.T) {
+	for _, tc := range []struct {
+		err        error
+		status     int
+		code       string
+		retryAfter bool
+	}{
+		{fmt.Errorf("call: %w", registry.ErrToolNotFound), http.StatusNotFound, edge.CodeToolNotFound, false},
+		{fmt.Errorf("call: %w", &gateway.RateLimitedError{RetryAfter: 1500 * time.Millisecond}), http.StatusTooManyRequests, edge.CodeRateLimited, true},
+		{fmt.Errorf("call: %w", bus.ErrNoResponders), http.StatusServiceUnavailable, edge.CodeToolUnavailable, true},
+		{&bus.PayloadTooLargeError{Size: 2 << 20, Max: 1 << 20}, http.StatusRequestEntityTooLarge, edge.CodePayloadTooLarge, false},
+		{context.DeadlineExceeded, http.StatusGatewayTimeout, edge.CodeToolTimeout, false},
+		{errors.New("registry: put tg-keys/abc: disk on fire"), http.StatusInternalServerError, edge.CodeInternal, false},
+	} {
+		status, env, retryAfter := edge.ErrorAnswer(tc.err, "req_1")
+		if status != tc.status || env.Error.Code != tc.code || env.Error.RequestID != "req_1" || (retryAfter > 0) != tc.retryAfter {
+			t.Errorf("%v: %d %+v retry after %v", tc.err, status, env, retryAfter)
+		}
+		if strings.Contains(env.Error.Message, "disk") {
+			t.Errorf("an internal error shows its text: %q", env.Error.Message)
+		}
+	}
+	if got := edge.RetryAfterSeconds(1500 * time.Millisecond); got != 2 {
+		t.Errorf("RetryAfterSeconds(1.5s) = %d, want 2", got)
+	}
 }

@@ -187,3 +187,38 @@ func TestAccessLogHoldsNoSecrets(t *testing.T) {
 		t.Fatalf("%d access log lines for 4 requests", lines)
 	}
 }
+
+// TestDashboardSeam: a dashboard handler given in the config serves every path under
+// /dashboard/; without one those paths are 404s in the envelope.
+func TestDashboardSeam(t *testing.T) {
+	var paths []string
+	var mu sync.Mutex
+	dash := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = io.WriteString(w, "<h1>dashboard</h1>")
+	})
+	e := newEnv(t, withEdge(func(c *edge.Config) { c.Dashboard = dash }))
+	for _, r := range []struct{ method, path string }{{"GET", "/dashboard/"}, {"GET", "/dashboard/tools/echo/api"}, {"POST", "/dashboard/signin"}} {
+		if got := e.do(r.method, r.path, ""); got.status != http.StatusOK || string(got.body) != "<h1>dashboard</h1>" {
+			t.Fatalf("%s %s: %d %s", r.method, r.path, got.status, got.body)
+		}
+	}
+	if want := []string{"GET /dashboard/", "GET /dashboard/tools/echo/api", "POST /dashboard/signin"}; strings.Join(paths, ",") != strings.Join(want, ",") {
+		t.Fatalf("the dashboard saw %v, want %v", paths, want)
+	}
+	req, _ := http.NewRequest(http.MethodGet, e.url+"/dashboard", nil)
+	resp, err := (&http.Transport{}).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMovedPermanently || resp.Header.Get("Location") != "/dashboard/" {
+		t.Fatalf("/dashboard: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+
+	off := newEnv(t)
+	off.do(http.MethodGet, "/dashboard/", "").expect(t, http.StatusNotFound, edge.CodeNotFound)
+}

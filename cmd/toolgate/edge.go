@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/edge"
+	"github.com/toolgate/toolgate/edge/dashboard"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/registry"
@@ -32,10 +33,11 @@ type edgeOptions struct {
 	Replicas       int
 	LinkSecretFile string
 	AdminKeyFile   string
+	Dashboard      bool // serve the deployment dashboard under /dashboard/
 }
 
 func defaultEdgeOptions() edgeOptions {
-	return edgeOptions{Edge: edge.DefaultConfig(), Gateway: gateway.DefaultConfig(), NATS: "nats://127.0.0.1:4222", Replicas: 1}
+	return edgeOptions{Edge: edge.DefaultConfig(), Gateway: gateway.DefaultConfig(), NATS: "nats://127.0.0.1:4222", Replicas: 1, Dashboard: true}
 }
 
 // Validate names the first field that is wrong. An empty base URL is taken from the
@@ -90,6 +92,7 @@ var edgeEnv = map[string]string{
 	"rate":             "TOOLGATE_RATE",
 	"burst":            "TOOLGATE_BURST",
 	"shutdown-timeout": "TOOLGATE_SHUTDOWN_TIMEOUT",
+	"dashboard":        "TOOLGATE_DASHBOARD",
 }
 
 func newEdgeCmd() *cobra.Command {
@@ -125,6 +128,7 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.Float64Var(&o.Gateway.Rate, "rate", o.Gateway.Rate, "calls per second per key, for accounts without limits")
 	f.IntVar(&o.Gateway.Burst, "burst", o.Gateway.Burst, "calls a key may make at once above the rate")
 	f.DurationVar(&o.Edge.ShutdownTimeout, "shutdown-timeout", o.Edge.ShutdownTimeout, "how long in-flight requests get at shutdown")
+	f.BoolVar(&o.Dashboard, "dashboard", o.Dashboard, "serve the deployment dashboard under "+edge.DashboardPath)
 	return cmd
 }
 
@@ -186,6 +190,16 @@ func runEdge(ctx context.Context, o edgeOptions, out io.Writer, log *slog.Logger
 	}
 	if o.Edge.BaseURL == "" {
 		o.Edge.BaseURL = localURL(ln.Addr())
+	}
+	if o.Dashboard {
+		dcfg := dashboard.DefaultConfig()
+		dcfg.Prefix, dcfg.BaseURL = edge.DashboardPath, o.Edge.BaseURL
+		d, err := dashboard.New(dcfg, gw, store, signer, log)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		o.Edge.Dashboard = d
 	}
 	e, err := edge.New(gw, store, signer, o.Edge, log)
 	if err != nil {

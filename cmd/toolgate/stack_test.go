@@ -72,6 +72,10 @@ func TestStackServesTheDemoTools(t *testing.T) {
 	if status != http.StatusOK || !strings.HasPrefix(ctype, "application/json") || !json.Valid(body) {
 		t.Fatalf("send_email: %d %s %s", status, ctype, body)
 	}
+	status, ctype, _ = call(http.MethodGet, "/dashboard/signin", "")
+	if status != http.StatusOK || !strings.HasPrefix(ctype, "text/html") {
+		t.Fatalf("the dashboard's sign-in page: %d %s", status, ctype)
+	}
 	status, _, body = call(http.MethodPost, "/tools/email/send_email", `{"to":"not an address","subject":"Hello","body":"x"}`)
 	var env edge.Envelope
 	if status != http.StatusBadRequest || json.Unmarshal(body, &env) != nil || env.Error.Code != edge.CodeInvalidParams ||
