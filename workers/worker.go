@@ -233,6 +233,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	presence := registry.Presence{Tool: w.tool.ID, Instance: w.cfg.instance, Version: w.tool.Version, StartedAt: time.Now().UTC()}
 	presence.Host, _ = os.Hostname()
 	if err := w.store.PutPresence(ctx, presence); err != nil {
+		if ctx.Err() != nil { // stopped while starting: a clean stop, not a failure
+			return w.drain(svc, closed)
+		}
 		return errors.Join(fmt.Errorf("workers: tool %s: presence: %w", w.tool.ID, err), w.drain(svc, closed))
 	}
 	close(w.ready)

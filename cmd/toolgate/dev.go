@@ -16,6 +16,8 @@ import (
 
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/registry"
+	"github.com/toolgate/toolgate/workers"
+	"github.com/toolgate/toolgate/workers/demo"
 )
 
 // devConfig is the embedded default stack's configuration.
@@ -83,6 +85,9 @@ func runDev(ctx context.Context, cfg devConfig, out io.Writer, log *slog.Logger)
 		return fmt.Errorf("dev: data: %w", err)
 	}
 	host, port, _ := splitHostPort(cfg.NATSListen)
+	if port == 0 {
+		port = -1 // nats-server reads 0 as its default port; the user asked for any free one
+	}
 	ns, err := bus.StartServer(bus.ServerConfig{
 		Name: "toolgate-dev", Host: host, Port: port, JetStream: true, StoreDir: filepath.Join(cfg.Data, "nats"),
 	})
@@ -142,17 +147,53 @@ func setupDev(ctx context.Context, cfg devConfig, store *registry.Store) (*devSt
 	return st, nil
 }
 
+// serveDev runs the demo tools and an edge (with the dashboard) on the embedded
+// server until ctx ends, then stops them in order: the edge first, so no new call
+// arrives, then the workers, which drain what is in flight.
 func serveDev(ctx context.Context, cfg devConfig, st *devState, ns *server.Server, nc *nats.Conn, store *registry.Store, out io.Writer, log *slog.Logger) error {
-	fmt.Fprintf(out, "toolgate dev: NATS on %s, data in %s\n", ns.ClientURL(), cfg.Data)
-	printDevKey(out, cfg, st)
-	<-ctx.Done()
-	return nil
+	signer, err := registry.NewLinkSigner([]byte(st.linkSecret))
+	if err != nil {
+		return err
+	}
+	workerCtx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWorkers()
+	workersDone := make(chan error, 1)
+	go func() { workersDone <- demo.Run(workerCtx, nc, store, workers.WithLogger(log)) }()
+
+	o := defaultEdgeOptions()
+	o.Edge.Listen, o.Edge.BaseURL = cfg.Listen, cfg.BaseURL
+	o.Edge.AdminKeyHash = registry.Hash(st.adminKey)
+	edgeErr := serveEdge(ctx, o, nc, store, signer, log, func(_, base string) {
+		printDevBanner(out, cfg, st, base, ns.ClientURL())
+	})
+	stopWorkers()
+	return errors.Join(edgeErr, <-workersDone)
 }
 
-func printDevKey(out io.Writer, cfg devConfig, st *devState) {
+// printDevBanner says what a newcomer needs: where everything is, the key, and a
+// first call to make.
+func printDevBanner(out io.Writer, cfg devConfig, st *devState, base, natsURL string) {
 	how := "kept from the last start"
 	if st.keyCreated {
 		how = "new"
 	}
-	fmt.Fprintf(out, "API key for account %q (%s; also in %s):\n\n    %s\n\n", devAccount, how, filepath.Join(cfg.Data, "dev-key"), st.key)
+	fmt.Fprintf(out, `
+toolgate dev is running.
+
+  edge        %[1]s
+  dashboard   %[1]s/dashboard/
+  NATS        %[2]s  (toolgate worker demo --nats %[2]s joins it)
+  data        %[3]s  (admin key in %[3]s/admin-key)
+
+API key for account %[4]q (%[5]s; also in %[3]s/dev-key):
+
+    %[6]s
+
+Try it:
+
+    curl -s %[1]s/get-tools -H 'SERVICE_API_KEY: %[6]s'
+    curl -s -X POST %[1]s/tool-call/echo/echo -H 'SERVICE_API_KEY: %[6]s' \
+         -H 'Content-Type: application/json' -d '{"hello":"world"}'
+
+`, base, natsURL, cfg.Data, devAccount, how, st.key)
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -176,6 +177,16 @@ func runEdge(ctx context.Context, o edgeOptions, out io.Writer, log *slog.Logger
 	if err != nil {
 		return err
 	}
+	return serveEdge(ctx, o, nc, store, signer, log, func(listen, base string) {
+		fmt.Fprintf(out, "toolgate edge: listening on %s, links under %s\n", listen, base)
+	})
+}
+
+// serveEdge runs one edge on an open registry until ctx ends: what `toolgate edge`
+// and `toolgate dev` share. ready is told where the edge listens and its base URL
+// once it accepts connections.
+func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registry.Store, signer *registry.LinkSigner,
+	log *slog.Logger, ready func(listen, base string)) error {
 	view, err := registry.NewView(ctx, store, log)
 	if err != nil {
 		return err
@@ -206,7 +217,7 @@ func runEdge(ctx context.Context, o edgeOptions, out io.Writer, log *slog.Logger
 		ln.Close()
 		return err
 	}
-	fmt.Fprintf(out, "toolgate edge: listening on %s, links under %s\n", localURL(ln.Addr()), o.Edge.BaseURL)
+	ready(localURL(ln.Addr()), o.Edge.BaseURL)
 	return e.Serve(ctx, ln)
 }
 
