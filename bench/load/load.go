@@ -109,9 +109,10 @@ func Saturate(ctx context.Context, callers int, duration time.Duration, max int,
 }
 
 // Paced starts requests at rate per second for duration (at most max of them, and at
-// most inFlight at once), and measures each from the moment the schedule said it
-// should start. A request the schedule could not start because inFlight were busy
-// counts as an error: the target did not keep up.
+// most inFlight at once). The loop never waits for the target, so a slow target
+// cannot lower the rate; each request is timed from when it is sent, which leaves
+// the generator's own timer lateness out. A request the schedule could not start
+// because inFlight were busy counts as an error: the target did not keep up.
 func Paced(ctx context.Context, rate float64, duration time.Duration, max, inFlight int, fn Func) Result {
 	ctx, cancel := context.WithTimeout(ctx, duration+10*time.Second) // let the last requests finish
 	defer cancel()
@@ -140,11 +141,12 @@ func Paced(ctx context.Context, rate float64, duration time.Duration, max, inFli
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
+			sent := time.Now()
 			if err := fn(ctx); err != nil {
 				rec.add(nil, 1, err)
 				return
 			}
-			rec.add([]time.Duration{time.Since(due)}, 0, nil)
+			rec.add([]time.Duration{time.Since(sent)}, 0, nil)
 		})
 	}
 	wg.Wait()

@@ -1,0 +1,265 @@
+// Command tgbench measures the gateway's cost against the machine's own ceilings. It
+// starts the pieces as separate processes on 127.0.0.1 (a NATS node, the demo
+// worker, an edge, and a bare gin server), drives each path with the load package,
+// and prints one table from one run: throughput at saturation, latency at a fixed
+// rate, and the edge's memory per idle SSE session.
+//
+//	go run ./bench/tgbench -bin bin/toolgate [-duration 5s] [-callers 32] [-rate 1000] [-sessions 1000,10000] [-out bench/RESULTS.md]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/toolgate/toolgate/bench/load"
+	"github.com/toolgate/toolgate/bus"
+)
+
+type config struct {
+	bin      string
+	duration time.Duration
+	callers  int
+	rate     float64
+	max      int
+	sessions []int
+	out      string
+	verbose  bool
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "bare" {
+		if err := serveBare(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "tgbench bare:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	var cfg config
+	var sessions string
+	flag.StringVar(&cfg.bin, "bin", "bin/toolgate", "the toolgate binary to run")
+	flag.DurationVar(&cfg.duration, "duration", 5*time.Second, "how long each measurement runs")
+	flag.IntVar(&cfg.callers, "callers", 32, "concurrent callers at saturation")
+	flag.Float64Var(&cfg.rate, "rate", 1000, "requests per second for the fixed-rate latency")
+	flag.IntVar(&cfg.max, "max", 2_000_000, "at most this many requests per measurement")
+	flag.StringVar(&sessions, "sessions", "1000,10000", "idle SSE sessions to hold for the memory measurement")
+	flag.StringVar(&cfg.out, "out", "", "also write the report to this file (Markdown)")
+	flag.BoolVar(&cfg.verbose, "v", false, "show the processes' logs")
+	flag.Parse()
+	for _, f := range strings.Split(sessions, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 0 {
+			cfg.sessions = append(cfg.sessions, n)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "tgbench:", err)
+		os.Exit(1)
+	}
+}
+
+// serveBare is the ceiling the gateway is measured against: gin, one handler that
+// returns the body it is sent, nothing else.
+func serveBare(args []string) error {
+	fs := flag.NewFlagSet("bare", flag.ExitOnError)
+	listen := fs.String("listen", "127.0.0.1:0", "address")
+	fs.Parse(args)
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.GET("/healthz", func(c *gin.Context) { c.Status(http.StatusOK) })
+	r.POST("/echo", func(c *gin.Context) {
+		body, err := io.ReadAll(c.Request.Body)
+		if err != nil {
+			c.Status(http.StatusBadRequest)
+			return
+		}
+		c.Data(http.StatusOK, "application/json", body)
+	})
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	return http.Serve(ln, r)
+}
+
+type row struct {
+	name      string
+	saturated load.Result
+	paced     load.Result
+}
+
+func run(ctx context.Context, cfg config) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	var logs io.Writer = io.Discard
+	if cfg.verbose {
+		logs = os.Stderr
+	}
+	s := &stack{}
+	defer s.stop()
+	if err := s.start(ctx, cfg.bin, self, logs); err != nil {
+		return err
+	}
+	maxSessions := 100
+	for _, n := range cfg.sessions {
+		maxSessions = max(maxSessions, n+cfg.callers*4)
+	}
+	acct, err := setup(ctx, s, maxSessions)
+	if err != nil {
+		return err
+	}
+	nc, err := bus.Connect(s.natsURL, "tgbench", nil)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+
+	paths := []struct {
+		name string
+		fn   load.Func
+	}{
+		{"bare gin handler (HTTP ceiling)", bareCall(s)},
+		{"NATS request-reply to the echo worker (bus ceiling)", busCall(nc)},
+		{"POST /tool-call through the edge", toolCall(s, acct)},
+		{"MCP tools/call, Streamable HTTP", streamableCall(acct)},
+		{"MCP tools/call, legacy HTTP+SSE", legacyCall(acct)},
+	}
+	var rows []row
+	for _, p := range paths {
+		fmt.Fprintf(os.Stderr, "measuring %s...\n", p.name)
+		load.Saturate(ctx, cfg.callers, time.Second, cfg.max, p.fn) // warm connections, sessions, caches
+		r := row{name: p.name}
+		r.saturated = load.Saturate(ctx, cfg.callers, cfg.duration, cfg.max, p.fn)
+		r.paced = load.Paced(ctx, cfg.rate, cfg.duration, cfg.max, 512, p.fn)
+		rows = append(rows, r)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	var mem []memory
+	for _, n := range cfg.sessions {
+		fmt.Fprintf(os.Stderr, "holding %d idle SSE sessions...\n", n)
+		m, err := measureSessions(ctx, s, acct, n)
+		if err != nil {
+			return fmt.Errorf("%d sessions: %w", n, err)
+		}
+		mem = append(mem, m)
+	}
+	report := render(cfg, rows, mem)
+	fmt.Print(report)
+	if cfg.out != "" {
+		return os.WriteFile(cfg.out, []byte(report), 0o644)
+	}
+	return nil
+}
+
+type memory struct {
+	sessions  int
+	opened    int
+	before    int64
+	after     int64
+	firstErr  error
+	perStream int64
+}
+
+// measureSessions opens n legacy SSE streams to the edge, holds them idle, and
+// reads how much the edge's resident memory grew.
+func measureSessions(ctx context.Context, s *stack, a *account, n int) (memory, error) {
+	m := memory{sessions: n}
+	time.Sleep(2 * time.Second) // let the edge settle after the load
+	var err error
+	if m.before, err = s.edgeRSS(); err != nil {
+		return m, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	var open []*sseSession
+	sem := make(chan struct{}, 128)
+	var wg sync.WaitGroup
+	for range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			sess, err := openSSE(sctx, a.sseURL)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if m.firstErr == nil {
+					m.firstErr = err
+				}
+				return
+			}
+			open = append(open, sess)
+		})
+	}
+	wg.Wait()
+	m.opened = len(open)
+	time.Sleep(3 * time.Second) // idle: keep-alives only
+	if m.after, err = s.edgeRSS(); err != nil {
+		return m, err
+	}
+	if m.opened > 0 {
+		m.perStream = (m.after - m.before) / int64(m.opened)
+	}
+	for _, sess := range open {
+		sess.body.Close()
+	}
+	return m, nil
+}
+
+func render(cfg config, rows []row, mem []memory) string {
+	var b strings.Builder
+	host, _ := os.Hostname()
+	fmt.Fprintf(&b, "## toolgate benchmarks\n\n")
+	fmt.Fprintf(&b, "Run %s on %s: %s/%s, %d CPUs, Go %s. Each process on 127.0.0.1; %d callers at saturation for %v; fixed rate %.0f/s for %v.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(),
+		cfg.callers, cfg.duration, cfg.rate, cfg.duration)
+	bare := rows[0]
+	fmt.Fprintf(&b, "| path | req/s at saturation | p50 | p99 | × bare | p50 at %.0f/s | p99 at %.0f/s | p50 − bare's | errors |\n", cfg.rate, cfg.rate)
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rows {
+		ratio := r.saturated.RPS() / bare.saturated.RPS()
+		fmt.Fprintf(&b, "| %s | %.0f | %v | %v | %.2f | %v | %v | %+v | %d |\n", r.name, r.saturated.RPS(),
+			us(r.saturated.Percentile(0.5)), us(r.saturated.Percentile(0.99)), ratio,
+			us(r.paced.Percentile(0.5)), us(r.paced.Percentile(0.99)),
+			us(r.paced.Percentile(0.5)-bare.paced.Percentile(0.5)), r.saturated.Errors+r.paced.Errors)
+	}
+	for _, r := range rows {
+		for _, res := range []load.Result{r.saturated, r.paced} {
+			if res.FirstErr != nil {
+				fmt.Fprintf(&b, "\n%s: first error: %v", r.name, res.FirstErr)
+				break
+			}
+		}
+	}
+	b.WriteString("\n\n| idle SSE sessions | opened | edge RSS before | after | per session |\n|---:|---:|---:|---:|---:|\n")
+	for _, m := range mem {
+		fmt.Fprintf(&b, "| %d | %d | %s | %s | %s |\n", m.sessions, m.opened, mib(m.before), mib(m.after), kib(m.perStream))
+		if m.firstErr != nil {
+			fmt.Fprintf(&b, "\nfirst error opening sessions: %v\n", m.firstErr)
+		}
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+func us(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
+func mib(n int64) string               { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+func kib(n int64) string               { return fmt.Sprintf("%.1f KiB", float64(n)/1024) }

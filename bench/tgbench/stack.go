@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// stack is the gateway as separate processes on 127.0.0.1: a NATS node, the demo
+// worker, an edge, and the bare HTTP server the gateway is compared against.
+type stack struct {
+	dir      string
+	natsURL  string
+	edgeURL  string
+	bareURL  string
+	adminKey string
+	edge     *exec.Cmd
+	procs    []*exec.Cmd
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (s *stack) start(ctx context.Context, bin, self string, log io.Writer) error {
+	var err error
+	if s.dir, err = os.MkdirTemp("", "tgbench-"); err != nil {
+		return err
+	}
+	ports := make([]int, 3)
+	for i := range ports {
+		if ports[i], err = freePort(); err != nil {
+			return err
+		}
+	}
+	s.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", ports[0])
+	s.edgeURL = fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	s.bareURL = fmt.Sprintf("http://127.0.0.1:%d", ports[2])
+	s.adminKey = "tg_benchadmin" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	secretFile := filepath.Join(s.dir, "link-secret")
+	adminFile := filepath.Join(s.dir, "admin-key")
+	if err := os.WriteFile(secretFile, []byte(strings.Repeat("b", 64)), 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(adminFile, []byte(s.adminKey), 0o600); err != nil {
+		return err
+	}
+
+	if _, err := s.run(ctx, log, bin, "nats", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		"--store-dir", filepath.Join(s.dir, "nats")); err != nil {
+		return err
+	}
+	if err := waitTCP(ctx, fmt.Sprintf("127.0.0.1:%d", ports[0])); err != nil {
+		return fmt.Errorf("nats: %w", err)
+	}
+	if _, err := s.run(ctx, log, bin, "worker", "demo", "--nats", s.natsURL); err != nil {
+		return err
+	}
+	if s.edge, err = s.run(ctx, log, bin, "edge", "--nats", s.natsURL,
+		"--listen", fmt.Sprintf("127.0.0.1:%d", ports[1]), "--base-url", s.edgeURL,
+		"--link-secret-file", secretFile, "--admin-key-file", adminFile); err != nil {
+		return err
+	}
+	if _, err := s.run(ctx, log, self, "bare", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[2])); err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, s.edgeURL+"/readyz"); err != nil {
+		return fmt.Errorf("edge: %w", err)
+	}
+	return waitHTTP(ctx, s.bareURL+"/healthz")
+}
+
+func (s *stack) run(ctx context.Context, log io.Writer, name string, args ...string) (*exec.Cmd, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the bench
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s %s: %w", filepath.Base(name), args[0], err)
+	}
+	s.procs = append(s.procs, cmd)
+	return cmd, nil
+}
+
+func (s *stack) stop() {
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		p := s.procs[i]
+		p.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { p.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			p.Process.Kill()
+		}
+	}
+	if s.dir != "" {
+		os.RemoveAll(s.dir)
+	}
+}
+
+// edgeRSS is the edge process's resident memory in bytes.
+func (s *stack) edgeRSS() (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", s.edge.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS for the edge")
+}
+
+func waitTCP(ctx context.Context, addr string) error {
+	return poll(ctx, func() bool {
+		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+}
+
+func waitHTTP(ctx context.Context, url string) error {
+	return poll(ctx, func() bool {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+func poll(ctx context.Context, ok func() bool) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for !ok() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
