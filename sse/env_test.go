@@ -1,0 +1,340 @@
+package sse_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/gateway"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/registry"
+	"github.com/toolgate/toolgate/sse"
+)
+
+const (
+	testAccount = "acme"
+	testTool    = "kit"
+)
+
+// env is a NATS system with the registry, one account connected to the kit tool, and
+// a worker serving it.
+type env struct {
+	t        *testing.T
+	urls     []string // client URL of each NATS node
+	replicas int
+	store    *registry.Store
+	link     string // the link token of acme's connection to kit
+	worker   *worker
+}
+
+func newEnv(t *testing.T) *env {
+	srv := testenv.Server(t)
+	return setupEnv(t, []string{srv.ClientURL()}, 1)
+}
+
+func newClusterEnv(t *testing.T) *env {
+	c := testenv.NewCluster(t)
+	var urls []string
+	for _, s := range c.Servers {
+		urls = append(urls, s.ClientURL())
+	}
+	return setupEnv(t, urls, 3)
+}
+
+func setupEnv(t *testing.T, urls []string, replicas int) *env {
+	t.Helper()
+	nc := testenv.Conn(t, urls[0])
+	store := testenv.Store(t, nc, replicas)
+	ctx := testenv.Context(t)
+	if _, err := store.CreateAccount(ctx, registry.Account{ID: testAccount, Name: "Acme"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.PutTool(ctx, kitTool()); err != nil {
+		t.Fatal(err)
+	}
+	signer := testenv.LinkSigner(t)
+	conn, err := store.Connect(ctx, testAccount, testTool, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, urls: urls, replicas: replicas, store: store, link: signer.Token(testAccount, testTool, conn.LinkNonce)}
+	e.worker = startWorker(t, urls[len(urls)-1], store)
+	return e
+}
+
+// kitTool is the tool the tests call; its methods are served by worker.
+func kitTool(extra ...registry.Method) registry.Tool {
+	methods := []registry.Method{
+		{Name: "echo", Description: "Echoes its text", Title: "Echo",
+			InputSchema:  json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
+			OutputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`)},
+		{Name: "count", Description: "Counts to n, reporting progress and logging each step",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`)},
+		{Name: "wait", Description: "Waits until cancelled"},
+		{Name: "fail", Description: "Always fails"},
+		{Name: "ask", Description: "Asks the client's model to sample a message and returns its text"},
+	}
+	return registry.Tool{ID: testTool, Title: "Test kit", Description: "Tools for testing MCP transports", Version: "1",
+		Methods: append(methods, extra...)}
+}
+
+// worker serves kit's methods over the bus, as a tool's worker process would.
+type worker struct {
+	nc        *nats.Conn
+	started   chan string // request ids of wait calls that began
+	cancelled chan string // request ids of calls whose cancel arrived
+	sessions  chan string // Tg-Session of every call
+}
+
+func startWorker(t *testing.T, url string, store *registry.Store) *worker {
+	t.Helper()
+	nc := testenv.Conn(t, url)
+	w := &worker{nc: nc, started: make(chan string, 16), cancelled: make(chan string, 16), sessions: make(chan string, 256)}
+	subj := bus.DefaultSubjects
+	for _, m := range kitTool().Methods {
+		_, err := nc.QueueSubscribe(subj.Call(testTool, m.Name), subj.QueueGroup(testTool), func(msg *nats.Msg) {
+			go w.serve(m.Name, msg)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Context(t)
+	if err := store.PutPresence(ctx, registry.Presence{Tool: testTool, Instance: "w1", StartedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func (w *worker) serve(method string, msg *nats.Msg) {
+	subj := bus.DefaultSubjects
+	reqID := msg.Header.Get(bus.HeaderRequestID)
+	session := msg.Header.Get(bus.HeaderSession)
+	select {
+	case w.sessions <- session:
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var cancelledByCaller atomic.Bool
+	cancelSub, _ := w.nc.Subscribe(subj.Cancel(reqID), func(*nats.Msg) {
+		cancelledByCaller.Store(true)
+		cancel()
+	})
+	defer cancelSub.Unsubscribe()
+	_ = w.nc.Flush()
+	notify := func(n bus.Notification) {
+		if msg.Header.Get(bus.HeaderProgress) == "" {
+			return
+		}
+		b, _ := json.Marshal(n)
+		_ = w.nc.Publish(subj.Progress(reqID), b)
+	}
+	var args map[string]any
+	_ = json.Unmarshal(msg.Data, &args)
+
+	switch method {
+	case "echo":
+		b, _ := json.Marshal(map[string]any{"text": args["text"]})
+		_ = msg.Respond(b)
+	case "count":
+		n := int(args["n"].(float64))
+		for i := 1; i <= n; i++ {
+			notify(bus.Notification{Kind: bus.KindLog, Level: "info", Logger: "count", Message: "step"})
+			notify(bus.Notification{Kind: bus.KindProgress, Progress: float64(i), Total: float64(n)})
+		}
+		b, _ := json.Marshal(map[string]any{"counted": n})
+		_ = msg.Respond(b)
+	case "wait":
+		w.started <- reqID
+		<-ctx.Done()
+		if cancelledByCaller.Load() {
+			w.cancelled <- reqID
+		}
+	case "fail":
+		reply := nats.NewMsg(msg.Reply)
+		reply.Header.Set(bus.HeaderErrorCode, "no_luck")
+		reply.Header.Set(bus.HeaderError, "the kit failed on purpose")
+		_ = w.nc.PublishMsg(reply)
+	case "ask":
+		res, err := bus.SessionRequest(ctx, w.nc, subj, session, "sampling/createMessage", map[string]any{
+			"messages":  []any{map[string]any{"role": "user", "content": map[string]any{"type": "text", "text": "say hi"}}},
+			"maxTokens": 10,
+		})
+		if err != nil {
+			reply := nats.NewMsg(msg.Reply)
+			reply.Header.Set(bus.HeaderErrorCode, "ask_failed")
+			reply.Header.Set(bus.HeaderError, err.Error())
+			_ = w.nc.PublishMsg(reply)
+			return
+		}
+		var sampled struct {
+			Content struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		}
+		_ = json.Unmarshal(res, &sampled)
+		b, _ := json.Marshal(map[string]any{"sampled": sampled.Content.Text})
+		_ = msg.Respond(b)
+	}
+}
+
+// waitStarted waits for a wait call to begin and returns its request id.
+func (w *worker) waitStarted(t *testing.T) string {
+	t.Helper()
+	select {
+	case id := <-w.started:
+		return id
+	case <-time.After(10 * time.Second):
+		t.Fatal("the wait call never reached the worker")
+		return ""
+	}
+}
+
+// waitCancelled waits for the cancel of request id to reach the worker.
+func (w *worker) waitCancelled(t *testing.T, id string) {
+	t.Helper()
+	select {
+	case got := <-w.cancelled:
+		if got != id {
+			t.Fatalf("cancel reached the worker for %s, want %s", got, id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker never saw the cancel")
+	}
+}
+
+// addMethod gives kit one more method, as a redeployed worker would.
+func (e *env) addMethod(t *testing.T, name string) {
+	t.Helper()
+	if err := e.store.PutTool(testenv.Context(t), kitTool(registry.Method{Name: name, Description: "added later"})); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// edge is one edge: its own NATS connection, registry view, gateway and sse.Server,
+// served on a real TCP listener behind a test-only link authentication.
+type edge struct {
+	url  string // http://127.0.0.1:port
+	srv  *sse.Server
+	http *http.Server
+	once sync.Once
+}
+
+func (e *env) startEdge(t *testing.T, node int, edit func(*sse.Config)) *edge {
+	t.Helper()
+	nc := testenv.Conn(t, e.urls[node])
+	store := testenv.Store(t, nc, e.replicas)
+	view := testenv.View(t, store)
+	gw, err := gateway.New(nc, view, gateway.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sse.DefaultConfig()
+	cfg.RetryAfter = 200 * time.Millisecond
+	if edit != nil {
+		edit(&cfg)
+	}
+	srv, err := sse.New(testenv.Context(t), gw, store, cfg, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ed := &edge{url: "http://" + ln.Addr().String(), srv: srv, http: &http.Server{Handler: routes(view, srv)}}
+	go ed.http.Serve(ln)
+	t.Cleanup(ed.stop)
+	return ed
+}
+
+// stop drains the edge and shuts its HTTP server down, as a deployment would.
+func (ed *edge) stop() {
+	ed.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = ed.srv.Drain(ctx)
+		_ = ed.http.Shutdown(ctx)
+	})
+}
+
+// routes mounts the three MCP entry points the way the edge does, with the link in
+// the path as the only credential.
+func routes(view *registry.View, srv *sse.Server) http.Handler {
+	mux := http.NewServeMux()
+	auth := func(serve func(http.ResponseWriter, *http.Request, registry.Principal)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			p, err := view.Snapshot().AuthenticateLink(r.PathValue("link"))
+			if err != nil {
+				http.Error(w, "unknown link", http.StatusUnauthorized)
+				return
+			}
+			serve(w, r, p)
+		}
+	}
+	mux.Handle("/mcp/{link}/sse", auth(func(w http.ResponseWriter, r *http.Request, p registry.Principal) {
+		srv.ServeSSE(w, r, p, p.Tool, "/mcp/"+r.PathValue("link")+"/messages")
+	}))
+	mux.Handle("/mcp/{link}/messages", auth(func(w http.ResponseWriter, r *http.Request, p registry.Principal) {
+		srv.ServeMessages(w, r, p, p.Tool)
+	}))
+	mux.Handle("/mcp/{link}", auth(func(w http.ResponseWriter, r *http.Request, p registry.Principal) {
+		srv.ServeStreamable(w, r, p, p.Tool)
+	}))
+	return mux
+}
+
+func (e *env) sseURL(base string) string        { return base + "/mcp/" + e.link + "/sse" }
+func (e *env) streamableURL(base string) string { return base + "/mcp/" + e.link }
+func (e *env) messagesURL(base, s string) string {
+	return base + "/mcp/" + e.link + "/messages?session_id=" + s
+}
+
+// balancer is a reverse proxy in front of edges, like a load balancer without
+// sticky sessions: route picks the edge of each request.
+type balancer struct {
+	url   string
+	route atomic.Pointer[func(*http.Request) string]
+}
+
+func newBalancer(t *testing.T, route func(*http.Request) string) *balancer {
+	t.Helper()
+	b := &balancer{}
+	b.route.Store(&route)
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			target, _ := url.Parse((*b.route.Load())(pr.In))
+			pr.SetURL(target)
+			pr.Out.Host = pr.In.Host
+		},
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+		},
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: proxy}
+	go hs.Serve(ln)
+	t.Cleanup(func() { _ = hs.Close() })
+	b.url = "http://" + ln.Addr().String()
+	return b
+}
+
+func (b *balancer) sendTo(route func(*http.Request) string) { b.route.Store(&route) }
