@@ -56,7 +56,8 @@ func (c *Cluster) URL() string {
 }
 
 // NewCluster starts three JetStream nodes routed to each other and waits until the
-// cluster has a JetStream meta leader.
+// cluster has a JetStream meta leader that counts every node as a current peer (until
+// then, placing an R3 stream can fail with "no suitable peers").
 func NewCluster(t testing.TB) *Cluster {
 	t.Helper()
 	ports := freePorts(t, 3)
@@ -88,13 +89,13 @@ func NewCluster(t testing.TB) *Cluster {
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, s := range c.Servers {
-			if s.JetStreamIsLeader() {
+			if s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) == len(c.Servers) {
 				return c
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatal("testenv: cluster elected no JetStream leader within 20s")
+	t.Fatal("testenv: cluster elected no JetStream leader with every node as a peer within 20s")
 	return nil
 }
 
