@@ -1,12 +1,15 @@
 package sse_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -91,16 +94,30 @@ func kitTool(extra ...registry.Method) registry.Tool {
 // worker serves kit's methods over the bus, as a tool's worker process would.
 type worker struct {
 	nc        *nats.Conn
-	started   chan string // request ids of wait calls that began
-	cancelled chan string // request ids of calls whose cancel arrived
-	sessions  chan string // Tg-Session of every call
+	mu        sync.Mutex
+	running   map[string]func() // request id -> cancel
+	started   chan string       // request ids of wait calls that began
+	cancelled chan string       // request ids of calls whose cancel arrived
+	sessions  chan string       // Tg-Session of every call
 }
 
 func startWorker(t *testing.T, url string, store *registry.Store) *worker {
 	t.Helper()
 	nc := testenv.Conn(t, url)
-	w := &worker{nc: nc, started: make(chan string, 16), cancelled: make(chan string, 16), sessions: make(chan string, 256)}
+	w := &worker{nc: nc, running: map[string]func(){}, started: make(chan string, 16), cancelled: make(chan string, 16), sessions: make(chan string, 256)}
 	subj := bus.DefaultSubjects
+	// One subscription for every cancel, made at start: a subscription per call
+	// could still be spreading through the cluster when its cancel is published.
+	if _, err := nc.Subscribe(subj.CancelAll(), func(msg *nats.Msg) {
+		w.mu.Lock()
+		cancel := w.running[strings.TrimPrefix(msg.Subject, subj.Cancel(""))]
+		w.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
 	for _, m := range kitTool().Methods {
 		_, err := nc.QueueSubscribe(subj.Call(testTool, m.Name), subj.QueueGroup(testTool), func(msg *nats.Msg) {
 			go w.serve(m.Name, msg)
@@ -130,12 +147,17 @@ func (w *worker) serve(method string, msg *nats.Msg) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var cancelledByCaller atomic.Bool
-	cancelSub, _ := w.nc.Subscribe(subj.Cancel(reqID), func(*nats.Msg) {
+	w.mu.Lock()
+	w.running[reqID] = func() {
 		cancelledByCaller.Store(true)
 		cancel()
-	})
-	defer cancelSub.Unsubscribe()
-	_ = w.nc.Flush()
+	}
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		delete(w.running, reqID)
+		w.mu.Unlock()
+	}()
 	notify := func(n bus.Notification) {
 		if msg.Header.Get(bus.HeaderProgress) == "" {
 			return
@@ -317,7 +339,16 @@ func newBalancer(t *testing.T, route func(*http.Request) string) *balancer {
 	b.route.Store(&route)
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			target, _ := url.Parse((*b.route.Load())(pr.In))
+			// The body is sent from memory. Streamed from the inbound request, an edge
+			// that answers with a stream before the proxy's transport has read the
+			// inbound body to its end gets its connection torn down: the server
+			// closes the inbound body when the proxy writes the answer's headers,
+			// and the transport's final read of it fails.
+			if pr.Out.Body != nil {
+				body, _ := io.ReadAll(pr.Out.Body)
+				pr.Out.Body = io.NopCloser(bytes.NewReader(body))
+			}
+			target, _ := url.Parse((*b.route.Load())(pr.Out))
 			pr.SetURL(target)
 			pr.Out.Host = pr.In.Host
 		},

@@ -109,6 +109,11 @@ func (l *eventLog) appendRecord(ctx context.Context, subject string, data []byte
 		opts = append(opts, jetstream.WithMsgID(msgID))
 	}
 	ack, err := l.js.PublishMsg(ctx, msg, opts...)
+	var apiErr *jetstream.APIError
+	if msgID != "" && errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrDuplicateInProcess {
+		// Another edge is storing the same record right now.
+		return 0, nil
+	}
 	if err != nil {
 		return 0, fmt.Errorf("sse: event log: append to %s: %w", subject, err)
 	}
@@ -141,6 +146,10 @@ func (l *eventLog) follow(ctx context.Context, subject string, from uint64) (<-c
 	}
 	return ch, cc.Stop, nil
 }
+
+// jsErrDuplicateInProcess is JetStream's answer to a message whose id another
+// publisher's message, not yet stored, carries too.
+const jsErrDuplicateInProcess = 10158
 
 // sequence is a record's position in the log.
 func sequence(m jetstream.Msg) uint64 {

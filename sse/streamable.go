@@ -161,6 +161,7 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 		return
 	}
 	rr := &rpcRequest{p: p, tool: tool, sess: sess, req: req}
+	s.log.Debug("request", "session", sess.ID, "method", req.Method, "id", req.ID.Raw())
 	if !req.IsCall() {
 		s.notification(rr)
 		w.WriteHeader(http.StatusAccepted)
@@ -229,6 +230,7 @@ func (s *Server) streamCall(ctx context.Context, w http.ResponseWriter, rr *rpcR
 	}
 	rr.notify = func(msg []byte) { send(msg, false) }
 	result, err := s.handle(ctx, rr)
+	s.log.Debug("answer", "session", sess.ID, "id", rr.req.ID.Raw(), "err", err)
 	switch {
 	case errors.Is(err, context.Canceled):
 		// Cancelled by the client, or by its leaving: no answer is owed.
