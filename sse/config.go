@@ -33,13 +33,18 @@ type Config struct {
 	MaxMessageBytes int64
 	// RetryAfter is the reconnection delay sent to clients in SSE retry fields.
 	RetryAfter time.Duration
+	// ResumeGrace is how long a call answered on a stream runs on after its client's
+	// connection broke, waiting for the client to resume the stream (on any edge)
+	// before taking its absence for a cancellation.
+	ResumeGrace time.Duration
 	// ServerName and ServerVersion identify the gateway to MCP clients.
 	ServerName    string
 	ServerVersion string
 }
 
 // DefaultConfig: keep-alives every 15 s, the registry's session TTL, 100 sessions per
-// account, events kept 10 minutes, 4 MiB messages.
+// account, events kept 10 minutes, 4 MiB messages, clients told to reconnect after
+// 1 s and given 10 s to resume a broken call stream.
 func DefaultConfig() Config {
 	return Config{
 		KeepAlive:             15 * time.Second,
@@ -47,6 +52,7 @@ func DefaultConfig() Config {
 		EventRetention:        10 * time.Minute,
 		MaxMessageBytes:       4 << 20,
 		RetryAfter:            time.Second,
+		ResumeGrace:           10 * time.Second,
 		ServerName:            "toolgate",
 		ServerVersion:         "dev",
 	}
@@ -67,6 +73,8 @@ func (c Config) Validate() error {
 		return errors.New("sse: max-message-bytes: must be at least 1024")
 	case c.RetryAfter <= 0:
 		return errors.New("sse: retry-after: must be positive")
+	case c.ResumeGrace < c.RetryAfter:
+		return errors.New("sse: resume-grace: must be at least retry-after, or no client could resume in time")
 	case c.ServerName == "":
 		return errors.New("sse: server-name: required")
 	case c.ServerVersion == "":

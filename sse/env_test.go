@@ -32,12 +32,13 @@ const (
 // env is a NATS system with the registry, one account connected to the kit tool, and
 // a worker serving it.
 type env struct {
-	t        *testing.T
-	urls     []string // client URL of each NATS node
-	replicas int
-	store    *registry.Store
-	link     string // the link token of acme's connection to kit
-	worker   *worker
+	t          *testing.T
+	urls       []string // client URL of each NATS node
+	replicas   int
+	sessionTTL time.Duration // the registry's session TTL; 0 for its default
+	store      *registry.Store
+	link       string // the link token of acme's connection to kit
+	worker     *worker
 }
 
 func newEnv(t *testing.T) *env {
@@ -86,6 +87,8 @@ func kitTool(extra ...registry.Method) registry.Tool {
 		{Name: "wait", Description: "Waits until cancelled"},
 		{Name: "fail", Description: "Always fails"},
 		{Name: "ask", Description: "Asks the client's model to sample a message and returns its text"},
+		{Name: "sleep", Description: "Sleeps for ms milliseconds, then answers",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"ms":{"type":"integer"}},"required":["ms"]}`)},
 	}
 	return registry.Tool{ID: testTool, Title: "Test kit", Description: "Tools for testing MCP transports", Version: "1",
 		Methods: append(methods, extra...)}
@@ -186,6 +189,16 @@ func (w *worker) serve(method string, msg *nats.Msg) {
 		if cancelledByCaller.Load() {
 			w.cancelled <- reqID
 		}
+	case "sleep":
+		select {
+		case <-time.After(time.Duration(args["ms"].(float64)) * time.Millisecond):
+			b, _ := json.Marshal(map[string]any{"slept": args["ms"]})
+			_ = msg.Respond(b)
+		case <-ctx.Done():
+			if cancelledByCaller.Load() {
+				w.cancelled <- reqID
+			}
+		}
 	case "fail":
 		reply := nats.NewMsg(msg.Reply)
 		reply.Header.Set(bus.HeaderErrorCode, "no_luck")
@@ -239,6 +252,21 @@ func (w *worker) waitCancelled(t *testing.T, id string) {
 	}
 }
 
+// openStore opens the registry as the env's edges do.
+func (e *env) openStore(t *testing.T, nc *nats.Conn) *registry.Store {
+	t.Helper()
+	if e.sessionTTL == 0 {
+		return testenv.Store(t, nc, e.replicas)
+	}
+	opts := registry.DefaultOptions()
+	opts.Replicas, opts.SessionTTL = e.replicas, e.sessionTTL
+	store, err := registry.Open(testenv.Context(t), nc, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
+
 // addMethod gives kit one more method, as a redeployed worker would.
 func (e *env) addMethod(t *testing.T, name string) {
 	t.Helper()
@@ -259,7 +287,7 @@ type edge struct {
 func (e *env) startEdge(t *testing.T, node int, edit func(*sse.Config)) *edge {
 	t.Helper()
 	nc := testenv.Conn(t, e.urls[node])
-	store := testenv.Store(t, nc, e.replicas)
+	store := e.openStore(t, nc)
 	view := testenv.View(t, store)
 	gw, err := gateway.New(nc, view, gateway.DefaultConfig())
 	if err != nil {
@@ -267,6 +295,7 @@ func (e *env) startEdge(t *testing.T, node int, edit func(*sse.Config)) *edge {
 	}
 	cfg := sse.DefaultConfig()
 	cfg.RetryAfter = 200 * time.Millisecond
+	cfg.ResumeGrace = time.Second
 	if edit != nil {
 		edit(&cfg)
 	}

@@ -104,7 +104,7 @@ func rpcError(err error) *jsonrpc.Error {
 	case errors.Is(err, registry.ErrNotFound):
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "session not found: it ended or expired; initialize a new one"}
 	case errors.Is(err, context.Canceled):
-		return &jsonrpc.Error{Code: codeCancelled, Message: "request cancelled"}
+		return &jsonrpc.Error{Code: codeCancelled, Message: "request cancelled: " + err.Error()}
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error: " + err.Error()}
 }

@@ -17,7 +17,7 @@ import (
 // Headers on event log records. A record without Tg-Event is a JSON-RPC message for
 // the client; the others steer the edges that follow the log and are never sent.
 const (
-	headerEvent    = "Tg-Event"  // "open": a standalone stream opened; "request": a POST stream began
+	headerEvent    = "Tg-Event"  // "open": a standalone stream opened; "request": a POST stream began; "resume": a POST stream was resumed
 	headerInstance = "Tg-Stream" // with "open": which stream instance opened
 	headerFinal    = "Tg-Final"  // on a POST stream's response: the stream ends after it
 )
@@ -25,6 +25,7 @@ const (
 const (
 	eventOpen    = "open"
 	eventRequest = "request"
+	eventResume  = "resume"
 )
 
 // eventLog is the JetStream stream that keeps every stream event of every session

@@ -83,7 +83,13 @@ func (s *Server) holdStandalone(w http.ResponseWriter, r *http.Request, sess *re
 func (s *Server) replayPost(w http.ResponseWriter, r *http.Request, sess *registry.Session, after eventID) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	records, stop, err := s.events.follow(ctx, s.events.postSubject(sess.ID, after.post), after.seq+1)
+	subject := s.events.postSubject(sess.ID, after.post)
+	// The edge running the call waits a while for the client to come back before
+	// taking its absence for cancellation: tell it the client is back.
+	if _, err := s.events.appendRecord(ctx, subject, nil, nats.Header{headerEvent: {eventResume}}, ""); err != nil {
+		s.log.Warn("announcing a resumed stream", "session", sess.ID, "err", err)
+	}
+	records, stop, err := s.events.follow(ctx, subject, after.seq+1)
 	if err != nil {
 		s.log.Error("following stream", "session", sess.ID, "err", err)
 		s.refuse(w, http.StatusServiceUnavailable, "the event log is unavailable; retry")

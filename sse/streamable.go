@@ -3,8 +3,11 @@ package sse
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
+	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/nats-io/nats.go"
@@ -194,12 +197,32 @@ func (s *Server) answer(w http.ResponseWriter, accept accepts, id jsonrpc.ID, re
 
 // streamCall answers a session's tools/call with a stream, so that progress and log
 // notifications reach the client while the call runs. The stream's events are kept
-// in the event log: a client that loses the connection resumes the stream on any
-// edge with Last-Event-ID. A client that goes away cancels the call.
-func (s *Server) streamCall(ctx context.Context, w http.ResponseWriter, rr *rpcRequest, raw []byte) {
+// in the event log, and a client that loses the connection resumes the stream on any
+// edge with Last-Event-ID (the transport's rule: a broken connection is not a
+// cancellation). A client that is gone and does not resume within ResumeGrace has
+// gone away: its call is cancelled.
+func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *rpcRequest, raw []byte) {
 	sess := rr.sess
 	post := registry.NewID("")
 	subject := s.events.postSubject(sess.ID, post)
+
+	// An edge that resumes the stream says so on the stream's subject; follow it
+	// from before the client could know the stream's id.
+	resumed := make(chan struct{}, 1)
+	sub, err := s.nc.Subscribe(subject, func(m *nats.Msg) {
+		if m.Header.Get(headerEvent) == eventResume {
+			select {
+			case resumed <- struct{}{}:
+			default:
+			}
+		}
+	})
+	if err != nil {
+		s.refuse(w, http.StatusServiceUnavailable, "the bus is unavailable; retry")
+		return
+	}
+	defer sub.Unsubscribe()
+
 	actx, cancel := s.detached()
 	start, err := s.events.appendRecord(actx, subject, raw, nats.Header{headerEvent: {eventRequest}}, "")
 	cancel()
@@ -229,11 +252,37 @@ func (s *Server) streamCall(ctx context.Context, w http.ResponseWriter, rr *rpcR
 		_ = ew.event(id, "message", msg)
 	}
 	rr.notify = func(msg []byte) { send(msg, false) }
+
+	// The call outlives the POST's connection by up to ResumeGrace.
+	ctx, cancelCall := context.WithCancel(s.ctx)
+	defer cancelCall()
+	var abandoned atomic.Bool
+	finished := make(chan struct{})
+	defer close(finished)
+	go func() {
+		select {
+		case <-reqCtx.Done():
+		case <-finished:
+			return
+		}
+		select {
+		case <-resumed:
+		case <-time.After(s.cfg.ResumeGrace):
+			abandoned.Store(true)
+			cancelCall()
+		case <-finished:
+		}
+	}()
+
 	result, err := s.handle(ctx, rr)
 	s.log.Debug("answer", "session", sess.ID, "id", rr.req.ID.Raw(), "err", err)
 	switch {
+	case errors.Is(err, context.Canceled) && abandoned.Load():
+		// Nobody waits; but should the client resume after all, it learns what
+		// became of its request instead of waiting for ever.
+		send(encodeError(rr.req.ID, rpcError(fmt.Errorf("%w: the client left and did not resume the stream within %v", context.Canceled, s.cfg.ResumeGrace))), true)
 	case errors.Is(err, context.Canceled):
-		// Cancelled by the client, or by its leaving: no answer is owed.
+		// Cancelled by the client: no answer is owed.
 	case err != nil:
 		send(encodeError(rr.req.ID, rpcError(err)), true)
 	default:
