@@ -6,7 +6,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 # The whole suite, race detector on; slow end-to-end tests included.
 TESTFLAGS ?= -race -count=1 -timeout 15m
 
-.PHONY: help build run test lint bench
+.PHONY: help build run test lint bench conformance
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
@@ -26,3 +26,6 @@ lint: ## go vet and staticcheck
 
 bench: ## Go benchmarks of the hot paths
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+conformance: ## the official MCP conformance suite against a running server's link (MCP_URL=...)
+	./scripts/conformance.sh
