@@ -135,16 +135,6 @@ func (s *Server) refuseIfClosing(w http.ResponseWriter) bool {
 	return true
 }
 
-// isDraining reports whether Drain has started.
-func (s *Server) isDraining() bool {
-	select {
-	case <-s.draining:
-		return true
-	default:
-		return false
-	}
-}
-
 // requestContext is a request's context that also ends when the server closes.
 func (s *Server) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(r.Context())
