@@ -299,6 +299,12 @@ func (e *env) startEdge(t *testing.T, node int, edit func(*sse.Config)) *edge {
 	if edit != nil {
 		edit(&cfg)
 	}
+	// In a cluster a view has been seen, rarely, to start without the link written
+	// just before; an edge is ready once it knows the link.
+	testenv.Eventually(t, 5*time.Second, "the edge knows the link", func() bool {
+		_, err := view.Snapshot().AuthenticateLink(e.link)
+		return err == nil
+	})
 	srv, err := sse.New(testenv.Context(t), gw, store, cfg, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)

@@ -116,7 +116,7 @@ func (s *Server) replayPost(w http.ResponseWriter, r *http.Request, sess *regist
 
 // pump writes a stream's records until write says stop, the client leaves, the
 // session ends or the edge stops; it keeps the stream and the session alive
-// meanwhile. A draining edge tells the client when to reconnect, elsewhere.
+// meanwhile.
 func (s *Server) pump(ctx context.Context, ew *eventWriter, sess *registry.Session, records <-chan jetstream.Msg, ended <-chan struct{}, write func(jetstream.Msg) (bool, streamEnd)) streamEnd {
 	keepAlive := time.NewTicker(s.cfg.KeepAlive)
 	defer keepAlive.Stop()
@@ -144,9 +144,9 @@ func (s *Server) pump(ctx context.Context, ew *eventWriter, sess *registry.Sessi
 		case <-ended:
 			return endSession
 		case <-s.draining:
+			// Close drains too, so a stopping edge always tells its clients when to
+			// reconnect (elsewhere).
 			_ = ew.retry(s.cfg.RetryAfter)
-			return endServer
-		case <-s.ctx.Done():
 			return endServer
 		case <-ctx.Done():
 			return endClient
