@@ -6,7 +6,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 # The whole suite, race detector on; slow end-to-end tests included.
 TESTFLAGS ?= -race -count=1 -timeout 15m
 
-.PHONY: help build run test test-deps lint bench
+.PHONY: help build run test test-deps lint bench conformance
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
@@ -36,3 +36,6 @@ bench: build ## the gateway's cost: Go benchmarks of the hot paths, then the sta
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	$(GO) build -o bin/tgbench ./bench/tgbench
 	bin/tgbench -bin $(BIN) -out bench/RESULTS.md
+
+conformance: ## the official MCP conformance suite against a running server's link (MCP_URL=...)
+	./scripts/conformance.sh

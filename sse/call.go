@@ -1,0 +1,175 @@
+package sse
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/gateway"
+	"github.com/toolgate/toolgate/registry"
+)
+
+// callTool runs a tools/call down the gateway's call path. Progress and log
+// notifications of the worker are relayed to the client as they come; a failure of
+// the call is an isError result, a request that names no tool a JSON-RPC error.
+func (s *Server) callTool(ctx context.Context, r *rpcRequest) (*mcp.CallToolResult, error) {
+	var params mcp.CallToolParamsRaw
+	if err := json.Unmarshal(r.req.Params, &params); err != nil {
+		return nil, invalidParams("tools/call: %v", err)
+	}
+	t, err := s.view.Snapshot().Tool(r.p, r.tool)
+	if err != nil {
+		return nil, err
+	}
+	var m *registry.Method
+	for i := range t.Tool.Methods {
+		if mcpName(&t.Tool.Methods[i]) == params.Name {
+			m = &t.Tool.Methods[i]
+			break
+		}
+	}
+	if m == nil {
+		return nil, fmt.Errorf("%w %q: tool %s has no such method", ErrUnknownTool, params.Name, r.tool)
+	}
+	args := []byte(params.Arguments)
+	if len(args) == 0 || string(args) == "null" {
+		args = []byte("{}")
+	}
+
+	token := params.Meta["progressToken"]
+	level := s.logLevel(r, token != nil)
+	wantNotes := r.notify != nil && (token != nil || level != "")
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var requestID string
+	if r.sess != nil {
+		requestID = callRequestID(r.sess.ID, r.req.ID)
+		key := callKey(r.req.ID)
+		s.calls.add(r.sess.ID, key, cancel)
+		defer s.calls.remove(r.sess.ID, key)
+		// Another edge that receives the client's notifications/cancelled
+		// publishes the cancel; follow it as the worker does.
+		if sub, err := s.nc.Subscribe(s.subj.Cancel(requestID), func(*nats.Msg) { cancel() }); err == nil {
+			defer sub.Unsubscribe()
+		}
+	} else {
+		requestID = registry.NewID("mcp-")
+	}
+
+	// Subscribe before calling, or the first notifications could be missed. A
+	// channel subscription is filled by the connection's reader in arrival order,
+	// so every notification the worker sent before its reply is in it when the
+	// reply arrives.
+	var notes chan *nats.Msg
+	if wantNotes {
+		notes = make(chan *nats.Msg, 1024)
+		sub, err := s.nc.ChanSubscribe(s.subj.Progress(requestID), notes)
+		if err != nil {
+			return nil, fmt.Errorf("sse: subscribe to progress: %w", err)
+		}
+		defer sub.Unsubscribe()
+	}
+
+	s.inflight.add()
+	defer s.inflight.done()
+	type outcome struct {
+		reply *bus.Reply
+		err   error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		reply, err := s.gw.Do(ctx, &gateway.Call{
+			Principal: r.p, Tool: r.tool, Method: m.Name, Params: args,
+			RequestID: requestID, Session: sessionID(r.sess), Progress: wantNotes,
+		})
+		done <- outcome{reply, err}
+	}()
+	var out outcome
+wait:
+	for {
+		select {
+		case msg := <-notes:
+			s.relayNote(r, token, level, msg)
+		case out = <-done:
+			break wait
+		}
+	}
+	for len(notes) > 0 {
+		s.relayNote(r, token, level, <-notes)
+	}
+	if out.err != nil {
+		if text, ok := toolFailure(r.tool, m.Name, out.err); ok {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: true}, nil
+		}
+		return nil, out.err
+	}
+	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(out.reply.Data)}}}
+	if out.reply.Status >= 400 {
+		res.IsError = true
+	} else if len(m.OutputSchema) > 0 && json.Valid(out.reply.Data) {
+		res.StructuredContent = json.RawMessage(out.reply.Data)
+	}
+	return res, nil
+}
+
+func sessionID(sess *registry.Session) string {
+	if sess == nil {
+		return ""
+	}
+	return sess.ID
+}
+
+// logLevel is the least severe level of log notification the request's client
+// wants, or "" for none. On 2026-07-28 it is what the request's _meta asks for, and
+// nothing without. Before, it is what the session set with logging/setLevel, or info
+// for a caller that follows the call's progress anyway.
+func (s *Server) logLevel(r *rpcRequest, progress bool) string {
+	switch {
+	case r.modern:
+		return r.meta.LogLevel
+	case r.sess != nil && r.sess.LogLevel != "":
+		return r.sess.LogLevel
+	case progress:
+		return "info"
+	}
+	return ""
+}
+
+// relayNote turns a worker's notification into the client's notifications/progress
+// or notifications/message.
+func (s *Server) relayNote(r *rpcRequest, token any, level string, msg *nats.Msg) {
+	var n bus.Notification
+	if err := json.Unmarshal(msg.Data, &n); err != nil {
+		s.log.Warn("dropping undecodable notification", "subject", msg.Subject, "err", err)
+		return
+	}
+	switch n.Kind {
+	case bus.KindProgress:
+		if token == nil {
+			return
+		}
+		r.notify(encodeNotification(notifyProgress, &mcp.ProgressNotificationParams{
+			ProgressToken: token, Progress: n.Progress, Total: n.Total, Message: n.Message,
+		}))
+	case bus.KindLog:
+		if level == "" || !logAtLeast(n.Level, level) {
+			return
+		}
+		data := n.Data
+		if len(data) == 0 {
+			data, _ = json.Marshal(n.Message)
+		}
+		lvl := n.Level
+		if lvl == "" {
+			lvl = "info"
+		}
+		r.notify(encodeNotification(notifyMessage, &mcp.LoggingMessageParams{
+			Level: mcp.LoggingLevel(lvl), Logger: n.Logger, Data: data,
+		}))
+	}
+}

@@ -1,0 +1,98 @@
+package sse
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Config holds what an edge's MCP transports need to know.
+type Config struct {
+	// KeepAlive is how often an idle stream gets an SSE comment, so that proxies and
+	// clients do not take a quiet stream for a dead one.
+	KeepAlive time.Duration
+	// SessionIdleTTL is how long a session without traffic or an open stream lives.
+	// Sessions are registry records, so it is the registry's session TTL
+	// (registry.Options.SessionTTL): 0 takes that, any other value must equal it.
+	SessionIdleTTL time.Duration
+	// MaxSessionsPerAccount bounds the MCP sessions one account holds at once; an
+	// account's Limits.Sessions overrides it.
+	MaxSessionsPerAccount int
+	// AllowedOrigins lists the browser origins (scheme://host[:port]) allowed to call,
+	// besides the edge's own; "*" allows any.
+	AllowedOrigins []string
+	// AllowedHosts lists Host header values accepted besides localhost, 127.0.0.1 and
+	// [::1] when the edge listens on a loopback address (DNS rebinding protection).
+	AllowedHosts []string
+	// EventRetention is how long stream events are kept for clients that reconnect
+	// with Last-Event-ID.
+	EventRetention time.Duration
+	// MaxMessageBytes bounds the body of one POSTed JSON-RPC message.
+	MaxMessageBytes int64
+	// RetryAfter is the reconnection delay sent to clients in SSE retry fields.
+	RetryAfter time.Duration
+	// ResumeGrace is how long a call answered on a stream runs on after its client's
+	// connection broke, waiting for the client to resume the stream (on any edge)
+	// before taking its absence for a cancellation.
+	ResumeGrace time.Duration
+	// ServerName and ServerVersion identify the gateway to MCP clients.
+	ServerName    string
+	ServerVersion string
+}
+
+// DefaultConfig: keep-alives every 15 s, the registry's session TTL, 100 sessions per
+// account, events kept 10 minutes, 4 MiB messages, clients told to reconnect after
+// 1 s and given 10 s to resume a broken call stream.
+func DefaultConfig() Config {
+	return Config{
+		KeepAlive:             15 * time.Second,
+		MaxSessionsPerAccount: 100,
+		EventRetention:        10 * time.Minute,
+		MaxMessageBytes:       4 << 20,
+		RetryAfter:            time.Second,
+		ResumeGrace:           10 * time.Second,
+		ServerName:            "toolgate",
+		ServerVersion:         "dev",
+	}
+}
+
+// Validate names the first field that is wrong.
+func (c Config) Validate() error {
+	switch {
+	case c.KeepAlive <= 0:
+		return errors.New("sse: keep-alive: must be positive")
+	case c.SessionIdleTTL < 0:
+		return errors.New("sse: session-idle-ttl: must not be negative")
+	case c.MaxSessionsPerAccount < 1:
+		return errors.New("sse: max-sessions-per-account: must be at least 1")
+	case c.EventRetention < time.Second:
+		return errors.New("sse: event-retention: must be at least 1s")
+	case c.MaxMessageBytes < 1024:
+		return errors.New("sse: max-message-bytes: must be at least 1024")
+	case c.RetryAfter <= 0:
+		return errors.New("sse: retry-after: must be positive")
+	case c.ResumeGrace < c.RetryAfter:
+		return errors.New("sse: resume-grace: must be at least retry-after, or no client could resume in time")
+	case c.ServerName == "":
+		return errors.New("sse: server-name: required")
+	case c.ServerVersion == "":
+		return errors.New("sse: server-version: required")
+	}
+	for _, o := range c.AllowedOrigins {
+		if o == "*" {
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return fmt.Errorf("sse: allowed-origins: %q: must be scheme://host[:port] or *", o)
+		}
+	}
+	for _, h := range c.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, "/ ") {
+			return fmt.Errorf("sse: allowed-hosts: %q: must be a host[:port]", h)
+		}
+	}
+	return nil
+}

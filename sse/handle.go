@@ -1,0 +1,261 @@
+package sse
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolgate/toolgate/registry"
+)
+
+// rpcRequest is one JSON-RPC request of a client, with what is known about where it
+// came from and where its notifications go.
+type rpcRequest struct {
+	p      registry.Principal
+	tool   string
+	sess   *registry.Session // nil on 2026-07-28, and before initialize on Streamable HTTP
+	modern bool              // 2026-07-28: stateless, metadata in params._meta
+	meta   requestMeta
+	req    *jsonrpc.Request
+	// notify sends a notification about this request to its client; nil drops them
+	// (a JSON response has no room for any).
+	notify func(msg []byte)
+}
+
+// handle answers a request and returns the result's JSON. Errors are for rpcError.
+func (s *Server) handle(ctx context.Context, r *rpcRequest) (json.RawMessage, error) {
+	var result any
+	var err error
+	switch r.req.Method {
+	case methodInitialize:
+		if r.modern {
+			return nil, invalidRequest("initialize is not part of protocol version %s: send requests with their _meta (server/discover lists what this server supports: %v)", r.meta.ProtocolVersion, supportedVersions)
+		}
+		result, err = s.initialize(ctx, r)
+	case methodPing:
+		if r.modern {
+			return nil, methodNotFound(r.req.Method, http.StatusNotFound)
+		}
+		result = struct{}{}
+	case methodDiscover:
+		if !r.modern {
+			// A legacy session has negotiated already; a client probing for
+			// 2026-07-28 over the legacy SSE transport falls back on this.
+			return nil, methodNotFound(r.req.Method, http.StatusOK)
+		}
+		result, err = s.discover(r)
+	case methodToolsList:
+		result, err = s.listTools(r)
+	case methodToolsCall:
+		result, err = s.callTool(ctx, r)
+	case methodSetLevel:
+		if r.modern {
+			return nil, methodNotFound(r.req.Method, http.StatusNotFound)
+		}
+		result, err = s.setLevel(ctx, r)
+	default:
+		status := http.StatusOK
+		if r.modern {
+			status = http.StatusNotFound
+		}
+		return nil, methodNotFound(r.req.Method, status)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.encodeResult(result, r)
+}
+
+// encodeResult marshals a result; on 2026-07-28 every result says it is complete and
+// who produced it.
+func (s *Server) encodeResult(result any, r *rpcRequest) (json.RawMessage, error) {
+	b, err := json.Marshal(result)
+	if err != nil {
+		return nil, fmt.Errorf("sse: encode %s result: %w", r.req.Method, err)
+	}
+	if !r.modern {
+		return b, nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return nil, fmt.Errorf("sse: encode %s result: %w", r.req.Method, err)
+	}
+	meta := map[string]json.RawMessage{}
+	if m, ok := fields["_meta"]; ok {
+		_ = json.Unmarshal(m, &meta)
+	}
+	meta[mcp.MetaKeyServerInfo], _ = json.Marshal(s.serverInfo(s.toolTitle(r)))
+	fields["_meta"], _ = json.Marshal(meta)
+	fields["resultType"] = json.RawMessage(`"complete"`)
+	return json.Marshal(fields)
+}
+
+func (s *Server) toolTitle(r *rpcRequest) string {
+	if t, err := s.view.Snapshot().Tool(r.p, r.tool); err == nil {
+		if t.Tool.Title != "" {
+			return t.Tool.Title
+		}
+		return t.Tool.ID
+	}
+	return r.tool
+}
+
+func (s *Server) initialize(ctx context.Context, r *rpcRequest) (*mcp.InitializeResult, error) {
+	var params struct {
+		ProtocolVersion string          `json:"protocolVersion"`
+		Capabilities    json.RawMessage `json:"capabilities"`
+		ClientInfo      json.RawMessage `json:"clientInfo"`
+	}
+	if len(r.req.Params) > 0 {
+		if err := json.Unmarshal(r.req.Params, &params); err != nil {
+			return nil, invalidParams("initialize: %v", err)
+		}
+	}
+	t, err := s.view.Snapshot().Tool(r.p, r.tool)
+	if err != nil {
+		return nil, err
+	}
+	version := negotiate(params.ProtocolVersion)
+	if r.sess == nil {
+		sess, err := s.newSession(ctx, r.p, r.tool, version, params.ClientInfo, params.Capabilities)
+		if err != nil {
+			return nil, err
+		}
+		r.sess = sess
+	} else {
+		r.sess.ProtocolVersion, r.sess.ClientInfo, r.sess.Capabilities = version, params.ClientInfo, params.Capabilities
+		if err := s.store.PutSession(ctx, *r.sess); err != nil {
+			return nil, err
+		}
+		s.markTouched(r.sess.ID)
+	}
+	title := t.Tool.Title
+	if title == "" {
+		title = t.Tool.ID
+	}
+	return &mcp.InitializeResult{
+		ProtocolVersion: version,
+		Capabilities:    capabilities(),
+		ServerInfo:      s.serverInfo(title),
+		Instructions:    t.Tool.Description,
+	}, nil
+}
+
+func (s *Server) discover(r *rpcRequest) (*mcp.DiscoverResult, error) {
+	t, err := s.view.Snapshot().Tool(r.p, r.tool)
+	if err != nil {
+		return nil, err
+	}
+	res := &mcp.DiscoverResult{SupportedVersions: supportedVersions, Capabilities: capabilities(), Instructions: t.Tool.Description}
+	// What a link reaches depends on whose link it is.
+	res.CacheScope = "private"
+	return res, nil
+}
+
+// mcpName is a method's name as MCP clients see it.
+func mcpName(m *registry.Method) string {
+	if m.MCPName != "" {
+		return m.MCPName
+	}
+	return m.Name
+}
+
+func (s *Server) listTools(r *rpcRequest) (*mcp.ListToolsResult, error) {
+	t, err := s.view.Snapshot().Tool(r.p, r.tool)
+	if err != nil {
+		return nil, err
+	}
+	tools := make([]*mcp.Tool, 0, len(t.Tool.Methods))
+	for i := range t.Tool.Methods {
+		m := &t.Tool.Methods[i]
+		mt := &mcp.Tool{Name: mcpName(m), Title: m.Title, Description: m.Description, InputSchema: json.RawMessage(`{"type":"object"}`)}
+		if len(m.InputSchema) > 0 {
+			mt.InputSchema = m.InputSchema
+		}
+		if len(m.OutputSchema) > 0 {
+			mt.OutputSchema = m.OutputSchema
+		}
+		if len(m.Annotations) > 0 {
+			var a mcp.ToolAnnotations
+			if json.Unmarshal(m.Annotations, &a) == nil {
+				mt.Annotations = &a
+			}
+		}
+		tools = append(tools, mt)
+	}
+	res := &mcp.ListToolsResult{Tools: tools}
+	res.CacheScope = "private"
+	return res, nil
+}
+
+func (s *Server) setLevel(ctx context.Context, r *rpcRequest) (any, error) {
+	var params mcp.SetLoggingLevelParams
+	if err := json.Unmarshal(r.req.Params, &params); err != nil || !slices.Contains(logLevels, string(params.Level)) {
+		return nil, invalidParams("logging/setLevel: level must be one of %v", logLevels)
+	}
+	r.sess.LogLevel = string(params.Level)
+	if err := s.store.PutSession(ctx, *r.sess); err != nil {
+		return nil, err
+	}
+	s.markTouched(r.sess.ID)
+	return struct{}{}, nil
+}
+
+// notification takes a client's notification. Only cancellation needs doing.
+func (s *Server) notification(r *rpcRequest) {
+	if r.req.Method != notifyCancelled || r.sess == nil {
+		return
+	}
+	var params struct {
+		RequestID any `json:"requestId"`
+	}
+	if json.Unmarshal(r.req.Params, &params) != nil {
+		return
+	}
+	id, err := jsonrpc.MakeID(params.RequestID)
+	if err != nil || !id.IsValid() {
+		return
+	}
+	if s.calls.cancel(r.sess.ID, callKey(id)) {
+		return
+	}
+	// The call runs on another edge, which follows the cancel subject as the
+	// worker does.
+	if err := s.nc.Publish(s.subj.Cancel(callRequestID(r.sess.ID, id)), nil); err != nil {
+		s.log.Warn("publishing cancel", "session", r.sess.ID, "err", err)
+	}
+}
+
+// relayAnswer hands a client's answer to a server-initiated request to the worker
+// waiting for it, wherever it runs.
+func (s *Server) relayAnswer(sess *registry.Session, resp *jsonrpc.Response, raw []byte) error {
+	var id string
+	switch v := resp.ID.Raw().(type) {
+	case string:
+		id = v
+	case int64:
+		id = fmt.Sprint(v)
+	}
+	if !validToken(id) {
+		return invalidRequest("response id %v answers no request of this server", resp.ID.Raw())
+	}
+	msg := nats.NewMsg(s.subj.SessionReply(sess.ID, id))
+	msg.Data = raw
+	if err := s.nc.PublishMsg(msg); err != nil {
+		return fmt.Errorf("sse: relay answer: %w", err)
+	}
+	return nil
+}
+
+// detached is a context for work that must finish even when the request that caused
+// it has gone: appending an event or a response to the log.
+func (s *Server) detached() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(s.ctx, 10*time.Second)
+}

@@ -1,0 +1,155 @@
+package sse
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/registry"
+)
+
+// streamEnd says why a stream stopped.
+type streamEnd int
+
+const (
+	endClient    streamEnd = iota // the client went away
+	endSession                    // the session ended
+	endTakenOver                  // a newer stream of the session took over
+	endServer                     // this edge is stopping
+)
+
+// holdStandalone serves a session's standalone stream: every message for the session
+// that is not the answer of a POST (responses on the legacy transport, server
+// requests, list changes). Its events come from the event log, so whatever was
+// published while no stream was open, or while the client reconnected to another
+// edge, reaches the client; with resume it first replays what came after that event.
+//
+// A session has one standalone stream: the newest. Opening one appends an "open"
+// record to the session's log, and a stream that sees a newer stream's record ends.
+// opened writes what the stream starts with, given the id of the stream's position.
+func (s *Server) holdStandalone(w http.ResponseWriter, r *http.Request, sess *registry.Session, resume *eventID, opened func(ew *eventWriter, at string) error) streamEnd {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	subject := s.events.standaloneSubject(sess.ID)
+	instance := registry.NewID("")
+	openSeq, err := s.events.appendRecord(ctx, subject, nil, nats.Header{headerEvent: {eventOpen}, headerInstance: {instance}}, "")
+	if err != nil {
+		s.log.Error("opening stream", "session", sess.ID, "err", err)
+		s.refuse(w, http.StatusServiceUnavailable, "the event log is unavailable; retry")
+		return endServer
+	}
+	at := eventID{session: sess.ID, seq: openSeq}
+	from := openSeq + 1
+	if resume != nil {
+		at, from = *resume, resume.seq+1
+	}
+	records, stop, err := s.events.follow(ctx, subject, from)
+	if err != nil {
+		s.log.Error("following stream", "session", sess.ID, "err", err)
+		s.refuse(w, http.StatusServiceUnavailable, "the event log is unavailable; retry")
+		return endServer
+	}
+	defer stop()
+	ended, release := s.streams.add(sess.ID)
+	defer release()
+
+	ew := startEvents(w, http.StatusOK)
+	if err := opened(ew, at.String()); err != nil {
+		return endClient
+	}
+	return s.pump(ctx, ew, sess, records, ended, func(m jetstream.Msg) (bool, streamEnd) {
+		seq := sequence(m)
+		switch m.Headers().Get(headerEvent) {
+		case "":
+			if ew.event(eventID{session: sess.ID, seq: seq}.String(), "message", m.Data()) != nil {
+				return true, endClient
+			}
+		case eventOpen:
+			if seq > openSeq && m.Headers().Get(headerInstance) != instance {
+				return true, endTakenOver
+			}
+		}
+		return false, 0
+	})
+}
+
+// replayPost resumes the stream of one POST after the event id the client last
+// got, on any edge: the call may still run on the edge that took the POST, which
+// keeps appending to the log; the stream ends after the response.
+func (s *Server) replayPost(w http.ResponseWriter, r *http.Request, sess *registry.Session, after eventID) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	subject := s.events.postSubject(sess.ID, after.post)
+	// The edge running the call waits a while for the client to come back before
+	// taking its absence for cancellation: tell it the client is back.
+	if _, err := s.events.appendRecord(ctx, subject, nil, nats.Header{headerEvent: {eventResume}}, ""); err != nil {
+		s.log.Warn("announcing a resumed stream", "session", sess.ID, "err", err)
+	}
+	records, stop, err := s.events.follow(ctx, subject, after.seq+1)
+	if err != nil {
+		s.log.Error("following stream", "session", sess.ID, "err", err)
+		s.refuse(w, http.StatusServiceUnavailable, "the event log is unavailable; retry")
+		return
+	}
+	defer stop()
+	ended, release := s.streams.add(sess.ID)
+	defer release()
+	ew := startEvents(w, http.StatusOK)
+	if ew.prime(after.String(), s.cfg.RetryAfter) != nil {
+		return
+	}
+	s.pump(ctx, ew, sess, records, ended, func(m jetstream.Msg) (bool, streamEnd) {
+		if m.Headers().Get(headerEvent) != "" {
+			return false, 0
+		}
+		id := eventID{session: sess.ID, post: after.post, seq: sequence(m)}
+		if ew.event(id.String(), "message", m.Data()) != nil {
+			return true, endClient
+		}
+		return m.Headers().Get(headerFinal) != "", endClient
+	})
+}
+
+// pump writes a stream's records until write says stop, the client leaves, the
+// session ends or the edge stops; it keeps the stream and the session alive
+// meanwhile.
+func (s *Server) pump(ctx context.Context, ew *eventWriter, sess *registry.Session, records <-chan jetstream.Msg, ended <-chan struct{}, write func(jetstream.Msg) (bool, streamEnd)) streamEnd {
+	keepAlive := time.NewTicker(s.cfg.KeepAlive)
+	defer keepAlive.Stop()
+	refresh := time.NewTicker(max(s.cfg.SessionIdleTTL/3, time.Second))
+	defer refresh.Stop()
+	for {
+		select {
+		case m := <-records:
+			if done, why := write(m); done {
+				return why
+			}
+		case <-keepAlive.C:
+			if ew.keepAlive(s.cfg.KeepAlive) != nil {
+				return endClient
+			}
+		case <-refresh.C:
+			// An open stream keeps its session from expiring.
+			cur, err := s.store.Session(ctx, sess.ID)
+			if errors.Is(err, registry.ErrNotFound) {
+				return endSession
+			}
+			if err == nil {
+				s.touch(ctx, cur)
+			}
+		case <-ended:
+			return endSession
+		case <-s.draining:
+			// Close drains too, so a stopping edge always tells its clients when to
+			// reconnect (elsewhere).
+			_ = ew.retry(s.cfg.RetryAfter)
+			return endServer
+		case <-ctx.Done():
+			return endClient
+		}
+	}
+}

@@ -1,0 +1,445 @@
+package sse_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/registry"
+	"github.com/toolgate/toolgate/sse"
+)
+
+// exchange is one raw HTTP request and what came back.
+type exchange struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func do(t *testing.T, method, url string, header map[string]string, body string) exchange {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range header {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return exchange{resp.StatusCode, resp.Header, b}
+}
+
+// rpcError reads the JSON-RPC error of a response body, or of the first event of a
+// stream.
+func (x exchange) rpcError() (code int64, message string) {
+	body := x.body
+	if strings.HasPrefix(x.header.Get("Content-Type"), "text/event-stream") {
+		for _, line := range strings.Split(string(body), "\n") {
+			if d, ok := strings.CutPrefix(line, "data: "); ok && strings.TrimSpace(d) != "" {
+				body = []byte(d)
+				break
+			}
+		}
+	}
+	var m struct {
+		Error *struct {
+			Code    int64  `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &m) != nil || m.Error == nil {
+		return 0, ""
+	}
+	return m.Error.Code, m.Error.Message
+}
+
+const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+
+// initSession opens a Streamable HTTP session and returns its id.
+func initSession(t *testing.T, url string) string {
+	t.Helper()
+	x := do(t, "POST", url, map[string]string{"Accept": "application/json, text/event-stream"}, initialize)
+	if x.status != http.StatusOK || x.header.Get("Mcp-Session-Id") == "" {
+		t.Fatalf("initialize: %d %s", x.status, x.body)
+	}
+	return x.header.Get("Mcp-Session-Id")
+}
+
+// modern is the body and headers of a 2026-07-28 request.
+func modern(method, params string) (map[string]string, string) {
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	if params == "" {
+		params = "{" + meta + "}"
+	} else {
+		params = "{" + meta + "," + params + "}"
+	}
+	return map[string]string{
+			"Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": method,
+		},
+		`{"jsonrpc":"2.0","id":7,"method":"` + method + `","params":` + params + `}`
+}
+
+// TestRequestsTurnedAway checks what a client sees for requests that cannot be
+// served: the status and the JSON-RPC error code.
+func TestRequestsTurnedAway(t *testing.T) {
+	e := newEnv(t)
+	ed := e.startEdge(t, 0, nil)
+	mcpURL := e.streamableURL(ed.url)
+	session := initSession(t, mcpURL)
+	sessionHeaders := map[string]string{"Mcp-Session-Id": session, "Mcp-Protocol-Version": "2025-11-25"}
+	with := func(extra map[string]string) map[string]string {
+		h := map[string]string{}
+		for k, v := range sessionHeaders {
+			h[k] = v
+		}
+		for k, v := range extra {
+			h[k] = v
+		}
+		return h
+	}
+	toolsList := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+
+	tests := []struct {
+		name     string
+		method   string
+		url      string
+		header   map[string]string
+		body     string
+		status   int
+		code     int64  // JSON-RPC error code, 0 for none expected
+		contains string // in the body
+	}{
+		{"a foreign Origin is refused", "POST", mcpURL, map[string]string{"Origin": "https://evil.example.com"}, initialize, 403, -32600, "origin"},
+		{"a foreign Origin is refused on the legacy stream", "GET", e.sseURL(ed.url), map[string]string{"Origin": "https://evil.example.com"}, "", 403, -32600, "origin"},
+		{"a foreign Host is refused on a loopback listener", "POST", mcpURL, map[string]string{"Host": "evil.example.com"}, initialize, 403, -32600, "host"},
+		{"the edge's own origin is let in", "POST", mcpURL, map[string]string{"Origin": ed.url, "Accept": "application/json"}, initialize, 200, 0, "serverInfo"},
+		{"localhost by name is let in", "POST", mcpURL, map[string]string{"Host": "localhost", "Accept": "application/json"}, initialize, 200, 0, "serverInfo"},
+		{"an unknown session is not found", "POST", mcpURL, with(map[string]string{"Mcp-Session-Id": "NoSuchSession0000000000"}), toolsList, 404, -32600, "session"},
+		{"an unknown legacy session is not found", "POST", e.messagesURL(ed.url, "NoSuchSession0000000000"), nil, toolsList, 404, -32600, "session"},
+		{"a request without a session is a bad request", "POST", mcpURL, map[string]string{"Mcp-Protocol-Version": "2025-11-25"}, toolsList, 400, -32600, "Mcp-Session-Id"},
+		{"the legacy endpoint needs its session_id", "POST", ed.url + "/mcp/" + e.link + "/messages", nil, toolsList, 400, -32600, "session_id"},
+		{"bad JSON is a parse error", "POST", mcpURL, sessionHeaders, `{"jsonrpc":"2.0",`, 400, -32700, "Parse error"},
+		{"bad JSON on the legacy endpoint is a parse error", "POST", "", nil, `not json`, 400, -32700, "Parse error"},
+		{"a batch is refused", "POST", mcpURL, sessionHeaders, "[" + toolsList + "]", 400, -32600, "batch"},
+		{"a body that is not JSON is unsupported", "POST", mcpURL, with(map[string]string{"Content-Type": "text/plain"}), toolsList, 415, -32600, "application/json"},
+		{"an unsupported protocol version is refused", "POST", mcpURL, with(map[string]string{"Mcp-Protocol-Version": "1999-01-01"}), toolsList, 400, -32022, "1999-01-01"},
+		{"PUT is not allowed", "PUT", mcpURL, nil, "", 405, -32600, ""},
+		{"POST is not how a legacy stream opens", "POST", e.sseURL(ed.url), nil, initialize, 405, -32600, "GET"},
+		{"GET is not how legacy messages go", "GET", ed.url + "/mcp/" + e.link + "/messages?session_id=" + session, nil, "", 405, -32600, "POST"},
+		{"an unknown method is method not found", "POST", mcpURL, sessionHeaders, `{"jsonrpc":"2.0","id":3,"method":"nope/nope"}`, 200, -32601, "nope/nope"},
+	}
+	legacy := openLegacyStream(t, e.sseURL(ed.url))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			url := tt.url
+			if url == "" {
+				url = ed.url + legacy.endpoint
+			}
+			x := do(t, tt.method, url, tt.header, tt.body)
+			if x.status != tt.status {
+				t.Fatalf("status %d, want %d (%s)", x.status, tt.status, x.body)
+			}
+			if code, msg := x.rpcError(); code != tt.code || !strings.Contains(strings.ToLower(msg+string(x.body)), strings.ToLower(tt.contains)) {
+				t.Fatalf("error %d %q, want %d mentioning %q (%s)", code, msg, tt.code, tt.contains, x.body)
+			}
+		})
+	}
+}
+
+// TestStatelessRequests checks the 2026-07-28 rules on the same endpoint: no session,
+// headers that must agree with the body, server/discover.
+func TestStatelessRequests(t *testing.T) {
+	e := newEnv(t)
+	ed := e.startEdge(t, 0, nil)
+	url := e.streamableURL(ed.url)
+
+	h, body := modern("server/discover", "")
+	x := do(t, "POST", url, h, body)
+	if x.status != 200 || x.header.Get("Mcp-Session-Id") != "" {
+		t.Fatalf("server/discover: %d %v %s", x.status, x.header, x.body)
+	}
+	var discovered struct {
+		Result struct {
+			SupportedVersions []string       `json:"supportedVersions"`
+			Capabilities      map[string]any `json:"capabilities"`
+			ResultType        string         `json:"resultType"`
+			Meta              map[string]any `json:"_meta"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(x.body, &discovered); err != nil {
+		t.Fatal(err)
+	}
+	r := discovered.Result
+	if len(r.SupportedVersions) != 5 || r.SupportedVersions[0] != "2026-07-28" || r.Capabilities["tools"] == nil ||
+		r.ResultType != "complete" || r.Meta["io.modelcontextprotocol/serverInfo"] == nil {
+		t.Fatalf("server/discover answered %s", x.body)
+	}
+
+	h, body = modern("tools/call", `"name":"echo","arguments":{"text":"stateless"}`)
+	h["Mcp-Name"] = "echo"
+	h["Accept"] = "application/json"
+	x = do(t, "POST", url, h, body)
+	if x.status != 200 || !strings.Contains(string(x.body), `stateless`) || !strings.Contains(string(x.body), `"resultType":"complete"`) {
+		t.Fatalf("stateless tools/call: %d %s", x.status, x.body)
+	}
+
+	tests := []struct {
+		name   string
+		edit   func(h map[string]string) string // returns the body
+		status int
+		code   int64
+	}{
+		{"Mcp-Method must match the body", func(h map[string]string) string {
+			h["Mcp-Method"] = "tools/list"
+			_, b := modern("tools/call", `"name":"echo","arguments":{"text":"x"}`)
+			h["Mcp-Name"] = "echo"
+			return b
+		}, 400, -32020},
+		{"tools/call needs Mcp-Name", func(h map[string]string) string {
+			h["Mcp-Method"] = "tools/call"
+			_, b := modern("tools/call", `"name":"echo","arguments":{"text":"x"}`)
+			return b
+		}, 400, -32020},
+		{"Mcp-Name must match the tool called", func(h map[string]string) string {
+			h["Mcp-Method"] = "tools/call"
+			h["Mcp-Name"] = "fail"
+			_, b := modern("tools/call", `"name":"echo","arguments":{"text":"x"}`)
+			return b
+		}, 400, -32020},
+		{"Mcp-Name may be base64", func(h map[string]string) string {
+			h["Mcp-Method"] = "tools/call"
+			h["Mcp-Name"] = "=?base64?ZWNobw==?="
+			_, b := modern("tools/call", `"name":"echo","arguments":{"text":"x"}`)
+			return b
+		}, 200, 0},
+		{"the version header must match _meta", func(h map[string]string) string {
+			h["Mcp-Protocol-Version"] = "2025-11-25"
+			h["Mcp-Method"] = "tools/list"
+			_, b := modern("tools/list", "")
+			return b
+		}, 400, -32020},
+		{"an unknown later version is refused with the supported ones", func(h map[string]string) string {
+			h["Mcp-Protocol-Version"] = "2027-01-01"
+			h["Mcp-Method"] = "tools/list"
+			_, b := modern("tools/list", "")
+			return strings.ReplaceAll(b, "2026-07-28", "2027-01-01")
+		}, 400, -32022},
+		{"an unknown method is not found", func(h map[string]string) string {
+			h["Mcp-Method"] = "nope/nope"
+			_, b := modern("nope/nope", "")
+			return b
+		}, 404, -32601},
+		{"ping is gone", func(h map[string]string) string {
+			h["Mcp-Method"] = "ping"
+			_, b := modern("ping", "")
+			return b
+		}, 404, -32601},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, _ := modern("tools/list", "")
+			h["Accept"] = "application/json"
+			body := tt.edit(h)
+			x := do(t, "POST", url, h, body)
+			if x.status != tt.status {
+				t.Fatalf("status %d, want %d (%s)", x.status, tt.status, x.body)
+			}
+			if code, _ := x.rpcError(); code != tt.code {
+				t.Fatalf("code %d, want %d (%s)", code, tt.code, x.body)
+			}
+		})
+	}
+
+	t.Run("the unsupported-version error lists what is supported", func(t *testing.T) {
+		h, body := modern("tools/list", "")
+		h["Mcp-Protocol-Version"] = "2027-01-01"
+		x := do(t, "POST", url, h, strings.ReplaceAll(body, "2026-07-28", "2027-01-01"))
+		if !strings.Contains(string(x.body), `"supported":["2026-07-28","2025-11-25"`) {
+			t.Fatalf("got %s", x.body)
+		}
+	})
+	t.Run("GET and DELETE are gone", func(t *testing.T) {
+		for _, m := range []string{"GET", "DELETE"} {
+			if x := do(t, m, url, map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Accept": "text/event-stream"}, ""); x.status != 405 {
+				t.Fatalf("%s: %d, want 405", m, x.status)
+			}
+		}
+	})
+}
+
+// TestAcceptTolerance serves clients that list only one of the two types MCP asks
+// them to accept, in that type.
+func TestAcceptTolerance(t *testing.T) {
+	e := newEnv(t)
+	ed := e.startEdge(t, 0, nil)
+	url := e.streamableURL(ed.url)
+	for accept, want := range map[string]string{
+		"application/json":  "application/json",
+		"text/event-stream": "text/event-stream",
+		"":                  "application/json",
+	} {
+		x := do(t, "POST", url, map[string]string{"Accept": accept}, initialize)
+		if x.status != 200 || !strings.HasPrefix(x.header.Get("Content-Type"), want) || !strings.Contains(string(x.body), "serverInfo") {
+			t.Fatalf("Accept %q: %d %s %s, want %s", accept, x.status, x.header.Get("Content-Type"), x.body, want)
+		}
+	}
+	if x := do(t, "POST", url, map[string]string{"Accept": "text/html"}, initialize); x.status != http.StatusNotAcceptable {
+		t.Fatalf("Accept text/html: %d, want 406", x.status)
+	}
+}
+
+// TestSessionLimit opens sessions up to the account's limit and one more.
+func TestSessionLimit(t *testing.T) {
+	e := newEnv(t)
+	ctx := testenv.Context(t)
+	if _, err := e.store.UpdateAccount(ctx, testAccount, func(a *registry.Account) error {
+		a.Limits.Sessions = 2 // overrides the edge's 5
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ed := e.startEdge(t, 0, func(c *sse.Config) { c.MaxSessionsPerAccount = 5 })
+	url := e.streamableURL(ed.url)
+	first := initSession(t, url)
+	openLegacyStream(t, e.sseURL(ed.url)) // a legacy stream is a session too
+
+	x := do(t, "POST", url, map[string]string{"Accept": "application/json"}, initialize)
+	if code, msg := x.rpcError(); x.status != http.StatusTooManyRequests || code != -32000 || !strings.Contains(msg, "2 MCP sessions") {
+		t.Fatalf("third session: %d %s, want 429 saying the account holds 2 sessions", x.status, x.body)
+	}
+	if x := do(t, "GET", e.sseURL(ed.url), map[string]string{"Accept": "text/event-stream"}, ""); x.status != http.StatusTooManyRequests {
+		t.Fatalf("third session over SSE: %d %s, want 429", x.status, x.body)
+	}
+
+	if x := do(t, "DELETE", url, map[string]string{"Mcp-Session-Id": first}, ""); x.status != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", x.status, x.body)
+	}
+	testenv.Eventually(t, 5*time.Second, "a session freed by DELETE", func() bool {
+		x := do(t, "POST", url, map[string]string{"Accept": "application/json"}, initialize)
+		return x.status == http.StatusOK
+	})
+	if x := do(t, "POST", url, map[string]string{"Mcp-Session-Id": first, "Accept": "application/json"}, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); x.status != http.StatusNotFound {
+		t.Fatalf("a deleted session: %d, want 404", x.status)
+	}
+}
+
+// legacyStream is an open HTTP+SSE stream read line by line.
+type legacyStream struct {
+	endpoint string
+	firstID  string
+	lines    chan string
+	close    func()
+}
+
+func openLegacyStream(t *testing.T, url string) *legacyStream {
+	t.Helper()
+	return openStream(t, "GET", url, map[string]string{"Accept": "text/event-stream"}, "")
+}
+
+// openStream sends a request answered with an event stream; for a legacy stream it
+// reads up to the endpoint event.
+func openStream(t *testing.T, method, url string, header map[string]string, body string) *legacyStream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("%s %s: %d %s", method, url, resp.StatusCode, b)
+	}
+	s := &legacyStream{lines: make(chan string, 1024), close: func() { cancel(); resp.Body.Close() }}
+	t.Cleanup(s.close)
+	go func() {
+		defer close(s.lines)
+		br := bufio.NewReader(resp.Body)
+		for {
+			l, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			s.lines <- strings.TrimRight(l, "\n")
+		}
+	}()
+	if strings.HasSuffix(url, "/sse") {
+		id, data := s.next(t, "endpoint")
+		s.endpoint, s.firstID = data, id
+	}
+	return s
+}
+
+// next reads up to the next event named name ("" for any) and returns its id and data.
+func (s *legacyStream) next(t *testing.T, name string) (id, data string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	var event string
+	for {
+		select {
+		case l, ok := <-s.lines:
+			if !ok {
+				t.Fatal("the stream ended")
+			}
+			switch {
+			case strings.HasPrefix(l, "id: "):
+				id = strings.TrimPrefix(l, "id: ")
+			case strings.HasPrefix(l, "event: "):
+				event = strings.TrimPrefix(l, "event: ")
+			case strings.HasPrefix(l, "data: "):
+				data = strings.TrimPrefix(l, "data: ")
+			case l == "":
+				if data != "" && (name == "" || name == event) {
+					return id, data
+				}
+				id, event, data = "", "", ""
+			}
+		case <-timeout:
+			t.Fatalf("no %q event within 10s", name)
+		}
+	}
+}
+
+// nextLine reads lines until one satisfies match.
+func (s *legacyStream) nextLine(t *testing.T, within time.Duration, match func(string) bool) string {
+	t.Helper()
+	timeout := time.After(within)
+	for {
+		select {
+		case l, ok := <-s.lines:
+			if !ok {
+				t.Fatal("the stream ended")
+			}
+			if match(l) {
+				return l
+			}
+		case <-timeout:
+			t.Fatalf("no matching line within %v", within)
+			return ""
+		}
+	}
+}

@@ -1,0 +1,162 @@
+package sse
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// callKey names a request within its session: the client's JSON-RPC id, whose type
+// matters (1 and "1" are different ids).
+func callKey(id jsonrpc.ID) string {
+	switch v := id.Raw().(type) {
+	case string:
+		return "s:" + v
+	case int64:
+		return fmt.Sprintf("n:%d", v)
+	}
+	return fmt.Sprintf("?:%v", id.Raw())
+}
+
+// callRequestID is the bus request id of a session's request. It is derived, not
+// drawn, so that the edge receiving a notifications/cancelled can cancel a call that
+// another edge runs: it publishes the cancel for the same id. A session never reuses
+// a request id, so neither does the bus.
+func callRequestID(session string, id jsonrpc.ID) string {
+	sum := sha256.Sum256([]byte(session + "\x00" + callKey(id)))
+	return "mcp-" + hex.EncodeToString(sum[:16])
+}
+
+// callSet holds the calls of sessions running on this edge, to cancel them when the
+// client asks or the session ends.
+type callSet struct {
+	mu    sync.Mutex
+	calls map[string]map[string]func() // session -> call key -> cancel
+}
+
+func newCallSet() *callSet { return &callSet{calls: map[string]map[string]func(){}} }
+
+func (c *callSet) add(session, key string, cancel func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.calls[session] == nil {
+		c.calls[session] = map[string]func(){}
+	}
+	c.calls[session][key] = cancel
+}
+
+func (c *callSet) remove(session, key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.calls[session], key)
+	if len(c.calls[session]) == 0 {
+		delete(c.calls, session)
+	}
+}
+
+// cancel cancels one call if it runs here, and reports whether it did.
+func (c *callSet) cancel(session, key string) bool {
+	c.mu.Lock()
+	fn := c.calls[session][key]
+	c.mu.Unlock()
+	if fn != nil {
+		fn()
+	}
+	return fn != nil
+}
+
+func (c *callSet) cancelSession(session string) {
+	c.mu.Lock()
+	fns := c.calls[session]
+	delete(c.calls, session)
+	c.mu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
+}
+
+// streamSet holds the session streams this edge serves, to close them when their
+// session ends.
+type streamSet struct {
+	mu      sync.Mutex
+	streams map[string]map[chan struct{}]struct{}
+}
+
+func newStreamSet() *streamSet { return &streamSet{streams: map[string]map[chan struct{}]struct{}{}} }
+
+// add registers a stream of session; the returned channel closes when the session
+// ends, and release forgets the stream.
+func (s *streamSet) add(session string) (ended <-chan struct{}, release func()) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	if s.streams[session] == nil {
+		s.streams[session] = map[chan struct{}]struct{}{}
+	}
+	s.streams[session][ch] = struct{}{}
+	s.mu.Unlock()
+	return ch, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if _, ok := s.streams[session][ch]; ok {
+			delete(s.streams[session], ch)
+			if len(s.streams[session]) == 0 {
+				delete(s.streams, session)
+			}
+		}
+	}
+}
+
+func (s *streamSet) end(session string) {
+	s.mu.Lock()
+	chs := s.streams[session]
+	delete(s.streams, session)
+	s.mu.Unlock()
+	for ch := range chs {
+		close(ch)
+	}
+}
+
+// listenerSet holds the subscriptions/listen streams (2026-07-28) this edge serves,
+// by tool. They have no session and no event log: a change is told to them directly.
+type listenerSet struct {
+	mu     sync.Mutex
+	byTool map[string]map[chan struct{}]struct{}
+}
+
+func newListenerSet() *listenerSet {
+	return &listenerSet{byTool: map[string]map[chan struct{}]struct{}{}}
+}
+
+// add registers a listener on tool; its channel receives a value when the tool
+// changes (changes in quick succession may arrive as one).
+func (l *listenerSet) add(tool string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	l.mu.Lock()
+	if l.byTool[tool] == nil {
+		l.byTool[tool] = map[chan struct{}]struct{}{}
+	}
+	l.byTool[tool][ch] = struct{}{}
+	l.mu.Unlock()
+	return ch, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		delete(l.byTool[tool], ch)
+		if len(l.byTool[tool]) == 0 {
+			delete(l.byTool, tool)
+		}
+	}
+}
+
+func (l *listenerSet) notify(tool string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for ch := range l.byTool[tool] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}

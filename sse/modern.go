@@ -1,0 +1,180 @@
+package sse
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/registry"
+)
+
+// serveModern serves a POST of protocol version 2026-07-28: no session, the request's
+// metadata in its _meta and mirrored in headers, which must agree with the body.
+// Closing a response stream cancels its request.
+func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, p registry.Principal, tool string, req *jsonrpc.Request, accept accepts) {
+	if !req.IsCall() {
+		// This revision defines no client notifications over HTTP; take them
+		// without effect (a client may still send notifications/cancelled).
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	meta, err := checkModern(r.Header, req)
+	if err != nil {
+		writeRPCError(w, req.ID, err)
+		return
+	}
+	rr := &rpcRequest{p: p, tool: tool, modern: true, meta: meta, req: req}
+	ctx, cancel := s.requestContext(r)
+	defer cancel()
+	switch {
+	case req.Method == methodSubscriptionsListen:
+		if !accept.events {
+			s.refuse(w, http.StatusNotAcceptable, "Not Acceptable: subscriptions/listen answers with text/event-stream")
+			return
+		}
+		s.listen(w, r, rr)
+	case req.Method == methodToolsCall && accept.events:
+		ew := startEvents(w, http.StatusOK)
+		defer s.keepAlive(ew)()
+		rr.notify = func(msg []byte) { _ = ew.event("", "message", msg) }
+		result, err := s.handle(ctx, rr)
+		switch {
+		case ctx.Err() != nil:
+			// The client closed the stream, which cancelled the request.
+		case err != nil:
+			_ = ew.event("", "message", encodeError(req.ID, rpcError(err)))
+		default:
+			_ = ew.event("", "message", encodeResult(req.ID, result))
+		}
+	default:
+		result, err := s.handle(ctx, rr)
+		s.answer(w, accept, req.ID, result, err)
+	}
+}
+
+// checkModern validates a 2026-07-28 request against its headers (SEP-2243): the
+// protocol version in MCP-Protocol-Version and _meta, the method in Mcp-Method, the
+// tool, resource or prompt in Mcp-Name. Intermediaries route on the headers, so a
+// request whose headers say something else than its body is refused.
+func checkModern(h http.Header, req *jsonrpc.Request) (requestMeta, error) {
+	meta := readMeta(req.Params)
+	hv := h.Get(headerProtocolVersion)
+	switch {
+	case hv == "":
+		return meta, headerMismatch("MCP-Protocol-Version header required with %s %q", mcp.MetaKeyProtocolVersion, meta.ProtocolVersion)
+	case meta.ProtocolVersion == "":
+		return meta, headerMismatch("MCP-Protocol-Version is %q but params._meta has no %s", hv, mcp.MetaKeyProtocolVersion)
+	case hv != meta.ProtocolVersion:
+		return meta, headerMismatch("MCP-Protocol-Version %q does not match %s %q", hv, mcp.MetaKeyProtocolVersion, meta.ProtocolVersion)
+	case !slices.Contains(supportedVersions, meta.ProtocolVersion):
+		return meta, unsupportedVersion(meta.ProtocolVersion)
+	}
+	switch hm := h.Get(headerMethod); {
+	case hm == "":
+		return meta, headerMismatch("Mcp-Method header required")
+	case hm != req.Method:
+		return meta, headerMismatch("Mcp-Method header value %q does not match body value %q", hm, req.Method)
+	}
+	if want, ok := nameOf(req); ok {
+		got, ok := decodeHeaderValue(h.Get(headerName))
+		switch {
+		case h.Get(headerName) == "":
+			return meta, headerMismatch("Mcp-Name header required for %s", req.Method)
+		case !ok:
+			return meta, headerMismatch("Mcp-Name header is not valid base64 between =?base64? and ?=")
+		case got != want:
+			return meta, headerMismatch("Mcp-Name header value %q does not match body value %q", got, want)
+		}
+	}
+	if len(meta.ClientCapabilities) == 0 || string(meta.ClientCapabilities) == "null" {
+		return meta, &protocolError{code: jsonrpc.CodeInvalidParams, status: http.StatusBadRequest,
+			message: "params._meta needs " + mcp.MetaKeyClientCapabilities + " (an empty object declares none)"}
+	}
+	return meta, nil
+}
+
+// nameOf is what Mcp-Name mirrors: params.name of tools/call and prompts/get,
+// params.uri of resources/read.
+func nameOf(req *jsonrpc.Request) (string, bool) {
+	var p struct {
+		Name string `json:"name"`
+		URI  string `json:"uri"`
+	}
+	_ = json.Unmarshal(req.Params, &p)
+	switch req.Method {
+	case methodToolsCall, "prompts/get":
+		return p.Name, true
+	case "resources/read":
+		return p.URI, true
+	}
+	return "", false
+}
+
+// decodeHeaderValue undoes the =?base64?...?= wrapping of header values that are not
+// plain ASCII.
+func decodeHeaderValue(v string) (string, bool) {
+	inner, ok := strings.CutPrefix(v, "=?base64?")
+	if !ok {
+		return v, true
+	}
+	inner, ok = strings.CutSuffix(inner, "?=")
+	if !ok {
+		return v, true
+	}
+	b, err := base64.StdEncoding.DecodeString(inner)
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}
+
+// listen serves subscriptions/listen: a stream that carries the change notifications
+// the client opted into until the client closes it. Of those, a link has one kind:
+// its tool's list of tools.
+func (s *Server) listen(w http.ResponseWriter, r *http.Request, rr *rpcRequest) {
+	var params mcp.SubscriptionsListenParams
+	if err := json.Unmarshal(rr.req.Params, &params); err != nil {
+		writeRPCError(w, rr.req.ID, invalidParams("subscriptions/listen: %v", err))
+		return
+	}
+	var granted mcp.NotificationSubscriptions
+	if params.Notifications != nil {
+		granted.ToolsListChanged = params.Notifications.ToolsListChanged
+	}
+	subID := mcp.Meta{mcp.MetaKeySubscriptionID: rr.req.ID.Raw()}
+	changed, release := s.listeners.add(rr.tool)
+	defer release()
+
+	ew := startEvents(w, http.StatusOK)
+	if ew.event("", "message", encodeNotification(notifySubscriptionAck, &mcp.SubscriptionsAcknowledgedParams{Meta: subID, Notifications: granted})) != nil {
+		return
+	}
+	finish := func() {
+		if res, err := s.encodeResult(&mcp.SubscriptionsListenResult{Meta: subID}, rr); err == nil {
+			_ = ew.event("", "message", encodeResult(rr.req.ID, res))
+		}
+	}
+	if !granted.ToolsListChanged {
+		finish() // nothing to deliver
+		return
+	}
+	defer s.keepAlive(ew)()
+	for {
+		select {
+		case <-changed:
+			if ew.event("", "message", encodeNotification(notifyToolsChanged, &mcp.ToolListChangedParams{Meta: subID})) != nil {
+				return
+			}
+		case <-s.draining:
+			finish()
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}

@@ -1,0 +1,129 @@
+package sse
+
+import (
+	"encoding/json"
+	"slices"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Protocol revisions this package speaks.
+const (
+	version20241105 = "2024-11-05" // HTTP+SSE
+	version20250326 = "2025-03-26" // Streamable HTTP
+	version20250618 = "2025-06-18" // MCP-Protocol-Version header
+	version20251125 = "2025-11-25" // the last revision with initialize and sessions
+	version20260728 = "2026-07-28" // stateless: no initialize, no sessions
+)
+
+// supportedVersions is newest first, as server/discover lists them.
+var supportedVersions = []string{version20260728, version20251125, version20250618, version20250326, version20241105}
+
+// legacyVersions can be negotiated with initialize.
+var legacyVersions = []string{version20251125, version20250618, version20250326, version20241105}
+
+// isModern reports whether v is 2026-07-28 or later. Revisions are dates, so they
+// compare as strings; a later unknown revision is modern too.
+func isModern(v string) bool { return v >= version20260728 }
+
+// negotiate answers an initialize that asks for v: v itself when it is a revision
+// with initialize, else the newest such revision.
+func negotiate(v string) string {
+	if slices.Contains(legacyVersions, v) {
+		return v
+	}
+	return version20251125
+}
+
+// MCP methods and notifications.
+const (
+	methodInitialize          = "initialize"
+	methodPing                = "ping"
+	methodToolsList           = "tools/list"
+	methodToolsCall           = "tools/call"
+	methodSetLevel            = "logging/setLevel"
+	methodDiscover            = "server/discover"
+	methodSubscriptionsListen = "subscriptions/listen"
+
+	notifyInitialized     = "notifications/initialized"
+	notifyCancelled       = "notifications/cancelled"
+	notifyProgress        = "notifications/progress"
+	notifyMessage         = "notifications/message"
+	notifyToolsChanged    = "notifications/tools/list_changed"
+	notifySubscriptionAck = "notifications/subscriptions/acknowledged"
+)
+
+// HTTP headers of the MCP transports.
+const (
+	headerSessionID       = "Mcp-Session-Id"
+	headerProtocolVersion = "Mcp-Protocol-Version"
+	headerMethod          = "Mcp-Method"
+	headerName            = "Mcp-Name"
+	headerLastEventID     = "Last-Event-Id"
+)
+
+// Log levels of notifications/message, least severe first (RFC 5424 order).
+var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// logAtLeast reports whether level is at or above min. Unknown levels count as info.
+func logAtLeast(level, min string) bool {
+	rank := func(l string) int {
+		if i := slices.Index(logLevels, l); i >= 0 {
+			return i
+		}
+		return 1
+	}
+	return rank(level) >= rank(min)
+}
+
+// requestMeta is what a 2026-07-28 request says about itself in params._meta.
+type requestMeta struct {
+	ProtocolVersion    string          `json:"io.modelcontextprotocol/protocolVersion"`
+	ClientInfo         json.RawMessage `json:"io.modelcontextprotocol/clientInfo"`
+	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+	LogLevel           string          `json:"io.modelcontextprotocol/logLevel"`
+	ProgressToken      any             `json:"progressToken"`
+}
+
+// readMeta reads params._meta; a missing or malformed one reads as empty.
+func readMeta(params json.RawMessage) requestMeta {
+	var p struct {
+		Meta requestMeta `json:"_meta"`
+	}
+	_ = json.Unmarshal(params, &p)
+	return p.Meta
+}
+
+// encodeResult is the wire form of a successful response.
+func encodeResult(id jsonrpc.ID, result json.RawMessage) []byte {
+	b, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Result: result})
+	return b
+}
+
+// encodeError is the wire form of an error response; without a valid id the "id"
+// member is left out, as MCP allows for errors about unreadable messages.
+func encodeError(id jsonrpc.ID, e *jsonrpc.Error) []byte {
+	b, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: e})
+	return b
+}
+
+// encodeNotification is the wire form of a notification.
+func encodeNotification(method string, params any) []byte {
+	p, _ := json.Marshal(params)
+	b, _ := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: method, Params: p})
+	return b
+}
+
+// serverInfo identifies the gateway and, through the title, the tool.
+func (s *Server) serverInfo(title string) *mcp.Implementation {
+	return &mcp.Implementation{Name: s.cfg.ServerName, Title: title, Version: s.cfg.ServerVersion}
+}
+
+// capabilities are the same for every link: tools that may change, and logging.
+func capabilities() *mcp.ServerCapabilities {
+	return &mcp.ServerCapabilities{
+		Tools:   &mcp.ToolCapabilities{ListChanged: true},
+		Logging: &mcp.LoggingCapabilities{},
+	}
+}

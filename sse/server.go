@@ -1,0 +1,211 @@
+package sse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/gateway"
+	"github.com/toolgate/toolgate/registry"
+)
+
+// Server serves MCP for tools' links. The edge authenticates a request, finds the
+// principal and the tool the link reaches, and hands the request to ServeSSE,
+// ServeMessages or ServeStreamable. One Server per edge; the state they share with
+// other edges (sessions, stream events) lives in NATS.
+type Server struct {
+	cfg    Config
+	gw     *gateway.Gateway
+	store  *registry.Store
+	view   *registry.View
+	nc     *nats.Conn
+	subj   bus.Subjects
+	log    *slog.Logger
+	events *eventLog
+	index  *sessionIndex
+
+	ctx    context.Context // ends at Close: every stream and call of this edge
+	cancel context.CancelFunc
+
+	closing  atomic.Bool
+	draining chan struct{} // closed when Drain starts
+	drainOne sync.Once
+	bg       sync.WaitGroup // the server's own goroutines: watchers
+	pending  activity       // legacy requests answered after their POST returned
+	inflight activity       // tool calls running on this edge
+
+	calls     *callSet
+	listeners *listenerSet
+	streams   *streamSet
+	changes   *toolChanges
+	stopView  func()
+
+	admit     sync.Mutex // serializes session creation on this edge, for the per-account limit
+	touchMu   sync.Mutex
+	lastTouch map[string]time.Time
+}
+
+// New starts serving MCP on this edge: it creates (or joins) the event log, follows
+// the sessions of every edge and the registry's tool changes, and is ready when it
+// returns.
+func New(ctx context.Context, gw *gateway.Gateway, store *registry.Store, cfg Config, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	ttl := store.Options().SessionTTL
+	if cfg.SessionIdleTTL == 0 {
+		cfg.SessionIdleTTL = ttl
+	} else if cfg.SessionIdleTTL != ttl {
+		return nil, fmt.Errorf("sse: session-idle-ttl: %v differs from the registry's session TTL %v; open the registry with SessionTTL %v", cfg.SessionIdleTTL, ttl, cfg.SessionIdleTTL)
+	}
+	subj := gw.Config().Subjects
+	events, err := openEventLog(ctx, store.JetStream(), subj, store.Options().Replicas, cfg.EventRetention)
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		cfg: cfg, gw: gw, store: store, view: gw.View(), nc: gw.Conn(), subj: subj,
+		log: log.With("component", "sse"), events: events,
+		ctx: sctx, cancel: cancel, draining: make(chan struct{}),
+		calls: newCallSet(), listeners: newListenerSet(), streams: newStreamSet(),
+		lastTouch: map[string]time.Time{},
+	}
+	s.index, err = watchSessions(ctx, sctx, store, s.log, s.sessionEnded, &s.bg)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s.changes = newToolChanges(s.view.Snapshot())
+	s.stopView = s.view.OnChange(func(c registry.Change) { s.changes.note(c, s.view.Snapshot()) })
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.announceToolChanges()
+	}()
+	return s, nil
+}
+
+// Drain ends this edge's part gracefully: new requests are refused with 503, open
+// streams are closed with a reconnection delay so their clients resume on another
+// edge (their sessions stay), and calls in flight run to their answer until ctx
+// ends. Then it closes the server. Call it before shutting the HTTP server down:
+// streams never go idle on their own.
+func (s *Server) Drain(ctx context.Context) error {
+	s.closing.Store(true)
+	s.drainOne.Do(func() { close(s.draining) })
+	var err error
+	select {
+	case <-s.inflight.idle():
+	case <-ctx.Done():
+		err = fmt.Errorf("sse: drain: calls still running: %w", ctx.Err())
+	}
+	return errors.Join(err, s.Close())
+}
+
+// Close stops at once: streams end and calls in flight are cancelled.
+func (s *Server) Close() error {
+	s.closing.Store(true)
+	s.drainOne.Do(func() { close(s.draining) })
+	s.stopView()
+	s.cancel()
+	<-s.pending.idle()
+	s.bg.Wait()
+	return nil
+}
+
+// refuseIfClosing answers 503 while the server drains or after it closed.
+func (s *Server) refuseIfClosing(w http.ResponseWriter) bool {
+	if !s.closing.Load() {
+		return false
+	}
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, "this edge is shutting down; retry", http.StatusServiceUnavailable)
+	return true
+}
+
+// requestContext is a request's context that also ends when the server closes.
+func (s *Server) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := context.AfterFunc(s.ctx, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
+}
+
+// keepAlive writes keep-alive comments on a stream while nothing else is written,
+// until the returned func is called.
+func (s *Server) keepAlive(ew *eventWriter) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(s.cfg.KeepAlive)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				if ew.keepAlive(s.cfg.KeepAlive) != nil {
+					return
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
+}
+
+// activity counts work in progress and tells when there is none, at any time (a
+// WaitGroup may not gain work while someone waits on it).
+type activity struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{}
+}
+
+func (a *activity) add() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.n++
+}
+
+func (a *activity) done() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.n--
+	if a.n == 0 && a.zero != nil {
+		close(a.zero)
+		a.zero = nil
+	}
+}
+
+// idle returns a channel that is closed once nothing is in progress.
+func (a *activity) idle() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ch := make(chan struct{})
+	if a.n == 0 {
+		close(ch)
+		return ch
+	}
+	if a.zero == nil {
+		a.zero = make(chan struct{})
+	}
+	return a.zero
+}

@@ -1,0 +1,226 @@
+package sse
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/registry"
+)
+
+// sessionIndex follows the sessions bucket: which sessions exist, of which tool and
+// account. Every edge keeps one, so any of them can count an account's sessions and
+// tell every session of a tool that the tool changed.
+type sessionIndex struct {
+	mu        sync.Mutex
+	byID      map[string]sessionRef
+	byTool    map[string]map[string]struct{}
+	byAccount map[string]map[string]struct{}
+}
+
+type sessionRef struct{ account, tool string }
+
+func (x *sessionIndex) put(id, account, tool string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if _, ok := x.byID[id]; ok {
+		return
+	}
+	x.byID[id] = sessionRef{account, tool}
+	add := func(m map[string]map[string]struct{}, k string) {
+		if m[k] == nil {
+			m[k] = map[string]struct{}{}
+		}
+		m[k][id] = struct{}{}
+	}
+	add(x.byTool, tool)
+	add(x.byAccount, account)
+}
+
+func (x *sessionIndex) remove(id string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	ref, ok := x.byID[id]
+	if !ok {
+		return false
+	}
+	delete(x.byID, id)
+	del := func(m map[string]map[string]struct{}, k string) {
+		delete(m[k], id)
+		if len(m[k]) == 0 {
+			delete(m, k)
+		}
+	}
+	del(x.byTool, ref.tool)
+	del(x.byAccount, ref.account)
+	return true
+}
+
+func (x *sessionIndex) ofTool(tool string) []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := make([]string, 0, len(x.byTool[tool]))
+	for id := range x.byTool[tool] {
+		out = append(out, id)
+	}
+	return out
+}
+
+func (x *sessionIndex) count(account string) int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.byAccount[account])
+}
+
+// watchSessions loads the sessions bucket and follows it until stop ends; ended is
+// called for every session that is deleted or expires.
+func watchSessions(ctx, stop context.Context, store *registry.Store, log *slog.Logger, ended func(id string), bg *sync.WaitGroup) (*sessionIndex, error) {
+	kv, err := store.JetStream().KeyValue(ctx, registry.BucketSessions)
+	if err != nil {
+		return nil, fmt.Errorf("sse: sessions bucket: %w", err)
+	}
+	w, err := kv.WatchAll(stop)
+	if err != nil {
+		return nil, fmt.Errorf("sse: watch sessions: %w", err)
+	}
+	x := &sessionIndex{byID: map[string]sessionRef{}, byTool: map[string]map[string]struct{}{}, byAccount: map[string]map[string]struct{}{}}
+	apply := func(e jetstream.KeyValueEntry) {
+		if e.Operation() != jetstream.KeyValuePut {
+			if x.remove(e.Key()) {
+				ended(e.Key())
+			}
+			return
+		}
+		var s registry.Session
+		if err := json.Unmarshal(e.Value(), &s); err != nil {
+			log.Error("skipping undecodable session", "session", e.Key(), "err", err)
+			return
+		}
+		x.put(s.ID, s.Account, s.Tool)
+	}
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("sse: watch sessions: stopped while loading")
+			}
+			if e == nil { // the bucket's current contents are loaded
+				bg.Add(1)
+				go func() {
+					defer bg.Done()
+					defer w.Stop()
+					for {
+						select {
+						case <-stop.Done():
+							return
+						case e, ok := <-w.Updates():
+							if !ok {
+								return
+							}
+							if e != nil {
+								apply(e)
+							}
+						}
+					}
+				}()
+				return x, nil
+			}
+			apply(e)
+		case <-ctx.Done():
+			w.Stop()
+			return nil, fmt.Errorf("sse: watch sessions: %w", ctx.Err())
+		}
+	}
+}
+
+// sessionEnded runs on every edge when a session is deleted or expires: its calls
+// here are cancelled and its streams here closed.
+func (s *Server) sessionEnded(id string) {
+	s.calls.cancelSession(id)
+	s.streams.end(id)
+	s.touchMu.Lock()
+	delete(s.lastTouch, id)
+	s.touchMu.Unlock()
+}
+
+// sessionLimit is how many sessions account may hold.
+func (s *Server) sessionLimit(account string) int {
+	if a := s.view.Snapshot().Account(account); a != nil && a.Limits.Sessions > 0 {
+		return a.Limits.Sessions
+	}
+	return s.cfg.MaxSessionsPerAccount
+}
+
+// newSession opens a session for p on tool, within the account's limit. The count
+// comes from this edge's index of every edge's sessions; two edges admitting at the
+// same instant may overshoot by one each.
+func (s *Server) newSession(ctx context.Context, p registry.Principal, tool, version string, clientInfo, caps json.RawMessage) (*registry.Session, error) {
+	s.admit.Lock()
+	defer s.admit.Unlock()
+	if limit := s.sessionLimit(p.Account); s.index.count(p.Account) >= limit {
+		return nil, &SessionLimitError{Account: p.Account, Limit: limit}
+	}
+	sess := &registry.Session{
+		ID: registry.NewID(""), Account: p.Account, Tool: tool, ProtocolVersion: version,
+		ClientInfo: clientInfo, Capabilities: caps, CreatedAt: time.Now().UTC(),
+	}
+	if err := s.store.PutSession(ctx, *sess); err != nil {
+		return nil, err
+	}
+	s.index.put(sess.ID, sess.Account, sess.Tool)
+	s.markTouched(sess.ID)
+	return sess, nil
+}
+
+// session finds the session id for p on tool. A session of another account or tool
+// is not found, like one that never existed.
+func (s *Server) session(ctx context.Context, p registry.Principal, tool, id string) (*registry.Session, error) {
+	if !validToken(id) {
+		return nil, registry.ErrNotFound
+	}
+	sess, err := s.store.Session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if sess.Account != p.Account || sess.Tool != tool {
+		return nil, registry.ErrNotFound
+	}
+	return sess, nil
+}
+
+// touch refreshes a session's idle TTL, at most every tenth of it from this edge.
+func (s *Server) touch(ctx context.Context, sess *registry.Session) {
+	s.touchMu.Lock()
+	last := s.lastTouch[sess.ID]
+	s.touchMu.Unlock()
+	if time.Since(last) < s.cfg.SessionIdleTTL/10 {
+		return
+	}
+	if err := s.store.PutSession(ctx, *sess); err != nil {
+		s.log.Warn("refreshing session", "session", sess.ID, "err", err)
+		return
+	}
+	s.markTouched(sess.ID)
+}
+
+func (s *Server) markTouched(id string) {
+	s.touchMu.Lock()
+	s.lastTouch[id] = time.Now()
+	s.touchMu.Unlock()
+}
+
+// endSession deletes a session; every edge's index sees it and ends its streams and
+// calls.
+func (s *Server) endSession(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.store.DeleteSession(ctx, id); err != nil {
+		s.log.Warn("ending session", "session", id, "err", err)
+	}
+}

@@ -1,0 +1,291 @@
+package sse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolgate/toolgate/registry"
+)
+
+// ServeStreamable serves a link's Streamable HTTP endpoint: POST, GET and DELETE.
+// Requests of 2026-07-28 (their _meta or MCP-Protocol-Version says so) are served
+// statelessly; the others belong to sessions opened with initialize (2025-03-26 to
+// 2025-11-25), which any edge serves.
+func (s *Server) ServeStreamable(w http.ResponseWriter, r *http.Request, p registry.Principal, tool string) {
+	switch r.Method {
+	case http.MethodPost, http.MethodGet, http.MethodDelete:
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		s.refuse(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+		return
+	}
+	if !s.guard(w, r) {
+		return
+	}
+	if _, err := s.view.Snapshot().Tool(p, tool); err != nil {
+		s.refuse(w, http.StatusNotFound, "Not Found: "+err.Error())
+		return
+	}
+	if r.Method != http.MethodPost && isModern(r.Header.Get(headerProtocolVersion)) {
+		// 2026-07-28 has neither the GET stream nor sessions to delete.
+		w.Header().Set("Allow", http.MethodPost)
+		s.refuse(w, http.StatusMethodNotAllowed, "Method Not Allowed: protocol version "+version20260728+" has no "+r.Method+"; change notifications come from subscriptions/listen")
+		return
+	}
+	switch r.Method {
+	case http.MethodGet:
+		s.serveGet(w, r, p, tool)
+	case http.MethodDelete:
+		sess, ok := s.requireSession(w, r, p, tool)
+		if !ok {
+			return
+		}
+		s.endSession(sess.ID)
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		s.servePost(w, r, p, tool)
+	}
+}
+
+// requireSession finds the session a request names in Mcp-Session-Id: 400 without
+// one, 404 for one that ended, expired or never was.
+func (s *Server) requireSession(w http.ResponseWriter, r *http.Request, p registry.Principal, tool string) (*registry.Session, bool) {
+	id := r.Header.Get(headerSessionID)
+	if id == "" {
+		s.refuse(w, http.StatusBadRequest, "Bad Request: Mcp-Session-Id header required; initialize first")
+		return nil, false
+	}
+	sess, err := s.session(r.Context(), p, tool, id)
+	if errors.Is(err, registry.ErrNotFound) {
+		s.refuse(w, http.StatusNotFound, "Not Found: session ended or expired; initialize a new one")
+		return nil, false
+	}
+	if err != nil {
+		s.refuse(w, http.StatusServiceUnavailable, "the session store is unavailable; retry")
+		return nil, false
+	}
+	s.touch(r.Context(), sess)
+	return sess, true
+}
+
+// checkVersionHeader applies MCP-Protocol-Version to a session's request: absent
+// means 2025-03-26, which did not send it; anything else must be a revision of this
+// kind.
+func (s *Server) checkVersionHeader(w http.ResponseWriter, r *http.Request) bool {
+	v := r.Header.Get(headerProtocolVersion)
+	if v == "" || slices.Contains(legacyVersions, v) {
+		return true
+	}
+	writeRPCError(w, jsonrpc.ID{}, unsupportedVersion(v))
+	return false
+}
+
+func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, p registry.Principal, tool string) {
+	if a := parseAccept(r.Header.Get("Accept")); !a.events {
+		s.refuse(w, http.StatusNotAcceptable, "Not Acceptable: the GET stream is text/event-stream")
+		return
+	}
+	if !s.checkVersionHeader(w, r) {
+		return
+	}
+	sess, ok := s.requireSession(w, r, p, tool)
+	if !ok {
+		return
+	}
+	if h := r.Header.Get(headerLastEventID); h != "" {
+		last, ok := parseEventID(h)
+		if !ok || last.session != sess.ID {
+			s.refuse(w, http.StatusBadRequest, "Bad Request: Last-Event-ID names no event of this session")
+			return
+		}
+		if last.post != "" {
+			s.replayPost(w, r, sess, last)
+			return
+		}
+		s.holdStandalone(w, r, sess, &last, func(ew *eventWriter, at string) error {
+			return ew.prime(at, s.cfg.RetryAfter)
+		})
+		return
+	}
+	s.holdStandalone(w, r, sess, nil, func(ew *eventWriter, at string) error {
+		return ew.prime(at, s.cfg.RetryAfter)
+	})
+}
+
+func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Principal, tool string) {
+	accept := parseAccept(r.Header.Get("Accept"))
+	if !accept.json && !accept.events {
+		s.refuse(w, http.StatusNotAcceptable, "Not Acceptable: answers are application/json or text/event-stream")
+		return
+	}
+	raw, msg, ok := s.readMessage(w, r)
+	if !ok {
+		return
+	}
+	if req, isReq := msg.(*jsonrpc.Request); isReq && req.Method != methodInitialize {
+		if isModern(readMeta(req.Params).ProtocolVersion) || isModern(r.Header.Get(headerProtocolVersion)) {
+			s.serveModern(w, r, p, tool, req, accept)
+			return
+		}
+	}
+	if !s.checkVersionHeader(w, r) {
+		return
+	}
+	req, isReq := msg.(*jsonrpc.Request)
+	ctx, cancel := s.requestContext(r)
+	defer cancel()
+	if isReq && req.Method == methodInitialize && req.IsCall() {
+		rr := &rpcRequest{p: p, tool: tool, req: req}
+		result, err := s.handle(ctx, rr)
+		if rr.sess != nil {
+			w.Header().Set(headerSessionID, rr.sess.ID)
+		}
+		s.answer(w, accept, req.ID, result, err)
+		return
+	}
+	sess, ok := s.requireSession(w, r, p, tool)
+	if !ok {
+		return
+	}
+	if !isReq {
+		if err := s.relayAnswer(sess, msg.(*jsonrpc.Response), raw); err != nil {
+			writeRPCError(w, jsonrpc.ID{}, err)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	rr := &rpcRequest{p: p, tool: tool, sess: sess, req: req}
+	s.log.Debug("request", "session", sess.ID, "method", req.Method, "id", req.ID.Raw())
+	if !req.IsCall() {
+		s.notification(rr)
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if req.Method == methodToolsCall && accept.events {
+		s.streamCall(ctx, w, rr, raw)
+		return
+	}
+	result, err := s.handle(ctx, rr)
+	s.answer(w, accept, req.ID, result, err)
+}
+
+// answer writes a request's answer as JSON, or as a one-event stream to a client
+// that takes only streams.
+func (s *Server) answer(w http.ResponseWriter, accept accepts, id jsonrpc.ID, result []byte, err error) {
+	var body []byte
+	status := http.StatusOK
+	if err != nil {
+		body, status = encodeError(id, rpcError(err)), httpStatus(err)
+	} else {
+		body = encodeResult(id, result)
+	}
+	if accept.json || status != http.StatusOK {
+		writeJSON(w, status, body)
+		return
+	}
+	_ = startEvents(w, status).event("", "message", body)
+}
+
+// streamCall answers a session's tools/call with a stream, so that progress and log
+// notifications reach the client while the call runs. The stream's events are kept
+// in the event log, and a client that loses the connection resumes the stream on any
+// edge with Last-Event-ID (the transport's rule: a broken connection is not a
+// cancellation). A client that is gone and does not resume within ResumeGrace has
+// gone away: its call is cancelled.
+func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *rpcRequest, raw []byte) {
+	sess := rr.sess
+	post := registry.NewID("")
+	subject := s.events.postSubject(sess.ID, post)
+
+	// An edge that resumes the stream says so on the stream's subject; follow it
+	// from before the client could know the stream's id.
+	resumed := make(chan struct{}, 1)
+	sub, err := s.nc.Subscribe(subject, func(m *nats.Msg) {
+		if m.Header.Get(headerEvent) == eventResume {
+			select {
+			case resumed <- struct{}{}:
+			default:
+			}
+		}
+	})
+	if err != nil {
+		s.refuse(w, http.StatusServiceUnavailable, "the bus is unavailable; retry")
+		return
+	}
+	defer sub.Unsubscribe()
+
+	actx, cancel := s.detached()
+	start, err := s.events.appendRecord(actx, subject, raw, nats.Header{headerEvent: {eventRequest}}, "")
+	cancel()
+	if err != nil {
+		s.log.Error("opening a call stream", "session", sess.ID, "err", err)
+		s.refuse(w, http.StatusServiceUnavailable, "the event log is unavailable; retry")
+		return
+	}
+	ew := startEvents(w, http.StatusOK)
+	_ = ew.prime(eventID{session: sess.ID, post: post, seq: start}.String(), s.cfg.RetryAfter)
+	defer s.keepAlive(ew)()
+	send := func(msg []byte, final bool) {
+		ctx, cancel := s.detached()
+		defer cancel()
+		var hdr nats.Header
+		if final {
+			hdr = nats.Header{headerFinal: {"1"}}
+		}
+		seq, err := s.events.appendRecord(ctx, subject, msg, hdr, "")
+		if err != nil {
+			s.log.Error("logging a call event", "session", sess.ID, "err", err)
+		}
+		id := ""
+		if seq != 0 {
+			id = eventID{session: sess.ID, post: post, seq: seq}.String()
+		}
+		_ = ew.event(id, "message", msg)
+	}
+	rr.notify = func(msg []byte) { send(msg, false) }
+
+	// The call outlives the POST's connection by up to ResumeGrace.
+	ctx, cancelCall := context.WithCancel(s.ctx)
+	defer cancelCall()
+	var abandoned atomic.Bool
+	finished := make(chan struct{})
+	defer close(finished)
+	go func() {
+		select {
+		case <-reqCtx.Done():
+		case <-finished:
+			return
+		}
+		select {
+		case <-resumed:
+		case <-time.After(s.cfg.ResumeGrace):
+			abandoned.Store(true)
+			cancelCall()
+		case <-finished:
+		}
+	}()
+
+	result, err := s.handle(ctx, rr)
+	s.log.Debug("answer", "session", sess.ID, "id", rr.req.ID.Raw(), "err", err)
+	switch {
+	case errors.Is(err, context.Canceled) && abandoned.Load():
+		// Nobody waits; but should the client resume after all, it learns what
+		// became of its request instead of waiting for ever.
+		send(encodeError(rr.req.ID, rpcError(fmt.Errorf("%w: the client left and did not resume the stream within %v", context.Canceled, s.cfg.ResumeGrace))), true)
+	case errors.Is(err, context.Canceled):
+		// Cancelled by the client: no answer is owed.
+	case err != nil:
+		send(encodeError(rr.req.ID, rpcError(err)), true)
+	default:
+		send(encodeResult(rr.req.ID, result), true)
+	}
+}

@@ -1,0 +1,205 @@
+package sse_test
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/registry"
+	"github.com/toolgate/toolgate/sse"
+)
+
+func isKeepAlive(l string) bool { return strings.HasPrefix(l, ":") }
+
+// TestIdleStreamsGetKeepAlives: a stream with nothing to say still says something,
+// so that proxies and clients do not take it for dead.
+func TestIdleStreamsGetKeepAlives(t *testing.T) {
+	e := newEnv(t)
+	ed := e.startEdge(t, 0, func(c *sse.Config) { c.KeepAlive = 100 * time.Millisecond })
+
+	legacy := openLegacyStream(t, e.sseURL(ed.url))
+	legacy.nextLine(t, 2*time.Second, isKeepAlive)
+
+	url := e.streamableURL(ed.url)
+	session := initSession(t, url)
+	get := openStream(t, "GET", url, map[string]string{"Accept": "text/event-stream", "Mcp-Session-Id": session}, "")
+	get.nextLine(t, 2*time.Second, isKeepAlive)
+
+	// A call that runs quietly keeps its stream alive too.
+	call := openStream(t, "POST", url, map[string]string{"Accept": "text/event-stream", "Mcp-Session-Id": session},
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":500}}}`)
+	call.nextLine(t, 2*time.Second, isKeepAlive)
+	if _, data := call.next(t, "message"); !strings.Contains(data, `\"slept\":500`) {
+		t.Fatalf("sleep answered %s", data)
+	}
+}
+
+// TestIdleSessionsExpire: a session nobody uses is gone after the idle TTL, and its
+// id is then unknown (404).
+func TestIdleSessionsExpire(t *testing.T) {
+	e := newEnv(t)
+	e.sessionTTL = time.Second
+	ed := e.startEdge(t, 0, nil)
+	url := e.streamableURL(ed.url)
+	session := initSession(t, url)
+	ctx := testenv.Context(t)
+	testenv.Eventually(t, 10*time.Second, "the idle session expired", func() bool {
+		_, err := e.store.Session(ctx, session)
+		return errors.Is(err, registry.ErrNotFound)
+	})
+	x := do(t, "POST", url, map[string]string{"Mcp-Session-Id": session}, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	if x.status != http.StatusNotFound {
+		t.Fatalf("an expired session: %d %s, want 404", x.status, x.body)
+	}
+}
+
+// TestBrokenCallStreamResumes: a call's stream breaks; the client resumes it on
+// another edge with Last-Event-ID and gets the answer, and the call was never
+// cancelled. A client that never comes back has its call cancelled.
+func TestBrokenCallStreamResumes(t *testing.T) {
+	e := newEnv(t)
+	a := e.startEdge(t, 0, nil)
+	b := e.startEdge(t, 0, nil)
+	session := initSession(t, e.streamableURL(a.url))
+	headers := map[string]string{"Accept": "text/event-stream", "Mcp-Session-Id": session}
+
+	call := openStream(t, "POST", e.streamableURL(a.url), headers,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":1500}}}`)
+	primed := call.nextLine(t, 5*time.Second, func(l string) bool { return strings.HasPrefix(l, "id: ") })
+	call.close()
+
+	resumed := openStream(t, "GET", e.streamableURL(b.url), map[string]string{
+		"Accept": "text/event-stream", "Mcp-Session-Id": session, "Last-Event-ID": strings.TrimPrefix(primed, "id: "),
+	}, "")
+	if _, data := resumed.next(t, "message"); !strings.Contains(data, `\"slept\":1500`) {
+		t.Fatalf("the resumed stream carried %s, want the call's answer", data)
+	}
+	select {
+	case id := <-e.worker.cancelled:
+		t.Fatalf("call %s was cancelled though its client resumed", id)
+	default:
+	}
+
+	t.Run("a client that does not come back cancels its call", func(t *testing.T) {
+		call := openStream(t, "POST", e.streamableURL(a.url), headers,
+			`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"wait"}}`)
+		primed := call.nextLine(t, 5*time.Second, func(l string) bool { return strings.HasPrefix(l, "id: ") })
+		id := e.worker.waitStarted(t)
+		call.close()
+		e.worker.waitCancelled(t, id) // after the resume grace
+		late := openStream(t, "GET", e.streamableURL(b.url), map[string]string{
+			"Accept": "text/event-stream", "Mcp-Session-Id": session, "Last-Event-ID": strings.TrimPrefix(primed, "id: "),
+		}, "")
+		if _, data := late.next(t, "message"); !strings.Contains(data, `"code":-32001`) {
+			t.Fatalf("a late resume got %s, want the cancellation", data)
+		}
+	})
+}
+
+// TestLegacyStreamMovesToAnotherEdge: the edge holding a legacy SSE stream drains; the
+// client reconnects to another edge with Last-Event-ID and keeps its session and the
+// events of the gap.
+func TestLegacyStreamMovesToAnotherEdge(t *testing.T) {
+	e := newEnv(t)
+	a := e.startEdge(t, 0, nil)
+	b := e.startEdge(t, 0, nil)
+	lb := newBalancer(t, func(*http.Request) string { return a.url })
+
+	stream := openLegacyStream(t, e.sseURL(lb.url))
+	lastID := stream.firstID
+	lb.sendTo(func(*http.Request) string { return b.url })
+	a.stop()
+	stream.nextLine(t, 5*time.Second, func(l string) bool { return strings.HasPrefix(l, "retry: ") })
+	e.addMethod(t, "in_the_gap")
+
+	again := openStream(t, "GET", e.sseURL(lb.url), map[string]string{"Accept": "text/event-stream", "Last-Event-ID": lastID}, "")
+	if again.endpoint != stream.endpoint {
+		t.Fatalf("reconnected to endpoint %s, want the session's %s", again.endpoint, stream.endpoint)
+	}
+	if _, data := again.next(t, "message"); !strings.Contains(data, "notifications/tools/list_changed") {
+		t.Fatalf("after reconnecting got %s, want the list change of the gap", data)
+	}
+	if x := do(t, "POST", lb.url+again.endpoint, nil, `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`); x.status != http.StatusAccepted {
+		t.Fatalf("POST after reconnecting: %d %s", x.status, x.body)
+	}
+	if _, data := again.next(t, "message"); !strings.Contains(data, "in_the_gap") {
+		t.Fatalf("tools/list answered %s", data)
+	}
+}
+
+// TestDrainFinishesCalls: a draining edge refuses new requests but answers the calls
+// it has.
+func TestDrainFinishesCalls(t *testing.T) {
+	e := newEnv(t)
+	ed := e.startEdge(t, 0, nil)
+	url := e.streamableURL(ed.url)
+	session := initSession(t, url)
+	headers := map[string]string{"Accept": "application/json", "Mcp-Session-Id": session}
+
+	var wg sync.WaitGroup
+	var answer exchange
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		answer = do(t, "POST", url, headers, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":700}}}`)
+	}()
+	time.Sleep(200 * time.Millisecond) // the call is running
+	drained := make(chan struct{})
+	go func() {
+		ed.stop()
+		close(drained)
+	}()
+	testenv.Eventually(t, 2*time.Second, "new requests refused", func() bool {
+		return do(t, "POST", url, headers, `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`).status == http.StatusServiceUnavailable
+	})
+	wg.Wait()
+	if answer.status != http.StatusOK || !strings.Contains(string(answer.body), `\"slept\":700`) {
+		t.Fatalf("the call running at drain: %d %s", answer.status, answer.body)
+	}
+	<-drained
+}
+
+// TestLogLevels: a worker's log notifications reach the client at or above the level
+// it asked for, and not at all on 2026-07-28 unless the request asks.
+func TestLogLevels(t *testing.T) {
+	e := newEnv(t)
+	ed := e.startEdge(t, 0, nil)
+	url := e.streamableURL(ed.url)
+	count := `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"count","arguments":{"n":2},"_meta":{"progressToken":"p"}}}`
+	logsAndProgress := func(x exchange) (logs, progress int) {
+		return strings.Count(string(x.body), "notifications/message"), strings.Count(string(x.body), "notifications/progress")
+	}
+
+	session := initSession(t, url)
+	headers := map[string]string{"Accept": "text/event-stream", "Mcp-Session-Id": session}
+	x := do(t, "POST", url, headers, fmt.Sprintf(count, 2))
+	if logs, progress := logsAndProgress(x); logs != 2 || progress != 2 {
+		t.Fatalf("following progress without a level: %d logs, %d progress, want 2 and 2 (%s)", logs, progress, x.body)
+	}
+	if x := do(t, "POST", url, map[string]string{"Accept": "application/json", "Mcp-Session-Id": session},
+		`{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{"level":"warning"}}`); x.status != 200 {
+		t.Fatalf("logging/setLevel: %d %s", x.status, x.body)
+	}
+	x = do(t, "POST", url, headers, fmt.Sprintf(count, 4))
+	if logs, progress := logsAndProgress(x); logs != 0 || progress != 2 {
+		t.Fatalf("at level warning: %d info logs, %d progress, want 0 and 2 (%s)", logs, progress, x.body)
+	}
+
+	for level, want := range map[string]int{"": 0, "debug": 2, "error": 0} {
+		meta := `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":"p"`
+		if level != "" {
+			meta += `,"io.modelcontextprotocol/logLevel":"` + level + `"`
+		}
+		body := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"count","arguments":{"n":2},"_meta":{` + meta + `}}}`
+		x := do(t, "POST", url, map[string]string{"Accept": "text/event-stream", "Mcp-Protocol-Version": "2026-07-28",
+			"Mcp-Method": "tools/call", "Mcp-Name": "count"}, body)
+		if logs, progress := logsAndProgress(x); logs != want || progress != 2 {
+			t.Fatalf("2026-07-28 with logLevel %q: %d logs, %d progress, want %d and 2 (%s)", level, logs, progress, want, x.body)
+		}
+	}
+}
