@@ -42,6 +42,10 @@ type MCP interface {
 	ServeMessages(w http.ResponseWriter, r *http.Request, p registry.Principal, tool string)
 	// ServeStreamable serves the Streamable HTTP transport (POST, GET and DELETE).
 	ServeStreamable(w http.ResponseWriter, r *http.Request, p registry.Principal, tool string)
+	// Drain refuses new MCP requests, ends open streams (telling clients to reconnect,
+	// to this or another edge) and waits for calls in flight, until ctx ends. Streams
+	// never go idle on their own, so the HTTP server's shutdown waits for this.
+	Drain(ctx context.Context) error
 }
 
 // Edge is one HTTP edge node.
@@ -194,6 +198,10 @@ func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
 	e.draining.Store(true)
 	grace, cancel := context.WithTimeout(context.Background(), e.cfg.ShutdownTimeout)
 	defer cancel()
+	var mcpErr error
+	if e.cfg.MCP != nil {
+		mcpErr = e.cfg.MCP.Drain(grace)
+	}
 	err := srv.Shutdown(grace)
 	if err != nil {
 		e.log.Warn("edge: shutdown grace ran out; closing what is left", "err", err)
@@ -203,5 +211,5 @@ func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
 	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		return fmt.Errorf("edge: serve: %w", serr)
 	}
-	return err
+	return errors.Join(mcpErr, err)
 }

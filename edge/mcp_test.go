@@ -1,6 +1,7 @@
 package edge_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -56,6 +57,8 @@ func (m *recordingMCP) ServeMessages(w http.ResponseWriter, r *http.Request, p r
 	m.record("messages", r, p, tool, "")
 	w.WriteHeader(http.StatusAccepted)
 }
+
+func (m *recordingMCP) Drain(context.Context) error { return nil }
 
 func (m *recordingMCP) ServeStreamable(w http.ResponseWriter, r *http.Request, p registry.Principal, tool string) {
 	m.record("streamable", r, p, tool, "")

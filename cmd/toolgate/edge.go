@@ -23,6 +23,7 @@ import (
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/registry"
+	"github.com/toolgate/toolgate/sse"
 )
 
 // edgeOptions is what `toolgate edge` runs with: the edge's and the gateway's
@@ -35,10 +36,12 @@ type edgeOptions struct {
 	LinkSecretFile string
 	AdminKeyFile   string
 	Dashboard      bool // serve the deployment dashboard under /dashboard/
+	MCP            sse.Config
 }
 
 func defaultEdgeOptions() edgeOptions {
-	return edgeOptions{Edge: edge.DefaultConfig(), Gateway: gateway.DefaultConfig(), NATS: "nats://127.0.0.1:4222", Replicas: 1, Dashboard: true}
+	return edgeOptions{Edge: edge.DefaultConfig(), Gateway: gateway.DefaultConfig(), MCP: sse.DefaultConfig(),
+		NATS: "nats://127.0.0.1:4222", Replicas: 1, Dashboard: true}
 }
 
 // Validate names the first field that is wrong. An empty base URL is taken from the
@@ -62,6 +65,9 @@ func (o edgeOptions) Validate() error {
 	if err := o.Gateway.Validate(); err != nil {
 		return err
 	}
+	if err := o.MCP.Validate(); err != nil {
+		return err
+	}
 	cfg := o.Edge
 	if cfg.BaseURL == "" {
 		cfg.BaseURL = "http://127.0.0.1"
@@ -81,19 +87,24 @@ func localURL(addr net.Addr) string {
 
 // edgeEnv maps each flag of `toolgate edge` to the variable that sets it.
 var edgeEnv = map[string]string{
-	"nats":             "TOOLGATE_NATS",
-	"listen":           "TOOLGATE_LISTEN",
-	"base-url":         "TOOLGATE_BASE_URL",
-	"link-secret-file": "TOOLGATE_LINK_SECRET_FILE",
-	"admin-key-file":   "TOOLGATE_ADMIN_KEY_FILE",
-	"replicas":         "TOOLGATE_REPLICAS",
-	"max-body-bytes":   "TOOLGATE_MAX_BODY_BYTES",
-	"default-timeout":  "TOOLGATE_DEFAULT_TIMEOUT",
-	"max-timeout":      "TOOLGATE_MAX_TIMEOUT",
-	"rate":             "TOOLGATE_RATE",
-	"burst":            "TOOLGATE_BURST",
-	"shutdown-timeout": "TOOLGATE_SHUTDOWN_TIMEOUT",
-	"dashboard":        "TOOLGATE_DASHBOARD",
+	"nats":                "TOOLGATE_NATS",
+	"listen":              "TOOLGATE_LISTEN",
+	"base-url":            "TOOLGATE_BASE_URL",
+	"link-secret-file":    "TOOLGATE_LINK_SECRET_FILE",
+	"admin-key-file":      "TOOLGATE_ADMIN_KEY_FILE",
+	"replicas":            "TOOLGATE_REPLICAS",
+	"max-body-bytes":      "TOOLGATE_MAX_BODY_BYTES",
+	"default-timeout":     "TOOLGATE_DEFAULT_TIMEOUT",
+	"max-timeout":         "TOOLGATE_MAX_TIMEOUT",
+	"rate":                "TOOLGATE_RATE",
+	"burst":               "TOOLGATE_BURST",
+	"shutdown-timeout":    "TOOLGATE_SHUTDOWN_TIMEOUT",
+	"dashboard":           "TOOLGATE_DASHBOARD",
+	"mcp-keep-alive":      "TOOLGATE_MCP_KEEP_ALIVE",
+	"mcp-max-sessions":    "TOOLGATE_MCP_MAX_SESSIONS",
+	"mcp-event-retention": "TOOLGATE_MCP_EVENT_RETENTION",
+	"mcp-allowed-origins": "TOOLGATE_MCP_ALLOWED_ORIGINS",
+	"mcp-allowed-hosts":   "TOOLGATE_MCP_ALLOWED_HOSTS",
 }
 
 func newEdgeCmd() *cobra.Command {
@@ -130,6 +141,11 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.IntVar(&o.Gateway.Burst, "burst", o.Gateway.Burst, "calls a key may make at once above the rate")
 	f.DurationVar(&o.Edge.ShutdownTimeout, "shutdown-timeout", o.Edge.ShutdownTimeout, "how long in-flight requests get at shutdown")
 	f.BoolVar(&o.Dashboard, "dashboard", o.Dashboard, "serve the deployment dashboard under "+edge.DashboardPath)
+	f.DurationVar(&o.MCP.KeepAlive, "mcp-keep-alive", o.MCP.KeepAlive, "how often an idle MCP stream gets a keep-alive comment")
+	f.IntVar(&o.MCP.MaxSessionsPerAccount, "mcp-max-sessions", o.MCP.MaxSessionsPerAccount, "MCP sessions one account may hold at once (an account's limits override it)")
+	f.DurationVar(&o.MCP.EventRetention, "mcp-event-retention", o.MCP.EventRetention, "how long MCP stream events are kept for clients that reconnect")
+	f.StringSliceVar(&o.MCP.AllowedOrigins, "mcp-allowed-origins", nil, "browser origins allowed to use MCP links besides the edge's own (\"*\" for any)")
+	f.StringSliceVar(&o.MCP.AllowedHosts, "mcp-allowed-hosts", nil, "Host values accepted on a loopback listener besides localhost (DNS rebinding protection)")
 	return cmd
 }
 
@@ -212,6 +228,15 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 		}
 		o.Edge.Dashboard = d
 	}
+	if u, err := url.Parse(o.Edge.BaseURL); err == nil && u.Host != "" {
+		o.MCP.AllowedHosts = append(o.MCP.AllowedHosts, u.Host) // the edge's public name is never a rebinding
+	}
+	mcp, err := sse.New(ctx, gw, store, o.MCP, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	o.Edge.MCP = mcp
 	e, err := edge.New(gw, store, signer, o.Edge, log)
 	if err != nil {
 		ln.Close()
