@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"regexp"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/testenv"
 )
@@ -90,6 +93,42 @@ func TestDevStack(t *testing.T) {
 		status, body := call(t, http.MethodPost, edgeURL+"/tool-call/echo/echo", key, `{"hello":"world"}`)
 		if status != 200 || body != `{"hello":"world"}` {
 			t.Fatalf("got %d %s", status, body)
+		}
+	})
+	t.Run("an MCP client reaches a tool through its link", func(t *testing.T) {
+		_, body := call(t, http.MethodGet, edgeURL+"/tools/echo", key, "")
+		var tool struct {
+			MCPURL string `json:"mcp_url"`
+			SSEURL string `json:"sse_url"`
+		}
+		if err := json.Unmarshal([]byte(body), &tool); err != nil || tool.MCPURL == "" {
+			t.Fatalf("GET /tools/echo: %s", body)
+		}
+		for name, transport := range map[string]mcp.Transport{
+			"Streamable HTTP": &mcp.StreamableClientTransport{Endpoint: tool.MCPURL},
+			"HTTP+SSE":        &mcp.SSEClientTransport{Endpoint: tool.SSEURL},
+		} {
+			t.Run(name, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				client := mcp.NewClient(&mcp.Implementation{Name: "dev-test", Version: "1"}, nil)
+				session, err := client.Connect(ctx, transport, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer session.Close()
+				tools, err := session.ListTools(ctx, nil)
+				if err != nil || len(tools.Tools) != 1 || tools.Tools[0].Name != "echo" {
+					t.Fatalf("tools/list: %+v, %v", tools, err)
+				}
+				res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"hello": "mcp"}})
+				if err != nil || res.IsError || len(res.Content) != 1 {
+					t.Fatalf("tools/call: %+v, %v", res, err)
+				}
+				if text, ok := res.Content[0].(*mcp.TextContent); !ok || text.Text != `{"hello":"mcp"}` {
+					t.Fatalf("tools/call content: %#v", res.Content[0])
+				}
+			})
 		}
 	})
 	t.Run("the dashboard is served", func(t *testing.T) {
