@@ -53,7 +53,10 @@ func TestWorkerInTheRegistry(t *testing.T) {
 
 	t.Run("a started worker is in the view with its methods and schemas", func(t *testing.T) {
 		in := e.start(greetTool, []workers.Method{greet()})
-		testenv.Eventually(t, time.Second, "presence in the view", func() bool { return e.view.Snapshot().Instances("greeter") == 1 })
+		// Presence and the tool record travel in different buckets: wait for both.
+		testenv.Eventually(t, time.Second, "presence and tool in the view", func() bool {
+			return e.view.Snapshot().Instances("greeter") == 1 && e.view.Snapshot().RawTool("greeter") != nil
+		})
 		entry := e.view.Snapshot().RawTool("greeter")
 		if entry == nil {
 			t.Fatal("tool not in the view")

@@ -66,9 +66,9 @@ func TestSaturateMeasuresTheTargetsLatency(t *testing.T) {
 func TestPacedKeepsItsRate(t *testing.T) {
 	var hits atomic.Int64
 	url := server(t, 0, &hits)
-	r := load.Paced(context.Background(), 200, 500*time.Millisecond, 1<<30, 64, get(url))
+	r := load.Paced(context.Background(), 200, 500*time.Millisecond, 1<<30, 1000, get(url)) // more slots than requests: only the schedule is under test
 	if r.Requests != 100 || r.Errors != 0 {
-		t.Fatalf("got %d requests (%d errors), want 100 at 200/s for 0.5s", r.Requests, r.Errors)
+		t.Fatalf("got %d requests (%d errors, first: %v), want 100 at 200/s for 0.5s", r.Requests, r.Errors, r.FirstErr)
 	}
 }
 
