@@ -13,8 +13,9 @@ import (
 )
 
 // Handler answers one call of a method. What it returns becomes the reply: a Raw is
-// sent as it is, any other value as JSON; an *Error is the tool's own error with its
-// code and status, and any other error is reported with the code "internal".
+// sent as it is, an MCPResult as an MCP CallToolResult, any other value as JSON; an
+// *Error is the tool's own error with its code and status, and any other error is
+// reported with the code "internal".
 type Handler func(ctx context.Context, c *Call) (any, error)
 
 // Call is one call of a method, as the caller sent it. The handler's context carries
@@ -89,6 +90,13 @@ type Raw struct {
 	Data        []byte
 }
 
+// MCPResult is a result that is already an MCP CallToolResult, as JSON: what a
+// bridged MCP server answered. It is sent with Tg-Result: mcp-call-tool-result, so that
+// an MCP session passes it to its client unchanged (content, structuredContent,
+// isError) instead of wrapping it as the text of a new result; HTTP callers get the
+// JSON as it is.
+type MCPResult json.RawMessage
+
 // Error is a tool's own error. The caller sees its code and message; Status is the
 // HTTP status the tool asks for (the gateway's 502 when zero), and Data, when set,
 // goes to the caller as the reply's JSON body.
@@ -132,6 +140,14 @@ func reply(subject string, result any, err error) *nats.Msg {
 		if r != nil {
 			return rawReply(msg, *r)
 		}
+	case MCPResult:
+		if !json.Valid(r) {
+			return errorReply(msg, &Error{Code: CodeInternal, Message: "the MCP result is not JSON"})
+		}
+		msg.Header.Set(bus.HeaderContentType, "application/json")
+		msg.Header.Set(bus.HeaderResult, bus.ResultMCP)
+		msg.Data = r
+		return msg
 	}
 	b, err := json.Marshal(result)
 	if err != nil {
