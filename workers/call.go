@@ -1,10 +1,12 @@
 package workers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,7 +24,7 @@ type Handler func(ctx context.Context, c *Call) (any, error)
 // the caller's deadline and trace, and is cancelled when the caller cancels.
 type Call struct {
 	Tool      string
-	Method    string
+	Method    string          // the method called; for an MCP request, the MCP method (resources/read, ...)
 	Params    json.RawMessage // the parameters, a JSON object as the caller sent it
 	Account   string          // the account the call is made for
 	RequestID string
@@ -114,6 +116,25 @@ func (e *Error) Error() string {
 	return e.Code + ": " + e.Message
 }
 
+// RPCError is a JSON-RPC error. An MCP handler returns one to answer with that error;
+// Call.Request returns one when the MCP client answered with an error.
+type RPCError struct {
+	Code    int64
+	Message string
+	Data    json.RawMessage // any JSON, or nil
+}
+
+func (e *RPCError) Error() string {
+	return fmt.Sprintf("JSON-RPC error %d: %s", e.Code, e.Message)
+}
+
+// JSON-RPC error codes an MCP handler often answers with.
+const (
+	RPCMethodNotFound = -32601
+	RPCInvalidParams  = -32602
+	RPCInternalError  = -32603
+)
+
 // ErrCancelled is the cause of a handler's context when the caller cancelled the
 // call (context.Cause tells it from a passed deadline).
 var ErrCancelled = errors.New("workers: the caller cancelled the call")
@@ -203,4 +224,43 @@ func errorReply(msg *nats.Msg, e *Error) *nats.Msg {
 		}
 	}
 	return msg
+}
+
+// mcpReply turns what an MCP handler returned into the reply message for subject: the
+// JSON-RPC result, or the nats micro error headers carrying the JSON-RPC error's code
+// (as a decimal) and message, with its data as the body.
+func mcpReply(subject string, result any, err error) *nats.Msg {
+	msg := nats.NewMsg(subject)
+	if err == nil {
+		if result == nil {
+			result = struct{}{} // an MCP result is an object, never null
+		}
+		b, merr := json.Marshal(result)
+		if merr == nil {
+			msg.Header.Set(bus.HeaderContentType, "application/json")
+			msg.Data = b
+			return msg
+		}
+		err = fmt.Errorf("the result does not encode as JSON: %w", merr)
+	}
+	e := rpcError(err)
+	msg.Header.Set(bus.HeaderErrorCode, strconv.FormatInt(e.Code, 10))
+	msg.Header.Set(bus.HeaderError, cmp.Or(e.Message, "error"))
+	if len(e.Data) > 0 && json.Valid(e.Data) {
+		msg.Header.Set(bus.HeaderContentType, "application/json")
+		msg.Data = e.Data
+	}
+	return msg
+}
+
+// rpcError is err as an MCP client will see it.
+func rpcError(err error) *RPCError {
+	var re *RPCError
+	if errors.As(err, &re) {
+		return re
+	}
+	if te := toolError(err); te.Code == CodeInvalidParams {
+		return &RPCError{Code: RPCInvalidParams, Message: te.Message}
+	}
+	return &RPCError{Code: RPCInternalError, Message: err.Error()}
 }

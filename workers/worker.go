@@ -2,7 +2,8 @@
 // declare the tool and its methods (schemas written out or inferred from Go types),
 // then Run. A running Worker keeps the tool's record and its own presence in the
 // registry, serves the methods' bus subjects in the tool's queue group as a nats micro
-// service, runs calls concurrently up to a bound, and on shutdown drains: the calls
+// service (and, for a tool that serves resources, prompts or completion, its tg.mcp
+// subject), runs calls concurrently up to a bound, and on shutdown drains: the calls
 // it has taken finish and reply, new ones go to the tool's other instances.
 package workers
 
@@ -64,6 +65,7 @@ type Method struct {
 	Handler Handler
 
 	err error // why Func could not build the method; reported by Run
+	mcp bool  // the tool's MCP endpoint: c.Method is the MCP method, errors are JSON-RPC errors
 }
 
 // Option adjusts a Worker.
@@ -107,6 +109,7 @@ type Worker struct {
 
 	mu      sync.Mutex
 	methods []Method
+	mcp     MCPHandler
 	started bool
 
 	ready    chan struct{}
@@ -118,7 +121,7 @@ type Worker struct {
 	cancelMu sync.Mutex
 	running  map[string]map[*runningCall]struct{} // by request id
 
-	stats map[string]*methodStats
+	stats map[string]*methodStats // by endpoint subject
 }
 
 type runningCall struct{ cancel context.CancelCauseFunc }
@@ -180,6 +183,25 @@ func (w *Worker) Handle(m Method) {
 	w.methods = append(w.methods, m)
 }
 
+// MCPHandler answers an MCP request to the tool other than a tool call: resources,
+// prompts and completion, which the edge sends on the tool's tg.mcp subject. method
+// is the JSON-RPC method (resources/read, prompts/get, completion/complete, ...), also
+// in c.Method, and c.Params its params. What it returns is the JSON-RPC result; an
+// *RPCError is the JSON-RPC error the client sees, and any other error an internal one.
+type MCPHandler func(ctx context.Context, c *Call, method string) (any, error)
+
+// HandleMCP declares the handler of the tool's MCP requests other than tool calls. A
+// tool whose Capabilities name resources, prompts or completions needs one. Its
+// requests share the methods' queue group, concurrency bound and drain.
+func (w *Worker) HandleMCP(h MCPHandler) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		panic("workers: HandleMCP called after Run")
+	}
+	w.mcp = h
+}
+
 // Instance is the instance's name.
 func (w *Worker) Instance() string { return w.cfg.instance }
 
@@ -202,9 +224,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.started = true
 	methods := slices.Clone(w.methods)
+	mcpHandler := w.mcp
 	w.mu.Unlock()
 
-	rec, err := w.record(methods)
+	rec, err := w.record(methods, mcpHandler != nil)
 	if err != nil {
 		return err
 	}
@@ -226,7 +249,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer cancels.Unsubscribe()
 
-	svc, err := w.serve(methods)
+	svc, err := w.serve(methods, mcpHandler)
 	if err != nil {
 		return err
 	}
@@ -260,7 +283,7 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // record checks the declaration and returns the tool's registry record.
-func (w *Worker) record(methods []Method) (registry.Tool, error) {
+func (w *Worker) record(methods []Method, hasMCP bool) (registry.Tool, error) {
 	fail := func(format string, args ...any) (registry.Tool, error) {
 		return registry.Tool{}, fmt.Errorf("workers: tool %s: "+format, append([]any{w.tool.ID}, args...)...)
 	}
@@ -275,6 +298,9 @@ func (w *Worker) record(methods []Method) (registry.Tool, error) {
 	}
 	if ttl := w.store.Options().PresenceTTL; w.cfg.heartbeat <= 0 || w.cfg.heartbeat >= ttl {
 		return fail("heartbeat: must be positive and shorter than the presence TTL (%v)", ttl)
+	}
+	if caps := w.tool.Capabilities; (caps.Resources || caps.Prompts || caps.Completions) && !hasMCP {
+		return fail("capabilities: resources, prompts and completions are served by an MCP handler; declare one with HandleMCP")
 	}
 	rec := registry.Tool{
 		ID: w.tool.ID, Title: w.tool.Title, Description: w.tool.Description, Version: w.tool.Version,
@@ -326,14 +352,12 @@ func (w *Worker) putTool(ctx context.Context, rec registry.Tool) error {
 	return w.store.PutTool(ctx, rec)
 }
 
-// serve starts the nats micro service with one endpoint per method.
-func (w *Worker) serve(methods []Method) (micro.Service, error) {
+// serve starts the nats micro service with one endpoint per method, and one for the
+// tool's MCP requests when it has an MCP handler.
+func (w *Worker) serve(methods []Method, mcpHandler MCPHandler) (micro.Service, error) {
 	version := strings.TrimPrefix(w.tool.Version, "v")
 	if version == "" {
 		version = "0.0.0"
-	}
-	for i := range methods {
-		w.stats[methods[i].Name] = &methodStats{}
 	}
 	svc, err := micro.AddService(w.nc, micro.Config{
 		Name:         w.tool.ID,
@@ -348,19 +372,37 @@ func (w *Worker) serve(methods []Method) (micro.Service, error) {
 	}
 	for i := range methods {
 		m := &methods[i]
-		err := svc.AddEndpoint(m.Name, w.intake(m), micro.WithEndpointSubject(w.cfg.subjects.Call(w.tool.ID, m.Name)))
-		if err != nil {
+		if err := w.addEndpoint(svc, m.Name, w.cfg.subjects.Call(w.tool.ID, m.Name), m); err != nil {
 			_ = svc.Stop()
 			return nil, fmt.Errorf("workers: tool %s: method %s: %w", w.tool.ID, m.Name, err)
+		}
+	}
+	if mcpHandler != nil {
+		m := &Method{Name: "mcp", mcp: true, Handler: func(ctx context.Context, c *Call) (any, error) {
+			return mcpHandler(ctx, c, c.Method)
+		}}
+		if err := w.addEndpoint(svc, m.Name, w.cfg.subjects.MCP(w.tool.ID), m); err != nil {
+			_ = svc.Stop()
+			return nil, fmt.Errorf("workers: tool %s: MCP endpoint: %w", w.tool.ID, err)
 		}
 	}
 	return svc, nil
 }
 
+// addEndpoint serves subject with m's handler. Statistics are kept by subject: the
+// MCP endpoint is named "mcp", which a method may be named too.
+func (w *Worker) addEndpoint(svc micro.Service, name, subject string, m *Method) error {
+	st := &methodStats{}
+	w.mu.Lock()
+	w.stats[subject] = st
+	w.mu.Unlock()
+	return svc.AddEndpoint(name, w.intake(m, st), micro.WithEndpointSubject(subject))
+}
+
 // intake is the endpoint's micro handler. nats micro calls it for one message at a
 // time per endpoint; it hands each call to its own goroutine and, at the concurrency
 // bound, waits for a slot, so the calls queue rather than being dropped.
-func (w *Worker) intake(m *Method) micro.Handler {
+func (w *Worker) intake(m *Method, st *methodStats) micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
 		in := inbound{reply: req.Reply(), data: req.Data(), header: nats.Header(req.Headers())}
 		select {
@@ -368,7 +410,7 @@ func (w *Worker) intake(m *Method) micro.Handler {
 		case <-w.dead:
 			return // nobody can hear the reply
 		}
-		go w.call(m, in)
+		go w.call(m, st, in)
 	})
 }
 
@@ -379,15 +421,19 @@ type inbound struct {
 }
 
 // call runs one call and replies. It holds a slot of w.sem, which it gives back.
-func (w *Worker) call(m *Method, in inbound) {
+func (w *Worker) call(m *Method, st *methodStats, in inbound) {
 	defer func() { <-w.sem }()
-	st := w.stats[m.Name]
 	st.inFlight.Add(1)
 	defer st.inFlight.Add(-1)
 	start := time.Now()
 
+	respond, method, spanName := reply, m.Name, "tool.call "+w.tool.ID+"."+m.Name
+	if m.mcp {
+		method = in.header.Get(bus.HeaderMethod)
+		respond, spanName = mcpReply, "tool.mcp "+w.tool.ID+" "+method
+	}
 	c := &Call{
-		Tool: w.tool.ID, Method: m.Name, Params: in.data, Header: in.header,
+		Tool: w.tool.ID, Method: method, Params: in.data, Header: in.header,
 		Account:   in.header.Get(bus.HeaderAccount),
 		RequestID: in.header.Get(bus.HeaderRequestID),
 		Session:   in.header.Get(bus.HeaderSession),
@@ -399,11 +445,11 @@ func (w *Worker) call(m *Method, in inbound) {
 	}
 
 	ctx := bus.Propagator.Extract(w.base, bus.HeaderCarrier(in.header))
-	ctx, span := tracer.Start(ctx, "tool.call "+w.tool.ID+"."+m.Name, trace.WithSpanKind(trace.SpanKindServer),
+	ctx, span := tracer.Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(
 			attribute.String("messaging.system", "nats"),
 			attribute.String("toolgate.tool", w.tool.ID),
-			attribute.String("toolgate.method", m.Name),
+			attribute.String("toolgate.method", method),
 			attribute.String("toolgate.request_id", c.RequestID),
 			attribute.String("toolgate.account", c.Account),
 			attribute.String("toolgate.instance", w.cfg.instance),
@@ -424,11 +470,11 @@ func (w *Worker) call(m *Method, in inbound) {
 	defer w.track(c.RequestID, cancel)()
 
 	result, err := w.invoke(ctx, m, c)
-	msg := reply(in.reply, result, err)
+	msg := respond(in.reply, result, err)
 	if max := w.nc.MaxPayload(); max > 0 {
 		if size := bus.MessageSize(msg); size > max {
 			err = &Error{Code: CodeReplyTooLarge, Message: fmt.Sprintf("the reply of %d bytes exceeds the bus's max_payload of %d", size, max), Status: 502}
-			msg = reply(in.reply, nil, err)
+			msg = respond(in.reply, nil, err)
 		}
 	}
 	st.calls.Add(1)
@@ -436,11 +482,17 @@ func (w *Worker) call(m *Method, in inbound) {
 	if err != nil {
 		st.errors.Add(1)
 		te := toolError(err)
-		span.SetStatus(codes.Error, te.Error())
-		span.SetAttributes(attribute.String("toolgate.error_code", te.Code))
+		status, code := te.Error(), te.Code
+		if m.mcp {
+			re := rpcError(err)
+			status, code = re.Error(), strconv.FormatInt(re.Code, 10)
+		}
+		span.SetStatus(codes.Error, status)
+		span.SetAttributes(attribute.String("toolgate.error_code", code))
 		var own *Error
-		if !errors.As(err, &own) {
-			w.log.Warn("call failed", "method", m.Name, "request_id", c.RequestID, "trace_id", span.SpanContext().TraceID(), "err", err)
+		var rpc *RPCError
+		if !errors.As(err, &own) && !errors.As(err, &rpc) {
+			w.log.Warn("call failed", "method", method, "request_id", c.RequestID, "trace_id", span.SpanContext().TraceID(), "err", err)
 		}
 	}
 	if in.reply == "" {
@@ -452,7 +504,7 @@ func (w *Worker) call(m *Method, in inbound) {
 		return
 	}
 	if err := w.nc.PublishMsg(msg); err != nil {
-		w.log.Warn("reply not sent", "method", m.Name, "request_id", c.RequestID, "err", err)
+		w.log.Warn("reply not sent", "method", method, "request_id", c.RequestID, "err", err)
 	}
 }
 
@@ -461,7 +513,7 @@ func (w *Worker) call(m *Method, in inbound) {
 func (w *Worker) invoke(ctx context.Context, m *Method, c *Call) (result any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			w.log.Error("handler panicked", "method", m.Name, "request_id", c.RequestID, "panic", p, "stack", string(debug.Stack()))
+			w.log.Error("handler panicked", "method", c.Method, "request_id", c.RequestID, "panic", p, "stack", string(debug.Stack()))
 			result, err = nil, &Error{Code: CodeInternal, Message: "the handler panicked"}
 		}
 	}()
@@ -568,7 +620,9 @@ type EndpointStats struct {
 }
 
 func (w *Worker) endpointStats(e *micro.Endpoint) any {
-	st := w.stats[e.Name]
+	w.mu.Lock()
+	st := w.stats[e.Subject]
+	w.mu.Unlock()
 	if st == nil {
 		return nil
 	}

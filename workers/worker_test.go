@@ -245,6 +245,7 @@ func TestWorkerRefusesBadDeclarations(t *testing.T) {
 		{"an input schema that does not compile is refused", workers.Tool{ID: "t"}, []workers.Method{{Name: "m", Handler: ok, InputSchema: json.RawMessage(`{"type":"nope"}`)}}, nil, "input schema"},
 		{"parameters that are not an object are refused", workers.Tool{ID: "t"}, []workers.Method{workers.Func("m", "", func(context.Context, *workers.Call, string) (string, error) { return "", nil })}, nil, "JSON object"},
 		{"a version that is not semantic is refused", workers.Tool{ID: "t", Version: "latest"}, []workers.Method{{Name: "m", Handler: ok}}, nil, "version"},
+		{"resources without an MCP handler are refused", workers.Tool{ID: "t", Capabilities: registry.Capabilities{Resources: true}}, nil, nil, "HandleMCP"},
 		{"a concurrency below one is refused", workers.Tool{ID: "t"}, nil, []workers.Option{workers.WithConcurrency(0)}, "concurrency"},
 		{"a heartbeat as long as the TTL is refused", workers.Tool{ID: "t"}, nil, []workers.Option{workers.WithHeartbeat(time.Hour)}, "heartbeat"},
 		{"an instance name with a dot is refused", workers.Tool{ID: "t"}, nil, []workers.Option{workers.WithInstance("a.b")}, "instance"},
