@@ -141,11 +141,12 @@ var ErrCancelled = errors.New("workers: the caller cancelled the call")
 
 // Codes of the errors the SDK itself sends.
 const (
-	CodeInternal      = "internal"       // the handler failed or panicked
-	CodeInvalidParams = "invalid_params" // the parameters do not decode
-	CodeTimeout       = "timeout"        // the handler gave up at the caller's deadline
-	CodeCancelled     = "cancelled"      // the handler stopped because the caller cancelled
-	CodeReplyTooLarge = "reply_too_large"
+	CodeInternal       = "internal"       // the handler failed or panicked
+	CodeInvalidParams  = "invalid_params" // the parameters do not decode
+	CodeTimeout        = "timeout"        // the handler gave up at the caller's deadline
+	CodeCancelled      = "cancelled"      // the handler stopped because the caller cancelled
+	CodeReplyTooLarge  = "reply_too_large"
+	CodeMethodNotFound = "method_not_found" // the method was declared, and is no more (SetMethods)
 )
 
 // reply turns what a handler returned into the reply message for subject.

@@ -59,6 +59,9 @@ type Method struct {
 	InputSchema  json.RawMessage
 	OutputSchema json.RawMessage
 	Annotations  json.RawMessage // MCP tool annotations
+	// MCPName is the method's name on an MCP server when it differs from Name: a
+	// bridged server's tool whose name a subject token cannot carry.
+	MCPName string
 	// Timeout bounds a call when the caller sets no deadline of its own; the gateway
 	// also uses it as the method's default deadline. 0 leaves it to the gateway.
 	Timeout time.Duration
@@ -107,12 +110,19 @@ type Worker struct {
 	cfg   config
 	log   *slog.Logger
 
-	mu      sync.Mutex
-	methods []Method
-	mcp     MCPHandler
-	started bool
+	mu       sync.Mutex
+	methods  []Method
+	mcp      MCPHandler
+	started  bool
+	svc      micro.Service   // while serving
+	served   map[string]bool // method names with an endpoint
+	stopping bool
+
+	table atomic.Pointer[map[string]*Method] // the methods calls are dispatched to, by name
+	setMu sync.Mutex                         // one SetMethods at a time
 
 	ready    chan struct{}
+	done     chan struct{} // closed when Run returns
 	sem      chan struct{} // one token per call running
 	dead     chan struct{} // closed when the connection closed under the worker
 	deadOnce sync.Once
@@ -148,7 +158,9 @@ func New(nc *nats.Conn, store *registry.Store, tool Tool, opts ...Option) *Worke
 		cfg:     cfg,
 		log:     cfg.log.With("tool", tool.ID, "instance", cfg.instance),
 		ready:   make(chan struct{}),
+		done:    make(chan struct{}),
 		dead:    make(chan struct{}),
+		served:  map[string]bool{},
 		running: map[string]map[*runningCall]struct{}{},
 		stats:   map[string]*methodStats{},
 	}
@@ -181,6 +193,86 @@ func (w *Worker) Handle(m Method) {
 		panic("workers: Handle called after Run")
 	}
 	w.methods = append(w.methods, m)
+}
+
+// SetMethods replaces the tool's methods, for a tool whose methods change while it
+// runs (a bridged MCP server that reports a new tool list). Before Run it replaces
+// what Handle declared. While the worker serves, it checks the methods as Run does,
+// serves the new ones, and then rewrites the tool's record, so a caller that sees a
+// method in the registry finds it served. A call already running finishes with the
+// handler it started with. A method no longer declared answers method_not_found; its
+// endpoint stays in nats micro discovery until the worker stops, since micro cannot
+// remove one endpoint. Between Run's start and Ready, SetMethods waits for Ready.
+func (w *Worker) SetMethods(ctx context.Context, methods []Method) error {
+	w.setMu.Lock()
+	defer w.setMu.Unlock()
+	w.mu.Lock()
+	started, hasMCP := w.started, w.mcp != nil
+	if !started {
+		w.methods = slices.Clone(methods)
+	}
+	w.mu.Unlock()
+	if !started {
+		return nil
+	}
+	select {
+	case <-w.ready:
+	case <-w.done:
+		return fmt.Errorf("workers: tool %s: set methods: the worker has stopped", w.tool.ID)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	rec, err := w.record(methods, hasMCP)
+	if err != nil {
+		return err
+	}
+	methods = slices.Clone(methods)
+	if err := w.serveMethods(methods); err != nil {
+		return err
+	}
+	if err := w.putTool(ctx, rec); err != nil {
+		return fmt.Errorf("workers: tool %s: %w", w.tool.ID, err)
+	}
+	return nil
+}
+
+// serveMethods makes methods the ones calls are dispatched to, adding an endpoint for
+// each that has none yet.
+func (w *Worker) serveMethods(methods []Method) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopping {
+		return fmt.Errorf("workers: tool %s: set methods: the worker is stopping", w.tool.ID)
+	}
+	table := make(map[string]*Method, len(methods))
+	for i := range methods {
+		table[methods[i].Name] = &methods[i]
+	}
+	w.table.Store(&table)
+	for i := range methods {
+		name := methods[i].Name
+		if w.served[name] {
+			continue
+		}
+		if err := w.addEndpoint(w.svc, name, w.cfg.subjects.Call(w.tool.ID, name), w.lookup(name)); err != nil {
+			return fmt.Errorf("workers: tool %s: method %s: %w", w.tool.ID, name, err)
+		}
+		w.served[name] = true
+	}
+	w.methods = methods
+	return nil
+}
+
+// lookup finds the method a call of name goes to, or nil when it is declared no more.
+func (w *Worker) lookup(name string) func() *Method {
+	return func() *Method { return (*w.table.Load())[name] }
+}
+
+// stopServing makes SetMethods refuse from now on: the service is stopping.
+func (w *Worker) stopServing() {
+	w.mu.Lock()
+	w.stopping = true
+	w.mu.Unlock()
 }
 
 // MCPHandler answers an MCP request to the tool other than a tool call: resources,
@@ -226,6 +318,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	methods := slices.Clone(w.methods)
 	mcpHandler := w.mcp
 	w.mu.Unlock()
+	defer close(w.done)
 
 	rec, err := w.record(methods, mcpHandler != nil)
 	if err != nil {
@@ -268,6 +361,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return w.drain(svc, closed)
 		case <-closed:
+			w.stopServing()
 			w.abandon()
 			w.waitIdle()
 			w.log.Warn("worker lost its connection; presence expires with its TTL")
@@ -328,6 +422,7 @@ func (w *Worker) record(methods []Method, hasMCP bool) (registry.Tool, error) {
 		rec.Methods = append(rec.Methods, registry.Method{
 			Name: m.Name, Title: m.Title, Description: m.Description, InputSchema: m.InputSchema,
 			OutputSchema: m.OutputSchema, Annotations: m.Annotations, Timeout: registry.Duration(m.Timeout),
+			MCPName: m.MCPName,
 		})
 	}
 	return rec, nil
@@ -370,18 +465,18 @@ func (w *Worker) serve(methods []Method, mcpHandler MCPHandler) (micro.Service, 
 	if err != nil {
 		return nil, fmt.Errorf("workers: tool %s: nats micro: %w", w.tool.ID, err)
 	}
-	for i := range methods {
-		m := &methods[i]
-		if err := w.addEndpoint(svc, m.Name, w.cfg.subjects.Call(w.tool.ID, m.Name), m); err != nil {
-			_ = svc.Stop()
-			return nil, fmt.Errorf("workers: tool %s: method %s: %w", w.tool.ID, m.Name, err)
-		}
+	w.mu.Lock()
+	w.svc = svc
+	w.mu.Unlock()
+	if err := w.serveMethods(methods); err != nil {
+		_ = svc.Stop()
+		return nil, err
 	}
 	if mcpHandler != nil {
 		m := &Method{Name: "mcp", mcp: true, Handler: func(ctx context.Context, c *Call) (any, error) {
 			return mcpHandler(ctx, c, c.Method)
 		}}
-		if err := w.addEndpoint(svc, m.Name, w.cfg.subjects.MCP(w.tool.ID), m); err != nil {
+		if err := w.addEndpoint(svc, m.Name, w.cfg.subjects.MCP(w.tool.ID), func() *Method { return m }); err != nil {
 			_ = svc.Stop()
 			return nil, fmt.Errorf("workers: tool %s: MCP endpoint: %w", w.tool.ID, err)
 		}
@@ -389,22 +484,28 @@ func (w *Worker) serve(methods []Method, mcpHandler MCPHandler) (micro.Service, 
 	return svc, nil
 }
 
-// addEndpoint serves subject with m's handler. Statistics are kept by subject: the
-// MCP endpoint is named "mcp", which a method may be named too.
-func (w *Worker) addEndpoint(svc micro.Service, name, subject string, m *Method) error {
+// addEndpoint serves subject with the handler of the method lookup finds. Statistics
+// are kept by subject: the MCP endpoint is named "mcp", which a method may be named
+// too. The caller holds w.mu.
+func (w *Worker) addEndpoint(svc micro.Service, name, subject string, lookup func() *Method) error {
 	st := &methodStats{}
-	w.mu.Lock()
 	w.stats[subject] = st
-	w.mu.Unlock()
-	return svc.AddEndpoint(name, w.intake(m, st), micro.WithEndpointSubject(subject))
+	return svc.AddEndpoint(name, w.intake(lookup, st), micro.WithEndpointSubject(subject))
 }
 
 // intake is the endpoint's micro handler. nats micro calls it for one message at a
 // time per endpoint; it hands each call to its own goroutine and, at the concurrency
 // bound, waits for a slot, so the calls queue rather than being dropped.
-func (w *Worker) intake(m *Method, st *methodStats) micro.Handler {
+func (w *Worker) intake(lookup func() *Method, st *methodStats) micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
 		in := inbound{reply: req.Reply(), data: req.Data(), header: nats.Header(req.Headers())}
+		m := lookup()
+		if m == nil {
+			if in.reply != "" {
+				_ = w.nc.PublishMsg(reply(in.reply, nil, &Error{Code: CodeMethodNotFound, Message: "the tool has no such method any more", Status: 404}))
+			}
+			return
+		}
 		select {
 		case w.sem <- struct{}{}:
 		case <-w.dead:
@@ -562,6 +663,7 @@ func (w *Worker) drain(svc micro.Service, closed <-chan nats.Status) error {
 	start := time.Now()
 	// Stop drains the endpoint subscriptions: the server routes no new call here, and
 	// the calls already routed here are still handed to intake.
+	w.stopServing()
 	stopErr := svc.Stop()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

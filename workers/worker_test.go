@@ -509,3 +509,68 @@ func TestSubjectPrefix(t *testing.T) {
 		}
 	})
 }
+
+func TestSetMethodsWhileServing(t *testing.T) {
+	e := newEnv(t)
+	answer := func(name, text string) workers.Method {
+		return workers.Method{Name: name, Handler: func(context.Context, *workers.Call) (any, error) { return text, nil }}
+	}
+	in := e.start(workers.Tool{ID: "shifty"}, []workers.Method{answer("a", "first a")})
+	methods := func() []string {
+		entry := e.view.Snapshot().RawTool("shifty")
+		if entry == nil {
+			return nil
+		}
+		var names []string
+		for _, m := range entry.Tool.Methods {
+			names = append(names, m.Name+"/"+m.MCPName)
+		}
+		return names
+	}
+	ctx := testenv.Context(t)
+
+	t.Run("new methods are served before the record names them", func(t *testing.T) {
+		b := answer("b_dotted", "b")
+		b.MCPName = "b.dotted"
+		if err := in.SetMethods(ctx, []workers.Method{answer("a", "second a"), b}); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, time.Second, "the record has a and b", func() bool {
+			return strings.Join(methods(), ",") == "a/,b_dotted/b.dotted"
+		})
+		for method, want := range map[string]string{"a": `"second a"`, "b_dotted": `"b"`} {
+			r, err := call(t, e, "shifty", method, `{}`)
+			if err != nil || string(r.Data) != want {
+				t.Errorf("%s: got %v %v, want %s", method, err, r, want)
+			}
+		}
+	})
+	t.Run("a method dropped from the declaration answers method_not_found", func(t *testing.T) {
+		if err := in.SetMethods(ctx, []workers.Method{answer("b_dotted", "b")}); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, time.Second, "the record has only b", func() bool { return strings.Join(methods(), ",") == "b_dotted/" })
+		_, err := call(t, e, "shifty", "a", `{}`)
+		var te *bus.ToolError
+		if !errors.As(err, &te) || te.Code != workers.CodeMethodNotFound || te.Status != 404 {
+			t.Fatalf("got %v, want a method_not_found tool error with status 404", err)
+		}
+	})
+	t.Run("a bad declaration is refused and the served methods stay", func(t *testing.T) {
+		err := in.SetMethods(ctx, []workers.Method{answer("b.dotted", "b")})
+		if err == nil || !strings.Contains(err.Error(), "method name") {
+			t.Fatalf("got %v, want an error about the method name", err)
+		}
+		if r, err := call(t, e, "shifty", "b_dotted", `{}`); err != nil || string(r.Data) != `"b"` {
+			t.Fatalf("b after the refusal: %v %v", err, r)
+		}
+	})
+	t.Run("a stopped worker refuses", func(t *testing.T) {
+		if err := in.stop(t); err != nil {
+			t.Fatal(err)
+		}
+		if err := in.SetMethods(ctx, []workers.Method{answer("c", "c")}); err == nil {
+			t.Fatal("SetMethods on a stopped worker succeeded")
+		}
+	})
+}
