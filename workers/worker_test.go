@@ -53,7 +53,11 @@ func TestWorkerInTheRegistry(t *testing.T) {
 
 	t.Run("a started worker is in the view with its methods and schemas", func(t *testing.T) {
 		in := e.start(greetTool, []workers.Method{greet()})
-		testenv.Eventually(t, time.Second, "presence in the view", func() bool { return e.view.Snapshot().Instances("greeter") == 1 })
+		// The view follows each bucket on its own: the presence may show before the tool.
+		testenv.Eventually(t, time.Second, "presence and tool in the view", func() bool {
+			s := e.view.Snapshot()
+			return s.Instances("greeter") == 1 && s.RawTool("greeter") != nil
+		})
 		entry := e.view.Snapshot().RawTool("greeter")
 		if entry == nil {
 			t.Fatal("tool not in the view")
