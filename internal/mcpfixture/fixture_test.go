@@ -34,12 +34,22 @@ func (c *client) note(s string) {
 	c.notes = append(c.notes, s)
 }
 
-func (c *client) take() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := c.notes
-	c.notes = nil
-	return n
+// take returns the notifications so far, once there are n of them or a second has
+// passed: the SDK hands notifications to the handlers on a goroutine of their own, so
+// the last may come after the call's result.
+func (c *client) take(n int) []string {
+	deadline := time.Now().Add(time.Second)
+	for {
+		c.mu.Lock()
+		if len(c.notes) >= n || time.Now().After(deadline) {
+			notes := c.notes
+			c.notes = nil
+			c.mu.Unlock()
+			return notes
+		}
+		c.mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func connect(t *testing.T, s *mcp.Server) *client {
@@ -123,7 +133,7 @@ func TestConformanceTools(t *testing.T) {
 					t.Errorf("result %s lacks %s", got, w)
 				}
 			}
-			if notes := c.take(); strings.Join(notes, "|") != strings.Join(tt.notes, "|") {
+			if notes := c.take(len(tt.notes)); strings.Join(notes, "|") != strings.Join(tt.notes, "|") {
 				t.Errorf("notifications %q, want %q", notes, tt.notes)
 			}
 		})
