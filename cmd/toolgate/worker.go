@@ -140,6 +140,7 @@ func newWorkerMCPCmd() *cobra.Command {
 	f.IntVar(&bridge.Sessions, "sessions", bridge.Sessions, "upstream sessions calls are spread over; for a command, its processes")
 	f.StringVar(&bridge.URL, "url", "", "a remote server's Streamable HTTP (or HTTP+SSE) endpoint, instead of a command")
 	f.StringArrayVar(&headers, "header", nil, "a header sent to the --url server, as \"Name: value\" (repeatable)")
+	f.DurationVar(&bridge.CallTimeout, "call-timeout", 0, "the timeout of the server's tools (default: the gateway's)")
 	f.DurationVar(&bridge.StartTimeout, "start-timeout", bridge.StartTimeout, "how long the server may take to start and list its tools")
 	return cmd
 }

@@ -87,7 +87,7 @@ func TestWorkerMCPCommand(t *testing.T) {
 		defer cancel()
 		root := newRootCmd()
 		root.SetArgs([]string{"worker", "mcp", "--nats", srv.ClientURL(), "--tool", "fixture", "--title", "Fixture",
-			"--sessions", "2", "--", os.Args[0], "-test.run=^$"})
+			"--sessions", "2", "--call-timeout", "2m", "--", os.Args[0], "-test.run=^$"})
 		var stderr strings.Builder
 		root.SetErr(&stderr)
 		done := make(chan error, 1)
@@ -96,7 +96,8 @@ func TestWorkerMCPCommand(t *testing.T) {
 		testenv.Eventually(t, 20*time.Second, "the tool is live with the server's tools", func() bool {
 			s := view.Snapshot()
 			tool := s.RawTool("fixture")
-			return s.Instances("fixture") == 1 && tool != nil && tool.Tool.Title == "Fixture" && tool.Method("echo") != nil
+			return s.Instances("fixture") == 1 && tool != nil && tool.Tool.Title == "Fixture" &&
+				tool.Method("echo") != nil && time.Duration(tool.Method("echo").Method.Timeout) == 2*time.Minute
 		})
 		cancel() // as SIGINT or SIGTERM does
 		select {

@@ -27,6 +27,9 @@ type Config struct {
 	// Sessions is how many upstream sessions calls are spread over: for a stdio
 	// server, how many child processes run.
 	Sessions int
+	// CallTimeout is the timeout of every one of the server's tools, for servers whose
+	// tools run longer than the gateway's default; 0 leaves it to the gateway.
+	CallTimeout time.Duration
 	// StartTimeout bounds the start of a session: the process's start (a package
 	// that npx fetches first takes a while), initialize and the first tools/list.
 	StartTimeout time.Duration
@@ -75,6 +78,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Sessions < 1 || c.Sessions > 64:
 		return errors.New("mcp: sessions: must be from 1 to 64")
+	case c.CallTimeout < 0:
+		return errors.New("mcp: call-timeout: must not be negative")
 	case c.StartTimeout <= 0:
 		return errors.New("mcp: start-timeout: must be positive")
 	case c.RestartMin <= 0 || c.RestartMax < c.RestartMin:

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/workers/mcpbridge"
 )
@@ -24,6 +25,7 @@ func TestConfigValidate(t *testing.T) {
 		{"a URL that is not http(s) is refused", func(c *mcpbridge.Config) { c.Command, c.URL = nil, "ftp://x/mcp" }, "mcp: url:"},
 		{"headers without a URL are refused", func(c *mcpbridge.Config) { c.Header = http.Header{"A": {"b"}} }, "mcp: header:"},
 		{"no sessions is refused", func(c *mcpbridge.Config) { c.Sessions = 0 }, "mcp: sessions:"},
+		{"a negative call timeout is refused", func(c *mcpbridge.Config) { c.CallTimeout = -time.Second }, "mcp: call-timeout:"},
 		{"no start timeout is refused", func(c *mcpbridge.Config) { c.StartTimeout = 0 }, "mcp: start-timeout:"},
 		{"a restart minimum over the maximum is refused", func(c *mcpbridge.Config) { c.RestartMin = 2 * c.RestartMax }, "mcp: restart:"},
 	}

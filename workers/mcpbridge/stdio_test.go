@@ -214,6 +214,25 @@ func TestStdioServer(t *testing.T) {
 		}
 	})
 
+	t.Run("a session whose client cannot elicit is not asked", func(t *testing.T) {
+		session := "sess-no-elicitation"
+		err := e.store.PutSession(ctx, registry.Session{ID: session, Account: account, Tool: "fixture", Capabilities: json.RawMessage(`{"sampling":{}}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		edge := newSessionEdge(t, e.nc, session, `{"action":"accept","content":{}}`)
+		_, err = e.do(ctx, "fixture", call{method: "test_elicitation", params: `{"message":"Who?"}`, session: session})
+		te := toolError(t, err, "mcp_error", 502)
+		if !strings.Contains(te.Message, "does not support elicitation") {
+			t.Errorf("message %q", te.Message)
+		}
+		select {
+		case m := <-edge.sent:
+			t.Errorf("the session was sent %v", m)
+		default:
+		}
+	})
+
 	t.Run("a call without an MCP session cannot be asked, and says so", func(t *testing.T) {
 		_, err := e.do(ctx, "fixture", call{method: "test_sampling", params: `{"prompt":"2+2?"}`})
 		te := toolError(t, err, "mcp_error", 502)
