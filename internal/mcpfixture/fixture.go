@@ -6,6 +6,8 @@
 // in-process over HTTP, or as a stdio child (see RunIfChild).
 package mcpfixture
 
+//lint:file-ignore SA1019 the conformance scenarios ask for sampling, which MCP deprecates only from 2026-07-28.
+
 import (
 	"bytes"
 	"context"

@@ -1,5 +1,7 @@
 package mcpfixture_test
 
+//lint:file-ignore SA1019 the test plays a client of the revisions with sampling and logging.
+
 import (
 	"context"
 	"encoding/json"

@@ -1,5 +1,7 @@
 package mcpbridge
 
+//lint:file-ignore SA1019 log messages are forwarded for the revisions that have them (deprecated only from 2026-07-28).
+
 import (
 	"context"
 	"encoding/json"
