@@ -37,17 +37,19 @@ type Options struct {
 
 // Texts the conformance scenarios check.
 const (
-	SimpleText      = "This is a simple text response for testing."
-	ErrorText       = "This tool intentionally returns an error for testing"
-	StaticText      = "This is the content of the static text resource."
-	EmbeddedText    = "This is an embedded resource content."
-	SimplePrompt    = "This is a simple prompt for testing."
-	EmbeddedPrompt  = "Embedded resource content for testing."
-	SchemaToolName  = "json_schema_2020_12_tool"
-	ExtraToolName   = "extra"
-	DottedToolName  = "process.pid"
-	TemplateURI     = "test://template/{id}/data"
-	WatchedResource = "test://watched-resource"
+	SimpleText     = "This is a simple text response for testing."
+	ErrorText      = "This tool intentionally returns an error for testing"
+	StaticText     = "This is the content of the static text resource."
+	EmbeddedText   = "This is an embedded resource content."
+	SimplePrompt   = "This is a simple prompt for testing."
+	EmbeddedPrompt = "Embedded resource content for testing."
+	SchemaToolName = "json_schema_2020_12_tool"
+	ExtraToolName  = "extra"
+	DottedToolName = "process.pid"
+	// RemoteSchemaToolName is a tool whose input schema refers to another document.
+	RemoteSchemaToolName = "remote_schema"
+	TemplateURI          = "test://template/{id}/data"
+	WatchedResource      = "test://watched-resource"
 )
 
 // New returns the fixture server. Each call returns a server of its own: state (the
@@ -329,6 +331,12 @@ func (f *fixture) addBridgeTools() {
 				return nil, nil, nil
 			})
 	}
+	// A schema a gateway may not be able to compile: it refers to a document elsewhere.
+	s.AddTool(&mcp.Tool{Name: RemoteSchemaToolName, Description: "Takes arguments described by a schema elsewhere",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"thing":{"$ref":"https://schemas.example.com/thing.json"}}}`)},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return text("Received: " + string(req.Params.Arguments)), nil
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "toggle_extra", Description: "Adds the extra tool, or removes it; clients hear tools/list_changed"},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 			f.mu.Lock()

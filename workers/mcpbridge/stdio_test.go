@@ -66,6 +66,20 @@ func TestStdioServer(t *testing.T) {
 		}
 	})
 
+	t.Run("a tool whose schema the gateway cannot compile is kept, unchecked", func(t *testing.T) {
+		m := e.view.Snapshot().RawTool("fixture").Method(mcpfixture.RemoteSchemaToolName)
+		if m == nil || len(m.Method.InputSchema) != 0 {
+			t.Fatalf("method %+v, want it without an input schema", m)
+		}
+		if !e.logs.has("input schema does not compile", "mcp_tool="+mcpfixture.RemoteSchemaToolName) {
+			t.Error("no warning in the log")
+		}
+		res := e.result(t, ctx, "fixture", call{method: mcpfixture.RemoteSchemaToolName, params: `{"thing":1}`})
+		if got := texts(res); len(got) != 1 || got[0] != `Received: {"thing":1}` {
+			t.Errorf("texts %q", got)
+		}
+	})
+
 	t.Run("a call answers with the server's CallToolResult", func(t *testing.T) {
 		res := e.result(t, ctx, "fixture", call{method: "test_simple_text", params: `{}`})
 		if got := texts(res); len(got) != 1 || got[0] != mcpfixture.SimpleText {
