@@ -102,7 +102,7 @@ func upstreamError(ctx context.Context, err error) error {
 		if wire.Code == jsonrpc.CodeInvalidParams {
 			return &workers.Error{Code: workers.CodeInvalidParams, Message: wire.Message, Status: 400}
 		}
-		return &workers.Error{Code: "mcp_error", Message: wire.Message, Status: 502,
+		return &workers.Error{Code: CodeServerError, Message: wire.Message, Status: 502,
 			Data: map[string]any{"code": wire.Code, "message": wire.Message, "data": wire.Data}}
 	}
 	return &workers.Error{Code: CodeUnavailable, Message: "the upstream MCP session failed: " + err.Error(), Status: 503}
@@ -113,16 +113,17 @@ func upstreamError(ctx context.Context, err error) error {
 func (b *Bridge) sole(s *session) (*inflight, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	switch {
-	case len(s.calls) == 0:
-		return nil, errors.New("no call is running on this session")
-	case len(s.calls) > 1:
-		return nil, fmt.Errorf("%d calls are running on this session, and MCP does not say which one this is for", len(s.calls))
-	}
+	var only *inflight
 	for in := range s.calls {
-		return in, nil
+		only = in
 	}
-	panic("unreachable")
+	switch len(s.calls) {
+	case 0:
+		return nil, errors.New("no call is running on this session")
+	case 1:
+		return only, nil
+	}
+	return nil, fmt.Errorf("%d calls are running on this session, and MCP does not say which one this is for", len(s.calls))
 }
 
 // ask forwards a server's request (sampling, elicitation) to the MCP client of the

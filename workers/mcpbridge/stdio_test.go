@@ -236,7 +236,7 @@ func TestStdioServer(t *testing.T) {
 		}
 		edge := newSessionEdge(t, e.nc, session, `{"action":"accept","content":{}}`)
 		_, err = e.do(ctx, "fixture", call{method: "test_elicitation", params: `{"message":"Who?"}`, session: session})
-		te := toolError(t, err, "mcp_error", 502)
+		te := toolError(t, err, mcpbridge.CodeServerError, 502)
 		if !strings.Contains(te.Message, "does not support elicitation") {
 			t.Errorf("message %q", te.Message)
 		}
@@ -249,7 +249,7 @@ func TestStdioServer(t *testing.T) {
 
 	t.Run("a call without an MCP session cannot be asked, and says so", func(t *testing.T) {
 		_, err := e.do(ctx, "fixture", call{method: "test_sampling", params: `{"prompt":"2+2?"}`})
-		te := toolError(t, err, "mcp_error", 502)
+		te := toolError(t, err, mcpbridge.CodeServerError, 502)
 		if !strings.Contains(te.Message, "no client to ask") {
 			t.Errorf("message %q", te.Message)
 		}
