@@ -50,6 +50,15 @@ func compileSchema(tool, method string, raw json.RawMessage) (*jsonschema.Schema
 	return c.Compile(url)
 }
 
+// CheckInputSchema returns why raw cannot serve as a method's input schema, so that
+// PutTool would refuse the tool, or nil. A worker whose schemas come from elsewhere (a
+// bridged MCP server's tools) checks each one, so that one schema the gateway cannot
+// compile does not keep the whole tool out of the registry.
+func CheckInputSchema(raw json.RawMessage) error {
+	_, err := compileSchema("check", "input", raw)
+	return err
+}
+
 var printer = message.NewPrinter(language.English)
 
 // violations flattens a validation error into one entry per failing value, each with

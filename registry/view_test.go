@@ -108,3 +108,21 @@ func TestMethodValidation(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckInputSchema(t *testing.T) {
+	for _, tt := range []struct {
+		name, schema string
+		ok           bool
+	}{
+		{"a 2020-12 object schema with local refs compiles", `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"a":{"type":"string"}},"properties":{"a":{"$ref":"#/$defs/a"}}}`, true},
+		{"a draft-07 schema compiles", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"}`, true},
+		{"an unknown type does not", `{"type":"nope"}`, false},
+		{"a reference to nowhere does not", `{"type":"object","properties":{"a":{"$ref":"#/$defs/missing"}}}`, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := registry.CheckInputSchema(json.RawMessage(tt.schema)); (err == nil) != tt.ok {
+				t.Fatalf("CheckInputSchema: %v", err)
+			}
+		})
+	}
+}

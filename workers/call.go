@@ -1,10 +1,12 @@
 package workers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -13,15 +15,16 @@ import (
 )
 
 // Handler answers one call of a method. What it returns becomes the reply: a Raw is
-// sent as it is, any other value as JSON; an *Error is the tool's own error with its
-// code and status, and any other error is reported with the code "internal".
+// sent as it is, an MCPResult as an MCP CallToolResult, any other value as JSON; an
+// *Error is the tool's own error with its code and status, and any other error is
+// reported with the code "internal".
 type Handler func(ctx context.Context, c *Call) (any, error)
 
 // Call is one call of a method, as the caller sent it. The handler's context carries
 // the caller's deadline and trace, and is cancelled when the caller cancels.
 type Call struct {
 	Tool      string
-	Method    string
+	Method    string          // the method called; for an MCP request, the MCP method (resources/read, ...)
 	Params    json.RawMessage // the parameters, a JSON object as the caller sent it
 	Account   string          // the account the call is made for
 	RequestID string
@@ -89,6 +92,13 @@ type Raw struct {
 	Data        []byte
 }
 
+// MCPResult is a result that is already an MCP CallToolResult, as JSON: what a
+// bridged MCP server answered. It is sent with Tg-Result: mcp-call-tool-result, so that
+// an MCP session passes it to its client unchanged (content, structuredContent,
+// isError) instead of wrapping it as the text of a new result; HTTP callers get the
+// JSON as it is.
+type MCPResult json.RawMessage
+
 // Error is a tool's own error. The caller sees its code and message; Status is the
 // HTTP status the tool asks for (the gateway's 502 when zero), and Data, when set,
 // goes to the caller as the reply's JSON body.
@@ -106,17 +116,37 @@ func (e *Error) Error() string {
 	return e.Code + ": " + e.Message
 }
 
+// RPCError is a JSON-RPC error. An MCP handler returns one to answer with that error;
+// Call.Request returns one when the MCP client answered with an error.
+type RPCError struct {
+	Code    int64
+	Message string
+	Data    json.RawMessage // any JSON, or nil
+}
+
+func (e *RPCError) Error() string {
+	return fmt.Sprintf("JSON-RPC error %d: %s", e.Code, e.Message)
+}
+
+// JSON-RPC error codes an MCP handler often answers with.
+const (
+	RPCMethodNotFound = -32601
+	RPCInvalidParams  = -32602
+	RPCInternalError  = -32603
+)
+
 // ErrCancelled is the cause of a handler's context when the caller cancelled the
 // call (context.Cause tells it from a passed deadline).
 var ErrCancelled = errors.New("workers: the caller cancelled the call")
 
 // Codes of the errors the SDK itself sends.
 const (
-	CodeInternal      = "internal"       // the handler failed or panicked
-	CodeInvalidParams = "invalid_params" // the parameters do not decode
-	CodeTimeout       = "timeout"        // the handler gave up at the caller's deadline
-	CodeCancelled     = "cancelled"      // the handler stopped because the caller cancelled
-	CodeReplyTooLarge = "reply_too_large"
+	CodeInternal       = "internal"       // the handler failed or panicked
+	CodeInvalidParams  = "invalid_params" // the parameters do not decode
+	CodeTimeout        = "timeout"        // the handler gave up at the caller's deadline
+	CodeCancelled      = "cancelled"      // the handler stopped because the caller cancelled
+	CodeReplyTooLarge  = "reply_too_large"
+	CodeMethodNotFound = "method_not_found" // the method was declared, and is no more (SetMethods)
 )
 
 // reply turns what a handler returned into the reply message for subject.
@@ -132,6 +162,14 @@ func reply(subject string, result any, err error) *nats.Msg {
 		if r != nil {
 			return rawReply(msg, *r)
 		}
+	case MCPResult:
+		if !json.Valid(r) {
+			return errorReply(msg, &Error{Code: CodeInternal, Message: "the MCP result is not JSON"})
+		}
+		msg.Header.Set(bus.HeaderContentType, "application/json")
+		msg.Header.Set(bus.HeaderResult, bus.ResultMCP)
+		msg.Data = r
+		return msg
 	}
 	b, err := json.Marshal(result)
 	if err != nil {
@@ -187,4 +225,43 @@ func errorReply(msg *nats.Msg, e *Error) *nats.Msg {
 		}
 	}
 	return msg
+}
+
+// mcpReply turns what an MCP handler returned into the reply message for subject: the
+// JSON-RPC result, or the nats micro error headers carrying the JSON-RPC error's code
+// (as a decimal) and message, with its data as the body.
+func mcpReply(subject string, result any, err error) *nats.Msg {
+	msg := nats.NewMsg(subject)
+	if err == nil {
+		if result == nil {
+			result = struct{}{} // an MCP result is an object, never null
+		}
+		b, merr := json.Marshal(result)
+		if merr == nil {
+			msg.Header.Set(bus.HeaderContentType, "application/json")
+			msg.Data = b
+			return msg
+		}
+		err = fmt.Errorf("the result does not encode as JSON: %w", merr)
+	}
+	e := rpcError(err)
+	msg.Header.Set(bus.HeaderErrorCode, strconv.FormatInt(e.Code, 10))
+	msg.Header.Set(bus.HeaderError, cmp.Or(e.Message, "error"))
+	if len(e.Data) > 0 && json.Valid(e.Data) {
+		msg.Header.Set(bus.HeaderContentType, "application/json")
+		msg.Data = e.Data
+	}
+	return msg
+}
+
+// rpcError is err as an MCP client will see it.
+func rpcError(err error) *RPCError {
+	var re *RPCError
+	if errors.As(err, &re) {
+		return re
+	}
+	if te := toolError(err); te.Code == CodeInvalidParams {
+		return &RPCError{Code: RPCInvalidParams, Message: te.Message}
+	}
+	return &RPCError{Code: RPCInternalError, Message: err.Error()}
 }

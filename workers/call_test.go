@@ -197,6 +197,9 @@ func TestCallOutcomes(t *testing.T) {
 		{Name: "raw", Handler: func(context.Context, *workers.Call) (any, error) {
 			return workers.Raw{Status: 201, ContentType: "text/csv", Data: []byte("a,b\n1,2\n")}, nil
 		}},
+		{Name: "mcp", Handler: func(context.Context, *workers.Call) (any, error) {
+			return workers.MCPResult(`{"content":[{"type":"text","text":"hi"}],"isError":true}`), nil
+		}},
 		{Name: "fail", Handler: func(context.Context, *workers.Call) (any, error) {
 			return nil, &workers.Error{Code: "quota_exceeded", Message: "no more today", Status: 429, Data: map[string]int{"retry_in": 60}}
 		}},
@@ -254,6 +257,18 @@ func TestCallOutcomes(t *testing.T) {
 		}
 		if r.Status != 201 || r.ContentType != "text/csv" || string(r.Data) != "a,b\n1,2\n" {
 			t.Errorf("reply %d %q %q", r.Status, r.ContentType, r.Data)
+		}
+	})
+	t.Run("an MCPResult comes back as its JSON, marked as a CallToolResult", func(t *testing.T) {
+		r, err := do(t, "mcp", `{}`, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != 200 || r.ContentType != "application/json" || r.Header.Get(bus.HeaderResult) != bus.ResultMCP {
+			t.Errorf("reply %d %q, %s %q", r.Status, r.ContentType, bus.HeaderResult, r.Header.Get(bus.HeaderResult))
+		}
+		if string(r.Data) != `{"content":[{"type":"text","text":"hi"}],"isError":true}` {
+			t.Errorf("body %s", r.Data)
 		}
 	})
 	t.Run("a tool's Error becomes a ToolError with its code, message, status and data", func(t *testing.T) {

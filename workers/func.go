@@ -39,12 +39,18 @@ func Func[In, Out any](name, description string, fn func(ctx context.Context, c 
 		return m
 	}
 	m.InputSchema = in
-	if out := reflect.TypeFor[Out](); out != reflect.TypeFor[Raw]() && out != reflect.TypeFor[*Raw]() {
+	if out := reflect.TypeFor[Out](); !unschemed(out) {
 		if m.OutputSchema, err = inferSchema(out); err != nil {
 			m.err = fmt.Errorf("output schema: %w", err)
 		}
 	}
 	return m
+}
+
+// unschemed reports whether results of type t carry no schema of their own: bytes
+// sent as they are, or an MCP result, whose structured content the server describes.
+func unschemed(t reflect.Type) bool {
+	return t == reflect.TypeFor[Raw]() || t == reflect.TypeFor[*Raw]() || t == reflect.TypeFor[MCPResult]()
 }
 
 // inferSchema is the JSON schema of values of t, or nil when t admits any value.

@@ -59,6 +59,12 @@ type instance struct {
 // once it serves.
 func (e *env) start(tool workers.Tool, methods []workers.Method, opts ...workers.Option) *instance {
 	e.t.Helper()
+	return e.startWith(tool, methods, func(*workers.Worker) {}, opts...)
+}
+
+// startWith is start with a chance to declare more (an MCP handler) before Run.
+func (e *env) startWith(tool workers.Tool, methods []workers.Method, declare func(*workers.Worker), opts ...workers.Option) *instance {
+	e.t.Helper()
 	nc := testenv.Conn(e.t, e.url)
 	store := testenv.Store(e.t, nc, e.store.Options().Replicas)
 	opts = append([]workers.Option{workers.WithLogger(testenv.Logger(e.t))}, opts...)
@@ -66,6 +72,7 @@ func (e *env) start(tool workers.Tool, methods []workers.Method, opts ...workers
 	for _, m := range methods {
 		w.Handle(m)
 	}
+	declare(w)
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &instance{Worker: w, nc: nc, cancel: cancel, done: make(chan error, 1)}
 	go func() { in.done <- w.Run(ctx) }()

@@ -2,7 +2,8 @@
 // declare the tool and its methods (schemas written out or inferred from Go types),
 // then Run. A running Worker keeps the tool's record and its own presence in the
 // registry, serves the methods' bus subjects in the tool's queue group as a nats micro
-// service, runs calls concurrently up to a bound, and on shutdown drains: the calls
+// service (and, for a tool that serves resources, prompts or completion, its tg.mcp
+// subject), runs calls concurrently up to a bound, and on shutdown drains: the calls
 // it has taken finish and reply, new ones go to the tool's other instances.
 package workers
 
@@ -58,12 +59,16 @@ type Method struct {
 	InputSchema  json.RawMessage
 	OutputSchema json.RawMessage
 	Annotations  json.RawMessage // MCP tool annotations
+	// MCPName is the method's name on an MCP server when it differs from Name: a
+	// bridged server's tool whose name a subject token cannot carry.
+	MCPName string
 	// Timeout bounds a call when the caller sets no deadline of its own; the gateway
 	// also uses it as the method's default deadline. 0 leaves it to the gateway.
 	Timeout time.Duration
 	Handler Handler
 
 	err error // why Func could not build the method; reported by Run
+	mcp bool  // the tool's MCP endpoint: c.Method is the MCP method, errors are JSON-RPC errors
 }
 
 // Option adjusts a Worker.
@@ -105,11 +110,19 @@ type Worker struct {
 	cfg   config
 	log   *slog.Logger
 
-	mu      sync.Mutex
-	methods []Method
-	started bool
+	mu       sync.Mutex
+	methods  []Method
+	mcp      MCPHandler
+	started  bool
+	svc      micro.Service   // while serving
+	served   map[string]bool // method names with an endpoint
+	stopping bool
+
+	table atomic.Pointer[map[string]*Method] // the methods calls are dispatched to, by name
+	setMu sync.Mutex                         // one SetMethods at a time
 
 	ready    chan struct{}
+	done     chan struct{} // closed when Run returns
 	sem      chan struct{} // one token per call running
 	dead     chan struct{} // closed when the connection closed under the worker
 	deadOnce sync.Once
@@ -118,7 +131,7 @@ type Worker struct {
 	cancelMu sync.Mutex
 	running  map[string]map[*runningCall]struct{} // by request id
 
-	stats map[string]*methodStats
+	stats map[string]*methodStats // by endpoint subject
 }
 
 type runningCall struct{ cancel context.CancelCauseFunc }
@@ -145,7 +158,9 @@ func New(nc *nats.Conn, store *registry.Store, tool Tool, opts ...Option) *Worke
 		cfg:     cfg,
 		log:     cfg.log.With("tool", tool.ID, "instance", cfg.instance),
 		ready:   make(chan struct{}),
+		done:    make(chan struct{}),
 		dead:    make(chan struct{}),
+		served:  map[string]bool{},
 		running: map[string]map[*runningCall]struct{}{},
 		stats:   map[string]*methodStats{},
 	}
@@ -180,6 +195,105 @@ func (w *Worker) Handle(m Method) {
 	w.methods = append(w.methods, m)
 }
 
+// SetMethods replaces the tool's methods, for a tool whose methods change while it
+// runs (a bridged MCP server that reports a new tool list). Before Run it replaces
+// what Handle declared. While the worker serves, it checks the methods as Run does,
+// serves the new ones, and then rewrites the tool's record, so a caller that sees a
+// method in the registry finds it served. A call already running finishes with the
+// handler it started with. A method no longer declared answers method_not_found; its
+// endpoint stays in nats micro discovery until the worker stops, since micro cannot
+// remove one endpoint. Between Run's start and Ready, SetMethods waits for Ready.
+func (w *Worker) SetMethods(ctx context.Context, methods []Method) error {
+	w.setMu.Lock()
+	defer w.setMu.Unlock()
+	w.mu.Lock()
+	started, hasMCP := w.started, w.mcp != nil
+	if !started {
+		w.methods = slices.Clone(methods)
+	}
+	w.mu.Unlock()
+	if !started {
+		return nil
+	}
+	select {
+	case <-w.ready:
+	case <-w.done:
+		return fmt.Errorf("workers: tool %s: set methods: the worker has stopped", w.tool.ID)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	rec, err := w.record(methods, hasMCP)
+	if err != nil {
+		return err
+	}
+	methods = slices.Clone(methods)
+	if err := w.serveMethods(methods); err != nil {
+		return err
+	}
+	if err := w.putTool(ctx, rec); err != nil {
+		return fmt.Errorf("workers: tool %s: %w", w.tool.ID, err)
+	}
+	return nil
+}
+
+// serveMethods makes methods the ones calls are dispatched to, adding an endpoint for
+// each that has none yet.
+func (w *Worker) serveMethods(methods []Method) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopping {
+		return fmt.Errorf("workers: tool %s: set methods: the worker is stopping", w.tool.ID)
+	}
+	table := make(map[string]*Method, len(methods))
+	for i := range methods {
+		table[methods[i].Name] = &methods[i]
+	}
+	w.table.Store(&table)
+	for i := range methods {
+		name := methods[i].Name
+		if w.served[name] {
+			continue
+		}
+		if err := w.addEndpoint(w.svc, name, w.cfg.subjects.Call(w.tool.ID, name), w.lookup(name)); err != nil {
+			return fmt.Errorf("workers: tool %s: method %s: %w", w.tool.ID, name, err)
+		}
+		w.served[name] = true
+	}
+	w.methods = methods
+	return nil
+}
+
+// lookup finds the method a call of name goes to, or nil when it is declared no more.
+func (w *Worker) lookup(name string) func() *Method {
+	return func() *Method { return (*w.table.Load())[name] }
+}
+
+// stopServing makes SetMethods refuse from now on: the service is stopping.
+func (w *Worker) stopServing() {
+	w.mu.Lock()
+	w.stopping = true
+	w.mu.Unlock()
+}
+
+// MCPHandler answers an MCP request to the tool other than a tool call: resources,
+// prompts and completion, which the edge sends on the tool's tg.mcp subject. method
+// is the JSON-RPC method (resources/read, prompts/get, completion/complete, ...), also
+// in c.Method, and c.Params its params. What it returns is the JSON-RPC result; an
+// *RPCError is the JSON-RPC error the client sees, and any other error an internal one.
+type MCPHandler func(ctx context.Context, c *Call, method string) (any, error)
+
+// HandleMCP declares the handler of the tool's MCP requests other than tool calls. A
+// tool whose Capabilities name resources, prompts or completions needs one. Its
+// requests share the methods' queue group, concurrency bound and drain.
+func (w *Worker) HandleMCP(h MCPHandler) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		panic("workers: HandleMCP called after Run")
+	}
+	w.mcp = h
+}
+
 // Instance is the instance's name.
 func (w *Worker) Instance() string { return w.cfg.instance }
 
@@ -202,9 +316,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.started = true
 	methods := slices.Clone(w.methods)
+	mcpHandler := w.mcp
 	w.mu.Unlock()
+	defer close(w.done)
 
-	rec, err := w.record(methods)
+	rec, err := w.record(methods, mcpHandler != nil)
 	if err != nil {
 		return err
 	}
@@ -226,7 +342,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer cancels.Unsubscribe()
 
-	svc, err := w.serve(methods)
+	svc, err := w.serve(methods, mcpHandler)
 	if err != nil {
 		return err
 	}
@@ -248,6 +364,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return w.drain(svc, closed)
 		case <-closed:
+			w.stopServing()
 			w.abandon()
 			w.waitIdle()
 			w.log.Warn("worker lost its connection; presence expires with its TTL")
@@ -263,7 +380,7 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // record checks the declaration and returns the tool's registry record.
-func (w *Worker) record(methods []Method) (registry.Tool, error) {
+func (w *Worker) record(methods []Method, hasMCP bool) (registry.Tool, error) {
 	fail := func(format string, args ...any) (registry.Tool, error) {
 		return registry.Tool{}, fmt.Errorf("workers: tool %s: "+format, append([]any{w.tool.ID}, args...)...)
 	}
@@ -278,6 +395,9 @@ func (w *Worker) record(methods []Method) (registry.Tool, error) {
 	}
 	if ttl := w.store.Options().PresenceTTL; w.cfg.heartbeat <= 0 || w.cfg.heartbeat >= ttl {
 		return fail("heartbeat: must be positive and shorter than the presence TTL (%v)", ttl)
+	}
+	if caps := w.tool.Capabilities; (caps.Resources || caps.Prompts || caps.Completions) && !hasMCP {
+		return fail("capabilities: resources, prompts and completions are served by an MCP handler; declare one with HandleMCP")
 	}
 	rec := registry.Tool{
 		ID: w.tool.ID, Title: w.tool.Title, Description: w.tool.Description, Version: w.tool.Version,
@@ -305,6 +425,7 @@ func (w *Worker) record(methods []Method) (registry.Tool, error) {
 		rec.Methods = append(rec.Methods, registry.Method{
 			Name: m.Name, Title: m.Title, Description: m.Description, InputSchema: m.InputSchema,
 			OutputSchema: m.OutputSchema, Annotations: m.Annotations, Timeout: registry.Duration(m.Timeout),
+			MCPName: m.MCPName,
 		})
 	}
 	return rec, nil
@@ -329,14 +450,12 @@ func (w *Worker) putTool(ctx context.Context, rec registry.Tool) error {
 	return w.store.PutTool(ctx, rec)
 }
 
-// serve starts the nats micro service with one endpoint per method.
-func (w *Worker) serve(methods []Method) (micro.Service, error) {
+// serve starts the nats micro service with one endpoint per method, and one for the
+// tool's MCP requests when it has an MCP handler.
+func (w *Worker) serve(methods []Method, mcpHandler MCPHandler) (micro.Service, error) {
 	version := strings.TrimPrefix(w.tool.Version, "v")
 	if version == "" {
 		version = "0.0.0"
-	}
-	for i := range methods {
-		w.stats[methods[i].Name] = &methodStats{}
 	}
 	svc, err := micro.AddService(w.nc, micro.Config{
 		Name:         w.tool.ID,
@@ -349,29 +468,53 @@ func (w *Worker) serve(methods []Method) (micro.Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workers: tool %s: nats micro: %w", w.tool.ID, err)
 	}
-	for i := range methods {
-		m := &methods[i]
-		err := svc.AddEndpoint(m.Name, w.intake(m), micro.WithEndpointSubject(w.cfg.subjects.Call(w.tool.ID, m.Name)))
-		if err != nil {
+	w.mu.Lock()
+	w.svc = svc
+	w.mu.Unlock()
+	if err := w.serveMethods(methods); err != nil {
+		_ = svc.Stop()
+		return nil, err
+	}
+	if mcpHandler != nil {
+		m := &Method{Name: "mcp", mcp: true, Handler: func(ctx context.Context, c *Call) (any, error) {
+			return mcpHandler(ctx, c, c.Method)
+		}}
+		if err := w.addEndpoint(svc, m.Name, w.cfg.subjects.MCP(w.tool.ID), func() *Method { return m }); err != nil {
 			_ = svc.Stop()
-			return nil, fmt.Errorf("workers: tool %s: method %s: %w", w.tool.ID, m.Name, err)
+			return nil, fmt.Errorf("workers: tool %s: MCP endpoint: %w", w.tool.ID, err)
 		}
 	}
 	return svc, nil
 }
 
+// addEndpoint serves subject with the handler of the method lookup finds. Statistics
+// are kept by subject: the MCP endpoint is named "mcp", which a method may be named
+// too. The caller holds w.mu.
+func (w *Worker) addEndpoint(svc micro.Service, name, subject string, lookup func() *Method) error {
+	st := &methodStats{}
+	w.stats[subject] = st
+	return svc.AddEndpoint(name, w.intake(lookup, st), micro.WithEndpointSubject(subject))
+}
+
 // intake is the endpoint's micro handler. nats micro calls it for one message at a
 // time per endpoint; it hands each call to its own goroutine and, at the concurrency
 // bound, waits for a slot, so the calls queue rather than being dropped.
-func (w *Worker) intake(m *Method) micro.Handler {
+func (w *Worker) intake(lookup func() *Method, st *methodStats) micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
 		in := inbound{reply: req.Reply(), data: req.Data(), header: nats.Header(req.Headers())}
+		m := lookup()
+		if m == nil {
+			if in.reply != "" {
+				_ = w.nc.PublishMsg(reply(in.reply, nil, &Error{Code: CodeMethodNotFound, Message: "the tool has no such method any more", Status: 404}))
+			}
+			return
+		}
 		select {
 		case w.sem <- struct{}{}:
 		case <-w.dead:
 			return // nobody can hear the reply
 		}
-		go w.call(m, in)
+		go w.call(m, st, in)
 	})
 }
 
@@ -382,15 +525,19 @@ type inbound struct {
 }
 
 // call runs one call and replies. It holds a slot of w.sem, which it gives back.
-func (w *Worker) call(m *Method, in inbound) {
+func (w *Worker) call(m *Method, st *methodStats, in inbound) {
 	defer func() { <-w.sem }()
-	st := w.stats[m.Name]
 	st.inFlight.Add(1)
 	defer st.inFlight.Add(-1)
 	start := time.Now()
 
+	respond, method, spanName := reply, m.Name, "tool.call "+w.tool.ID+"."+m.Name
+	if m.mcp {
+		method = in.header.Get(bus.HeaderMethod)
+		respond, spanName = mcpReply, "tool.mcp "+w.tool.ID+" "+method
+	}
 	c := &Call{
-		Tool: w.tool.ID, Method: m.Name, Params: in.data, Header: in.header,
+		Tool: w.tool.ID, Method: method, Params: in.data, Header: in.header,
 		Account:   in.header.Get(bus.HeaderAccount),
 		RequestID: in.header.Get(bus.HeaderRequestID),
 		Session:   in.header.Get(bus.HeaderSession),
@@ -402,11 +549,11 @@ func (w *Worker) call(m *Method, in inbound) {
 	}
 
 	ctx := bus.Propagator.Extract(w.base, bus.HeaderCarrier(in.header))
-	ctx, span := tracer.Start(ctx, "tool.call "+w.tool.ID+"."+m.Name, trace.WithSpanKind(trace.SpanKindServer),
+	ctx, span := tracer.Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(
 			attribute.String("messaging.system", "nats"),
 			attribute.String("toolgate.tool", w.tool.ID),
-			attribute.String("toolgate.method", m.Name),
+			attribute.String("toolgate.method", method),
 			attribute.String("toolgate.request_id", c.RequestID),
 			attribute.String("toolgate.account", c.Account),
 			attribute.String("toolgate.instance", w.cfg.instance),
@@ -427,11 +574,11 @@ func (w *Worker) call(m *Method, in inbound) {
 	defer w.track(c.RequestID, cancel)()
 
 	result, err := w.invoke(ctx, m, c)
-	msg := reply(in.reply, result, err)
+	msg := respond(in.reply, result, err)
 	if max := w.nc.MaxPayload(); max > 0 {
 		if size := bus.MessageSize(msg); size > max {
 			err = &Error{Code: CodeReplyTooLarge, Message: fmt.Sprintf("the reply of %d bytes exceeds the bus's max_payload of %d", size, max), Status: 502}
-			msg = reply(in.reply, nil, err)
+			msg = respond(in.reply, nil, err)
 		}
 	}
 	st.calls.Add(1)
@@ -439,11 +586,17 @@ func (w *Worker) call(m *Method, in inbound) {
 	if err != nil {
 		st.errors.Add(1)
 		te := toolError(err)
-		span.SetStatus(codes.Error, te.Error())
-		span.SetAttributes(attribute.String("toolgate.error_code", te.Code))
+		status, code := te.Error(), te.Code
+		if m.mcp {
+			re := rpcError(err)
+			status, code = re.Error(), strconv.FormatInt(re.Code, 10)
+		}
+		span.SetStatus(codes.Error, status)
+		span.SetAttributes(attribute.String("toolgate.error_code", code))
 		var own *Error
-		if !errors.As(err, &own) {
-			w.log.Warn("call failed", "method", m.Name, "request_id", c.RequestID, "trace_id", span.SpanContext().TraceID(), "err", err)
+		var rpc *RPCError
+		if !errors.As(err, &own) && !errors.As(err, &rpc) {
+			w.log.Warn("call failed", "method", method, "request_id", c.RequestID, "trace_id", span.SpanContext().TraceID(), "err", err)
 		}
 	}
 	if in.reply == "" {
@@ -455,7 +608,7 @@ func (w *Worker) call(m *Method, in inbound) {
 		return
 	}
 	if err := w.nc.PublishMsg(msg); err != nil {
-		w.log.Warn("reply not sent", "method", m.Name, "request_id", c.RequestID, "err", err)
+		w.log.Warn("reply not sent", "method", method, "request_id", c.RequestID, "err", err)
 	}
 }
 
@@ -464,7 +617,7 @@ func (w *Worker) call(m *Method, in inbound) {
 func (w *Worker) invoke(ctx context.Context, m *Method, c *Call) (result any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			w.log.Error("handler panicked", "method", m.Name, "request_id", c.RequestID, "panic", p, "stack", string(debug.Stack()))
+			w.log.Error("handler panicked", "method", c.Method, "request_id", c.RequestID, "panic", p, "stack", string(debug.Stack()))
 			result, err = nil, &Error{Code: CodeInternal, Message: "the handler panicked"}
 		}
 	}()
@@ -513,6 +666,7 @@ func (w *Worker) drain(svc micro.Service, closed <-chan nats.Status) error {
 	start := time.Now()
 	// Stop drains the endpoint subscriptions: the server routes no new call here, and
 	// the calls already routed here are still handed to intake.
+	w.stopServing()
 	stopErr := svc.Stop()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -571,7 +725,9 @@ type EndpointStats struct {
 }
 
 func (w *Worker) endpointStats(e *micro.Endpoint) any {
-	st := w.stats[e.Name]
+	w.mu.Lock()
+	st := w.stats[e.Subject]
+	w.mu.Unlock()
 	if st == nil {
 		return nil
 	}

@@ -53,9 +53,10 @@ func TestWorkerInTheRegistry(t *testing.T) {
 
 	t.Run("a started worker is in the view with its methods and schemas", func(t *testing.T) {
 		in := e.start(greetTool, []workers.Method{greet()})
-		// Presence and the tool record travel in different buckets: wait for both.
+		// The view follows each bucket on its own: the presence may show before the tool.
 		testenv.Eventually(t, time.Second, "presence and tool in the view", func() bool {
-			return e.view.Snapshot().Instances("greeter") == 1 && e.view.Snapshot().RawTool("greeter") != nil
+			s := e.view.Snapshot()
+			return s.Instances("greeter") == 1 && s.RawTool("greeter") != nil
 		})
 		entry := e.view.Snapshot().RawTool("greeter")
 		if entry == nil {
@@ -248,6 +249,7 @@ func TestWorkerRefusesBadDeclarations(t *testing.T) {
 		{"an input schema that does not compile is refused", workers.Tool{ID: "t"}, []workers.Method{{Name: "m", Handler: ok, InputSchema: json.RawMessage(`{"type":"nope"}`)}}, nil, "input schema"},
 		{"parameters that are not an object are refused", workers.Tool{ID: "t"}, []workers.Method{workers.Func("m", "", func(context.Context, *workers.Call, string) (string, error) { return "", nil })}, nil, "JSON object"},
 		{"a version that is not semantic is refused", workers.Tool{ID: "t", Version: "latest"}, []workers.Method{{Name: "m", Handler: ok}}, nil, "version"},
+		{"resources without an MCP handler are refused", workers.Tool{ID: "t", Capabilities: registry.Capabilities{Resources: true}}, nil, nil, "HandleMCP"},
 		{"a concurrency below one is refused", workers.Tool{ID: "t"}, nil, []workers.Option{workers.WithConcurrency(0)}, "concurrency"},
 		{"a heartbeat as long as the TTL is refused", workers.Tool{ID: "t"}, nil, []workers.Option{workers.WithHeartbeat(time.Hour)}, "heartbeat"},
 		{"an instance name with a dot is refused", workers.Tool{ID: "t"}, nil, []workers.Option{workers.WithInstance("a.b")}, "instance"},
@@ -508,6 +510,71 @@ func TestSubjectPrefix(t *testing.T) {
 		_, err := bus.Do(ctx, e.nc, bus.DefaultSubjects, bus.Request{Subject: bus.DefaultSubjects.Call("prefixed", "greet"), RequestID: "p2", Data: []byte(`{"name":"Ada"}`)})
 		if !errors.Is(err, bus.ErrNoResponders) {
 			t.Fatalf("got %v, want no responders", err)
+		}
+	})
+}
+
+func TestSetMethodsWhileServing(t *testing.T) {
+	e := newEnv(t)
+	answer := func(name, text string) workers.Method {
+		return workers.Method{Name: name, Handler: func(context.Context, *workers.Call) (any, error) { return text, nil }}
+	}
+	in := e.start(workers.Tool{ID: "shifty"}, []workers.Method{answer("a", "first a")})
+	methods := func() []string {
+		entry := e.view.Snapshot().RawTool("shifty")
+		if entry == nil {
+			return nil
+		}
+		var names []string
+		for _, m := range entry.Tool.Methods {
+			names = append(names, m.Name+"/"+m.MCPName)
+		}
+		return names
+	}
+	ctx := testenv.Context(t)
+
+	t.Run("new methods are served before the record names them", func(t *testing.T) {
+		b := answer("b_dotted", "b")
+		b.MCPName = "b.dotted"
+		if err := in.SetMethods(ctx, []workers.Method{answer("a", "second a"), b}); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, time.Second, "the record has a and b", func() bool {
+			return strings.Join(methods(), ",") == "a/,b_dotted/b.dotted"
+		})
+		for method, want := range map[string]string{"a": `"second a"`, "b_dotted": `"b"`} {
+			r, err := call(t, e, "shifty", method, `{}`)
+			if err != nil || string(r.Data) != want {
+				t.Errorf("%s: got %v %v, want %s", method, err, r, want)
+			}
+		}
+	})
+	t.Run("a method dropped from the declaration answers method_not_found", func(t *testing.T) {
+		if err := in.SetMethods(ctx, []workers.Method{answer("b_dotted", "b")}); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, time.Second, "the record has only b", func() bool { return strings.Join(methods(), ",") == "b_dotted/" })
+		_, err := call(t, e, "shifty", "a", `{}`)
+		var te *bus.ToolError
+		if !errors.As(err, &te) || te.Code != workers.CodeMethodNotFound || te.Status != 404 {
+			t.Fatalf("got %v, want a method_not_found tool error with status 404", err)
+		}
+	})
+	t.Run("a bad declaration is refused and the served methods stay", func(t *testing.T) {
+		err := in.SetMethods(ctx, []workers.Method{answer("b.dotted", "b")})
+		if err == nil || !strings.Contains(err.Error(), "method name") {
+			t.Fatalf("got %v, want an error about the method name", err)
+		}
+		if r, err := call(t, e, "shifty", "b_dotted", `{}`); err != nil || string(r.Data) != `"b"` {
+			t.Fatalf("b after the refusal: %v %v", err, r)
+		}
+	})
+	t.Run("a stopped worker refuses", func(t *testing.T) {
+		if err := in.stop(t); err != nil {
+			t.Fatal(err)
+		}
+		if err := in.SetMethods(ctx, []workers.Method{answer("c", "c")}); err == nil {
+			t.Fatal("SetMethods on a stopped worker succeeded")
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/registry"
 	"github.com/toolgate/toolgate/workers"
 	"github.com/toolgate/toolgate/workers/demo"
+	"github.com/toolgate/toolgate/workers/mcpbridge"
 )
 
 // workerConfig is what a built-in worker needs to join a stack.
@@ -61,7 +63,7 @@ func newWorkerCmd() *cobra.Command {
 		Use:   "worker",
 		Short: "Run a built-in worker",
 	}
-	cmd.AddCommand(newWorkerDemoCmd())
+	cmd.AddCommand(newWorkerDemoCmd(), newWorkerMCPCmd())
 	return cmd
 }
 
@@ -100,4 +102,81 @@ func runDemoWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) erro
 		return fmt.Errorf("worker: %w", err)
 	}
 	return demo.Run(ctx, nc, store, workers.WithLogger(log))
+}
+
+func newWorkerMCPCmd() *cobra.Command {
+	cfg := defaultWorkerConfig()
+	bridge := mcpbridge.DefaultConfig()
+	var headers []string
+	cmd := &cobra.Command{
+		Use:   "mcp --tool ID [--title T] [--sessions N] (-- COMMAND [ARGS...] | --url URL [--header K:V]...)",
+		Short: "Deploy an existing MCP server as a tool: a stdio command, or a remote URL",
+		Example: `  toolgate worker mcp --tool everything -- npx -y @modelcontextprotocol/server-everything
+  toolgate worker mcp --tool search --url https://mcp.example.com/mcp --header "Authorization: Bearer $TOKEN"`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			bridge.Command = args
+			h, err := parseMCPHeaders(headers)
+			if err != nil {
+				return err
+			}
+			bridge.Header = h
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			if err := bridge.Validate(); err != nil {
+				return err
+			}
+			return runMCPWorker(cmd.Context(), cfg, bridge, slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil)))
+		},
+	}
+	f := cmd.Flags()
+	// The server's command and its flags follow the worker's own: COMMAND -y pkg is not
+	// read as flags of toolgate's.
+	f.SetInterspersed(false)
+	f.StringVar(&cfg.NATS, "nats", cfg.NATS, "NATS URL, or several comma-separated (env TOOLGATE_NATS)")
+	f.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "replicas of the registry's buckets: 1 on one node, 3 in a cluster (env TOOLGATE_REPLICAS)")
+	f.StringVar(&bridge.Tool, "tool", "", "the tool's id")
+	f.StringVar(&bridge.Title, "title", "", "the tool's title (default: the server's own)")
+	f.IntVar(&bridge.Sessions, "sessions", bridge.Sessions, "upstream sessions calls are spread over; for a command, its processes")
+	f.StringVar(&bridge.URL, "url", "", "a remote server's Streamable HTTP (or HTTP+SSE) endpoint, instead of a command")
+	f.StringArrayVar(&headers, "header", nil, "a header sent to the --url server, as \"Name: value\" (repeatable)")
+	f.DurationVar(&bridge.CallTimeout, "call-timeout", 0, "the timeout of the server's tools (default: the gateway's)")
+	f.DurationVar(&bridge.StartTimeout, "start-timeout", bridge.StartTimeout, "how long the server may take to start and list its tools")
+	return cmd
+}
+
+// parseMCPHeaders reads --header "Name: value" flags; none is no header at all.
+func parseMCPHeaders(flags []string) (http.Header, error) {
+	if len(flags) == 0 {
+		return nil, nil
+	}
+	h := http.Header{}
+	for _, f := range flags {
+		name, value, ok := strings.Cut(f, ":")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" || strings.ContainsAny(name, " \t") {
+			return nil, fmt.Errorf("mcp: header: %q: must be \"Name: value\"", f)
+		}
+		h.Add(name, strings.TrimSpace(value))
+	}
+	return h, nil
+}
+
+// runMCPWorker serves the MCP server as a tool until ctx ends (SIGINT or SIGTERM),
+// then drains and stops the server.
+func runMCPWorker(ctx context.Context, cfg workerConfig, bridge mcpbridge.Config, log *slog.Logger) error {
+	nc, err := bus.Connect(cfg.NATS, "toolgate-worker-mcp-"+bridge.Tool, log)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	defer nc.Close()
+	opts := registry.DefaultOptions()
+	opts.Replicas = cfg.Replicas
+	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	store, err := registry.Open(openCtx, nc, opts)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	return mcpbridge.New(nc, store, bridge, log).Run(ctx)
 }

@@ -1,0 +1,41 @@
+package mcpfixture
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ChildEnv is the environment variable that makes RunIfChild serve: a test sets it on
+// the command it starts as the fixture's stdio child.
+const ChildEnv = "TOOLGATE_MCPFIXTURE"
+
+// RunIfChild serves the fixture on stdin and stdout and exits when ChildEnv is set to
+// "stdio"; otherwise it returns at once. A test binary calls it first thing in TestMain,
+// and then starts itself (os.Args[0]) with ChildEnv=stdio as a stdio MCP server.
+func RunIfChild() {
+	if os.Getenv(ChildEnv) != "stdio" {
+		return
+	}
+	os.Exit(ServeStdio())
+}
+
+// ServeStdio serves the fixture on stdin and stdout until stdin closes, with the
+// crash tool, and tells stderr when it starts and when a call is cancelled. It returns
+// the process's exit code.
+func ServeStdio() int {
+	s := New(Options{
+		Exit: os.Exit,
+		Cancelled: func(tool string) {
+			fmt.Fprintf(os.Stderr, "mcpfixture: call of %s cancelled\n", tool)
+		},
+	})
+	fmt.Fprintf(os.Stderr, "mcpfixture: serving on stdio, pid %d\n", os.Getpid())
+	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, "mcpfixture:", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,528 @@
+// Package mcpbridge deploys an existing MCP server as a toolgate tool: a stdio
+// server's command, or a remote server's URL. It lists the server's tools as the
+// tool's methods (schemas, annotations and titles as the server gives them), forwards
+// calls with their deadline and cancellation, passes progress and log notifications
+// back to the caller, forwards the server's sampling and elicitation requests to the
+// caller's MCP session, serves the server's resources, prompts and completions on the
+// tool's tg.mcp subject, and follows the server's tools/list_changed into the registry.
+//
+// Calls are spread over a pool of upstream sessions (for a stdio server, one child
+// process each). A session that ends is restarted with backoff; the calls in flight
+// on it fail at once with tool_unavailable, and the other sessions keep serving.
+//
+// The server's notifications and requests that MCP does not tie to a request (log
+// messages, sampling, elicitation) are given to the call running on the session they
+// came from when exactly one is; calls go to the least busy session, so a call has its
+// session to itself unless the pool is saturated. When several calls share the
+// session, log messages go to the worker's log and requests are refused, since there
+// is no telling whose caller should be asked.
+package mcpbridge
+
+//lint:file-ignore SA1019 the bridge forwards sampling and logging, which MCP deprecates only from 2026-07-28, for the revisions that have them.
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolgate/toolgate/registry"
+	"github.com/toolgate/toolgate/workers"
+)
+
+// ProtocolVersion is the MCP revision the bridge asks its upstream sessions for: the
+// newest with sessions of state, in which a server sends its sampling and elicitation
+// requests and its notifications on the session, and a client keeps no list caches.
+// A server that speaks only an older revision answers with that one.
+const ProtocolVersion = "2025-11-25"
+
+// CodeUnavailable is the error code of a call that no upstream session could take
+// or finish: the tool's server is down or restarting, as with no worker at all.
+const CodeUnavailable = "tool_unavailable"
+
+// CodeServerError is the error code of a call the server answered with a JSON-RPC
+// error (an unknown tool, say); the error's code, message and data are the error's data.
+// A tool's own failure is not one: the server reports it in an isError result.
+const CodeServerError = "mcp_error"
+
+// stableAfter is how long a session must have lived for its end to count as a new
+// failure rather than the next of a series: the restart backoff starts over.
+const stableAfter = 10 * time.Second
+
+// Bridge runs one MCP server as one instance of a tool.
+type Bridge struct {
+	nc     *nats.Conn
+	store  *registry.Store
+	cfg    Config
+	log    *slog.Logger
+	opts   []workers.Option
+	client *mcp.Client
+
+	ready   chan struct{}
+	changed chan struct{} // a session's tool list changed
+
+	mu       sync.Mutex
+	sessions []*session
+	byClient map[*mcp.ClientSession]*session
+	progress map[string]*inflight       // by progress token
+	subs     map[string]map[string]bool // resource URI -> MCP sessions subscribed
+	useSSE   bool                       // the remote server speaks only HTTP+SSE
+	next     int                        // where the next pick starts, to spread ties
+	dropped  map[string]bool            // tools whose input schema was dropped, logged once
+}
+
+// session is one upstream MCP session, restarted when it ends. Its fields are
+// guarded by the Bridge's mu.
+type session struct {
+	idx    int
+	cs     *mcp.ClientSession // nil while it is down
+	down   chan struct{}      // closed when cs ends
+	ended  error              // why cs ended, once down is closed
+	stop   context.CancelFunc // ends the context cs was connected with
+	stderr *lineLog           // a stdio child's stderr
+	calls  map[*inflight]struct{}
+	relist chan struct{} // the server said its tool list changed
+
+	tools    map[string]*mcp.Tool // by MCP name, from the session's latest tools/list
+	listedAt time.Time
+}
+
+// inflight is one call (or MCP request) running on a session.
+type inflight struct {
+	c     *workers.Call
+	ctx   context.Context
+	s     *session
+	cs    *mcp.ClientSession
+	token string // the progress token, when the caller wants progress
+}
+
+// New returns a bridge for cfg, which must be valid. log is the worker's log (the
+// children's stderr goes there too); opts adjust the worker.
+func New(nc *nats.Conn, store *registry.Store, cfg Config, log *slog.Logger, opts ...workers.Option) *Bridge {
+	if log == nil {
+		log = slog.Default()
+	}
+	b := &Bridge{
+		nc: nc, store: store, cfg: cfg, log: log.With("tool", cfg.Tool),
+		opts:     append([]workers.Option{workers.WithLogger(log), workers.WithSubjects(cfg.Subjects)}, opts...),
+		ready:    make(chan struct{}),
+		changed:  make(chan struct{}, 1),
+		byClient: map[*mcp.ClientSession]*session{},
+		progress: map[string]*inflight{},
+		subs:     map[string]map[string]bool{},
+		dropped:  map[string]bool{},
+	}
+	for i := range cfg.Sessions {
+		b.sessions = append(b.sessions, &session{idx: i, calls: map[*inflight]struct{}{}, relist: make(chan struct{}, 1)})
+	}
+	b.client = mcp.NewClient(&mcp.Implementation{Name: "toolgate-mcpbridge", Version: "1.0.0"}, &mcp.ClientOptions{
+		Logger: b.log,
+		// No roots: the bridge has no files of its own to offer.
+		Capabilities: &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}},
+		CreateMessageWithToolsHandler: func(ctx context.Context, req *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
+			var res mcp.CreateMessageWithToolsResult
+			if err := b.ask(ctx, req.Session, "sampling/createMessage", "sampling", req.Params, &res); err != nil {
+				return nil, err
+			}
+			return &res, nil
+		},
+		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			var res mcp.ElicitResult
+			if err := b.ask(ctx, req.Session, "elicitation/create", "elicitation", req.Params, &res); err != nil {
+				return nil, err
+			}
+			return &res, nil
+		},
+		// Progress and log messages are read as they arrive (see observe).
+		ToolListChangedHandler: b.onToolListChanged,
+		ResourceUpdatedHandler: b.onResourceUpdated,
+	})
+	return b
+}
+
+// Ready is closed once the tool is served.
+func (b *Bridge) Ready() <-chan struct{} { return b.ready }
+
+// Run starts the upstream sessions, registers the tool with the first session's tools
+// and serves it until ctx ends; then it drains the calls in flight and stops the
+// sessions (for a stdio server, its processes). It fails at once when the first
+// session cannot start: a wrong command or URL is better reported than retried.
+func (b *Bridge) Run(ctx context.Context) error {
+	if err := b.cfg.Validate(); err != nil {
+		return err
+	}
+	// The sessions outlive ctx: the calls the worker drains still need them.
+	poolCtx, stopPool := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	defer func() {
+		stopPool()
+		wg.Wait()
+	}()
+
+	first := b.sessions[0]
+	if err := b.open(poolCtx, first); err != nil {
+		return fmt.Errorf("mcp: tool %s: start the server: %w", b.cfg.Tool, err)
+	}
+	b.mu.Lock()
+	info := first.cs.InitializeResult()
+	b.mu.Unlock()
+	w := workers.New(b.nc, b.store, b.tool(info), b.opts...)
+	if err := w.SetMethods(ctx, b.methods()); err != nil {
+		return err
+	}
+	if caps := info.Capabilities; caps != nil && (caps.Resources != nil || caps.Prompts != nil || caps.Completions != nil) {
+		w.HandleMCP(b.serveMCP)
+	}
+	for _, s := range b.sessions {
+		wg.Go(func() { b.keep(poolCtx, s, s == first) })
+	}
+	wg.Go(func() { b.follow(poolCtx, w) })
+	wg.Go(func() {
+		select {
+		case <-w.Ready():
+			close(b.ready)
+		case <-poolCtx.Done():
+		}
+	})
+	return w.Run(ctx)
+}
+
+var semverPattern = regexp.MustCompile(`^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+
+// tool is what the worker declares: the configured id and title, and what the server
+// says of itself.
+func (b *Bridge) tool(info *mcp.InitializeResult) workers.Tool {
+	t := workers.Tool{ID: b.cfg.Tool, Title: b.cfg.Title, Description: info.Instructions}
+	if si := info.ServerInfo; si != nil {
+		t.Title = cmp.Or(t.Title, si.Title, si.Name)
+		if semverPattern.MatchString(si.Version) { // nats micro wants a semantic version
+			t.Version = si.Version
+		}
+	}
+	if caps := info.Capabilities; caps != nil {
+		t.Capabilities = registry.Capabilities{
+			Resources: caps.Resources != nil, Prompts: caps.Prompts != nil,
+			Completions: caps.Completions != nil, Logging: caps.Logging != nil,
+		}
+	}
+	return t
+}
+
+// open starts s's session: the process or connection, initialize, the log level and
+// the first tools/list, all within the start timeout.
+func (b *Bridge) open(ctx context.Context, s *session) error {
+	// The session lives as long as connCtx (the legacy SSE transport ties its stream
+	// to the context it connects with); the timer ends it early if it starts too slowly.
+	connCtx, cancel := context.WithCancel(ctx)
+	timer := time.AfterFunc(b.cfg.StartTimeout, cancel)
+	transport, cmd, stderr := b.transport(s)
+	fail := func(err error) error {
+		cancel()
+		if stderr != nil {
+			stderr.flush() // what a child said before it failed
+		}
+		if !timer.Stop() && ctx.Err() == nil {
+			return fmt.Errorf("not started within %v: %w", b.cfg.StartTimeout, err)
+		}
+		return err
+	}
+	opts := &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion}
+	cs, err := b.client.Connect(connCtx, transport, opts)
+	if err != nil && b.cfg.URL != "" && !b.sse() && connCtx.Err() == nil {
+		// An endpoint that does not take Streamable HTTP may be a legacy HTTP+SSE one.
+		sseCS, sseErr := b.client.Connect(connCtx, &mcp.SSEClientTransport{Endpoint: b.cfg.URL, HTTPClient: b.httpClient(s)}, opts)
+		if sseErr == nil {
+			b.log.Info("the server does not take Streamable HTTP; using HTTP+SSE", "url", b.cfg.URL, "streamable_error", err)
+			b.mu.Lock()
+			b.useSSE = true
+			b.mu.Unlock()
+			cs, err = sseCS, nil
+		} else {
+			err = errors.Join(err, fmt.Errorf("and as HTTP+SSE: %w", sseErr))
+		}
+	}
+	if err != nil {
+		return fail(err)
+	}
+	down := make(chan struct{})
+	b.mu.Lock()
+	s.cs, s.down, s.stderr = cs, down, stderr
+	b.byClient[cs] = s
+	b.mu.Unlock()
+	go func() {
+		err := cs.Wait()
+		b.mu.Lock()
+		s.ended = err
+		b.mu.Unlock()
+		close(down)
+	}()
+
+	if caps := cs.InitializeResult().Capabilities; caps != nil && caps.Logging != nil {
+		// Everything: what reaches a caller is filtered by the level its session set.
+		if err := cs.SetLoggingLevel(connCtx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+			b.log.Warn("upstream logging/setLevel failed", "session", s.idx, "err", err)
+		}
+	}
+	if err := b.list(connCtx, s); err != nil {
+		b.shut(s, cancel)
+		return fail(err)
+	}
+	if !timer.Stop() {
+		b.shut(s, cancel)
+		return fmt.Errorf("not started within %v", b.cfg.StartTimeout)
+	}
+	b.mu.Lock()
+	s.stop = cancel
+	b.mu.Unlock()
+	if s.idx == 0 {
+		b.resubscribe(connCtx, cs)
+	}
+	attrs := []any{"session", s.idx, "protocol", cs.InitializeResult().ProtocolVersion}
+	if cmd != nil && cmd.Process != nil {
+		attrs = append(attrs, "pid", cmd.Process.Pid)
+	}
+	b.log.Info("upstream session started", attrs...)
+	return nil
+}
+
+// transport is how s reaches the server: the remote URL, or a new child process
+// (returned with its stderr's log).
+func (b *Bridge) transport(s *session) (mcp.Transport, *exec.Cmd, *lineLog) {
+	if b.cfg.URL != "" {
+		if b.sse() {
+			return &mcp.SSEClientTransport{Endpoint: b.cfg.URL, HTTPClient: b.httpClient(s)}, nil, nil
+		}
+		return &mcp.StreamableClientTransport{Endpoint: b.cfg.URL, HTTPClient: b.httpClient(s)}, nil, nil
+	}
+	cmd := exec.Command(b.cfg.Command[0], b.cfg.Command[1:]...)
+	stderr := &lineLog{log: b.log.With("session", s.idx)}
+	cmd.Stderr = stderr
+	// A grandchild that keeps stderr open must not keep the restart waiting.
+	cmd.WaitDelay = 2 * time.Second
+	t := &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+	return observed{Transport: t, see: func(msg jsonrpc.Message) { b.observe(s, msg) }}, cmd, stderr
+}
+
+// httpClient is s's HTTP client for the remote server.
+func (b *Bridge) httpClient(s *session) *http.Client {
+	return &http.Client{Transport: httpTransport{
+		header: b.cfg.Header, base: http.DefaultTransport,
+		see: func(msg jsonrpc.Message) { b.observe(s, msg) },
+	}}
+}
+
+func (b *Bridge) sse() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.useSSE
+}
+
+// keep keeps s running until ctx ends: it starts it (unless up), re-lists its tools
+// when the server says they changed, and restarts it with backoff when it ends.
+func (b *Bridge) keep(ctx context.Context, s *session, up bool) {
+	backoff := b.cfg.RestartMin
+	for {
+		if !up {
+			if err := b.open(ctx, s); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				b.log.Warn("upstream session did not start", "session", s.idx, "retry_in", backoff, "err", err)
+				if !sleep(ctx, backoff) {
+					return
+				}
+				backoff = min(2*backoff, b.cfg.RestartMax)
+				continue
+			}
+		}
+		up = false
+		started := time.Now()
+		b.mu.Lock()
+		down, stop := s.down, s.stop
+		b.mu.Unlock()
+	serve:
+		for {
+			select {
+			case <-ctx.Done():
+				b.shut(s, stop)
+				return
+			case <-s.relist:
+				if err := b.list(ctx, s); err != nil {
+					b.log.Warn("upstream tools/list failed", "session", s.idx, "err", err)
+				}
+			case <-down:
+				break serve
+			}
+		}
+		b.mu.Lock()
+		ended := s.ended
+		b.mu.Unlock()
+		b.shut(s, stop)
+		if time.Since(started) > stableAfter {
+			backoff = b.cfg.RestartMin
+		}
+		b.log.Warn("upstream session ended; restarting", "session", s.idx, "lived", time.Since(started).Round(time.Millisecond), "err", ended, "restart_in", backoff)
+		if !sleep(ctx, backoff) {
+			return
+		}
+		backoff = min(2*backoff, b.cfg.RestartMax)
+	}
+}
+
+// shut closes s's session (for a stdio server, ends its process) and marks it down.
+func (b *Bridge) shut(s *session, stop context.CancelFunc) {
+	b.mu.Lock()
+	cs, stderr := s.cs, s.stderr
+	s.cs, s.stderr, s.stop = nil, nil, nil
+	delete(b.byClient, cs)
+	b.mu.Unlock()
+	if cs == nil {
+		return
+	}
+	_ = cs.Close() // an exit status, when the process failed; logged where it ended
+	if stop != nil {
+		stop()
+	}
+	if stderr != nil {
+		stderr.flush()
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// list reads every page of s's tools.
+func (b *Bridge) list(ctx context.Context, s *session) error {
+	b.mu.Lock()
+	cs := s.cs
+	b.mu.Unlock()
+	if cs == nil {
+		return errors.New("the session is down")
+	}
+	tools := map[string]*mcp.Tool{}
+	for t, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return fmt.Errorf("tools/list: %w", err)
+		}
+		tools[t.Name] = t
+	}
+	b.mu.Lock()
+	s.tools, s.listedAt = tools, time.Now()
+	b.mu.Unlock()
+	select {
+	case b.changed <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (b *Bridge) onToolListChanged(_ context.Context, req *mcp.ToolListChangedRequest) {
+	b.mu.Lock()
+	s := b.byClient[req.Session]
+	b.mu.Unlock()
+	if s == nil {
+		return
+	}
+	select {
+	case s.relist <- struct{}{}:
+	default:
+	}
+}
+
+// follow rewrites the tool's methods when a session's tool list changes.
+func (b *Bridge) follow(ctx context.Context, w *workers.Worker) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.changed:
+			if err := w.SetMethods(ctx, b.methods()); err != nil && ctx.Err() == nil {
+				b.log.Warn("the tool's methods could not be updated", "err", err)
+			}
+		}
+	}
+}
+
+// methods are the tool's methods: every tool some session has listed, as the session
+// that listed it last describes it, in name order.
+func (b *Bridge) methods() []workers.Method {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	sessions := slices.Clone(b.sessions)
+	sort.SliceStable(sessions, func(i, j int) bool { return sessions[i].listedAt.After(sessions[j].listedAt) })
+	tools := map[string]*mcp.Tool{}
+	for _, s := range sessions {
+		for name, t := range s.tools {
+			if tools[name] == nil {
+				tools[name] = t
+			}
+		}
+	}
+	names := methodNames(slices.Collect(func(yield func(string) bool) {
+		for name := range tools {
+			if !yield(name) {
+				return
+			}
+		}
+	}))
+	var out []workers.Method
+	for name, t := range tools {
+		m := workers.Method{
+			Name: names[name], Description: t.Description, Title: t.Title,
+			InputSchema: rawJSON(t.InputSchema), OutputSchema: rawJSON(t.OutputSchema),
+			Timeout: b.cfg.CallTimeout, Handler: b.callTool(name),
+		}
+		if m.Name != name {
+			m.MCPName = name
+		}
+		if t.Annotations != nil {
+			m.Annotations = rawJSON(t.Annotations)
+			m.Title = cmp.Or(m.Title, t.Annotations.Title)
+		}
+		if err := registry.CheckInputSchema(m.InputSchema); len(m.InputSchema) > 0 && err != nil {
+			// The gateway could not check calls against it, and would refuse the whole
+			// tool; the server still checks its own arguments.
+			if !b.dropped[name] {
+				b.log.Warn("the tool's input schema does not compile; its calls go unchecked to the server", "mcp_tool", name, "err", err)
+				b.dropped[name] = true
+			}
+			m.InputSchema = nil
+		}
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b workers.Method) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// rawJSON is v as JSON, or nil for nothing.
+func rawJSON(v any) json.RawMessage {
+	if v == nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil || string(b) == "null" {
+		return nil
+	}
+	return b
+}

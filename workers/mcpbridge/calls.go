@@ -1,0 +1,198 @@
+package mcpbridge
+
+//lint:file-ignore SA1019 log messages are forwarded for the revisions that have them (deprecated only from 2026-07-28).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/registry"
+	"github.com/toolgate/toolgate/workers"
+)
+
+// callTool is the handler of the method for the server's tool name: tools/call on
+// an upstream session, with the call's deadline and cancellation (a cancelled call
+// sends notifications/cancelled upstream), answered with the server's CallToolResult.
+func (b *Bridge) callTool(name string) workers.Handler {
+	return func(ctx context.Context, c *workers.Call) (any, error) {
+		in, err := b.acquire(ctx, c, name)
+		if err != nil {
+			return nil, err
+		}
+		defer b.release(in)
+		args := json.RawMessage(c.Params)
+		if len(args) == 0 {
+			args = json.RawMessage("{}")
+		}
+		params := &mcp.CallToolParams{Name: name, Arguments: args}
+		if in.token != "" {
+			params.SetProgressToken(in.token)
+		}
+		res, err := in.cs.CallTool(ctx, params)
+		if err != nil {
+			return nil, upstreamError(ctx, err)
+		}
+		body, err := json.Marshal(res)
+		if err != nil {
+			return nil, fmt.Errorf("encode the server's result: %w", err)
+		}
+		return workers.MCPResult(body), nil
+	}
+}
+
+// acquire picks the least busy running session that has the tool (any running
+// session when tool is ""), and counts c as running on it.
+func (b *Bridge) acquire(ctx context.Context, c *workers.Call, tool string) (*inflight, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var best *session
+	n := len(b.sessions)
+	start := b.next
+	b.next++
+	for i := range n {
+		s := b.sessions[(start+i)%n]
+		if s.cs == nil || (tool != "" && s.tools[tool] == nil) {
+			continue
+		}
+		if best == nil || len(s.calls) < len(best.calls) {
+			best = s
+		}
+	}
+	if best == nil {
+		what := "no upstream session of the server is running"
+		if tool != "" {
+			what = fmt.Sprintf("no running upstream session of the server offers %q", tool)
+		}
+		return nil, &workers.Error{Code: CodeUnavailable, Message: what + "; retry shortly", Status: 503}
+	}
+	in := &inflight{c: c, ctx: ctx, s: best, cs: best.cs}
+	best.calls[in] = struct{}{}
+	if tool != "" && c.Header.Get(bus.HeaderProgress) != "" {
+		in.token = registry.NewID("tg-")
+		b.progress[in.token] = in
+	}
+	return in, nil
+}
+
+func (b *Bridge) release(in *inflight) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(in.s.calls, in)
+	if in.token != "" {
+		delete(b.progress, in.token)
+	}
+}
+
+// upstreamError is how a failed upstream request looks to the caller: the call's own
+// end (deadline, cancellation) as it is; the server's JSON-RPC error as the tool's
+// error; anything else is the session failing under the call, as when the child
+// process dies, which is tool_unavailable.
+func upstreamError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var wire *jsonrpc.Error
+	if errors.As(err, &wire) {
+		if wire.Code == jsonrpc.CodeInvalidParams {
+			return &workers.Error{Code: workers.CodeInvalidParams, Message: wire.Message, Status: 400}
+		}
+		return &workers.Error{Code: CodeServerError, Message: wire.Message, Status: 502,
+			Data: map[string]any{"code": wire.Code, "message": wire.Message, "data": wire.Data}}
+	}
+	return &workers.Error{Code: CodeUnavailable, Message: "the upstream MCP session failed: " + err.Error(), Status: 503}
+}
+
+// sole returns the one call running on s, or why there is none to give a message or
+// request to.
+func (b *Bridge) sole(s *session) (*inflight, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var only *inflight
+	for in := range s.calls {
+		only = in
+	}
+	switch len(s.calls) {
+	case 0:
+		return nil, errors.New("no call is running on this session")
+	case 1:
+		return only, nil
+	}
+	return nil, fmt.Errorf("%d calls are running on this session, and MCP does not say which one this is for", len(s.calls))
+}
+
+// ask forwards a server's request (sampling, elicitation) to the MCP client of the
+// call running on the session it came on, and decodes the client's result into out.
+func (b *Bridge) ask(ctx context.Context, cs *mcp.ClientSession, method, capability string, params, out any) error {
+	b.mu.Lock()
+	s := b.byClient[cs]
+	b.mu.Unlock()
+	if s == nil {
+		return fmt.Errorf("%s: the session is not running", method)
+	}
+	in, err := b.sole(s)
+	if err != nil {
+		return fmt.Errorf("%s: no caller to ask: %w", method, err)
+	}
+	if in.c.Session == "" {
+		return fmt.Errorf("%s: the call came through the HTTP API, not an MCP session: there is no client to ask", method)
+	}
+	if sess, err := b.store.Session(ctx, in.c.Session); err == nil && !hasCapability(sess.Capabilities, capability) {
+		return fmt.Errorf("%s: the caller's MCP client does not support %s", method, capability)
+	}
+	// The question ends with the call as well as with the server's own cancellation.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(in.ctx, cancel)()
+	raw, err := in.c.Request(ctx, method, params)
+	if err != nil {
+		var re *workers.RPCError
+		if errors.As(err, &re) {
+			return &jsonrpc.Error{Code: re.Code, Message: re.Message, Data: re.Data}
+		}
+		return err
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("%s: the client's result: %w", method, err)
+	}
+	return nil
+}
+
+func hasCapability(caps json.RawMessage, name string) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(caps, &m) != nil {
+		return true // unknown: let the client answer
+	}
+	_, ok := m[name]
+	return ok
+}
+
+// onProgress forwards a progress notification to the call whose token it carries.
+func (b *Bridge) onProgress(p *mcp.ProgressNotificationParams) {
+	token, _ := p.ProgressToken.(string)
+	b.mu.Lock()
+	in := b.progress[token]
+	b.mu.Unlock()
+	if in == nil {
+		return
+	}
+	if err := in.c.Progress(p.Progress, p.Total, p.Message); err != nil {
+		b.log.Debug("progress not forwarded", "err", err)
+	}
+}
+
+// onLog forwards a log message of s's server to the call running on s, if only one is.
+func (b *Bridge) onLog(s *session, p *mcp.LoggingMessageParams) {
+	if in, err := b.sole(s); err == nil {
+		if err := in.c.Log(string(p.Level), p.Logger, p.Data); err != nil {
+			b.log.Debug("log message not forwarded", "err", err)
+		}
+		return
+	}
+	b.log.Debug("upstream log message", "level", p.Level, "logger", p.Logger, "data", p.Data)
+}

@@ -1,0 +1,89 @@
+package mcpbridge
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/toolgate/toolgate/bus"
+)
+
+// Config says which MCP server to deploy, and as which tool.
+type Config struct {
+	Tool  string // the tool's id
+	Title string // the tool's title; the server's own title (or name) when empty
+
+	// Command runs a stdio server: the program and its arguments. Exactly one of
+	// Command and URL is set.
+	Command []string
+	// URL is a remote server's endpoint, spoken to with Streamable HTTP, or with the
+	// legacy HTTP+SSE transport when the endpoint does not take Streamable HTTP.
+	URL string
+	// Header is sent with every HTTP request to URL (an Authorization header, say).
+	Header http.Header
+
+	// Sessions is how many upstream sessions calls are spread over: for a stdio
+	// server, how many child processes run.
+	Sessions int
+	// CallTimeout is the timeout of every one of the server's tools, for servers whose
+	// tools run longer than the gateway's default; 0 leaves it to the gateway.
+	CallTimeout time.Duration
+	// StartTimeout bounds the start of a session: the process's start (a package
+	// that npx fetches first takes a while), initialize and the first tools/list.
+	StartTimeout time.Duration
+	// RestartMin and RestartMax bound the backoff between restarts of a session that
+	// ended: it starts at RestartMin and doubles up to RestartMax while the session
+	// keeps failing.
+	RestartMin, RestartMax time.Duration
+
+	// Subjects names the bus subjects (bus.DefaultSubjects unless set).
+	Subjects bus.Subjects
+}
+
+// DefaultConfig is four sessions, a minute to start, and restarts from 100ms backing
+// off to 30s.
+func DefaultConfig() Config {
+	return Config{
+		Sessions:     4,
+		StartTimeout: time.Minute,
+		RestartMin:   100 * time.Millisecond,
+		RestartMax:   30 * time.Second,
+		Subjects:     bus.DefaultSubjects,
+	}
+}
+
+// Validate names the first field that is wrong.
+func (c Config) Validate() error {
+	if err := bus.CheckToolID(c.Tool); err != nil {
+		return fmt.Errorf("mcp: tool: %w", err)
+	}
+	switch {
+	case len(c.Command) == 0 && c.URL == "":
+		return errors.New("mcp: command: give the server's command (after --) or its --url")
+	case len(c.Command) > 0 && c.URL != "":
+		return errors.New("mcp: url: give a command or a URL, not both")
+	case len(c.Command) > 0 && c.Command[0] == "":
+		return errors.New("mcp: command: the program is empty")
+	}
+	if c.URL != "" {
+		u, err := url.Parse(c.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("mcp: url: %q: must be an absolute http(s) URL", c.URL)
+		}
+	} else if len(c.Header) > 0 {
+		return errors.New("mcp: header: headers go to a --url server; a command takes none")
+	}
+	switch {
+	case c.Sessions < 1 || c.Sessions > 64:
+		return errors.New("mcp: sessions: must be from 1 to 64")
+	case c.CallTimeout < 0:
+		return errors.New("mcp: call-timeout: must not be negative")
+	case c.StartTimeout <= 0:
+		return errors.New("mcp: start-timeout: must be positive")
+	case c.RestartMin <= 0 || c.RestartMax < c.RestartMin:
+		return errors.New("mcp: restart: the minimum must be positive and at most the maximum")
+	}
+	return nil
+}

@@ -1,0 +1,45 @@
+package mcpbridge_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/workers/mcpbridge"
+)
+
+func TestConfigValidate(t *testing.T) {
+	ok := mcpbridge.DefaultConfig()
+	ok.Tool, ok.Command = "files", []string{"npx", "-y", "server"}
+	tests := []struct {
+		name string
+		edit func(*mcpbridge.Config)
+		want string
+	}{
+		{"a command is enough", func(*mcpbridge.Config) {}, ""},
+		{"a URL instead of a command is enough", func(c *mcpbridge.Config) { c.Command, c.URL = nil, "https://mcp.example.com/mcp" }, ""},
+		{"a bad tool id is refused", func(c *mcpbridge.Config) { c.Tool = "Files" }, "mcp: tool:"},
+		{"neither a command nor a URL is refused", func(c *mcpbridge.Config) { c.Command = nil }, "mcp: command:"},
+		{"both a command and a URL are refused", func(c *mcpbridge.Config) { c.URL = "https://mcp.example.com/mcp" }, "mcp: url:"},
+		{"a URL that is not http(s) is refused", func(c *mcpbridge.Config) { c.Command, c.URL = nil, "ftp://x/mcp" }, "mcp: url:"},
+		{"headers without a URL are refused", func(c *mcpbridge.Config) { c.Header = http.Header{"A": {"b"}} }, "mcp: header:"},
+		{"no sessions is refused", func(c *mcpbridge.Config) { c.Sessions = 0 }, "mcp: sessions:"},
+		{"a negative call timeout is refused", func(c *mcpbridge.Config) { c.CallTimeout = -time.Second }, "mcp: call-timeout:"},
+		{"no start timeout is refused", func(c *mcpbridge.Config) { c.StartTimeout = 0 }, "mcp: start-timeout:"},
+		{"a restart minimum over the maximum is refused", func(c *mcpbridge.Config) { c.RestartMin = 2 * c.RestartMax }, "mcp: restart:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := ok
+			tt.edit(&c)
+			err := c.Validate()
+			if tt.want == "" && err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+			if tt.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.want)) {
+				t.Fatalf("Validate: %v, want an error starting %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,153 @@
+package mcpbridge
+
+//lint:file-ignore SA1019 log messages are forwarded for the revisions that have them (deprecated only from 2026-07-28).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The SDK hands a server's notifications to its handlers on a goroutine of their own,
+// but gives a response to the waiting caller at once: a tools/call can return before
+// the progress and log notifications the server sent ahead of its result have been
+// handled, and those would be lost to the caller. So the bridge reads them itself, in
+// the order they arrive, before the SDK does: from a stdio server's connection, and
+// from the bytes of an HTTP server's event streams.
+
+// observe forwards a notification of s's server to the call it belongs to.
+func (b *Bridge) observe(s *session, msg jsonrpc.Message) {
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || req.IsCall() {
+		return
+	}
+	switch req.Method {
+	case "notifications/progress":
+		var p mcp.ProgressNotificationParams
+		if json.Unmarshal(req.Params, &p) == nil {
+			b.onProgress(&p)
+		}
+	case "notifications/message":
+		var p mcp.LoggingMessageParams
+		if json.Unmarshal(req.Params, &p) == nil {
+			b.onLog(s, &p)
+		}
+	}
+}
+
+// observed wraps a transport so that see gets each message its connection reads.
+type observed struct {
+	mcp.Transport
+	see func(jsonrpc.Message)
+}
+
+func (t observed) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return observedConn{Connection: c, see: t.see}, nil
+}
+
+type observedConn struct {
+	mcp.Connection
+	see func(jsonrpc.Message)
+}
+
+func (c observedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if err == nil {
+		c.see(msg)
+	}
+	return msg, err
+}
+
+// httpTransport is the round tripper of one session with a remote server: it adds the
+// configured headers, and shows see the messages of every event stream the server
+// answers with, as the SDK reads them. (A Streamable HTTP connection cannot be
+// wrapped like a stdio one: the SDK needs to reach the connection itself.)
+type httpTransport struct {
+	header http.Header
+	base   http.RoundTripper
+	see    func(jsonrpc.Message)
+}
+
+func (t httpTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if len(t.header) > 0 {
+		req = req.Clone(req.Context())
+		for k, vs := range t.header {
+			req.Header[k] = vs
+		}
+	}
+	resp, err := t.base.RoundTrip(req)
+	if err == nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		resp.Body = &eventTee{ReadCloser: resp.Body, see: t.see}
+	}
+	return resp, err
+}
+
+// eventTee parses the server-sent events passing through it. A message is seen when
+// the blank line that ends its event passes, before the reader gets those bytes.
+type eventTee struct {
+	io.ReadCloser
+	see func(jsonrpc.Message)
+
+	line  []byte // the line being read
+	data  []byte // the data of the event being read
+	event string
+}
+
+// maxEvent bounds what the tee keeps of one event; a larger one is not looked at
+// (progress and log messages are small).
+const maxEvent = 1 << 20
+
+func (t *eventTee) Read(p []byte) (int, error) {
+	n, err := t.ReadCloser.Read(p)
+	for _, c := range p[:n] {
+		if c != '\n' {
+			if len(t.line) < maxEvent {
+				t.line = append(t.line, c)
+			}
+			continue
+		}
+		t.endLine(bytes.TrimSuffix(t.line, []byte("\r")))
+		t.line = t.line[:0]
+	}
+	return n, err
+}
+
+func (t *eventTee) endLine(line []byte) {
+	if len(line) == 0 {
+		if len(t.data) > 0 && (t.event == "" || t.event == "message") && isNotification(t.data) {
+			if msg, err := jsonrpc.DecodeMessage(t.data); err == nil {
+				t.see(msg)
+			}
+		}
+		t.data, t.event = t.data[:0], ""
+		return
+	}
+	field, value, _ := bytes.Cut(line, []byte(":"))
+	value = bytes.TrimPrefix(value, []byte(" "))
+	switch string(field) {
+	case "data":
+		if len(t.data) > 0 {
+			t.data = append(t.data, '\n')
+		}
+		if len(t.data)+len(value) <= maxEvent {
+			t.data = append(t.data, value...)
+		}
+	case "event":
+		t.event = string(value)
+	}
+}
+
+// isNotification is a cheap look for what observe handles, before decoding.
+func isNotification(data []byte) bool {
+	return bytes.Contains(data, []byte(`"notifications/progress"`)) || bytes.Contains(data, []byte(`"notifications/message"`))
+}

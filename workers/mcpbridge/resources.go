@@ -1,0 +1,178 @@
+package mcpbridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/registry"
+	"github.com/toolgate/toolgate/workers"
+)
+
+// serveMCP answers the MCP requests the edge sends on the tool's tg.mcp subject by
+// making them on an upstream session.
+func (b *Bridge) serveMCP(ctx context.Context, c *workers.Call, method string) (any, error) {
+	switch method {
+	case "resources/list":
+		return forward(ctx, b, c, (*mcp.ClientSession).ListResources)
+	case "resources/templates/list":
+		return forward(ctx, b, c, (*mcp.ClientSession).ListResourceTemplates)
+	case "resources/read":
+		return forward(ctx, b, c, (*mcp.ClientSession).ReadResource)
+	case "prompts/list":
+		return forward(ctx, b, c, (*mcp.ClientSession).ListPrompts)
+	case "prompts/get":
+		return forward(ctx, b, c, (*mcp.ClientSession).GetPrompt)
+	case "completion/complete":
+		return forward(ctx, b, c, (*mcp.ClientSession).Complete)
+	case "resources/subscribe":
+		return b.subscribe(ctx, c)
+	case "resources/unsubscribe":
+		return b.unsubscribe(ctx, c)
+	}
+	return nil, &workers.RPCError{Code: workers.RPCMethodNotFound, Message: "method not found: " + method}
+}
+
+// forward makes one request on the least busy session. The request counts as a call
+// running there, so that a server's sampling or elicitation while it answers (a
+// prompt that asks the user) reaches the caller.
+func forward[P any, R any](ctx context.Context, b *Bridge, c *workers.Call, request func(*mcp.ClientSession, context.Context, *P) (R, error)) (any, error) {
+	params := new(P)
+	if err := c.Bind(params); err != nil {
+		return nil, err
+	}
+	in, err := b.acquire(ctx, c, "")
+	if err != nil {
+		return nil, rpcError(ctx, err)
+	}
+	defer b.release(in)
+	res, err := request(in.cs, ctx, params)
+	if err != nil {
+		return nil, rpcError(ctx, err)
+	}
+	return res, nil
+}
+
+// rpcError is a failed upstream request as the MCP client sees it: the server's own
+// JSON-RPC error as it is, anything else an internal error.
+func rpcError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var wire *jsonrpc.Error
+	if errors.As(err, &wire) {
+		return &workers.RPCError{Code: wire.Code, Message: wire.Message, Data: wire.Data}
+	}
+	var we *workers.Error
+	if errors.As(err, &we) {
+		return &workers.RPCError{Code: workers.RPCInternalError, Message: we.Message}
+	}
+	return &workers.RPCError{Code: workers.RPCInternalError, Message: "the upstream MCP session failed: " + err.Error()}
+}
+
+// subscribe records that the caller's session wants updates of a resource, and
+// subscribes upstream on the first session (which holds every subscription, and
+// renews them when it restarts) when it is the first to.
+func (b *Bridge) subscribe(ctx context.Context, c *workers.Call) (any, error) {
+	var p mcp.SubscribeParams
+	if err := c.Bind(&p); err != nil {
+		return nil, err
+	}
+	if c.Session == "" {
+		return nil, &workers.RPCError{Code: jsonrpc.CodeInvalidRequest, Message: "resources/subscribe needs an MCP session to send updates to"}
+	}
+	b.mu.Lock()
+	set := b.subs[p.URI]
+	if set == nil {
+		set = map[string]bool{}
+		b.subs[p.URI] = set
+	}
+	set[c.Session] = true
+	first := len(set) == 1
+	home := b.sessions[0].cs
+	b.mu.Unlock()
+	if !first {
+		return struct{}{}, nil
+	}
+	err := errors.New("the session that holds subscriptions is restarting")
+	if home != nil {
+		err = home.Subscribe(ctx, &p)
+	}
+	if err != nil {
+		b.mu.Lock()
+		delete(b.subs[p.URI], c.Session)
+		if len(b.subs[p.URI]) == 0 {
+			delete(b.subs, p.URI)
+		}
+		b.mu.Unlock()
+		return nil, rpcError(ctx, err)
+	}
+	return struct{}{}, nil
+}
+
+func (b *Bridge) unsubscribe(ctx context.Context, c *workers.Call) (any, error) {
+	var p mcp.UnsubscribeParams
+	if err := c.Bind(&p); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	delete(b.subs[p.URI], c.Session)
+	last := b.subs[p.URI] != nil && len(b.subs[p.URI]) == 0
+	if last {
+		delete(b.subs, p.URI)
+	}
+	home := b.sessions[0].cs
+	b.mu.Unlock()
+	if last && home != nil {
+		if err := home.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: p.URI}); err != nil {
+			return nil, rpcError(ctx, err)
+		}
+	}
+	return struct{}{}, nil
+}
+
+// resubscribe renews every subscription on a restarted first session.
+func (b *Bridge) resubscribe(ctx context.Context, cs *mcp.ClientSession) {
+	b.mu.Lock()
+	var uris []string
+	for uri := range b.subs {
+		uris = append(uris, uri)
+	}
+	b.mu.Unlock()
+	for _, uri := range uris {
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+			b.log.Warn("resource subscription not renewed", "uri", uri, "err", err)
+		}
+	}
+}
+
+// onResourceUpdated tells every MCP session subscribed to the resource, forgetting
+// the sessions that have ended.
+func (b *Bridge) onResourceUpdated(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+	note, err := json.Marshal(map[string]any{
+		"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": req.Params,
+	})
+	if err != nil {
+		return
+	}
+	b.mu.Lock()
+	var sessions []string
+	for id := range b.subs[req.Params.URI] {
+		sessions = append(sessions, id)
+	}
+	b.mu.Unlock()
+	for _, id := range sessions {
+		if _, err := b.store.Session(ctx, id); errors.Is(err, registry.ErrNotFound) {
+			b.mu.Lock()
+			delete(b.subs[req.Params.URI], id)
+			b.mu.Unlock()
+			continue
+		}
+		if err := b.nc.Publish(b.cfg.Subjects.SessionOut(id), note); err != nil {
+			b.log.Warn("resource update not sent", "session", id, "err", err)
+		}
+	}
+}

@@ -1,0 +1,133 @@
+package workers_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/workers"
+)
+
+// sessionEdge plays the edge side of server-initiated requests for one session: it
+// acknowledges what the worker sends on the session's out subject, as the session
+// event log does, and answers each request with answer(id).
+type sessionEdge struct {
+	sent chan map[string]any
+}
+
+func newSessionEdge(t *testing.T, nc *nats.Conn, session string, answer func(id string) string) *sessionEdge {
+	t.Helper()
+	se := &sessionEdge{sent: make(chan map[string]any, 16)}
+	sub, err := nc.Subscribe(bus.DefaultSubjects.SessionOut(session), func(msg *nats.Msg) {
+		var m map[string]any
+		_ = json.Unmarshal(msg.Data, &m)
+		se.sent <- m
+		if msg.Reply != "" {
+			_ = msg.Respond([]byte(`{"stream":"tg-sessions","seq":1}`))
+		}
+		id, _ := m["id"].(string)
+		if id == "" || answer == nil {
+			return
+		}
+		if a := answer(id); a != "" {
+			_ = nc.Publish(bus.DefaultSubjects.SessionReply(session, id), []byte(a))
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Unsubscribe() })
+	return se
+}
+
+func TestCallRequestAsksTheSessionsClient(t *testing.T) {
+	e := newEnv(t)
+	type outcome struct {
+		result json.RawMessage
+		err    error
+	}
+	outcomes := make(chan outcome, 1)
+	ask := workers.Method{Name: "ask", Handler: func(ctx context.Context, c *workers.Call) (any, error) {
+		r, err := c.Request(ctx, "elicitation/create", map[string]any{"message": "Your name?"})
+		outcomes <- outcome{r, err}
+		return map[string]any{}, nil
+	}}
+	e.start(workers.Tool{ID: "asker"}, []workers.Method{ask})
+	run := func(t *testing.T, session string, timeout time.Duration) outcome {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		_, _ = bus.Do(ctx, e.nc, bus.DefaultSubjects, bus.Request{
+			Subject: bus.DefaultSubjects.Call("asker", "ask"), RequestID: "ask-" + session, Session: session, Data: []byte(`{}`),
+		})
+		select {
+		case o := <-outcomes:
+			return o
+		case <-time.After(5 * time.Second):
+			t.Fatal("the handler did not finish")
+			return outcome{}
+		}
+	}
+
+	t.Run("the client's result comes back to the handler", func(t *testing.T) {
+		se := newSessionEdge(t, e.nc, "sess-ok", func(id string) string {
+			return `{"jsonrpc":"2.0","id":"` + id + `","result":{"action":"accept","content":{"name":"Ada"}}}`
+		})
+		o := run(t, "sess-ok", 5*time.Second)
+		if o.err != nil || string(o.result) != `{"action":"accept","content":{"name":"Ada"}}` {
+			t.Fatalf("got %s %v", o.result, o.err)
+		}
+		sent := <-se.sent
+		if sent["jsonrpc"] != "2.0" || sent["method"] != "elicitation/create" || !strings.HasPrefix(sent["id"].(string), "tg-") {
+			t.Errorf("sent %v", sent)
+		}
+		if p, _ := sent["params"].(map[string]any); p["message"] != "Your name?" {
+			t.Errorf("params %v", sent["params"])
+		}
+	})
+	t.Run("the client's error is an RPCError", func(t *testing.T) {
+		newSessionEdge(t, e.nc, "sess-no", func(id string) string {
+			return `{"jsonrpc":"2.0","id":"` + id + `","error":{"code":-1,"message":"User rejected"}}`
+		})
+		o := run(t, "sess-no", 5*time.Second)
+		var re *workers.RPCError
+		if !errors.As(o.err, &re) || re.Code != -1 || re.Message != "User rejected" {
+			t.Fatalf("got %v, want the client's JSON-RPC error", o.err)
+		}
+	})
+	t.Run("a call without a session cannot ask", func(t *testing.T) {
+		if o := run(t, "", 5*time.Second); !errors.Is(o.err, workers.ErrNoSession) {
+			t.Fatalf("got %v, want ErrNoSession", o.err)
+		}
+	})
+	t.Run("with nothing to store session messages it fails at once", func(t *testing.T) {
+		start := time.Now()
+		o := run(t, "sess-nowhere", 5*time.Second)
+		if o.err == nil || !strings.Contains(o.err.Error(), "nothing stores") || time.Since(start) > time.Second {
+			t.Fatalf("got %v after %v", o.err, time.Since(start))
+		}
+	})
+	t.Run("when the call ends first the client is told the request is cancelled", func(t *testing.T) {
+		se := newSessionEdge(t, e.nc, "sess-slow", nil)
+		o := run(t, "sess-slow", 300*time.Millisecond)
+		if o.err == nil {
+			t.Fatal("no error without an answer")
+		}
+		req := <-se.sent
+		select {
+		case note := <-se.sent:
+			p, _ := note["params"].(map[string]any)
+			if note["method"] != "notifications/cancelled" || p["requestId"] != req["id"] {
+				t.Errorf("got %v after %v", note, req)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatal("no notifications/cancelled")
+		}
+	})
+}
