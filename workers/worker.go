@@ -231,6 +231,9 @@ func (w *Worker) SetMethods(ctx context.Context, methods []Method) error {
 		return err
 	}
 	if err := w.putTool(ctx, rec); err != nil {
+		if ctx.Err() != nil { // stopped before serving anything: a clean stop, not a failure
+			return nil
+		}
 		return fmt.Errorf("workers: tool %s: %w", w.tool.ID, err)
 	}
 	return nil
@@ -325,6 +328,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	if err := w.putTool(ctx, rec); err != nil {
+		if ctx.Err() != nil { // stopped before serving anything: a clean stop, not a failure
+			return nil
+		}
 		return fmt.Errorf("workers: tool %s: %w", w.tool.ID, err)
 	}
 
