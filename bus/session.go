@@ -33,7 +33,8 @@ func (e *ClientError) Error() string {
 // which the edge holding the client's stream writes it; whichever edge receives the
 // client's answer publishes it on SessionReply(session, id). The wait is bounded only
 // by ctx: a client that never answers, or a session without an open stream, holds the
-// caller until ctx ends. A JSON-RPC error from the client is a *ClientError.
+// caller until ctx ends, and then the client is told the request is cancelled. A
+// JSON-RPC error from the client is a *ClientError.
 func SessionRequest(ctx context.Context, nc *nats.Conn, subjects Subjects, session, method string, params any) (json.RawMessage, error) {
 	if session == "" {
 		return nil, errors.New("bus: session request: no MCP session (the call did not come from an MCP session)")
@@ -66,6 +67,9 @@ func SessionRequest(ctx context.Context, nc *nats.Conn, subjects Subjects, sessi
 	// cannot come.
 	ack, err := nc.RequestWithContext(ctx, subjects.SessionOut(session), req)
 	if err != nil {
+		if ctx.Err() != nil {
+			cancelSessionRequest(nc, subjects, session, id, ctx) // it may have been stored
+		}
 		if errors.Is(err, nats.ErrNoResponders) {
 			return nil, ErrNoSessionLog
 		}
@@ -82,6 +86,9 @@ func SessionRequest(ctx context.Context, nc *nats.Conn, subjects Subjects, sessi
 
 	msg, err := replies.NextMsgWithContext(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			cancelSessionRequest(nc, subjects, session, id, ctx)
+		}
 		return nil, fmt.Errorf("bus: session request %s: %w", method, mapRequestError(ctx, err))
 	}
 	var answer struct {
@@ -95,4 +102,17 @@ func SessionRequest(ctx context.Context, nc *nats.Conn, subjects Subjects, sessi
 		return nil, answer.Error
 	}
 	return answer.Result, nil
+}
+
+// cancelSessionRequest tells the session's client that request id is no longer
+// awaited, so it can stop asking its user.
+func cancelSessionRequest(nc *nats.Conn, subjects Subjects, session, id string, ctx context.Context) {
+	note, err := json.Marshal(map[string]any{
+		"jsonrpc": "2.0",
+		"method":  "notifications/cancelled",
+		"params":  map[string]any{"requestId": id, "reason": context.Cause(ctx).Error()},
+	})
+	if err == nil {
+		_ = nc.Publish(subjects.SessionOut(session), note) // best effort
+	}
 }

@@ -109,7 +109,7 @@ func TestCallRequestAsksTheSessionsClient(t *testing.T) {
 	t.Run("with nothing to store session messages it fails at once", func(t *testing.T) {
 		start := time.Now()
 		o := run(t, "sess-nowhere", 5*time.Second)
-		if o.err == nil || !strings.Contains(o.err.Error(), "nothing stores") || time.Since(start) > time.Second {
+		if !errors.Is(o.err, bus.ErrNoSessionLog) || time.Since(start) > time.Second {
 			t.Fatalf("got %v after %v", o.err, time.Since(start))
 		}
 	})
