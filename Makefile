@@ -37,5 +37,5 @@ bench: build ## the gateway's cost: Go benchmarks of the hot paths, then the sta
 	$(GO) build -o bin/tgbench ./bench/tgbench
 	bin/tgbench -bin $(BIN) -out bench/RESULTS.md
 
-conformance: ## the official MCP conformance suite against a running server's link (MCP_URL=...)
+conformance: ## the official MCP conformance suite: against a stack of its own with the fixture tool, or MCP_URL=<link>
 	./scripts/conformance.sh

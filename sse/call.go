@@ -16,7 +16,10 @@ import (
 // callTool runs a tools/call down the gateway's call path. Progress and log
 // notifications of the worker are relayed to the client as they come; a failure of
 // the call is an isError result, a request that names no tool a JSON-RPC error.
-func (s *Server) callTool(ctx context.Context, r *rpcRequest) (*mcp.CallToolResult, error) {
+// callTool runs a tools/call through the gateway. The result is a CallToolResult, or,
+// when the worker answered with one itself (a bridged MCP server does), that result's
+// JSON as the worker sent it.
+func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 	var params mcp.CallToolParamsRaw
 	if err := json.Unmarshal(r.req.Params, &params); err != nil {
 		return nil, invalidParams("tools/call: %v", err)
@@ -107,6 +110,9 @@ wait:
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: true}, nil
 		}
 		return nil, out.err
+	}
+	if out.reply.Header.Get(bus.HeaderResult) == bus.ResultMCP && json.Valid(out.reply.Data) {
+		return json.RawMessage(out.reply.Data), nil
 	}
 	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(out.reply.Data)}}}
 	if out.reply.Status >= 400 {

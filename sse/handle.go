@@ -61,6 +61,10 @@ func (s *Server) handle(ctx context.Context, r *rpcRequest) (json.RawMessage, er
 		}
 		result, err = s.setLevel(ctx, r)
 	default:
+		if s.forwards(r) {
+			result, err = s.forward(ctx, r)
+			break
+		}
 		status := http.StatusOK
 		if r.modern {
 			status = http.StatusNotFound
@@ -142,7 +146,7 @@ func (s *Server) initialize(ctx context.Context, r *rpcRequest) (*mcp.Initialize
 	}
 	return &mcp.InitializeResult{
 		ProtocolVersion: version,
-		Capabilities:    capabilities(),
+		Capabilities:    capabilities(t.Tool),
 		ServerInfo:      s.serverInfo(title),
 		Instructions:    t.Tool.Description,
 	}, nil
@@ -153,7 +157,7 @@ func (s *Server) discover(r *rpcRequest) (*mcp.DiscoverResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &mcp.DiscoverResult{SupportedVersions: supportedVersions, Capabilities: capabilities(), Instructions: t.Tool.Description}
+	res := &mcp.DiscoverResult{SupportedVersions: supportedVersions, Capabilities: capabilities(t.Tool), Instructions: t.Tool.Description}
 	// What a link reaches depends on whose link it is.
 	res.CacheScope = "private"
 	return res, nil

@@ -6,6 +6,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/registry"
 )
 
 // Protocol revisions this package speaks.
@@ -120,10 +122,22 @@ func (s *Server) serverInfo(title string) *mcp.Implementation {
 	return &mcp.Implementation{Name: s.cfg.ServerName, Title: title, Version: s.cfg.ServerVersion}
 }
 
-// capabilities are the same for every link: tools that may change, and logging.
-func capabilities() *mcp.ServerCapabilities {
-	return &mcp.ServerCapabilities{
+// capabilities are what a link offers: tools that may change and logging always;
+// resources, prompts and completion when the tool's workers serve them (they answer
+// those requests themselves, on tg.mcp.<tool>).
+func capabilities(t *registry.Tool) *mcp.ServerCapabilities {
+	c := &mcp.ServerCapabilities{
 		Tools:   &mcp.ToolCapabilities{ListChanged: true},
 		Logging: &mcp.LoggingCapabilities{},
 	}
+	if t.Capabilities.Resources {
+		c.Resources = &mcp.ResourceCapabilities{Subscribe: true}
+	}
+	if t.Capabilities.Prompts {
+		c.Prompts = &mcp.PromptCapabilities{}
+	}
+	if t.Capabilities.Completions {
+		c.Completions = &mcp.CompletionCapabilities{}
+	}
+	return c
 }
