@@ -38,11 +38,23 @@ func (s *syncBuffer) String() string {
 var (
 	bannerKey  = regexp.MustCompile(`(?m)^    (tg_[0-9A-Za-z]{43})$`)
 	bannerEdge = regexp.MustCompile(`(?m)^  edge\s+(http://\S+)$`)
+	bannerNATS = regexp.MustCompile(`(?m)^  NATS\s+(nats://\S+)`)
 )
 
 // startDev runs `toolgate dev` on data with free ports and returns its edge URL and
 // the key it printed, and a func that stops it and returns its error.
 func startDev(t *testing.T, data string) (edgeURL, key string, stop func() error) {
+	d := startDevStack(t, data)
+	return d.edgeURL, d.key, d.stop
+}
+
+// devStack is a running `toolgate dev`, as its banner describes it.
+type devStack struct {
+	edgeURL, natsURL, key string
+	stop                  func() error
+}
+
+func startDevStack(t *testing.T, data string) devStack {
 	t.Helper()
 	cfg := devConfig{Data: data, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0"}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -52,7 +64,7 @@ func startDev(t *testing.T, data string) (edgeURL, key string, stop func() error
 	testenv.Eventually(t, 30*time.Second, "dev stack prints its banner", func() bool {
 		return bannerKey.MatchString(out.String()) && bannerEdge.MatchString(out.String())
 	})
-	stop = func() error {
+	stop := func() error {
 		cancel()
 		select {
 		case err := <-done:
@@ -62,7 +74,11 @@ func startDev(t *testing.T, data string) (edgeURL, key string, stop func() error
 			return nil
 		}
 	}
-	return bannerEdge.FindStringSubmatch(out.String())[1], bannerKey.FindStringSubmatch(out.String())[1], stop
+	banner := out.String()
+	return devStack{
+		edgeURL: bannerEdge.FindStringSubmatch(banner)[1], natsURL: bannerNATS.FindStringSubmatch(banner)[1],
+		key: bannerKey.FindStringSubmatch(banner)[1], stop: stop,
+	}
 }
 
 func call(t *testing.T, method, url, key, body string) (int, string) {
