@@ -6,9 +6,7 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -114,7 +112,7 @@ func (g *Gateway) Check(c *Call) (*registry.MethodEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !isObject(c.Params) {
+	if !registry.IsObject(c.Params) {
 		return nil, ErrInvalidJSON
 	}
 	if err := m.Validate(c.Params); err != nil {
@@ -156,11 +154,6 @@ func (g *Gateway) Timeout(m *registry.Method, asked time.Duration) time.Duration
 		d = asked
 	}
 	return min(d, g.cfg.MaxTimeout)
-}
-
-func isObject(b []byte) bool {
-	b = bytes.TrimLeft(b, " \t\r\n")
-	return len(b) > 0 && b[0] == '{' && json.Valid(b)
 }
 
 type limiter struct {

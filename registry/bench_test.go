@@ -2,6 +2,7 @@ package registry_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -36,23 +37,32 @@ func BenchmarkAuthenticateKey(b *testing.B) {
 }
 
 // BenchmarkValidate checks a typical call's parameters, an object of three fields,
-// against its method's compiled input schema.
+// against its method's compiled input schema; and the same parameters against a
+// schema that takes any object (an echo's).
 func BenchmarkValidate(b *testing.B) {
 	env := testenv.NewRegistry(b)
-	schema := json.RawMessage(`{"type":"object","properties":{
-		"to":{"type":"string","format":"email"},"subject":{"type":"string","maxLength":200},"body":{"type":"string"}},
-		"required":["to","subject"]}`)
-	if err := env.Store.PutTool(env.Ctx, registry.Tool{ID: "email", Methods: []registry.Method{{Name: "send_email", InputSchema: schema}}}); err != nil {
-		b.Fatal(err)
+	schemas := map[string]json.RawMessage{
+		"three fields": json.RawMessage(`{"type":"object","properties":{
+			"to":{"type":"string","format":"email"},"subject":{"type":"string","maxLength":200},"body":{"type":"string"}},
+			"required":["to","subject"]}`),
+		"any object": json.RawMessage(`{"type":"object","additionalProperties":true}`),
 	}
-	testenv.Eventually(b, time.Second, "tool seen", func() bool { return env.View.Snapshot().RawTool("email") != nil })
-	m := env.View.Snapshot().RawTool("email").Method("send_email")
 	params := []byte(`{"to":"ada@example.com","subject":"Hello","body":"Nice to meet you."}`)
+	for i, name := range []string{"three fields", "any object"} {
+		b.Run(name, func(b *testing.B) {
+			id := fmt.Sprintf("tool-%d", i)
+			if err := env.Store.PutTool(env.Ctx, registry.Tool{ID: id, Methods: []registry.Method{{Name: "send_email", InputSchema: schemas[name]}}}); err != nil {
+				b.Fatal(err)
+			}
+			testenv.Eventually(b, time.Second, "tool seen", func() bool { return env.View.Snapshot().RawTool(id) != nil })
+			m := env.View.Snapshot().RawTool(id).Method("send_email")
 
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := m.Validate(params); err != nil {
-			b.Fatal(err)
-		}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := m.Validate(params); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
