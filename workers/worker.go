@@ -116,12 +116,17 @@ type Worker struct {
 	base     context.Context // the parent of every call's context: Run's values, never its end
 
 	cancelMu sync.Mutex
-	running  map[string]map[*runningCall]struct{} // by request id
+	running  map[string]*runningCall // by request id
 
 	stats map[string]*methodStats
 }
 
-type runningCall struct{ cancel context.CancelCauseFunc }
+// runningCall is a call that a cancel message may stop. Calls that share a request
+// id (a caller may reuse one) are chained.
+type runningCall struct {
+	cancel context.CancelCauseFunc
+	next   *runningCall
+}
 
 // New returns a worker for tool on nc, registered in store. Declare its methods with
 // Handle, then call Run.
@@ -146,7 +151,7 @@ func New(nc *nats.Conn, store *registry.Store, tool Tool, opts ...Option) *Worke
 		log:     cfg.log.With("tool", tool.ID, "instance", cfg.instance),
 		ready:   make(chan struct{}),
 		dead:    make(chan struct{}),
-		running: map[string]map[*runningCall]struct{}{},
+		running: map[string]*runningCall{},
 		stats:   map[string]*methodStats{},
 	}
 }
@@ -351,7 +356,8 @@ func (w *Worker) serve(methods []Method) (micro.Service, error) {
 	}
 	for i := range methods {
 		m := &methods[i]
-		err := svc.AddEndpoint(m.Name, w.intake(m), micro.WithEndpointSubject(w.cfg.subjects.Call(w.tool.ID, m.Name)))
+		ep := &endpoint{method: m, stats: w.stats[m.Name], span: "tool.call " + w.tool.ID + "." + m.Name}
+		err := svc.AddEndpoint(m.Name, w.intake(ep), micro.WithEndpointSubject(w.cfg.subjects.Call(w.tool.ID, m.Name)))
 		if err != nil {
 			_ = svc.Stop()
 			return nil, fmt.Errorf("workers: tool %s: method %s: %w", w.tool.ID, m.Name, err)
@@ -363,7 +369,7 @@ func (w *Worker) serve(methods []Method) (micro.Service, error) {
 // intake is the endpoint's micro handler. nats micro calls it for one message at a
 // time per endpoint; it hands each call to its own goroutine and, at the concurrency
 // bound, waits for a slot, so the calls queue rather than being dropped.
-func (w *Worker) intake(m *Method) micro.Handler {
+func (w *Worker) intake(ep *endpoint) micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
 		in := inbound{reply: req.Reply(), data: req.Data(), header: nats.Header(req.Headers())}
 		select {
@@ -371,8 +377,15 @@ func (w *Worker) intake(m *Method) micro.Handler {
 		case <-w.dead:
 			return // nobody can hear the reply
 		}
-		go w.call(m, in)
+		go w.call(ep, in)
 	})
+}
+
+// endpoint is what serving one method needs on every call, found once.
+type endpoint struct {
+	method *Method
+	stats  *methodStats
+	span   string // the name of its calls' spans
 }
 
 type inbound struct {
@@ -382,9 +395,9 @@ type inbound struct {
 }
 
 // call runs one call and replies. It holds a slot of w.sem, which it gives back.
-func (w *Worker) call(m *Method, in inbound) {
+func (w *Worker) call(ep *endpoint, in inbound) {
 	defer func() { <-w.sem }()
-	st := w.stats[m.Name]
+	m, st := ep.method, ep.stats
 	st.inFlight.Add(1)
 	defer st.inFlight.Add(-1)
 	start := time.Now()
@@ -402,16 +415,18 @@ func (w *Worker) call(m *Method, in inbound) {
 	}
 
 	ctx := bus.Propagator.Extract(w.base, bus.HeaderCarrier(in.header))
-	ctx, span := tracer.Start(ctx, "tool.call "+w.tool.ID+"."+m.Name, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(
+	ctx, span := tracer.Start(ctx, ep.span, trace.WithSpanKind(trace.SpanKindServer))
+	defer span.End()
+	if span.IsRecording() { // without a tracer provider, attributes are made for nothing
+		span.SetAttributes(
 			attribute.String("messaging.system", "nats"),
 			attribute.String("toolgate.tool", w.tool.ID),
 			attribute.String("toolgate.method", m.Name),
 			attribute.String("toolgate.request_id", c.RequestID),
 			attribute.String("toolgate.account", c.Account),
 			attribute.String("toolgate.instance", w.cfg.instance),
-		))
-	defer span.End()
+		)
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	switch {
@@ -424,7 +439,9 @@ func (w *Worker) call(m *Method, in inbound) {
 		ctx, stop = context.WithTimeout(ctx, m.Timeout)
 		defer stop()
 	}
-	defer w.track(c.RequestID, cancel)()
+	if rc := w.track(c.RequestID, cancel); rc != nil {
+		defer w.untrack(c.RequestID, rc)
+	}
 
 	result, err := w.invoke(ctx, m, c)
 	msg := reply(in.reply, result, err)
@@ -471,27 +488,35 @@ func (w *Worker) invoke(ctx context.Context, m *Method, c *Call) (result any, er
 	return m.Handler(ctx, c)
 }
 
-// track makes the call cancellable by a message on its cancel subject, until the
-// returned func is called.
-func (w *Worker) track(requestID string, cancel context.CancelCauseFunc) (untrack func()) {
+// track makes the call cancellable by a message on its cancel subject, until it is
+// untracked.
+func (w *Worker) track(requestID string, cancel context.CancelCauseFunc) *runningCall {
 	if requestID == "" {
-		return func() {}
+		return nil
 	}
-	rc := &runningCall{cancel: cancel}
 	w.cancelMu.Lock()
 	defer w.cancelMu.Unlock()
-	set := w.running[requestID]
-	if set == nil {
-		set = map[*runningCall]struct{}{}
-		w.running[requestID] = set
-	}
-	set[rc] = struct{}{}
-	return func() {
-		w.cancelMu.Lock()
-		defer w.cancelMu.Unlock()
-		delete(set, rc)
-		if len(set) == 0 {
+	rc := &runningCall{cancel: cancel, next: w.running[requestID]}
+	w.running[requestID] = rc
+	return rc
+}
+
+func (w *Worker) untrack(requestID string, rc *runningCall) {
+	w.cancelMu.Lock()
+	defer w.cancelMu.Unlock()
+	first := w.running[requestID]
+	if first == rc {
+		if rc.next == nil {
 			delete(w.running, requestID)
+		} else {
+			w.running[requestID] = rc.next
+		}
+		return
+	}
+	for prev := first; prev != nil; prev = prev.next {
+		if prev.next == rc {
+			prev.next = rc.next
+			return
 		}
 	}
 }
@@ -502,7 +527,7 @@ func (w *Worker) onCancel(msg *nats.Msg) {
 	id := strings.TrimPrefix(msg.Subject, w.cfg.subjects.Cancel(""))
 	w.cancelMu.Lock()
 	defer w.cancelMu.Unlock()
-	for rc := range w.running[id] {
+	for rc := w.running[id]; rc != nil; rc = rc.next {
 		rc.cancel(ErrCancelled)
 	}
 }
