@@ -41,13 +41,16 @@ type Reply struct {
 // caller goes away or the deadline passes first, it publishes a cancel message so the
 // worker stops working on an answer nobody will read.
 func Do(ctx context.Context, nc *nats.Conn, subjects Subjects, req Request) (*Reply, error) {
-	ctx, span := tracer.Start(ctx, "tool.request "+req.Subject, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(
+	ctx, span := tracer.Start(ctx, "tool.request "+req.Subject, trace.WithSpanKind(trace.SpanKindClient))
+	defer span.End()
+	recording := span.IsRecording() // without a tracer provider, attributes are made for nothing
+	if recording {
+		span.SetAttributes(
 			attribute.String("messaging.system", "nats"),
 			attribute.String("messaging.destination.name", req.Subject),
 			attribute.String("toolgate.request_id", req.RequestID),
-		))
-	defer span.End()
+		)
+	}
 
 	if !req.Deadline.IsZero() {
 		var cancel context.CancelFunc
@@ -77,7 +80,9 @@ func Do(ctx context.Context, nc *nats.Conn, subjects Subjects, req Request) (*Re
 		span.SetStatus(codes.Error, err.Error())
 		return nil, err
 	}
-	span.SetAttributes(attribute.Int("toolgate.status", r.Status))
+	if recording {
+		span.SetAttributes(attribute.Int("toolgate.status", r.Status))
+	}
 	return r, nil
 }
 

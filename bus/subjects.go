@@ -48,8 +48,21 @@ func (s Subjects) prefix() string {
 	return s.Prefix
 }
 
+// join makes prefix.token1.token2...; it is on every call's path, so in one allocation.
 func (s Subjects) join(tokens ...string) string {
-	return s.prefix() + "." + strings.Join(tokens, ".")
+	p := s.prefix()
+	n := len(p)
+	for _, t := range tokens {
+		n += 1 + len(t)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(p)
+	for _, t := range tokens {
+		b.WriteByte('.')
+		b.WriteString(t)
+	}
+	return b.String()
 }
 
 // Call is the subject a tool's method is called on.

@@ -16,9 +16,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin"
 
-	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/registry"
 )
@@ -105,9 +103,7 @@ func (e *Edge) routes() *gin.Engine {
 	r.RedirectFixedPath = false
 	_ = r.SetTrustedProxies(nil)
 	r.Use(
-		hidePath,
-		otelgin.Middleware("toolgate-edge", otelgin.WithPropagators(bus.Propagator)),
-		showPath,
+		traceRequest,
 		withRequestID,
 		e.accessLog,
 		e.recoverPanic,

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +16,18 @@ type metrics struct {
 	calls    *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	inFlight prometheus.Gauge
+
+	// The series of each tool, method and code, found once: a label lookup hashes
+	// every value and takes the vector's lock, on every call.
+	mu     sync.RWMutex
+	series map[[3]string]*callSeries // tool, method, code
+}
+
+// callSeries are where one call is counted: its tool, method and code's counter, and
+// its tool and method's latency.
+type callSeries struct {
+	calls   prometheus.Counter
+	latency prometheus.Observer
 }
 
 func newMetrics() *metrics {
@@ -33,13 +46,35 @@ func newMetrics() *metrics {
 			Name: "toolgate_tool_calls_in_flight",
 			Help: "Tool calls this edge is serving now.",
 		}),
+		series: map[[3]string]*callSeries{},
 	}
 	m.reg.MustRegister(m.calls, m.latency, m.inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
+// observe counts one call of method of tool, answered with code ("ok" or an envelope
+// code) after took. Tool and method are names the registry knows, or "unknown", and
+// codes are the envelope's, so the series kept are bounded.
 func (m *metrics) observe(tool, method, code string, took time.Duration) {
-	m.calls.WithLabelValues(tool, method, code).Inc()
-	m.latency.WithLabelValues(tool, method).Observe(took.Seconds())
+	s := m.seriesOf(tool, method, code)
+	s.calls.Inc()
+	s.latency.Observe(took.Seconds())
+}
+
+func (m *metrics) seriesOf(tool, method, code string) *callSeries {
+	k := [3]string{tool, method, code}
+	m.mu.RLock()
+	s := m.series[k]
+	m.mu.RUnlock()
+	if s != nil {
+		return s
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s = m.series[k]; s == nil {
+		s = &callSeries{calls: m.calls.WithLabelValues(tool, method, code), latency: m.latency.WithLabelValues(tool, method)}
+		m.series[k] = s
+	}
+	return s
 }

@@ -8,16 +8,22 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
-	"net/url"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -26,7 +32,6 @@ const (
 	ctxRequestID = "toolgate.request_id"
 	ctxPrincipal = "toolgate.principal"
 	ctxErrorCode = "toolgate.error_code"
-	ctxRawURL    = "toolgate.raw_url"
 	// The tool an MCP route serves, and where its legacy SSE clients post messages.
 	ctxMCPTool      = "toolgate.mcp_tool"
 	ctxMessagesPath = "toolgate.messages_path"
@@ -59,7 +64,9 @@ func saneRequestID(id string) bool {
 func newRequestID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	return "req_" + hex.EncodeToString(b[:])
+	id := [len("req_") + 2*len(b)]byte{'r', 'e', 'q', '_'}
+	hex.Encode(id[len("req_"):], b[:])
+	return string(id[:])
 }
 
 // withRequestID names every request: the caller's X-Request-Id when it is sane,
@@ -83,31 +90,79 @@ func secretRoute(c *gin.Context) bool {
 	return strings.Contains(route, ":link") || (route == "" && strings.HasPrefix(c.Request.URL.Path, "/mcp/"))
 }
 
-// hidePath and showPath bracket the tracing middleware: spans record the request's
-// path, so on routes whose path holds a link token the span sees the route pattern
-// instead. The handlers get the real URL back.
-func hidePath(c *gin.Context) {
-	if secretRoute(c) {
-		u := *c.Request.URL
-		c.Set(ctxRawURL, c.Request.URL)
-		u.Path, u.RawPath, u.RawQuery = c.FullPath(), "", ""
-		if u.Path == "" {
-			u.Path = "/mcp/*"
-		}
-		r := *c.Request
-		r.URL = &u
-		c.Request = &r
+var tracer = otel.Tracer("github.com/toolgate/toolgate/edge")
+
+// traceRequest runs each request in a server span named by its route pattern,
+// continuing the caller's trace when it sends one. The span records the path only on
+// routes whose path holds no secret (link tokens sit in paths). Without a tracer
+// provider, which is the default, the span records nothing and nothing is computed
+// for it; a caller's trace context still goes on to the tool.
+func traceRequest(c *gin.Context) {
+	r := c.Request
+	ctx := r.Context()
+	if len(r.Header["Traceparent"]) > 0 || len(r.Header["Baggage"]) > 0 {
+		ctx = bus.Propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
+	}
+	route := c.FullPath()
+	name := r.Method + " " + route
+	if route == "" {
+		name = "HTTP " + r.Method + " route not found"
+	}
+	ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer))
+	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(requestAttributes(c)...)
+	}
+	if span.SpanContext().IsValid() {
+		c.Request = r.WithContext(ctx)
 	}
 	c.Next()
+	if span.IsRecording() {
+		status := c.Writer.Status()
+		span.SetAttributes(semconv.HTTPResponseStatusCode(status), semconv.HTTPResponseBodySize(max(c.Writer.Size(), 0)))
+		if status >= 500 {
+			span.SetStatus(codes.Error, "")
+		}
+	}
 }
 
-func showPath(c *gin.Context) {
-	if raw, ok := c.Get(ctxRawURL); ok {
-		r := *c.Request
-		r.URL = raw.(*url.URL)
-		c.Request = &r
+// requestAttributes are the HTTP server span's attributes of semantic conventions.
+func requestAttributes(c *gin.Context) []attribute.KeyValue {
+	r := c.Request
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
 	}
-	c.Next()
+	attrs := []attribute.KeyValue{
+		semconv.HTTPRequestMethodKey.String(r.Method),
+		semconv.URLScheme(scheme),
+		semconv.ClientAddress(c.RemoteIP()),
+		semconv.NetworkProtocolVersion(fmt.Sprintf("%d.%d", r.ProtoMajor, r.ProtoMinor)),
+	}
+	if route := c.FullPath(); route != "" {
+		attrs = append(attrs, semconv.HTTPRoute(route))
+	}
+	if !secretRoute(c) {
+		attrs = append(attrs, semconv.URLPath(r.URL.Path))
+	}
+	if host, port, err := net.SplitHostPort(r.Host); err == nil {
+		attrs = append(attrs, semconv.ServerAddress(host))
+		if n, err := strconv.Atoi(port); err == nil {
+			attrs = append(attrs, semconv.ServerPort(n))
+		}
+	} else if r.Host != "" {
+		attrs = append(attrs, semconv.ServerAddress(r.Host))
+	}
+	if host, port, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		attrs = append(attrs, semconv.NetworkPeerAddress(host))
+		if n, err := strconv.Atoi(port); err == nil {
+			attrs = append(attrs, semconv.NetworkPeerPort(n))
+		}
+	}
+	if ua := r.UserAgent(); ua != "" {
+		attrs = append(attrs, semconv.UserAgentOriginal(ua))
+	}
+	return attrs
 }
 
 // accessLog writes one slog line per request. It names the route pattern, never the
@@ -125,7 +180,7 @@ func (e *Edge) accessLog(c *gin.Context) {
 		slog.Int("status", status),
 		slog.Int("bytes", max(c.Writer.Size(), 0)),
 		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
-		slog.String("remote", c.ClientIP()),
+		slog.String("remote", c.RemoteIP()), // the edge trusts no proxy's headers: the peer is the client
 	)
 	if p := principal(c); p.Account != "" {
 		attrs = append(attrs, slog.String("account", p.Account))

@@ -81,6 +81,18 @@ func TestOneTraceFromEdgeToWorker(t *testing.T) {
 	if busSpan.Parent.SpanID() != edgeSpan.SpanContext.SpanID() || workerSpan.Parent.SpanID() != busSpan.SpanContext.SpanID() {
 		t.Fatal("the spans are not a chain edge -> bus -> worker")
 	}
+	attrs := map[string]string{}
+	for _, kv := range edgeSpan.Attributes {
+		attrs[string(kv.Key)] = kv.Value.Emit()
+	}
+	for k, v := range map[string]string{
+		"http.request.method": "POST", "http.route": "/tool-call/:tool/:method", "url.path": "/tool-call/echo/echo",
+		"http.response.status_code": "200", "toolgate.request_id": attrs["toolgate.request_id"],
+	} {
+		if attrs[k] != v || v == "" {
+			t.Errorf("edge span: %s = %q, want %q", k, attrs[k], v)
+		}
+	}
 
 	// A caller's own trace context is continued, not replaced.
 	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

@@ -179,14 +179,21 @@ func (e *Edge) toolCall(c *gin.Context) {
 	}
 	// The bytes are the tool's, served from the gateway's origin: never let a browser
 	// run them as a page of that origin.
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Security-Policy", "sandbox")
-	h.Set("Content-Length", strconv.Itoa(len(reply.Data)))
+	h["X-Content-Type-Options"] = nosniff
+	h["Content-Security-Policy"] = sandbox
+	h["Content-Length"] = []string{strconv.Itoa(len(reply.Data))}
 	c.Writer.WriteHeader(reply.Status)
 	_, _ = c.Writer.Write(reply.Data)
 }
 
 var emptyObject = []byte("{}")
+
+// The values of the headers every tool's answer carries, shared by all answers rather
+// than made for each (net/http only reads them).
+var (
+	nosniff = []string{"nosniff"}
+	sandbox = []string{"sandbox"}
+)
 
 // metricLabels keeps metric labels to names the registry knows.
 func (e *Edge) metricLabels(tool, method string) (string, string) {
@@ -203,7 +210,7 @@ func (e *Edge) metricLabels(tool, method string) (string, string) {
 // jsonContentType accepts application/json with any parameters (charset=utf-8), and a
 // request that names no type at all: many clients of a JSON API do not bother.
 func jsonContentType(v string) bool {
-	if v == "" {
+	if v == "" || v == "application/json" {
 		return true
 	}
 	mt, _, err := mime.ParseMediaType(v)

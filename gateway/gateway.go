@@ -6,9 +6,7 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -69,10 +67,12 @@ func (c Config) Validate() error {
 
 // Gateway executes tool calls.
 type Gateway struct {
-	nc       *nats.Conn
-	view     *registry.View
-	cfg      Config
-	limiters sync.Map // limiter key -> *limiter
+	nc   *nats.Conn
+	view *registry.View
+	cfg  Config
+
+	mu       sync.RWMutex
+	limiters map[limiterKey]*limiter
 }
 
 // New returns a Gateway that calls tools over nc and checks calls against view.
@@ -80,7 +80,7 @@ func New(nc *nats.Conn, view *registry.View, cfg Config) (*Gateway, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Gateway{nc: nc, view: view, cfg: cfg}, nil
+	return &Gateway{nc: nc, view: view, cfg: cfg, limiters: map[limiterKey]*limiter{}}, nil
 }
 
 // View returns the registry view calls are checked against.
@@ -114,7 +114,7 @@ func (g *Gateway) Check(c *Call) (*registry.MethodEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !isObject(c.Params) {
+	if !registry.IsObject(c.Params) {
 		return nil, ErrInvalidJSON
 	}
 	if err := m.Validate(c.Params); err != nil {
@@ -158,15 +158,17 @@ func (g *Gateway) Timeout(m *registry.Method, asked time.Duration) time.Duration
 	return min(d, g.cfg.MaxTimeout)
 }
 
-func isObject(b []byte) bool {
-	b = bytes.TrimLeft(b, " \t\r\n")
-	return len(b) > 0 && b[0] == '{' && json.Valid(b)
-}
-
 type limiter struct {
 	rate  float64
 	burst int
 	l     *rate.Limiter
+}
+
+// limiterKey names a token bucket: a key's, or a link's (its account and tool). It is a
+// struct of strings, not a string made per call, so that finding a bucket allocates
+// nothing.
+type limiterKey struct {
+	key, account, tool string
 }
 
 // allow applies the token bucket of p's key (or link). Buckets are local to this
@@ -181,16 +183,24 @@ func (g *Gateway) allow(p registry.Principal) error {
 			burst = a.Limits.Burst
 		}
 	}
-	id := "link:" + p.Account + "/" + p.Tool
+	id := limiterKey{account: p.Account, tool: p.Tool}
 	if p.Key != nil {
-		id = "key:" + p.Key.ID
+		id = limiterKey{key: p.Key.ID}
 	}
-	v, ok := g.limiters.Load(id)
-	lim, _ := v.(*limiter)
-	if !ok || lim.rate != r || lim.burst != burst {
+	g.mu.RLock()
+	lim := g.limiters[id]
+	g.mu.RUnlock()
+	if lim == nil || lim.rate != r || lim.burst != burst {
 		lim = &limiter{rate: r, burst: burst, l: rate.NewLimiter(rate.Limit(r), burst)}
-		g.limiters.Store(id, lim)
+		g.mu.Lock()
+		g.limiters[id] = lim
+		g.mu.Unlock()
 	}
+	if lim.l.Allow() {
+		return nil
+	}
+	// Over the rate (or at its edge: the bucket may have filled since): the wait a
+	// reservation would have is when to try again.
 	res := lim.l.Reserve()
 	if d := res.Delay(); d > 0 {
 		res.Cancel()

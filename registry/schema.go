@@ -109,16 +109,53 @@ func escapeToken(t string) string {
 	return strings.NewReplacer("~", "~0", "/", "~1").Replace(t)
 }
 
+// acceptsAnyObject reports whether a schema asks nothing of an object but that it is
+// one: {"type":"object"}, perhaps with additionalProperties true, and annotations.
+// Parameters known to be an object need no validation against such a schema, and
+// methods that take anything (an echo, a pass-through to another API) declare one.
+func acceptsAnyObject(raw json.RawMessage) bool {
+	var doc map[string]any
+	if json.Unmarshal(raw, &doc) != nil {
+		return false
+	}
+	for k, v := range doc {
+		switch k {
+		case "type":
+			if v != "object" {
+				return false
+			}
+		case "additionalProperties", "unevaluatedProperties":
+			if v != true {
+				return false
+			}
+		case "$schema", "$id", "$comment", "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly":
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // inputSchema is a method's compiled input schema, compiled on first use and shared
 // by later versions of the tool record whose schema bytes are the same.
 type inputSchema struct {
-	raw  json.RawMessage
-	once sync.Once
-	s    *jsonschema.Schema
-	err  error
+	raw       json.RawMessage
+	once      sync.Once
+	s         *jsonschema.Schema
+	anyObject bool // see acceptsAnyObject
+	err       error
 }
 
 func (s *inputSchema) compiled(tool, method string) (*jsonschema.Schema, error) {
-	s.once.Do(func() { s.s, s.err = compileSchema(tool, method, s.raw) })
+	s.once.Do(func() {
+		s.s, s.err = compileSchema(tool, method, s.raw)
+		s.anyObject = s.err == nil && acceptsAnyObject(s.raw)
+	})
 	return s.s, s.err
+}
+
+// IsObject reports whether b is one JSON object, whitespace around it allowed.
+func IsObject(b []byte) bool {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	return len(b) > 0 && b[0] == '{' && json.Valid(b)
 }

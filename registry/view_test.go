@@ -3,6 +3,7 @@ package registry_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -104,6 +105,44 @@ func TestMethodValidation(t *testing.T) {
 				if got.Pointer != w.Pointer || (w.Message != "" && got.Message != w.Message) || got.Message == "" {
 					t.Errorf("violation %d: got %+v, want %+v", i, got, w)
 				}
+			}
+		})
+	}
+}
+
+// TestValidationOfOpenSchemas: a schema that asks only for an object takes any object
+// and still refuses what is not one; a schema with any constraint beyond that is
+// checked in full.
+func TestValidationOfOpenSchemas(t *testing.T) {
+	env := testenv.NewRegistry(t)
+	tests := []struct {
+		name   string
+		schema string
+		params string
+		ok     bool
+	}{
+		{"an object schema takes any object", `{"type":"object"}`, `{"a":1,"b":[true]}`, true},
+		{"additional properties allowed take any object", `{"type":"object","additionalProperties":true,"description":"anything"}`, ` {"a":{}} `, true},
+		{"a draft-07 object schema takes any object", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"}`, `{}`, true},
+		{"an object schema refuses an array", `{"type":"object"}`, `[1]`, false},
+		{"an object schema refuses broken JSON", `{"type":"object"}`, `{"a":`, false},
+		{"typed additional properties are checked", `{"type":"object","additionalProperties":{"type":"string"}}`, `{"a":1}`, false},
+		{"a property count is checked", `{"type":"object","minProperties":1}`, `{}`, false},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tool := registry.Tool{ID: fmt.Sprintf("open-%d", i), Methods: []registry.Method{{Name: "m", InputSchema: json.RawMessage(tt.schema)}}}
+			if err := env.Store.PutTool(env.Ctx, tool); err != nil {
+				t.Fatal(err)
+			}
+			testenv.Eventually(t, time.Second, "tool seen", func() bool { return env.View.Snapshot().RawTool(tool.ID) != nil })
+			err := env.View.Snapshot().RawTool(tool.ID).Method("m").Validate([]byte(tt.params))
+			var verr *registry.ValidationError
+			switch {
+			case tt.ok && err != nil:
+				t.Fatalf("got %v, want no error", err)
+			case !tt.ok && (!errors.As(err, &verr) || len(verr.Violations) == 0):
+				t.Fatalf("got %v, want violations", err)
 			}
 		})
 	}

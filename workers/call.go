@@ -175,10 +175,14 @@ func reply(subject string, result any, err error) *nats.Msg {
 	if err != nil {
 		return errorReply(msg, &Error{Code: CodeInternal, Message: "the result does not encode as JSON: " + err.Error()})
 	}
-	msg.Header.Set(bus.HeaderContentType, "application/json")
+	msg.Header[bus.HeaderContentType] = applicationJSON
 	msg.Data = b
 	return msg
 }
+
+// applicationJSON is the Content-Type of every JSON reply, shared rather than made for
+// each (nats only reads it).
+var applicationJSON = []string{"application/json"}
 
 func rawReply(msg *nats.Msg, r Raw) *nats.Msg {
 	if r.ContentType != "" {

@@ -131,6 +131,58 @@ func TestCancelMessageCancelsTheHandler(t *testing.T) {
 	}
 }
 
+// TestCancelReachesEveryCallOfARequestID: calls that share a request id are all
+// cancelled by its cancel message, and one that finishes first leaves the others
+// cancellable.
+func TestCancelReachesEveryCallOfARequestID(t *testing.T) {
+	e := newEnv(t)
+	started := make(chan string, 3)
+	causes := make(chan error, 3)
+	wait := workers.Method{Name: "wait", Handler: func(ctx context.Context, c *workers.Call) (any, error) {
+		var p struct{ Quick bool }
+		_ = c.Bind(&p)
+		started <- string(c.Params)
+		if p.Quick {
+			return "done", nil
+		}
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return nil, ctx.Err()
+	}}
+	e.start(workers.Tool{ID: "waiter"}, []workers.Method{wait}, workers.WithConcurrency(4))
+
+	replies := make(chan error, 3)
+	send := func(params string) {
+		go func() {
+			_, err := bus.Do(context.Background(), e.nc, bus.DefaultSubjects, bus.Request{
+				Subject: bus.DefaultSubjects.Call("waiter", "wait"), RequestID: "req-shared",
+				Deadline: time.Now().Add(time.Minute), Data: []byte(params),
+			})
+			replies <- err
+		}()
+		<-started
+	}
+	send(`{}`)
+	send(`{"quick":true}`)
+	if err := <-replies; err != nil {
+		t.Fatalf("the quick call: %v", err)
+	}
+	send(`{}`)
+	if err := e.nc.Publish(bus.DefaultSubjects.Cancel("req-shared"), nil); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		select {
+		case err := <-causes:
+			if !errors.Is(err, workers.ErrCancelled) {
+				t.Errorf("cause %v, want ErrCancelled", err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatal("a call of the request id was not cancelled")
+		}
+	}
+}
+
 func TestProgressAndLog(t *testing.T) {
 	e := newEnv(t)
 	report := workers.Method{Name: "report", Handler: func(ctx context.Context, c *workers.Call) (any, error) {

@@ -4,7 +4,11 @@
 // and prints one table from one run: throughput at saturation, latency at a fixed
 // rate, and the edge's memory per idle SSE session.
 //
-//	go run ./bench/tgbench -bin bin/toolgate [-duration 5s] [-callers 32] [-rate 1000] [-sessions 1000,10000] [-out bench/RESULTS.md]
+//	go run ./bench/tgbench -bin bin/toolgate [-duration 5s] [-callers 32] [-rate 1000] [-sessions 1000,10000] [-out bench/RESULTS.md] [-profile dir]
+//
+// With -profile, each path through the edge is run once more at saturation after it
+// is measured, while the edge's and the worker's CPU and allocation profiles are
+// taken; they are written to the directory for go tool pprof.
 package main
 
 import (
@@ -37,6 +41,7 @@ type config struct {
 	max      int
 	sessions []int
 	out      string
+	profile  string
 	verbose  bool
 }
 
@@ -57,6 +62,7 @@ func main() {
 	flag.IntVar(&cfg.max, "max", 2_000_000, "at most this many requests per measurement")
 	flag.StringVar(&sessions, "sessions", "1000,10000", "idle SSE sessions to hold for the memory measurement")
 	flag.StringVar(&cfg.out, "out", "", "also write the report to this file (Markdown)")
+	flag.StringVar(&cfg.profile, "profile", "", "write CPU and allocation profiles of the edge and the worker, under load on each edge path, to this directory")
 	flag.BoolVar(&cfg.verbose, "v", false, "show the processes' logs")
 	flag.Parse()
 	for _, f := range strings.Split(sessions, ",") {
@@ -113,7 +119,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 	s := &stack{}
 	defer s.stop()
-	if err := s.start(ctx, cfg.bin, self, logs); err != nil {
+	if err := s.start(ctx, cfg.bin, self, logs, cfg.profile != ""); err != nil {
 		return err
 	}
 	maxSessions := 100
@@ -132,13 +138,14 @@ func run(ctx context.Context, cfg config) error {
 
 	paths := []struct {
 		name string
+		id   string // names the profiles of a path through the edge
 		fn   load.Func
 	}{
-		{"bare gin handler (HTTP ceiling)", bareCall(s)},
-		{"NATS request-reply to the echo worker (bus ceiling)", busCall(nc)},
-		{"POST /tool-call through the edge", toolCall(s, acct)},
-		{"MCP tools/call, Streamable HTTP", streamableCall(acct)},
-		{"MCP tools/call, legacy HTTP+SSE", legacyCall(acct)},
+		{"bare gin handler (HTTP ceiling)", "", bareCall(s)},
+		{"NATS request-reply to the echo worker (bus ceiling)", "", busCall(nc)},
+		{"POST /tool-call through the edge", "toolcall", toolCall(s, acct)},
+		{"MCP tools/call, Streamable HTTP", "streamable", streamableCall(acct)},
+		{"MCP tools/call, legacy HTTP+SSE", "legacy", legacyCall(acct)},
 	}
 	var rows []row
 	for _, p := range paths {
@@ -148,6 +155,11 @@ func run(ctx context.Context, cfg config) error {
 		r.saturated = load.Saturate(ctx, cfg.callers, cfg.duration, cfg.max, p.fn)
 		r.paced = load.Paced(ctx, cfg.rate, cfg.duration, cfg.max, 512, p.fn)
 		rows = append(rows, r)
+		if cfg.profile != "" && p.id != "" {
+			if err := profile(ctx, s, cfg, p.id, p.fn); err != nil {
+				return fmt.Errorf("profile %s: %w", p.name, err)
+			}
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -26,6 +26,8 @@ type stack struct {
 	adminKey string
 	edge     *exec.Cmd
 	procs    []*exec.Cmd
+	// Where the edge and the worker serve their Go profiles; empty unless asked for.
+	edgePprof, workerPprof string
 }
 
 func freePort() (int, error) {
@@ -37,12 +39,12 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func (s *stack) start(ctx context.Context, bin, self string, log io.Writer) error {
+func (s *stack) start(ctx context.Context, bin, self string, log io.Writer, profile bool) error {
 	var err error
 	if s.dir, err = os.MkdirTemp("", "tgbench-"); err != nil {
 		return err
 	}
-	ports := make([]int, 3)
+	ports := make([]int, 5)
 	for i := range ports {
 		if ports[i], err = freePort(); err != nil {
 			return err
@@ -51,6 +53,10 @@ func (s *stack) start(ctx context.Context, bin, self string, log io.Writer) erro
 	s.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", ports[0])
 	s.edgeURL = fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 	s.bareURL = fmt.Sprintf("http://127.0.0.1:%d", ports[2])
+	if profile {
+		s.edgePprof = fmt.Sprintf("127.0.0.1:%d", ports[3])
+		s.workerPprof = fmt.Sprintf("127.0.0.1:%d", ports[4])
+	}
 	s.adminKey = "tg_benchadmin" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	secretFile := filepath.Join(s.dir, "link-secret")
 	adminFile := filepath.Join(s.dir, "admin-key")
@@ -61,22 +67,22 @@ func (s *stack) start(ctx context.Context, bin, self string, log io.Writer) erro
 		return err
 	}
 
-	if _, err := s.run(ctx, log, bin, "nats", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[0]),
+	if _, err := s.run(ctx, log, nil, bin, "nats", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		"--store-dir", filepath.Join(s.dir, "nats")); err != nil {
 		return err
 	}
 	if err := waitTCP(ctx, fmt.Sprintf("127.0.0.1:%d", ports[0])); err != nil {
 		return fmt.Errorf("nats: %w", err)
 	}
-	if _, err := s.run(ctx, log, bin, "worker", "demo", "--nats", s.natsURL); err != nil {
+	if _, err := s.run(ctx, log, pprofEnv(s.workerPprof), bin, "worker", "demo", "--nats", s.natsURL); err != nil {
 		return err
 	}
-	if s.edge, err = s.run(ctx, log, bin, "edge", "--nats", s.natsURL,
+	if s.edge, err = s.run(ctx, log, pprofEnv(s.edgePprof), bin, "edge", "--nats", s.natsURL,
 		"--listen", fmt.Sprintf("127.0.0.1:%d", ports[1]), "--base-url", s.edgeURL,
 		"--link-secret-file", secretFile, "--admin-key-file", adminFile); err != nil {
 		return err
 	}
-	if _, err := s.run(ctx, log, self, "bare", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[2])); err != nil {
+	if _, err := s.run(ctx, log, nil, self, "bare", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[2])); err != nil {
 		return err
 	}
 	if err := waitHTTP(ctx, s.edgeURL+"/readyz"); err != nil {
@@ -85,9 +91,20 @@ func (s *stack) start(ctx context.Context, bin, self string, log io.Writer) erro
 	return waitHTTP(ctx, s.bareURL+"/healthz")
 }
 
-func (s *stack) run(ctx context.Context, log io.Writer, name string, args ...string) (*exec.Cmd, error) {
+// pprofEnv is the environment that has a toolgate process serve its profiles on addr.
+func pprofEnv(addr string) []string {
+	if addr == "" {
+		return nil
+	}
+	return []string{"TOOLGATE_PPROF=" + addr}
+}
+
+func (s *stack) run(ctx context.Context, log io.Writer, env []string, name string, args ...string) (*exec.Cmd, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Stdout, cmd.Stderr = log, log
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the bench
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s %s: %w", filepath.Base(name), args[0], err)

@@ -81,6 +81,9 @@ type devState struct {
 }
 
 func runDev(ctx context.Context, cfg devConfig, out io.Writer, log *slog.Logger) error {
+	if err := startPprof(ctx, log); err != nil {
+		return fmt.Errorf("dev: %w", err)
+	}
 	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
 		return fmt.Errorf("dev: data: %w", err)
 	}

@@ -170,6 +170,9 @@ func runEdge(ctx context.Context, o edgeOptions, out io.Writer, log *slog.Logger
 		o.Edge.AdminKeyHash = registry.Hash(adminKey)
 	}
 
+	if err := startPprof(ctx, log); err != nil {
+		return fmt.Errorf("edge: %w", err)
+	}
 	stopTracing, err := telemetry.Start(ctx, "toolgate-edge")
 	if err != nil {
 		return err

@@ -88,6 +88,9 @@ func newWorkerDemoCmd() *cobra.Command {
 
 // runDemoWorker serves the demo tools until ctx ends (SIGINT or SIGTERM), then drains.
 func runDemoWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) error {
+	if err := startPprof(ctx, log); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
 	nc, err := bus.Connect(cfg.NATS, "toolgate-worker-demo", log)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
@@ -15,13 +17,14 @@ import (
 )
 
 type stack struct {
+	nc    *nats.Conn
 	store *registry.Store
 	view  *registry.View
-	call  func(t *testing.T, tool, method, params string) (*bus.Reply, error)
+	call  func(t testing.TB, tool, method, params string) (*bus.Reply, error)
 }
 
 // start serves the demo tools on an embedded server until the test ends.
-func start(t *testing.T) *stack {
+func start(t testing.TB) *stack {
 	t.Helper()
 	srv := testenv.Server(t)
 	nc := testenv.Conn(t, srv.ClientURL())
@@ -40,7 +43,7 @@ func start(t *testing.T) *stack {
 		s := view.Snapshot()
 		return s.Instances("email") == 1 && s.Instances("echo") == 1 && s.Instances("clock") == 1
 	})
-	return &stack{store: store, view: view, call: func(t *testing.T, tool, method, params string) (*bus.Reply, error) {
+	return &stack{nc: nc, store: store, view: view, call: func(t testing.TB, tool, method, params string) (*bus.Reply, error) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -214,4 +217,23 @@ func TestRunDrainsEveryTool(t *testing.T) {
 	testenv.Eventually(t, 500*time.Millisecond, "presence removed", func() bool {
 		return view.Snapshot().Instances("email")+view.Snapshot().Instances("echo")+view.Snapshot().Instances("clock") == 0
 	})
+}
+
+// BenchmarkEcho is one call of the echo tool over a real NATS server, as the edge
+// makes it: the worker SDK's intake, call and reply, and the bus's request-reply, the
+// part of every tool call behind the edge.
+func BenchmarkEcho(b *testing.B) {
+	s := start(b)
+	req := bus.Request{
+		Subject: bus.DefaultSubjects.Call("echo", "echo"), RequestID: "req_bench", Account: "dev",
+		Data: []byte(`{"message":"hello, gateway","n":42}`),
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		req.Deadline = time.Now().Add(5 * time.Second)
+		r, err := bus.Do(context.Background(), s.nc, bus.DefaultSubjects, req)
+		if err != nil || r.Status != 200 {
+			b.Fatal(r, err)
+		}
+	}
 }
