@@ -17,9 +17,9 @@ import (
 // notifications of the worker are relayed to the client as they come; a failure of
 // the call is an isError result, a request that names no tool a JSON-RPC error.
 func (s *Server) callTool(ctx context.Context, r *rpcRequest) (*mcp.CallToolResult, error) {
-	var params mcp.CallToolParamsRaw
-	if err := json.Unmarshal(r.req.Params, &params); err != nil {
-		return nil, invalidParams("tools/call: %v", err)
+	params, err := r.callParams()
+	if err != nil {
+		return nil, err
 	}
 	t, err := s.view.Snapshot().Tool(r.p, r.tool)
 	if err != nil {

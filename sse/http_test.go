@@ -306,6 +306,40 @@ func TestAcceptTolerance(t *testing.T) {
 	}
 }
 
+// TestCallAnswerType: a client that takes either type gets a call's answer as plain
+// JSON when nothing else can come before it, and a stream when progress or log
+// messages may.
+func TestCallAnswerType(t *testing.T) {
+	e := newEnv(t)
+	ed := e.startEdge(t, 0, nil)
+	url := e.streamableURL(ed.url)
+	session := initSession(t, url)
+	either := map[string]string{"Accept": "application/json, text/event-stream", "Mcp-Session-Id": session}
+	answeredAs := func(body string) string {
+		t.Helper()
+		x := do(t, "POST", url, either, body)
+		if x.status != http.StatusOK || !strings.Contains(string(x.body), `"result"`) {
+			t.Fatalf("%s: %d %s", body, x.status, x.body)
+		}
+		ct, _, _ := strings.Cut(x.header.Get("Content-Type"), ";")
+		return ct
+	}
+	const plain = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`
+	const progress = `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"count","arguments":{"n":1},"_meta":{"progressToken":"p"}}}`
+	if ct := answeredAs(plain); ct != "application/json" {
+		t.Fatalf("a call without progress or logs answered as %s, want application/json", ct)
+	}
+	if ct := answeredAs(progress); ct != "text/event-stream" {
+		t.Fatalf("a call with a progressToken answered as %s, want text/event-stream", ct)
+	}
+	if ct := answeredAs(`{"jsonrpc":"2.0","id":4,"method":"logging/setLevel","params":{"level":"debug"}}`); ct != "application/json" {
+		t.Fatalf("logging/setLevel answered as %s", ct)
+	}
+	if ct := answeredAs(strings.Replace(plain, `"id":2`, `"id":5`, 1)); ct != "text/event-stream" {
+		t.Fatalf("a call once the session set a log level answered as %s, want text/event-stream", ct)
+	}
+}
+
 // TestSessionLimit opens sessions up to the account's limit and one more.
 func TestSessionLimit(t *testing.T) {
 	e := newEnv(t)

@@ -170,12 +170,26 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	if req.Method == methodToolsCall && accept.events {
+	if req.Method == methodToolsCall && accept.events && (!accept.json || s.mayNotify(rr)) {
 		s.streamCall(ctx, w, rr, raw)
 		return
 	}
 	result, err := s.handle(ctx, rr)
 	s.answer(w, accept, req.ID, result, err)
+}
+
+// mayNotify reports whether a session's tools/call may send its client anything
+// before the answer: progress, when the call carries a progressToken, or log
+// messages, once the session set a level. A call that cannot is answered with plain
+// JSON to a client that takes it: no stream, so nothing to keep in the event log for
+// a resume. (A worker's own requests to the client travel on the session's
+// standalone stream either way.)
+func (s *Server) mayNotify(rr *rpcRequest) bool {
+	params, err := rr.callParams()
+	if err != nil {
+		return false // answered with an error at once
+	}
+	return params.Meta["progressToken"] != nil || s.logLevel(rr, false) != ""
 }
 
 // answer writes a request's answer as JSON, or as a one-event stream to a client
