@@ -146,10 +146,9 @@ func (s *Server) initialize(ctx context.Context, r *rpcRequest) (*mcp.Initialize
 		r.sess = sess
 	} else {
 		r.sess.ProtocolVersion, r.sess.ClientInfo, r.sess.Capabilities = version, params.ClientInfo, params.Capabilities
-		if err := s.store.PutSession(ctx, *r.sess); err != nil {
+		if err := s.saveSession(ctx, r.sess); err != nil {
 			return nil, err
 		}
-		s.markTouched(r.sess.ID)
 	}
 	title := t.Tool.Title
 	if title == "" {
@@ -216,10 +215,9 @@ func (s *Server) setLevel(ctx context.Context, r *rpcRequest) (any, error) {
 		return nil, invalidParams("logging/setLevel: level must be one of %v", logLevels)
 	}
 	r.sess.LogLevel = string(params.Level)
-	if err := s.store.PutSession(ctx, *r.sess); err != nil {
+	if err := s.saveSession(ctx, r.sess); err != nil {
 		return nil, err
 	}
-	s.markTouched(r.sess.ID)
 	return struct{}{}, nil
 }
 

@@ -134,7 +134,7 @@ func (s *Server) pump(ctx context.Context, ew *eventWriter, sess *registry.Sessi
 			}
 		case <-refresh.C:
 			// An open stream keeps its session from expiring.
-			cur, err := s.store.Session(ctx, sess.ID)
+			cur, err := s.lookup(ctx, sess.ID)
 			if errors.Is(err, registry.ErrNotFound) {
 				return endSession
 			}
