@@ -17,13 +17,14 @@ import (
 // Headers on event log records. A record without Tg-Event is a JSON-RPC message for
 // the client; the others steer the edges that follow the log and are never sent.
 const (
-	headerEvent    = "Tg-Event"  // "open": a standalone stream opened; "request": a POST stream began; "resume": a POST stream was resumed
+	headerEvent    = "Tg-Event"  // "open" and "close": a standalone stream opened, closed; "request": a POST stream began; "resume": a POST stream was resumed
 	headerInstance = "Tg-Stream" // with "open": which stream instance opened
 	headerFinal    = "Tg-Final"  // on a POST stream's response: the stream ends after it
 )
 
 const (
 	eventOpen    = "open"
+	eventClose   = "close"
 	eventRequest = "request"
 	eventResume  = "resume"
 )
@@ -138,6 +139,35 @@ func (l *eventLog) appendRecord(ctx context.Context, subject string, data []byte
 		return 0, fmt.Errorf("sse: event log: append to %s: %w", subject, err)
 	}
 	return ack.Sequence, nil
+}
+
+// unheard returns where a new standalone stream starts, given the sequence of its
+// own "open" record: after the session's last "close" record if no stream opened
+// since; at the session's first record if none ever opened; else after its own
+// "open" (the stream still open, or one that broke, had the records meanwhile). It
+// reads the session's records up to open, which are few: what a session's client is
+// sent outside its POSTs, and a record per stream opened or closed.
+func (l *eventLog) unheard(ctx context.Context, subject string, open uint64) (uint64, error) {
+	from := uint64(1)
+	for seq := uint64(1); ; {
+		m, err := l.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return open + 1, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("sse: event log: read %s from %d: %w", subject, seq, err)
+		}
+		if m.Sequence >= open {
+			return from, nil
+		}
+		switch m.Header.Get(headerEvent) {
+		case eventOpen:
+			from = open + 1
+		case eventClose:
+			from = m.Sequence + 1
+		}
+		seq = m.Sequence + 1
+	}
 }
 
 // record is one event of a stream, as the log keeps it.

@@ -19,18 +19,23 @@ const (
 	endSession                    // the session ended
 	endTakenOver                  // a newer stream of the session took over
 	endServer                     // this edge is stopping
+	endRefused                    // the stream never opened: the bus or the log failed
 )
 
 // holdStandalone serves a session's standalone stream: every message for the session
 // that is not the answer of a POST (responses on the legacy transport, server
 // requests, list changes). Its events come from the event log, so whatever was
 // published while no stream was open, or while the client reconnected to another
-// edge, reaches the client; with resume it first replays what came after that event.
+// edge, reaches the client: with resume, what came after that event; without, what
+// came since the session's last stream closed, or since the session began if it
+// never had one (a worker may ask the client something before the client's GET
+// arrives). A new session has nothing to catch up on.
 //
 // A session has one standalone stream: the newest. Opening one appends an "open"
-// record to the session's log, and a stream that sees a newer stream's record ends.
+// record to the session's log, and a stream that sees a newer stream's record ends;
+// the caller appends a "close" record when the stream ends with no newer one.
 // opened writes what the stream starts with, given the id of the stream's position.
-func (s *Server) holdStandalone(w http.ResponseWriter, r *http.Request, sess *registry.Session, resume *eventID, opened func(ew *eventWriter, at string) error) streamEnd {
+func (s *Server) holdStandalone(w http.ResponseWriter, r *http.Request, sess *registry.Session, resume *eventID, newSession bool, opened func(ew *eventWriter, at string) error) streamEnd {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	subject := s.events.standaloneSubject(sess.ID)
@@ -38,7 +43,7 @@ func (s *Server) holdStandalone(w http.ResponseWriter, r *http.Request, sess *re
 	if err != nil {
 		s.log.Error("following stream", "session", sess.ID, "err", err)
 		s.refuse(w, http.StatusServiceUnavailable, "the bus is unavailable; retry")
-		return endServer
+		return endRefused
 	}
 	defer f.stop()
 	instance := registry.NewID("")
@@ -46,12 +51,20 @@ func (s *Server) holdStandalone(w http.ResponseWriter, r *http.Request, sess *re
 	if err != nil {
 		s.log.Error("opening stream", "session", sess.ID, "err", err)
 		s.refuse(w, http.StatusServiceUnavailable, "the event log is unavailable; retry")
-		return endServer
+		return endRefused
 	}
 	at := eventID{session: sess.ID, seq: openSeq}
 	f.next = openSeq + 1
-	if resume != nil {
+	switch {
+	case resume != nil:
 		at, f.next = *resume, resume.seq+1
+	case !newSession:
+		from, err := s.events.unheard(ctx, subject, openSeq)
+		if err != nil {
+			s.log.Warn("reading the event log", "session", sess.ID, "err", err)
+		} else {
+			f.next = from
+		}
 	}
 	ended, release := s.streams.add(sess.ID)
 	defer release()
@@ -60,7 +73,7 @@ func (s *Server) holdStandalone(w http.ResponseWriter, r *http.Request, sess *re
 	if err := opened(ew, at.String()); err != nil {
 		return endClient
 	}
-	return s.pump(ctx, ew, sess, f, resume != nil, ended, func(rec record) (bool, streamEnd) {
+	return s.pump(ctx, ew, sess, f, f.next <= openSeq, ended, func(rec record) (bool, streamEnd) {
 		switch rec.header.Get(headerEvent) {
 		case "":
 			if ew.event(eventID{session: sess.ID, seq: rec.seq}.String(), "message", rec.data) != nil {
@@ -73,6 +86,16 @@ func (s *Server) holdStandalone(w http.ResponseWriter, r *http.Request, sess *re
 		}
 		return false, 0
 	})
+}
+
+// closeStandalone records that a session's standalone stream closed and no newer one
+// took over, so that the session's next stream delivers what comes meanwhile.
+func (s *Server) closeStandalone(session string) {
+	ctx, cancel := s.detached()
+	defer cancel()
+	if _, err := s.events.appendRecord(ctx, s.events.standaloneSubject(session), nil, nats.Header{headerEvent: {eventClose}}, ""); err != nil {
+		s.log.Warn("closing stream", "session", session, "err", err)
+	}
 }
 
 // replayPost resumes the stream of one POST after the event id the client last

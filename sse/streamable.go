@@ -100,6 +100,7 @@ func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, p registry.Pri
 	if !ok {
 		return
 	}
+	var resume *eventID
 	if h := r.Header.Get(headerLastEventID); h != "" {
 		last, ok := parseEventID(h)
 		if !ok || last.session != sess.ID {
@@ -110,14 +111,14 @@ func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, p registry.Pri
 			s.replayPost(w, r, sess, last)
 			return
 		}
-		s.holdStandalone(w, r, sess, &last, func(ew *eventWriter, at string) error {
-			return ew.prime(at, s.cfg.RetryAfter)
-		})
-		return
+		resume = &last
 	}
-	s.holdStandalone(w, r, sess, nil, func(ew *eventWriter, at string) error {
+	why := s.holdStandalone(w, r, sess, resume, false, func(ew *eventWriter, at string) error {
 		return ew.prime(at, s.cfg.RetryAfter)
 	})
+	if why == endClient || why == endServer {
+		s.closeStandalone(sess.ID)
+	}
 }
 
 func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Principal, tool string) {
