@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +44,7 @@ type Server struct {
 	inflight activity       // tool calls running on this edge
 
 	calls     *callSet
+	cancels   *nats.Subscription // every call's cancel, from any edge
 	listeners *listenerSet
 	streams   *streamSet
 	changes   *toolChanges
@@ -87,6 +89,18 @@ func New(ctx context.Context, gw *gateway.Gateway, store *registry.Store, cfg Co
 		cancel()
 		return nil, err
 	}
+	// A client's notifications/cancelled may reach another edge, which publishes
+	// the cancel of the call's bus request. One subscription for every cancel, made
+	// now, spares each call a subscription of its own, and is in place across the
+	// cluster long before any cancel of a call.
+	prefix := subj.Cancel("")
+	s.cancels, err = s.nc.Subscribe(subj.CancelAll(), func(m *nats.Msg) {
+		s.calls.cancelRequest(strings.TrimPrefix(m.Subject, prefix))
+	})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("sse: follow cancels: %w", err)
+	}
 	s.changes = newToolChanges(s.view.Snapshot())
 	s.stopView = s.view.OnChange(func(c registry.Change) { s.changes.note(c, s.view.Snapshot()) })
 	s.bg.Add(1)
@@ -119,6 +133,7 @@ func (s *Server) Close() error {
 	s.closing.Store(true)
 	s.drainOne.Do(func() { close(s.draining) })
 	s.stopView()
+	_ = s.cancels.Unsubscribe()
 	s.cancel()
 	<-s.pending.idle()
 	s.bg.Wait()
