@@ -20,9 +20,9 @@ import (
 // when the worker answered with one itself (a bridged MCP server does), that result's
 // JSON as the worker sent it.
 func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
-	var params mcp.CallToolParamsRaw
-	if err := json.Unmarshal(r.req.Params, &params); err != nil {
-		return nil, invalidParams("tools/call: %v", err)
+	params, err := r.callParams()
+	if err != nil {
+		return nil, err
 	}
 	t, err := s.view.Snapshot().Tool(r.p, r.tool)
 	if err != nil {
@@ -53,13 +53,10 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 	if r.sess != nil {
 		requestID = callRequestID(r.sess.ID, r.req.ID)
 		key := callKey(r.req.ID)
-		s.calls.add(r.sess.ID, key, cancel)
-		defer s.calls.remove(r.sess.ID, key)
 		// Another edge that receives the client's notifications/cancelled
-		// publishes the cancel; follow it as the worker does.
-		if sub, err := s.nc.Subscribe(s.subj.Cancel(requestID), func(*nats.Msg) { cancel() }); err == nil {
-			defer sub.Unsubscribe()
-		}
+		// publishes the cancel, which this edge follows for all its calls.
+		s.calls.add(r.sess.ID, key, requestID, cancel)
+		defer s.calls.remove(r.sess.ID, key)
 	} else {
 		requestID = registry.NewID("mcp-")
 	}
@@ -84,26 +81,31 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 		reply *bus.Reply
 		err   error
 	}
-	done := make(chan outcome, 1)
-	go func() {
+	call := func() outcome {
 		reply, err := s.gw.Do(ctx, &gateway.Call{
 			Principal: r.p, Tool: r.tool, Method: m.Name, Params: args,
 			RequestID: requestID, Session: sessionID(r.sess), Progress: wantNotes,
 		})
-		done <- outcome{reply, err}
-	}()
-	var out outcome
-wait:
-	for {
-		select {
-		case msg := <-notes:
-			s.relayNote(r, token, level, msg)
-		case out = <-done:
-			break wait
-		}
+		return outcome{reply, err}
 	}
-	for len(notes) > 0 {
-		s.relayNote(r, token, level, <-notes)
+	var out outcome
+	if notes == nil {
+		out = call()
+	} else {
+		done := make(chan outcome, 1)
+		go func() { done <- call() }()
+	wait:
+		for {
+			select {
+			case msg := <-notes:
+				s.relayNote(r, token, level, msg)
+			case out = <-done:
+				break wait
+			}
+		}
+		for len(notes) > 0 {
+			s.relayNote(r, token, level, <-notes)
+		}
 	}
 	if out.err != nil {
 		if text, ok := toolFailure(r.tool, m.Name, out.err); ok {

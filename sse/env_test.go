@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -32,21 +33,22 @@ const (
 // env is a NATS system with the registry, one account connected to the kit tool, and
 // a worker serving it.
 type env struct {
-	t          *testing.T
+	t          testing.TB
 	urls       []string // client URL of each NATS node
 	replicas   int
 	sessionTTL time.Duration // the registry's session TTL; 0 for its default
+	log        *slog.Logger  // the edges' logger; nil for the test's log
 	store      *registry.Store
 	link       string // the link token of acme's connection to kit
 	worker     *worker
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	srv := testenv.Server(t)
 	return setupEnv(t, []string{srv.ClientURL()}, 1)
 }
 
-func newClusterEnv(t *testing.T) *env {
+func newClusterEnv(t testing.TB) *env {
 	c := testenv.NewCluster(t)
 	var urls []string
 	for _, s := range c.Servers {
@@ -55,7 +57,7 @@ func newClusterEnv(t *testing.T) *env {
 	return setupEnv(t, urls, 3)
 }
 
-func setupEnv(t *testing.T, urls []string, replicas int) *env {
+func setupEnv(t testing.TB, urls []string, replicas int) *env {
 	t.Helper()
 	nc := testenv.Conn(t, urls[0])
 	store := testenv.Store(t, nc, replicas)
@@ -104,7 +106,7 @@ type worker struct {
 	sessions  chan string       // Tg-Session of every call
 }
 
-func startWorker(t *testing.T, url string, store *registry.Store) *worker {
+func startWorker(t testing.TB, url string, store *registry.Store) *worker {
 	t.Helper()
 	nc := testenv.Conn(t, url)
 	w := &worker{nc: nc, running: map[string]func(){}, started: make(chan string, 16), cancelled: make(chan string, 16), sessions: make(chan string, 256)}
@@ -253,7 +255,7 @@ func (w *worker) waitCancelled(t *testing.T, id string) {
 }
 
 // openStore opens the registry as the env's edges do.
-func (e *env) openStore(t *testing.T, nc *nats.Conn) *registry.Store {
+func (e *env) openStore(t testing.TB, nc *nats.Conn) *registry.Store {
 	t.Helper()
 	if e.sessionTTL == 0 {
 		return testenv.Store(t, nc, e.replicas)
@@ -284,7 +286,7 @@ type edge struct {
 	once sync.Once
 }
 
-func (e *env) startEdge(t *testing.T, node int, edit func(*sse.Config)) *edge {
+func (e *env) startEdge(t testing.TB, node int, edit func(*sse.Config)) *edge {
 	t.Helper()
 	nc := testenv.Conn(t, e.urls[node])
 	store := e.openStore(t, nc)
@@ -305,7 +307,11 @@ func (e *env) startEdge(t *testing.T, node int, edit func(*sse.Config)) *edge {
 		_, err := view.Snapshot().AuthenticateLink(e.link)
 		return err == nil
 	})
-	srv, err := sse.New(testenv.Context(t), gw, store, cfg, testenv.Logger(t))
+	log := e.log
+	if log == nil {
+		log = testenv.Logger(t)
+	}
+	srv, err := sse.New(testenv.Context(t), gw, store, cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,13 +17,14 @@ import (
 // Headers on event log records. A record without Tg-Event is a JSON-RPC message for
 // the client; the others steer the edges that follow the log and are never sent.
 const (
-	headerEvent    = "Tg-Event"  // "open": a standalone stream opened; "request": a POST stream began; "resume": a POST stream was resumed
+	headerEvent    = "Tg-Event"  // "open" and "close": a standalone stream opened, closed; "request": a POST stream began; "resume": a POST stream was resumed
 	headerInstance = "Tg-Stream" // with "open": which stream instance opened
 	headerFinal    = "Tg-Final"  // on a POST stream's response: the stream ends after it
 )
 
 const (
 	eventOpen    = "open"
+	eventClose   = "close"
 	eventRequest = "request"
 	eventResume  = "resume"
 )
@@ -32,13 +33,19 @@ const (
 // for a while. A session's standalone stream (its legacy SSE stream, or its
 // Streamable HTTP GET stream) is the subject SessionOut(session); each POST answered
 // with a stream has the subject SessionOut(session).<post>. Anything published on
-// those subjects, by an edge or a worker, is stored; the edge holding the stream
-// follows the subject and writes what arrives, and an edge that takes over after a
-// reconnect replays from the Last-Event-ID the client sends.
+// those subjects, by an edge or a worker, is stored, and the stream republishes it
+// once stored, with its sequence, on the same subject under <prefix>.logged. The
+// edge holding a stream follows that with a plain subscription (one interest entry,
+// no consumer on the server); it reads the store only for what a client missed: a
+// client that reconnects with Last-Event-ID, to any edge, and whatever the live
+// feed lost.
 type eventLog struct {
 	js     jetstream.JetStream
+	nc     *nats.Conn
 	stream jetstream.Stream
 	subj   bus.Subjects
+	from   string // the subjects' common root: tg.sess.
+	to     string // where the log republishes them: tg.logged.sess.
 }
 
 func eventStreamName(s bus.Subjects) string {
@@ -49,9 +56,20 @@ func eventStreamName(s bus.Subjects) string {
 	return strings.NewReplacer(".", "-", "*", "-", ">", "-").Replace(p) + "-mcp-events"
 }
 
+// republished maps the subjects of the log to the ones it republishes stored
+// records on: tg.sess.<session>.out[.<post>] to tg.logged.sess.<session>.out[.<post>].
+func republished(s bus.Subjects) (from, to string) {
+	p := s.Prefix
+	if p == "" {
+		p = bus.DefaultPrefix
+	}
+	from = strings.TrimSuffix(s.SessionOut("*"), "*.out")
+	return from, p + ".logged." + strings.TrimPrefix(from, p+".")
+}
+
 // openEventLog creates or updates the stream, retrying while a new cluster elects
 // its JetStream leader.
-func openEventLog(ctx context.Context, js jetstream.JetStream, subj bus.Subjects, replicas int, retention time.Duration) (*eventLog, error) {
+func openEventLog(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, subj bus.Subjects, replicas int, retention time.Duration) (*eventLog, error) {
 	cfg := jetstream.StreamConfig{
 		Name:        eventStreamName(subj),
 		Description: "toolgate MCP stream events, kept for clients that resume with Last-Event-ID",
@@ -63,10 +81,12 @@ func openEventLog(ctx context.Context, js jetstream.JetStream, subj bus.Subjects
 		Replicas:    replicas,
 		Duplicates:  min(2*time.Minute, retention),
 	}
+	from, to := republished(subj)
+	cfg.RePublish = &jetstream.RePublish{Source: from + ">", Destination: to + ">"}
 	for {
 		st, err := js.CreateOrUpdateStream(ctx, cfg)
 		if err == nil {
-			return &eventLog{js: js, stream: st, subj: subj}, nil
+			return &eventLog{js: js, nc: nc, stream: st, subj: subj, from: from, to: to}, nil
 		}
 		if !retryable(err) {
 			return nil, fmt.Errorf("sse: event log %s: %w", cfg.Name, err)
@@ -121,45 +141,123 @@ func (l *eventLog) appendRecord(ctx context.Context, subject string, data []byte
 	return ack.Sequence, nil
 }
 
-// follow delivers the records of subject from sequence from on, in order, until ctx
-// ends or stop is called.
-func (l *eventLog) follow(ctx context.Context, subject string, from uint64) (<-chan jetstream.Msg, func(), error) {
-	if from == 0 {
-		from = 1
-	}
-	cons, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subject},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    from,
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("sse: event log: follow %s: %w", subject, err)
-	}
-	ch := make(chan jetstream.Msg, 256)
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		select {
-		case ch <- m:
-		case <-ctx.Done():
+// unheard returns where a new standalone stream starts, given the sequence of its
+// own "open" record: after the session's last "close" record if no stream opened
+// since; at the session's first record if none ever opened; else after its own
+// "open" (the stream still open, or one that broke, had the records meanwhile). It
+// reads the session's records up to open, which are few: what a session's client is
+// sent outside its POSTs, and a record per stream opened or closed.
+func (l *eventLog) unheard(ctx context.Context, subject string, open uint64) (uint64, error) {
+	from := uint64(1)
+	for seq := uint64(1); ; {
+		m, err := l.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return open + 1, nil
 		}
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("sse: event log: follow %s: %w", subject, err)
+		if err != nil {
+			return 0, fmt.Errorf("sse: event log: read %s from %d: %w", subject, seq, err)
+		}
+		if m.Sequence >= open {
+			return from, nil
+		}
+		switch m.Header.Get(headerEvent) {
+		case eventOpen:
+			from = open + 1
+		case eventClose:
+			from = m.Sequence + 1
+		}
+		seq = m.Sequence + 1
 	}
-	return ch, cc.Stop, nil
+}
+
+// record is one event of a stream, as the log keeps it.
+type record struct {
+	seq    uint64
+	header nats.Header
+	data   []byte
+}
+
+// liveBuffer is how many republished records a follower holds before its stream
+// writes them; past it the subscription drops records, which the follower then
+// reads from the store.
+const liveBuffer = 64
+
+// A follower delivers the records of one subject of the log in order, each once,
+// from a sequence on: live, as the log republishes them, and from the store for what
+// came before it followed and for what the live feed lost (a stream that fell
+// behind, a reconnect to NATS, a republish lost to a change of stream leader).
+type follower struct {
+	log     *eventLog
+	subject string
+	sub     *nats.Subscription
+	live    chan *nats.Msg
+	next    uint64 // the sequence of the first record not yet delivered
+
+	reconnects uint64 // the connection's, when last checked
+	dropped    int    // the subscription's, when last checked
+}
+
+// follow subscribes to what the log stores on subject from now on; set next, then
+// take what arrives on live. The subscription comes first so that a record stored
+// while the stream reads the store is delivered live if not read.
+func (l *eventLog) follow(subject string) (*follower, error) {
+	f := &follower{log: l, subject: subject, live: make(chan *nats.Msg, liveBuffer), next: 1, reconnects: l.nc.Stats().Reconnects}
+	sub, err := l.nc.ChanSubscribe(l.to+strings.TrimPrefix(subject, l.from), f.live)
+	if err != nil {
+		return nil, fmt.Errorf("sse: event log: follow %s: %w", subject, err)
+	}
+	f.sub = sub
+	return f, nil
+}
+
+func (f *follower) stop() { _ = f.sub.Unsubscribe() }
+
+// stored delivers what the log holds from next on, until deliver says it is done.
+func (f *follower) stored(ctx context.Context, deliver func(record) bool) (bool, error) {
+	for {
+		m, err := f.log.stream.GetMsg(ctx, f.next, jetstream.WithGetMsgSubject(f.subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("sse: event log: read %s from %d: %w", f.subject, f.next, err)
+		}
+		f.next = m.Sequence + 1
+		if deliver(record{seq: m.Sequence, header: m.Header, data: m.Data}) {
+			return true, nil
+		}
+	}
+}
+
+// take delivers a record of the live feed: nothing if it was delivered already; the
+// records before it from the store if the one it follows was not delivered.
+func (f *follower) take(ctx context.Context, m *nats.Msg, deliver func(record) bool) (bool, error) {
+	seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+	if err != nil || seq < f.next {
+		return false, nil
+	}
+	// The sequence of the subject's record before this one; 0 for none.
+	prev, _ := strconv.ParseUint(m.Header.Get(jetstream.LastSequenceHeader), 10, 64)
+	if prev >= f.next {
+		return f.stored(ctx, deliver)
+	}
+	f.next = seq + 1
+	return deliver(record{seq: seq, header: m.Header, data: m.Data}), nil
+}
+
+// mayHaveLost reports whether the live feed may have lost records since the last
+// check: the connection to NATS was re-established or the subscription dropped some.
+func (f *follower) mayHaveLost() bool {
+	r := f.log.nc.Stats().Reconnects
+	d, _ := f.sub.Dropped()
+	lost := r != f.reconnects || d != f.dropped
+	f.reconnects, f.dropped = r, d
+	return lost
 }
 
 // jsErrDuplicateInProcess is JetStream's answer to a message whose id another
 // publisher's message, not yet stored, carries too.
 const jsErrDuplicateInProcess = 10158
-
-// sequence is a record's position in the log.
-func sequence(m jetstream.Msg) uint64 {
-	md, err := m.Metadata()
-	if err != nil {
-		return 0
-	}
-	return md.Sequence.Stream
-}
 
 // An event id names a stream and a position in it: "<session>:<seq>" on a session's
 // standalone stream, "<session>:<post>:<seq>" on the stream of one POST. Session and

@@ -27,6 +27,21 @@ type rpcRequest struct {
 	// notify sends a notification about this request to its client; nil drops them
 	// (a JSON response has no room for any).
 	notify func(msg []byte)
+
+	call    *mcp.CallToolParamsRaw // the params of a tools/call, once read
+	callErr error
+}
+
+// callParams reads the params of a tools/call once, for every step that looks at
+// them.
+func (r *rpcRequest) callParams() (*mcp.CallToolParamsRaw, error) {
+	if r.call == nil && r.callErr == nil {
+		r.call = new(mcp.CallToolParamsRaw)
+		if err := json.Unmarshal(r.req.Params, r.call); err != nil {
+			r.call, r.callErr = nil, invalidParams("tools/call: %v", err)
+		}
+	}
+	return r.call, r.callErr
 }
 
 // handle answers a request and returns the result's JSON. Errors are for rpcError.
@@ -135,10 +150,9 @@ func (s *Server) initialize(ctx context.Context, r *rpcRequest) (*mcp.Initialize
 		r.sess = sess
 	} else {
 		r.sess.ProtocolVersion, r.sess.ClientInfo, r.sess.Capabilities = version, params.ClientInfo, params.Capabilities
-		if err := s.store.PutSession(ctx, *r.sess); err != nil {
+		if err := s.saveSession(ctx, r.sess); err != nil {
 			return nil, err
 		}
-		s.markTouched(r.sess.ID)
 	}
 	title := t.Tool.Title
 	if title == "" {
@@ -205,10 +219,9 @@ func (s *Server) setLevel(ctx context.Context, r *rpcRequest) (any, error) {
 		return nil, invalidParams("logging/setLevel: level must be one of %v", logLevels)
 	}
 	r.sess.LogLevel = string(params.Level)
-	if err := s.store.PutSession(ctx, *r.sess); err != nil {
+	if err := s.saveSession(ctx, r.sess); err != nil {
 		return nil, err
 	}
-	s.markTouched(r.sess.ID)
 	return struct{}{}, nil
 }
 

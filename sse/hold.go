@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/registry"
 )
@@ -20,40 +19,53 @@ const (
 	endSession                    // the session ended
 	endTakenOver                  // a newer stream of the session took over
 	endServer                     // this edge is stopping
+	endRefused                    // the stream never opened: the bus or the log failed
 )
 
 // holdStandalone serves a session's standalone stream: every message for the session
 // that is not the answer of a POST (responses on the legacy transport, server
 // requests, list changes). Its events come from the event log, so whatever was
 // published while no stream was open, or while the client reconnected to another
-// edge, reaches the client; with resume it first replays what came after that event.
+// edge, reaches the client: with resume, what came after that event; without, what
+// came since the session's last stream closed, or since the session began if it
+// never had one (a worker may ask the client something before the client's GET
+// arrives). A new session has nothing to catch up on.
 //
 // A session has one standalone stream: the newest. Opening one appends an "open"
-// record to the session's log, and a stream that sees a newer stream's record ends.
+// record to the session's log, and a stream that sees a newer stream's record ends;
+// the caller appends a "close" record when the stream ends with no newer one.
 // opened writes what the stream starts with, given the id of the stream's position.
-func (s *Server) holdStandalone(w http.ResponseWriter, r *http.Request, sess *registry.Session, resume *eventID, opened func(ew *eventWriter, at string) error) streamEnd {
+func (s *Server) holdStandalone(w http.ResponseWriter, r *http.Request, sess *registry.Session, resume *eventID, newSession bool, opened func(ew *eventWriter, at string) error) streamEnd {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	subject := s.events.standaloneSubject(sess.ID)
+	f, err := s.events.follow(subject)
+	if err != nil {
+		s.log.Error("following stream", "session", sess.ID, "err", err)
+		s.refuse(w, http.StatusServiceUnavailable, "the bus is unavailable; retry")
+		return endRefused
+	}
+	defer f.stop()
 	instance := registry.NewID("")
 	openSeq, err := s.events.appendRecord(ctx, subject, nil, nats.Header{headerEvent: {eventOpen}, headerInstance: {instance}}, "")
 	if err != nil {
 		s.log.Error("opening stream", "session", sess.ID, "err", err)
 		s.refuse(w, http.StatusServiceUnavailable, "the event log is unavailable; retry")
-		return endServer
+		return endRefused
 	}
 	at := eventID{session: sess.ID, seq: openSeq}
-	from := openSeq + 1
-	if resume != nil {
-		at, from = *resume, resume.seq+1
+	f.next = openSeq + 1
+	switch {
+	case resume != nil:
+		at, f.next = *resume, resume.seq+1
+	case !newSession:
+		from, err := s.events.unheard(ctx, subject, openSeq)
+		if err != nil {
+			s.log.Warn("reading the event log", "session", sess.ID, "err", err)
+		} else {
+			f.next = from
+		}
 	}
-	records, stop, err := s.events.follow(ctx, subject, from)
-	if err != nil {
-		s.log.Error("following stream", "session", sess.ID, "err", err)
-		s.refuse(w, http.StatusServiceUnavailable, "the event log is unavailable; retry")
-		return endServer
-	}
-	defer stop()
 	ended, release := s.streams.add(sess.ID)
 	defer release()
 
@@ -61,20 +73,29 @@ func (s *Server) holdStandalone(w http.ResponseWriter, r *http.Request, sess *re
 	if err := opened(ew, at.String()); err != nil {
 		return endClient
 	}
-	return s.pump(ctx, ew, sess, records, ended, func(m jetstream.Msg) (bool, streamEnd) {
-		seq := sequence(m)
-		switch m.Headers().Get(headerEvent) {
+	return s.pump(ctx, ew, sess, f, f.next <= openSeq, ended, func(rec record) (bool, streamEnd) {
+		switch rec.header.Get(headerEvent) {
 		case "":
-			if ew.event(eventID{session: sess.ID, seq: seq}.String(), "message", m.Data()) != nil {
+			if ew.event(eventID{session: sess.ID, seq: rec.seq}.String(), "message", rec.data) != nil {
 				return true, endClient
 			}
 		case eventOpen:
-			if seq > openSeq && m.Headers().Get(headerInstance) != instance {
+			if rec.seq > openSeq && rec.header.Get(headerInstance) != instance {
 				return true, endTakenOver
 			}
 		}
 		return false, 0
 	})
+}
+
+// closeStandalone records that a session's standalone stream closed and no newer one
+// took over, so that the session's next stream delivers what comes meanwhile.
+func (s *Server) closeStandalone(session string) {
+	ctx, cancel := s.detached()
+	defer cancel()
+	if _, err := s.events.appendRecord(ctx, s.events.standaloneSubject(session), nil, nats.Header{headerEvent: {eventClose}}, ""); err != nil {
+		s.log.Warn("closing stream", "session", session, "err", err)
+	}
 }
 
 // replayPost resumes the stream of one POST after the event id the client last
@@ -84,62 +105,92 @@ func (s *Server) replayPost(w http.ResponseWriter, r *http.Request, sess *regist
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	subject := s.events.postSubject(sess.ID, after.post)
+	f, err := s.events.follow(subject)
+	if err != nil {
+		s.log.Error("following stream", "session", sess.ID, "err", err)
+		s.refuse(w, http.StatusServiceUnavailable, "the bus is unavailable; retry")
+		return
+	}
+	defer f.stop()
+	f.next = after.seq + 1
 	// The edge running the call waits a while for the client to come back before
 	// taking its absence for cancellation: tell it the client is back.
 	if _, err := s.events.appendRecord(ctx, subject, nil, nats.Header{headerEvent: {eventResume}}, ""); err != nil {
 		s.log.Warn("announcing a resumed stream", "session", sess.ID, "err", err)
 	}
-	records, stop, err := s.events.follow(ctx, subject, after.seq+1)
-	if err != nil {
-		s.log.Error("following stream", "session", sess.ID, "err", err)
-		s.refuse(w, http.StatusServiceUnavailable, "the event log is unavailable; retry")
-		return
-	}
-	defer stop()
 	ended, release := s.streams.add(sess.ID)
 	defer release()
 	ew := startEvents(w, http.StatusOK)
 	if ew.prime(after.String(), s.cfg.RetryAfter) != nil {
 		return
 	}
-	s.pump(ctx, ew, sess, records, ended, func(m jetstream.Msg) (bool, streamEnd) {
-		if m.Headers().Get(headerEvent) != "" {
+	s.pump(ctx, ew, sess, f, true, ended, func(rec record) (bool, streamEnd) {
+		if rec.header.Get(headerEvent) != "" {
 			return false, 0
 		}
-		id := eventID{session: sess.ID, post: after.post, seq: sequence(m)}
-		if ew.event(id.String(), "message", m.Data()) != nil {
+		id := eventID{session: sess.ID, post: after.post, seq: rec.seq}
+		if ew.event(id.String(), "message", rec.data) != nil {
 			return true, endClient
 		}
-		return m.Headers().Get(headerFinal) != "", endClient
+		return rec.header.Get(headerFinal) != "", endClient
 	})
 }
 
 // pump writes a stream's records until write says stop, the client leaves, the
 // session ends or the edge stops; it keeps the stream and the session alive
-// meanwhile.
-func (s *Server) pump(ctx context.Context, ew *eventWriter, sess *registry.Session, records <-chan jetstream.Msg, ended <-chan struct{}, write func(jetstream.Msg) (bool, streamEnd)) streamEnd {
+// meanwhile. With replay it first writes what the log holds from f.next on.
+func (s *Server) pump(ctx context.Context, ew *eventWriter, sess *registry.Session, f *follower, replay bool, ended <-chan struct{}, write func(record) (bool, streamEnd)) streamEnd {
+	var why streamEnd
+	deliver := func(rec record) bool {
+		done, w := write(rec)
+		why = w
+		return done
+	}
+	// catchUp reads the store for what the live feed has not delivered.
+	catchUp := func() bool {
+		done, err := f.stored(ctx, deliver)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("reading the event log", "session", sess.ID, "err", err)
+		}
+		return done
+	}
+	if replay && catchUp() {
+		return why
+	}
 	keepAlive := time.NewTicker(s.cfg.KeepAlive)
 	defer keepAlive.Stop()
 	refresh := time.NewTicker(max(s.cfg.SessionIdleTTL/3, time.Second))
 	defer refresh.Stop()
 	for {
 		select {
-		case m := <-records:
-			if done, why := write(m); done {
+		case m := <-f.live:
+			done, err := f.take(ctx, m, deliver)
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("reading the event log", "session", sess.ID, "err", err)
+			}
+			if done {
 				return why
 			}
 		case <-keepAlive.C:
 			if ew.keepAlive(s.cfg.KeepAlive) != nil {
 				return endClient
 			}
+			if f.mayHaveLost() && catchUp() {
+				return why
+			}
 		case <-refresh.C:
 			// An open stream keeps its session from expiring.
-			cur, err := s.store.Session(ctx, sess.ID)
+			cur, err := s.lookup(ctx, sess.ID)
 			if errors.Is(err, registry.ErrNotFound) {
 				return endSession
 			}
 			if err == nil {
 				s.touch(ctx, cur)
+			}
+			// A record whose republish was lost shows in no later one's predecessor
+			// while the stream is quiet.
+			if catchUp() {
+				return why
 			}
 		case <-ended:
 			return endSession

@@ -145,7 +145,7 @@ func (s *Server) readMessage(w http.ResponseWriter, r *http.Request) ([]byte, js
 		writeRPCError(w, jsonrpc.ID{}, invalidRequest("JSON-RPC batches are not supported: send one message per POST"))
 		return nil, nil, false
 	}
-	msg, err := jsonrpc.DecodeMessage(trimmed)
+	msg, err := decodeMessage(trimmed)
 	if err != nil {
 		writeRPCError(w, jsonrpc.ID{}, parseError("Parse error: not a JSON-RPC 2.0 message: %v", err))
 		return nil, nil, false

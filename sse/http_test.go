@@ -22,7 +22,7 @@ type exchange struct {
 	body   []byte
 }
 
-func do(t *testing.T, method, url string, header map[string]string, body string) exchange {
+func do(t testing.TB, method, url string, header map[string]string, body string) exchange {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
@@ -74,7 +74,7 @@ func (x exchange) rpcError() (code int64, message string) {
 const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
 
 // initSession opens a Streamable HTTP session and returns its id.
-func initSession(t *testing.T, url string) string {
+func initSession(t testing.TB, url string) string {
 	t.Helper()
 	x := do(t, "POST", url, map[string]string{"Accept": "application/json, text/event-stream"}, initialize)
 	if x.status != http.StatusOK || x.header.Get("Mcp-Session-Id") == "" {
@@ -306,6 +306,40 @@ func TestAcceptTolerance(t *testing.T) {
 	}
 }
 
+// TestCallAnswerType: a client that takes either type gets a call's answer as plain
+// JSON when nothing else can come before it, and a stream when progress or log
+// messages may.
+func TestCallAnswerType(t *testing.T) {
+	e := newEnv(t)
+	ed := e.startEdge(t, 0, nil)
+	url := e.streamableURL(ed.url)
+	session := initSession(t, url)
+	either := map[string]string{"Accept": "application/json, text/event-stream", "Mcp-Session-Id": session}
+	answeredAs := func(body string) string {
+		t.Helper()
+		x := do(t, "POST", url, either, body)
+		if x.status != http.StatusOK || !strings.Contains(string(x.body), `"result"`) {
+			t.Fatalf("%s: %d %s", body, x.status, x.body)
+		}
+		ct, _, _ := strings.Cut(x.header.Get("Content-Type"), ";")
+		return ct
+	}
+	const plain = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`
+	const progress = `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"count","arguments":{"n":1},"_meta":{"progressToken":"p"}}}`
+	if ct := answeredAs(plain); ct != "application/json" {
+		t.Fatalf("a call without progress or logs answered as %s, want application/json", ct)
+	}
+	if ct := answeredAs(progress); ct != "text/event-stream" {
+		t.Fatalf("a call with a progressToken answered as %s, want text/event-stream", ct)
+	}
+	if ct := answeredAs(`{"jsonrpc":"2.0","id":4,"method":"logging/setLevel","params":{"level":"debug"}}`); ct != "application/json" {
+		t.Fatalf("logging/setLevel answered as %s", ct)
+	}
+	if ct := answeredAs(strings.Replace(plain, `"id":2`, `"id":5`, 1)); ct != "text/event-stream" {
+		t.Fatalf("a call once the session set a log level answered as %s, want text/event-stream", ct)
+	}
+}
+
 // TestSessionLimit opens sessions up to the account's limit and one more.
 func TestSessionLimit(t *testing.T) {
 	e := newEnv(t)
@@ -349,14 +383,14 @@ type legacyStream struct {
 	close    func()
 }
 
-func openLegacyStream(t *testing.T, url string) *legacyStream {
+func openLegacyStream(t testing.TB, url string) *legacyStream {
 	t.Helper()
 	return openStream(t, "GET", url, map[string]string{"Accept": "text/event-stream"}, "")
 }
 
 // openStream sends a request answered with an event stream; for a legacy stream it
 // reads up to the endpoint event.
-func openStream(t *testing.T, method, url string, header map[string]string, body string) *legacyStream {
+func openStream(t testing.TB, method, url string, header map[string]string, body string) *legacyStream {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
@@ -395,7 +429,7 @@ func openStream(t *testing.T, method, url string, header map[string]string, body
 }
 
 // next reads up to the next event named name ("" for any) and returns its id and data.
-func (s *legacyStream) next(t *testing.T, name string) (id, data string) {
+func (s *legacyStream) next(t testing.TB, name string) (id, data string) {
 	t.Helper()
 	timeout := time.After(10 * time.Second)
 	var event string
@@ -425,7 +459,7 @@ func (s *legacyStream) next(t *testing.T, name string) (id, data string) {
 }
 
 // nextLine reads lines until one satisfies match.
-func (s *legacyStream) nextLine(t *testing.T, within time.Duration, match func(string) bool) string {
+func (s *legacyStream) nextLine(t testing.TB, within time.Duration, match func(string) bool) string {
 	t.Helper()
 	timeout := time.After(within)
 	for {

@@ -39,6 +39,7 @@ func (s *Server) ServeSSE(w http.ResponseWriter, r *http.Request, p registry.Pri
 
 	var sess *registry.Session
 	var resume *eventID
+	newSession := false
 	if last, ok := parseEventID(r.Header.Get(headerLastEventID)); ok && last.post == "" {
 		if cur, err := s.session(r.Context(), p, tool, last.session); err == nil {
 			sess, resume = cur, &last
@@ -51,16 +52,21 @@ func (s *Server) ServeSSE(w http.ResponseWriter, r *http.Request, p registry.Pri
 			writeRPCError(w, jsonrpc.ID{}, err)
 			return
 		}
+		newSession = true
 	}
 	endpoint := messagesPath + "?session_id=" + url.QueryEscape(sess.ID)
-	why := s.holdStandalone(w, r, sess, resume, func(ew *eventWriter, at string) error {
+	why := s.holdStandalone(w, r, sess, resume, newSession, func(ew *eventWriter, at string) error {
 		return ew.event(at, "endpoint", []byte(endpoint))
 	})
 	// On this transport the stream is the session: a client that leaves ends it,
-	// which cancels its calls wherever they run. A draining edge leaves the session
-	// for the client to resume elsewhere.
-	if why == endClient {
+	// which cancels its calls wherever they run, and so does a stream that never
+	// opened, whose client never learned the session. A draining edge leaves the
+	// session for the client to resume elsewhere.
+	switch {
+	case why == endClient, why == endRefused && newSession:
 		s.endSession(sess.ID)
+	case why == endServer:
+		s.closeStandalone(sess.ID)
 	}
 }
 

@@ -31,26 +31,31 @@ func callRequestID(session string, id jsonrpc.ID) string {
 }
 
 // callSet holds the calls of sessions running on this edge, to cancel them when the
-// client asks or the session ends.
+// client asks (on this edge or, through the bus, on another) or the session ends.
 type callSet struct {
-	mu    sync.Mutex
-	calls map[string]map[string]func() // session -> call key -> cancel
+	mu        sync.Mutex
+	calls     map[string]map[string]string // session -> call key -> bus request id
+	byRequest map[string]func()            // bus request id -> cancel
 }
 
-func newCallSet() *callSet { return &callSet{calls: map[string]map[string]func(){}} }
+func newCallSet() *callSet {
+	return &callSet{calls: map[string]map[string]string{}, byRequest: map[string]func(){}}
+}
 
-func (c *callSet) add(session, key string, cancel func()) {
+func (c *callSet) add(session, key, requestID string, cancel func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.calls[session] == nil {
-		c.calls[session] = map[string]func(){}
+		c.calls[session] = map[string]string{}
 	}
-	c.calls[session][key] = cancel
+	c.calls[session][key] = requestID
+	c.byRequest[requestID] = cancel
 }
 
 func (c *callSet) remove(session, key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	delete(c.byRequest, c.calls[session][key])
 	delete(c.calls[session], key)
 	if len(c.calls[session]) == 0 {
 		delete(c.calls, session)
@@ -60,7 +65,7 @@ func (c *callSet) remove(session, key string) {
 // cancel cancels one call if it runs here, and reports whether it did.
 func (c *callSet) cancel(session, key string) bool {
 	c.mu.Lock()
-	fn := c.calls[session][key]
+	fn := c.byRequest[c.calls[session][key]]
 	c.mu.Unlock()
 	if fn != nil {
 		fn()
@@ -68,9 +73,23 @@ func (c *callSet) cancel(session, key string) bool {
 	return fn != nil
 }
 
+// cancelRequest cancels the call of a bus request id if it runs here.
+func (c *callSet) cancelRequest(requestID string) {
+	c.mu.Lock()
+	fn := c.byRequest[requestID]
+	c.mu.Unlock()
+	if fn != nil {
+		fn()
+	}
+}
+
 func (c *callSet) cancelSession(session string) {
 	c.mu.Lock()
-	fns := c.calls[session]
+	var fns []func()
+	for _, id := range c.calls[session] {
+		fns = append(fns, c.byRequest[id])
+		delete(c.byRequest, id)
+	}
 	delete(c.calls, session)
 	c.mu.Unlock()
 	for _, fn := range fns {

@@ -2,7 +2,10 @@ package sse
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -97,10 +100,66 @@ func readMeta(params json.RawMessage) requestMeta {
 	return p.Meta
 }
 
-// encodeResult is the wire form of a successful response.
+// wireMessage is a JSON-RPC message as it arrives.
+type wireMessage struct {
+	Version string          `json:"jsonrpc"`
+	ID      any             `json:"id"`
+	Method  json.RawMessage `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	Result  json.RawMessage `json:"result"`
+	Error   *jsonrpc.Error  `json:"error"`
+}
+
+// decodeMessage reads one JSON-RPC message as jsonrpc.DecodeMessage does, with the
+// standard library's decoder: the SDK's allocates a 64 KiB buffer per message, which
+// made it most of what the edge allocated per call.
+func decodeMessage(data []byte) (jsonrpc.Message, error) {
+	var w wireMessage
+	if err := json.Unmarshal(data, &w); err != nil {
+		return nil, err
+	}
+	if w.Version != "2.0" {
+		return nil, fmt.Errorf("invalid message version tag %q; expected \"2.0\"", w.Version)
+	}
+	id, err := jsonrpc.MakeID(w.ID)
+	if err != nil {
+		return nil, err
+	}
+	if len(w.Method) > 0 {
+		var method string
+		if err := json.Unmarshal(w.Method, &method); err != nil {
+			return nil, err
+		}
+		return &jsonrpc.Request{ID: id, Method: method, Params: w.Params}, nil
+	}
+	if !id.IsValid() {
+		return nil, errors.New("a response without an id")
+	}
+	resp := &jsonrpc.Response{ID: id, Result: w.Result}
+	if w.Error != nil {
+		resp.Error = w.Error
+	}
+	return resp, nil
+}
+
+// encodeResult is the wire form of a successful response. The result is compact
+// JSON of this package's own making, so it is framed, not encoded again.
 func encodeResult(id jsonrpc.ID, result json.RawMessage) []byte {
-	b, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Result: result})
-	return b
+	b := make([]byte, 0, len(result)+64)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	switch v := id.Raw().(type) {
+	case int64:
+		b = strconv.AppendInt(b, v, 10)
+	case string:
+		s, _ := json.Marshal(v)
+		b = append(b, s...)
+	default:
+		b, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Result: result})
+		return b
+	}
+	b = append(b, `,"result":`...)
+	b = append(b, result...)
+	return append(b, '}')
 }
 
 // encodeError is the wire form of an error response; without a valid id the "id"

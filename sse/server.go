@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +44,7 @@ type Server struct {
 	inflight activity       // tool calls running on this edge
 
 	calls     *callSet
+	cancels   *nats.Subscription // every call's cancel, from any edge
 	listeners *listenerSet
 	streams   *streamSet
 	changes   *toolChanges
@@ -70,7 +72,7 @@ func New(ctx context.Context, gw *gateway.Gateway, store *registry.Store, cfg Co
 		return nil, fmt.Errorf("sse: session-idle-ttl: %v differs from the registry's session TTL %v; open the registry with SessionTTL %v", cfg.SessionIdleTTL, ttl, cfg.SessionIdleTTL)
 	}
 	subj := gw.Config().Subjects
-	events, err := openEventLog(ctx, store.JetStream(), subj, store.Options().Replicas, cfg.EventRetention)
+	events, err := openEventLog(ctx, store.JetStream(), gw.Conn(), subj, store.Options().Replicas, cfg.EventRetention)
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +88,18 @@ func New(ctx context.Context, gw *gateway.Gateway, store *registry.Store, cfg Co
 	if err != nil {
 		cancel()
 		return nil, err
+	}
+	// A client's notifications/cancelled may reach another edge, which publishes
+	// the cancel of the call's bus request. One subscription for every cancel, made
+	// now, spares each call a subscription of its own, and is in place across the
+	// cluster long before any cancel of a call.
+	prefix := subj.Cancel("")
+	s.cancels, err = s.nc.Subscribe(subj.CancelAll(), func(m *nats.Msg) {
+		s.calls.cancelRequest(strings.TrimPrefix(m.Subject, prefix))
+	})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("sse: follow cancels: %w", err)
 	}
 	s.changes = newToolChanges(s.view.Snapshot())
 	s.stopView = s.view.OnChange(func(c registry.Change) { s.changes.note(c, s.view.Snapshot()) })
@@ -119,6 +133,7 @@ func (s *Server) Close() error {
 	s.closing.Store(true)
 	s.drainOne.Do(func() { close(s.draining) })
 	s.stopView()
+	_ = s.cancels.Unsubscribe()
 	s.cancel()
 	<-s.pending.idle()
 	s.bg.Wait()

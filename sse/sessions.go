@@ -1,6 +1,7 @@
 package sse
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,39 +15,98 @@ import (
 	"github.com/toolgate/toolgate/registry"
 )
 
-// sessionIndex follows the sessions bucket: which sessions exist, of which tool and
-// account. Every edge keeps one, so any of them can count an account's sessions and
+// sessionIndex follows the sessions bucket: every session of every edge, as the
+// bucket last showed it. Every edge keeps one, so any of them can answer a request
+// of any session without a read from the bucket, count an account's sessions, and
 // tell every session of a tool that the tool changed.
+//
+// A session this edge writes is served as written until the bucket shows the write:
+// the watch may still deliver an older version, and a client that has just set its
+// log level must find it set.
 type sessionIndex struct {
 	mu        sync.Mutex
-	byID      map[string]sessionRef
+	byID      map[string]*indexedSession
 	byTool    map[string]map[string]struct{}
 	byAccount map[string]map[string]struct{}
 }
 
-type sessionRef struct{ account, tool string }
+type indexedSession struct {
+	seen        registry.Session // as the bucket last showed it
+	written     *registry.Session
+	writtenJSON []byte
+	writtenAt   time.Time
+}
 
-func (x *sessionIndex) put(id, account, tool string) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if _, ok := x.byID[id]; ok {
-		return
+// writeHorizon bounds how long a write of this edge outranks what the bucket shows:
+// past it, a write the watch never confirmed (another edge's write came after it)
+// gives way.
+const writeHorizon = 5 * time.Second
+
+func newSessionIndex() *sessionIndex {
+	return &sessionIndex{byID: map[string]*indexedSession{}, byTool: map[string]map[string]struct{}{}, byAccount: map[string]map[string]struct{}{}}
+}
+
+// entry returns the entry of sess, making one if there is none. x.mu is held.
+func (x *sessionIndex) entry(sess *registry.Session) *indexedSession {
+	if e := x.byID[sess.ID]; e != nil {
+		return e
 	}
-	x.byID[id] = sessionRef{account, tool}
+	e := &indexedSession{seen: *sess}
+	x.byID[sess.ID] = e
 	add := func(m map[string]map[string]struct{}, k string) {
 		if m[k] == nil {
 			m[k] = map[string]struct{}{}
 		}
-		m[k][id] = struct{}{}
+		m[k][sess.ID] = struct{}{}
 	}
-	add(x.byTool, tool)
-	add(x.byAccount, account)
+	add(x.byTool, sess.Tool)
+	add(x.byAccount, sess.Account)
+	return e
+}
+
+// seen records what the bucket shows of a session: its value, raw.
+func (x *sessionIndex) seen(sess *registry.Session, raw []byte) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e := x.entry(sess)
+	e.seen = *sess
+	if e.written != nil && bytes.Equal(e.writtenJSON, raw) {
+		e.written, e.writtenJSON = nil, nil
+	}
+}
+
+// wrote records a session this edge has just written.
+func (x *sessionIndex) wrote(sess *registry.Session) {
+	raw, err := json.Marshal(sess)
+	if err != nil {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e := x.entry(sess)
+	c := *sess
+	e.written, e.writtenJSON, e.writtenAt = &c, raw, time.Now()
+}
+
+// get returns a copy of session id, and whether the index knows it.
+func (x *sessionIndex) get(id string) (*registry.Session, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e := x.byID[id]
+	if e == nil {
+		return nil, false
+	}
+	c := e.seen
+	if e.written != nil && time.Since(e.writtenAt) < writeHorizon {
+		c = *e.written
+	}
+	return &c, true
 }
 
 func (x *sessionIndex) remove(id string) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	ref, ok := x.byID[id]
+	e, ok := x.byID[id]
 	if !ok {
 		return false
 	}
@@ -57,8 +117,8 @@ func (x *sessionIndex) remove(id string) bool {
 			delete(m, k)
 		}
 	}
-	del(x.byTool, ref.tool)
-	del(x.byAccount, ref.account)
+	del(x.byTool, e.seen.Tool)
+	del(x.byAccount, e.seen.Account)
 	return true
 }
 
@@ -89,7 +149,7 @@ func watchSessions(ctx, stop context.Context, store *registry.Store, log *slog.L
 	if err != nil {
 		return nil, fmt.Errorf("sse: watch sessions: %w", err)
 	}
-	x := &sessionIndex{byID: map[string]sessionRef{}, byTool: map[string]map[string]struct{}{}, byAccount: map[string]map[string]struct{}{}}
+	x := newSessionIndex()
 	apply := func(e jetstream.KeyValueEntry) {
 		if e.Operation() != jetstream.KeyValuePut {
 			if x.remove(e.Key()) {
@@ -102,7 +162,7 @@ func watchSessions(ctx, stop context.Context, store *registry.Store, log *slog.L
 			log.Error("skipping undecodable session", "session", e.Key(), "err", err)
 			return
 		}
-		x.put(s.ID, s.Account, s.Tool)
+		x.seen(&s, e.Value())
 	}
 	for {
 		select {
@@ -170,21 +230,26 @@ func (s *Server) newSession(ctx context.Context, p registry.Principal, tool, ver
 		ID: registry.NewID(""), Account: p.Account, Tool: tool, ProtocolVersion: version,
 		ClientInfo: clientInfo, Capabilities: caps, CreatedAt: time.Now().UTC(),
 	}
-	if err := s.store.PutSession(ctx, *sess); err != nil {
+	if err := s.saveSession(ctx, sess); err != nil {
 		return nil, err
 	}
-	s.index.put(sess.ID, sess.Account, sess.Tool)
-	s.markTouched(sess.ID)
 	return sess, nil
+}
+
+// saveSession writes a session, which refreshes its idle TTL.
+func (s *Server) saveSession(ctx context.Context, sess *registry.Session) error {
+	if err := s.store.PutSession(ctx, *sess); err != nil {
+		return err
+	}
+	s.index.wrote(sess)
+	s.markTouched(sess.ID)
+	return nil
 }
 
 // session finds the session id for p on tool. A session of another account or tool
 // is not found, like one that never existed.
 func (s *Server) session(ctx context.Context, p registry.Principal, tool, id string) (*registry.Session, error) {
-	if !validToken(id) {
-		return nil, registry.ErrNotFound
-	}
-	sess, err := s.store.Session(ctx, id)
+	sess, err := s.lookup(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -192,6 +257,18 @@ func (s *Server) session(ctx context.Context, p registry.Principal, tool, id str
 		return nil, registry.ErrNotFound
 	}
 	return sess, nil
+}
+
+// lookup finds a session in this edge's index, or in the bucket for one that
+// another edge opened an instant ago and the index has yet to see.
+func (s *Server) lookup(ctx context.Context, id string) (*registry.Session, error) {
+	if !validToken(id) {
+		return nil, registry.ErrNotFound
+	}
+	if sess, ok := s.index.get(id); ok {
+		return sess, nil
+	}
+	return s.store.Session(ctx, id)
 }
 
 // touch refreshes a session's idle TTL, at most every tenth of it from this edge.
@@ -202,11 +279,9 @@ func (s *Server) touch(ctx context.Context, sess *registry.Session) {
 	if time.Since(last) < s.cfg.SessionIdleTTL/10 {
 		return
 	}
-	if err := s.store.PutSession(ctx, *sess); err != nil {
+	if err := s.saveSession(ctx, sess); err != nil {
 		s.log.Warn("refreshing session", "session", sess.ID, "err", err)
-		return
 	}
-	s.markTouched(sess.ID)
 }
 
 func (s *Server) markTouched(id string) {

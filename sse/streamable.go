@@ -100,6 +100,7 @@ func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, p registry.Pri
 	if !ok {
 		return
 	}
+	var resume *eventID
 	if h := r.Header.Get(headerLastEventID); h != "" {
 		last, ok := parseEventID(h)
 		if !ok || last.session != sess.ID {
@@ -110,14 +111,14 @@ func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, p registry.Pri
 			s.replayPost(w, r, sess, last)
 			return
 		}
-		s.holdStandalone(w, r, sess, &last, func(ew *eventWriter, at string) error {
-			return ew.prime(at, s.cfg.RetryAfter)
-		})
-		return
+		resume = &last
 	}
-	s.holdStandalone(w, r, sess, nil, func(ew *eventWriter, at string) error {
+	why := s.holdStandalone(w, r, sess, resume, false, func(ew *eventWriter, at string) error {
 		return ew.prime(at, s.cfg.RetryAfter)
 	})
+	if why == endClient || why == endServer {
+		s.closeStandalone(sess.ID)
+	}
 }
 
 func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Principal, tool string) {
@@ -170,12 +171,26 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	if req.Method == methodToolsCall && accept.events {
+	if req.Method == methodToolsCall && accept.events && (!accept.json || s.mayNotify(rr)) {
 		s.streamCall(ctx, w, rr, raw)
 		return
 	}
 	result, err := s.handle(ctx, rr)
 	s.answer(w, accept, req.ID, result, err)
+}
+
+// mayNotify reports whether a session's tools/call may send its client anything
+// before the answer: progress, when the call carries a progressToken, or log
+// messages, once the session set a level. A call that cannot is answered with plain
+// JSON to a client that takes it: no stream, so nothing to keep in the event log for
+// a resume. (A worker's own requests to the client travel on the session's
+// standalone stream either way.)
+func (s *Server) mayNotify(rr *rpcRequest) bool {
+	params, err := rr.callParams()
+	if err != nil {
+		return false // answered with an error at once
+	}
+	return params.Meta["progressToken"] != nil || s.logLevel(rr, false) != ""
 }
 
 // answer writes a request's answer as JSON, or as a one-event stream to a client

@@ -1,6 +1,8 @@
 package sse_test
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -9,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
 	"github.com/toolgate/toolgate/sse"
@@ -99,6 +102,60 @@ func TestBrokenCallStreamResumes(t *testing.T) {
 			t.Fatalf("a late resume got %s, want the cancellation", data)
 		}
 	})
+}
+
+// TestStreamGetsWhatCameWhileNoneWasOpen: a worker may ask a session's client
+// something before the client has opened its GET stream, or while it has none; the
+// next stream it opens carries it, and nothing an earlier stream carried.
+func TestStreamGetsWhatCameWhileNoneWasOpen(t *testing.T) {
+	e := newEnv(t)
+	ed := e.startEdge(t, 0, nil)
+	url := e.streamableURL(ed.url)
+	session := initSession(t, url)
+	headers := map[string]string{"Accept": "text/event-stream", "Mcp-Session-Id": session}
+	ask := func(what string) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err := bus.SessionRequest(ctx, e.worker.nc, bus.DefaultSubjects, session, "roots/list", map[string]any{"what": what})
+			done <- err
+		}()
+		return done
+	}
+	answer := func(get *legacyStream, what string) {
+		t.Helper()
+		_, data := get.next(t, "message")
+		if !strings.Contains(data, what) {
+			t.Fatalf("the stream carried %s, want the request about %s", data, what)
+		}
+		var req struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal([]byte(data), &req)
+		reply := `{"jsonrpc":"2.0","id":"` + req.ID + `","result":{"roots":[]}}`
+		if x := do(t, "POST", url, map[string]string{"Mcp-Session-Id": session}, reply); x.status != http.StatusAccepted {
+			t.Fatalf("answering: %d %s", x.status, x.body)
+		}
+	}
+
+	first := ask("first")
+	time.Sleep(200 * time.Millisecond) // the request is in the log before the stream opens
+	get := openStream(t, "GET", url, headers, "")
+	answer(get, "first")
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	get.close()
+	time.Sleep(200 * time.Millisecond) // the edge has seen the stream close
+
+	second := ask("second")
+	time.Sleep(200 * time.Millisecond)
+	again := openStream(t, "GET", url, headers, "")
+	answer(again, "second")
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestLegacyStreamMovesToAnotherEdge: the edge holding a legacy SSE stream drains; the

@@ -1,0 +1,91 @@
+package sse_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/registry"
+)
+
+// BenchmarkToolsCall measures one MCP tools/call of an open session through a real
+// edge over TCP, real NATS and a worker: on Streamable HTTP as clients send it
+// (either answer accepted), with a client that takes only streams, and on the
+// legacy transport, where the answer comes back on the session's stream.
+func BenchmarkToolsCall(b *testing.B) {
+	e := newEnv(b)
+	e.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if _, err := e.store.UpdateAccount(testenv.Context(b), testAccount, func(a *registry.Account) error {
+		a.Limits = registry.Limits{Rate: 1e9, Burst: 1 << 30}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	ed := e.startEdge(b, 0, nil)
+	url := e.streamableURL(ed.url)
+	call := func(id int) []byte {
+		return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`, id)
+	}
+	want := []byte(`{\"text\":\"hello\"}`)
+
+	for _, accept := range []string{"application/json, text/event-stream", "text/event-stream"} {
+		b.Run("Streamable HTTP, Accept "+accept, func(b *testing.B) {
+			session := initSession(b, url)
+			id := 1
+			b.ReportAllocs()
+			for b.Loop() {
+				id++
+				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(call(id)))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", accept)
+				req.Header.Set("Mcp-Session-Id", session)
+				req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || !bytes.Contains(body, want) {
+					b.Fatalf("tools/call: %d %s", resp.StatusCode, body)
+				}
+			}
+		})
+	}
+
+	b.Run("legacy HTTP+SSE", func(b *testing.B) {
+		stream := openLegacyStream(b, e.sseURL(ed.url))
+		messages := ed.url + stream.endpoint
+		id := 1
+		b.ReportAllocs()
+		for b.Loop() {
+			id++
+			req, _ := http.NewRequest(http.MethodPost, messages, bytes.NewReader(call(id)))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusAccepted {
+				b.Fatalf("POST: %d", resp.StatusCode)
+			}
+			for {
+				_, data := stream.next(b, "message")
+				if strings.Contains(data, fmt.Sprintf(`"id":%d`, id)) {
+					if !strings.Contains(data, string(want)) {
+						b.Fatalf("tools/call answered %s", data)
+					}
+					break
+				}
+			}
+		}
+	})
+}

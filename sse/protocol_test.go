@@ -1,0 +1,60 @@
+package sse
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// TestDecodeMessageAgreesWithTheSDK: the edge's own decoder reads every message as
+// the SDK's does, and refuses what it refuses.
+func TestDecodeMessageAgreesWithTheSDK(t *testing.T) {
+	for _, in := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`,
+		`{"jsonrpc":"2.0","id":"a-1","method":"tools/list"}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}`,
+		`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":null,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":2,"method":""}`,
+		`{"jsonrpc":"2.0","id":"tg-1","result":{"content":{"type":"text","text":"hi"}}}`,
+		`{"jsonrpc":"2.0","id":4,"error":{"code":-1,"message":"no","data":{"why":"because"}}}`,
+		`{"jsonrpc":"2.0","result":{}}`,
+		`{"jsonrpc":"1.0","id":1,"method":"ping"}`,
+		`{"id":1,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":true,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":{},"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":1,"method":7}`,
+		`{"jsonrpc":"2.0","id":1,"method":"ping"`,
+		`"just a string"`,
+	} {
+		t.Run(in, func(t *testing.T) {
+			want, wantErr := jsonrpc.DecodeMessage([]byte(in))
+			got, err := decodeMessage([]byte(in))
+			if (err != nil) != (wantErr != nil) {
+				t.Fatalf("error %v, the SDK's %v", err, wantErr)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("got %#v, the SDK %#v", got, want)
+			}
+		})
+	}
+}
+
+// TestEncodeResultAgreesWithTheSDK: framing a result gives what the SDK's encoder
+// gives.
+func TestEncodeResultAgreesWithTheSDK(t *testing.T) {
+	result := json.RawMessage(`{"content":[{"type":"text","text":"<a & b>"}]}`)
+	for _, raw := range []any{float64(7), `a "quoted" id`, nil} {
+		id, err := jsonrpc.MakeID(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Result: result})
+		if got := encodeResult(id, result); string(got) != string(want) {
+			t.Fatalf("id %v: got %s, the SDK %s", id.Raw(), got, want)
+		}
+	}
+}
