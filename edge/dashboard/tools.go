@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/install"
 	"github.com/toolgate/toolgate/registry"
@@ -64,7 +65,8 @@ type methodView struct {
 	Result    *callResult // the answer to the form, when it was just sent
 }
 
-// callResult is a call made from the try-it form, as an HTTP caller would have seen it.
+// callResult is a call made from the try-it form, as an HTTP caller would have seen it:
+// a failure before or on the way to the tool is the edge's own answer (edge.ErrorAnswer).
 type callResult struct {
 	Status      int
 	ContentType string
@@ -221,9 +223,12 @@ func (d *Dashboard) tryCall(w http.ResponseWriter, r *http.Request, v *visit) {
 	res := &callResult{RequestID: call.RequestID}
 	reply, err := d.gw.Do(r.Context(), call)
 	if err != nil {
-		status, env, retry := callError(err, call.RequestID)
+		status, env, retry := edge.ErrorAnswer(err, call.RequestID)
 		b, _ := json.MarshalIndent(env, "", "  ")
-		res.Status, res.ContentType, res.Body, res.RetryAfter, res.Failed = status, "application/json", string(b), retry, true
+		res.Status, res.ContentType, res.Body, res.Failed = status, "application/json", string(b), true
+		if retry > 0 {
+			res.RetryAfter = edge.RetryAfterSeconds(retry)
+		}
 		if status == http.StatusInternalServerError {
 			d.log.Error("dashboard: try-it call", "tool", t.Tool.ID, "method", method, "request_id", call.RequestID, "err", err)
 		}
