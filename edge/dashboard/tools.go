@@ -18,25 +18,25 @@ import (
 )
 
 type toolRow struct {
-	Tool      *registry.Tool
-	Instances int
-	Methods   int
+	Tool *registry.Tool
+	edge.Availability
+	Methods int
 }
 
 func (d *Dashboard) toolsPage(w http.ResponseWriter, r *http.Request, v *visit) {
 	snap := d.view.Snapshot()
 	var rows []toolRow
 	for _, t := range snap.Tools(v.principal) {
-		rows = append(rows, toolRow{Tool: t.Tool, Instances: snap.Instances(t.Tool.ID), Methods: len(t.Tool.Methods)})
+		rows = append(rows, toolRow{Tool: t.Tool, Availability: edge.ToolAvailability(snap, t.Tool.ID), Methods: len(t.Tool.Methods)})
 	}
 	d.render(w, http.StatusOK, "tools", d.page(v, "Tools", "tools", rows))
 }
 
 // toolView is a tool's page: its header and one tab.
 type toolView struct {
-	Tool      *registry.Tool
-	Instances int
-	Tab       string
+	Tool *registry.Tool
+	edge.Availability
+	Tab string
 
 	Installs []installLine
 
@@ -126,7 +126,7 @@ func toolTitle(t *registry.Tool) string {
 
 func (d *Dashboard) toolView(snap *registry.Snapshot, v *visit, t *registry.ToolEntry, tab string) (*toolView, error) {
 	id := t.Tool.ID
-	tv := &toolView{Tool: t.Tool, Instances: snap.Instances(id), Tab: tab}
+	tv := &toolView{Tool: t.Tool, Availability: edge.ToolAvailability(snap, id), Tab: tab}
 	switch tab {
 	case "install":
 		for _, c := range install.Clients() {
@@ -137,9 +137,8 @@ func (d *Dashboard) toolView(snap *registry.Snapshot, v *visit, t *registry.Tool
 		if conn == nil {
 			return nil, fmt.Errorf("no connection for a visible tool")
 		}
-		token := d.signer.Token(conn.Account, conn.Tool, conn.LinkNonce)
-		tv.SSELink = d.cfg.sseLink(token)
-		tv.StreamableLink = d.cfg.streamableLink(token)
+		links := edge.ToolLinks(d.cfg.base(), id, d.signer.Token(conn.Account, conn.Tool, conn.LinkNonce))
+		tv.SSELink, tv.StreamableLink = links.SSEURL, links.MCPURL
 		tv.LinkCreated = formatDate(conn.LinkCreatedAt)
 		description := firstNonEmpty(t.Tool.Description, t.Tool.Title)
 		var err error
@@ -147,8 +146,8 @@ func (d *Dashboard) toolView(snap *registry.Snapshot, v *visit, t *registry.Tool
 			return nil, err
 		}
 	case "api":
-		tv.APIURL = d.cfg.toolAPIURL(id)
-		tv.CallURL = d.cfg.toolCallURL(id, "<method>")
+		tv.APIURL = edge.ToolLinks(d.cfg.base(), id, "").APIURL
+		tv.CallURL = edge.ToolCallURL(d.cfg.base(), id, "<method>")
 		for i := range t.Tool.Methods {
 			tv.Methods = append(tv.Methods, d.methodView(id, &t.Tool.Methods[i]))
 		}
