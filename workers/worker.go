@@ -111,6 +111,8 @@ type Worker struct {
 
 	ready    chan struct{}
 	sem      chan struct{} // one token per call running
+	idle     chan job      // hands a call to a runner waiting for one
+	done     chan struct{} // closed when Run returns: idle runners end
 	dead     chan struct{} // closed when the connection closed under the worker
 	deadOnce sync.Once
 	base     context.Context // the parent of every call's context: Run's values, never its end
@@ -225,6 +227,9 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	w.base = context.WithoutCancel(ctx)
 	w.sem = make(chan struct{}, w.cfg.concurrency)
+	w.idle = make(chan job)
+	w.done = make(chan struct{})
+	defer close(w.done)
 	cancels, err := w.nc.Subscribe(w.cfg.subjects.CancelAll(), w.onCancel)
 	if err != nil {
 		return fmt.Errorf("workers: tool %s: subscribe to cancellations: %w", w.tool.ID, err)
@@ -367,18 +372,43 @@ func (w *Worker) serve(methods []Method) (micro.Service, error) {
 }
 
 // intake is the endpoint's micro handler. nats micro calls it for one message at a
-// time per endpoint; it hands each call to its own goroutine and, at the concurrency
+// time per endpoint; it hands each call to a runner of its own and, at the concurrency
 // bound, waits for a slot, so the calls queue rather than being dropped.
 func (w *Worker) intake(ep *endpoint) micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
-		in := inbound{reply: req.Reply(), data: req.Data(), header: nats.Header(req.Headers())}
+		j := job{ep: ep, in: inbound{reply: req.Reply(), data: req.Data(), header: nats.Header(req.Headers())}}
 		select {
 		case w.sem <- struct{}{}:
 		case <-w.dead:
 			return // nobody can hear the reply
 		}
-		go w.call(ep, in)
+		select {
+		case w.idle <- j: // a runner done with its last call takes it
+		default:
+			go w.runner(j)
+		}
 	})
+}
+
+// runner runs the call it is started with, then those handed to it while it waits,
+// until Run returns. Runners outlive their calls so that a call pays neither for a new
+// goroutine nor for its stack growing again (both showed in the worker's profile under
+// load). A runner is started only when none waits, and each running call holds a slot
+// of w.sem, so there are about as many runners as the most calls run at once.
+func (w *Worker) runner(j job) {
+	for {
+		w.call(j.ep, j.in)
+		select {
+		case j = <-w.idle:
+		case <-w.done:
+			return
+		}
+	}
+}
+
+type job struct {
+	ep *endpoint
+	in inbound
 }
 
 // endpoint is what serving one method needs on every call, found once.
