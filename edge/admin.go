@@ -185,14 +185,10 @@ func (e *Edge) createKey(c *gin.Context) {
 }
 
 func (e *Edge) listKeys(c *gin.Context) {
-	account := c.Query("account")
-	if account != "" {
-		if vs := checkID(nil, "/account", account); len(vs) > 0 {
-			e.fail(c, invalidInput(vs))
-			return
-		}
-		if _, err := e.store.Account(c.Request.Context(), account); err != nil {
-			e.fail(c, err)
+	account := "" // every account's keys
+	if c.Query("account") != "" {
+		var ok bool
+		if account, ok = e.queryAccount(c); !ok {
 			return
 		}
 	}
@@ -280,13 +276,8 @@ func (e *Edge) connect(c *gin.Context) {
 }
 
 func (e *Edge) listConnections(c *gin.Context) {
-	account := c.Query("account")
-	if vs := checkID(nil, "/account", account); len(vs) > 0 {
-		e.fail(c, invalidInput(vs))
-		return
-	}
-	if _, err := e.store.Account(c.Request.Context(), account); err != nil {
-		e.fail(c, err)
+	account, ok := e.queryAccount(c)
+	if !ok {
 		return
 	}
 	conns, err := e.store.Connections(c.Request.Context(), account)
@@ -352,6 +343,20 @@ func (e *Edge) pathID(c *gin.Context, name string) (string, bool) {
 		return "", false
 	}
 	return id, true
+}
+
+// queryAccount reads the account a list is asked for (?account=ID), which must exist.
+func (e *Edge) queryAccount(c *gin.Context) (string, bool) {
+	account := c.Query("account")
+	if vs := checkID(nil, "/account", account); len(vs) > 0 {
+		e.fail(c, invalidInput(vs))
+		return "", false
+	}
+	if _, err := e.store.Account(c.Request.Context(), account); err != nil {
+		e.fail(c, err)
+		return "", false
+	}
+	return account, true
 }
 
 func (e *Edge) pathConnection(c *gin.Context) (account, tool string, ok bool) {

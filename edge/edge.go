@@ -103,8 +103,8 @@ func (e *Edge) routes() *gin.Engine {
 	r.RedirectFixedPath = false
 	_ = r.SetTrustedProxies(nil)
 	r.Use(
-		traceRequest,
 		withRequestID,
+		traceRequest,
 		e.accessLog,
 		e.recoverPanic,
 		e.limitBody,

@@ -38,7 +38,7 @@ type env struct {
 	url      string
 	client   *http.Client
 	adminKey string
-	logs     *lockedBuffer
+	logs     *testenv.Buffer
 	srv      *server.Server // the NATS server, when the env started it
 	stop     func() error   // ends Serve and returns what it returned
 }
@@ -66,7 +66,7 @@ func newEnv(t testing.TB, opts ...option) *env {
 	if edit == nil {
 		edit = func(*bus.ServerConfig) {}
 	}
-	e := &env{t: t, logs: &lockedBuffer{}, adminKey: registry.NewKey()}
+	e := &env{t: t, logs: &testenv.Buffer{}, adminKey: registry.NewKey()}
 	if o.natsURL == "" {
 		e.srv = testenv.ServerWith(t, edit)
 		o.natsURL = e.srv.ClientURL()
@@ -198,29 +198,7 @@ func (e *env) serve(tool registry.Tool, handle func(method string, m *nats.Msg))
 	if err := wc.Flush(); err != nil {
 		e.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	presence := registry.Presence{Tool: tool.ID, Instance: "test-" + tool.ID, Host: "localhost", StartedAt: time.Now()}
-	beat := func() {
-		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
-		defer pcancel()
-		_ = e.store.PutPresence(pctx, presence)
-	}
-	beat()
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(500 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				beat()
-			}
-		}
-	}()
-	e.t.Cleanup(func() { cancel(); <-stopped })
+	testenv.KeepPresent(e.t, e.store, registry.Presence{Tool: tool.ID, Instance: "test-" + tool.ID, Host: "localhost", StartedAt: time.Now()})
 	testenv.Eventually(e.t, 2*time.Second, "the edge sees "+tool.ID+" online", func() bool {
 		return e.view.Snapshot().Instances(tool.ID) > 0
 	})
@@ -360,21 +338,4 @@ func decode[T any](t testing.TB, r result) T {
 		t.Fatalf("decode %T: %v; body %s", v, err, r.body)
 	}
 	return v
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

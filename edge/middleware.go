@@ -79,7 +79,6 @@ func withRequestID(c *gin.Context) {
 	}
 	c.Set(ctxRequestID, id)
 	c.Header(headerRequestID, id)
-	trace.SpanFromContext(c.Request.Context()).SetAttributes(attribute.String("toolgate.request_id", id))
 	c.Next()
 }
 
@@ -126,7 +125,8 @@ func traceRequest(c *gin.Context) {
 	}
 }
 
-// requestAttributes are the HTTP server span's attributes of semantic conventions.
+// requestAttributes are the HTTP server span's attributes: the semantic conventions'
+// and the request id.
 func requestAttributes(c *gin.Context) []attribute.KeyValue {
 	r := c.Request
 	scheme := "http"
@@ -138,6 +138,7 @@ func requestAttributes(c *gin.Context) []attribute.KeyValue {
 		semconv.URLScheme(scheme),
 		semconv.ClientAddress(c.RemoteIP()),
 		semconv.NetworkProtocolVersion(fmt.Sprintf("%d.%d", r.ProtoMajor, r.ProtoMinor)),
+		attribute.String("toolgate.request_id", requestID(c)),
 	}
 	if route := c.FullPath(); route != "" {
 		attrs = append(attrs, semconv.HTTPRoute(route))

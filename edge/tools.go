@@ -30,11 +30,17 @@ type ToolInfo struct {
 	Title       string `json:"title,omitempty"`
 	Description string `json:"description,omitempty"`
 	Version     string `json:"version,omitempty"`
+	Availability
+	Links
+	Methods []MethodInfo `json:"methods"`
+}
+
+// Availability is whether a tool can take calls now: how many of its workers are
+// present, and so its status.
+type Availability struct {
 	// Status is "online" while at least one worker of the tool is present.
 	Status    string `json:"status"`
 	Instances int    `json:"instances"`
-	Links
-	Methods []MethodInfo `json:"methods"`
 }
 
 // Links are the addresses of one account's connection to a tool.
@@ -63,27 +69,49 @@ const (
 // anyObject is the input schema of a method that declares none: it takes any object.
 var anyObject = json.RawMessage(`{"type":"object"}`)
 
-// links are the addresses of account's connection to tool; without a connection (an
-// administrator's view of a tool) only the API URLs.
-func (e *Edge) links(conn *registry.Connection, tool string) Links {
-	l := Links{APIURL: e.base + "/tools/" + tool, OpenAPIURL: e.base + "/tools/" + tool + "/openapi.json"}
-	if conn != nil {
-		token := e.signer.Token(conn.Account, conn.Tool, conn.LinkNonce)
-		l.MCPURL = e.base + "/mcp/" + token
+// ToolAvailability is tool's availability in snap. The edge's answers and the
+// dashboard both tell a tool's status by it.
+func ToolAvailability(snap *registry.Snapshot, tool string) Availability {
+	a := Availability{Status: StatusOffline, Instances: snap.Instances(tool)}
+	if a.Instances > 0 {
+		a.Status = StatusOnline
+	}
+	return a
+}
+
+// ToolLinks are the addresses of tool on the edge whose base URL is base (without a
+// trailing slash): its direct API and, given the link token of an account's
+// connection to it (empty for none), its MCP links. The edge's answers and the
+// dashboard both build them here, so that they never show different addresses.
+func ToolLinks(base, tool, token string) Links {
+	l := Links{APIURL: base + "/tools/" + tool, OpenAPIURL: base + "/tools/" + tool + "/openapi.json"}
+	if token != "" {
+		l.MCPURL = base + "/mcp/" + token
 		l.SSEURL = l.MCPURL + "/sse"
 	}
 	return l
 }
 
+// ToolCallURL is where method of tool is called on the edge whose base URL is base.
+func ToolCallURL(base, tool, method string) string {
+	return base + "/tool-call/" + tool + "/" + method
+}
+
+// links are the addresses of account's connection to tool; without a connection (an
+// administrator's view of a tool) only the API URLs.
+func (e *Edge) links(conn *registry.Connection, tool string) Links {
+	token := ""
+	if conn != nil {
+		token = e.signer.Token(conn.Account, conn.Tool, conn.LinkNonce)
+	}
+	return ToolLinks(e.base, tool, token)
+}
+
 func (e *Edge) toolInfo(snap *registry.Snapshot, t *registry.Tool, conn *registry.Connection) ToolInfo {
-	n := snap.Instances(t.ID)
 	info := ToolInfo{
 		ID: t.ID, Title: t.Title, Description: t.Description, Version: t.Version,
-		Status: StatusOffline, Instances: n, Links: e.links(conn, t.ID),
+		Availability: ToolAvailability(snap, t.ID), Links: e.links(conn, t.ID),
 		Methods: make([]MethodInfo, len(t.Methods)),
-	}
-	if n > 0 {
-		info.Status = StatusOnline
 	}
 	for i, m := range t.Methods {
 		in := m.InputSchema

@@ -182,3 +182,24 @@ func TestOpenAPIDocument(t *testing.T) {
 		t.Fatal("the document requires no security")
 	}
 }
+
+// TestToolLinks: the addresses the edge shows, and the dashboard with it, of a tool
+// on an edge and of an account's MCP links to it.
+func TestToolLinks(t *testing.T) {
+	const base = "https://gw.example.com/toolgate"
+	tests := []struct{ name, got, want string }{
+		{"the SSE link", edge.ToolLinks(base, "email", "tgl_x").SSEURL, base + "/mcp/tgl_x/sse"},
+		{"the Streamable HTTP link", edge.ToolLinks(base, "email", "tgl_x").MCPURL, base + "/mcp/tgl_x"},
+		{"the direct tool API", edge.ToolLinks(base, "email", "").APIURL, base + "/tools/email"},
+		{"the OpenAPI document", edge.ToolLinks(base, "email", "").OpenAPIURL, base + "/tools/email/openapi.json"},
+		{"no MCP link without a connection", edge.ToolLinks(base, "email", "").SSEURL + edge.ToolLinks(base, "email", "").MCPURL, ""},
+		{"the tool-call route", edge.ToolCallURL(base, "email", "send"), base + "/tool-call/email/send"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.got != tc.want {
+				t.Errorf("%q, want %q", tc.got, tc.want)
+			}
+		})
+	}
+}

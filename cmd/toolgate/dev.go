@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/registry"
 	"github.com/toolgate/toolgate/workers"
 	"github.com/toolgate/toolgate/workers/demo"
@@ -61,7 +62,9 @@ func newDevCmd() *cobra.Command {
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
-			return runDev(cmd.Context(), cfg, cmd.OutOrStdout(), slog.New(slog.NewJSONHandler(os.Stderr, nil)))
+			log, flush := telemetry.Logger(os.Stderr) // a line per request: written in batches
+			defer flush()
+			return runDev(cmd.Context(), cfg, cmd.OutOrStdout(), log)
 		},
 	}
 	f := cmd.Flags()

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,24 +14,6 @@ import (
 
 	"github.com/toolgate/toolgate/internal/testenv"
 )
-
-// syncBuffer collects a command's output while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 var (
 	bannerKey  = regexp.MustCompile(`(?m)^    (tg_[0-9A-Za-z]{43})$`)
@@ -58,7 +38,7 @@ func startDevStack(t *testing.T, data string) devStack {
 	t.Helper()
 	cfg := devConfig{Data: data, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0"}
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out := &testenv.Buffer{}
 	done := make(chan error, 1)
 	go func() { done <- runDev(ctx, cfg, out, testenv.Logger(t)) }()
 	testenv.Eventually(t, 30*time.Second, "dev stack prints its banner", func() bool {

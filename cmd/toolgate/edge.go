@@ -123,7 +123,8 @@ exported when the standard OTEL_* variables ask for it.`,
 			if err := flagsFromEnv(cmd.Flags(), edgeEnv); err != nil {
 				return err
 			}
-			log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+			log, flush := telemetry.Logger(os.Stderr) // a line per request: written in batches
+			defer flush()
 			return runEdge(cmd.Context(), o, cmd.OutOrStdout(), log)
 		},
 	}

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -47,7 +46,7 @@ func startEdge(t *testing.T, natsURL string, flags ...string) (url, adminKey str
 	}
 	t.Setenv("TOOLGATE_ADMIN_KEY_FILE", adminKeyFile)
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &lockedBuffer{}
+	out := &testenv.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		root := newRootCmd()
@@ -167,21 +166,4 @@ func TestEdgeCommandRefusesBadConfig(t *testing.T) {
 	if _, err := run(t, context.Background(), "edge"); err == nil || !strings.Contains(err.Error(), "TOOLGATE_MAX_BODY_BYTES") {
 		t.Errorf("a bad variable: %v", err)
 	}
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -38,19 +38,15 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func TestLinks(t *testing.T) {
+func TestLinksAreBuiltOnTheBaseURL(t *testing.T) {
 	c := DefaultConfig()
 	c.BaseURL = "https://gw.example.com/"
-	tests := []struct{ name, got, want string }{
-		{"the SSE link", c.sseLink("tgl_x"), "https://gw.example.com/mcp/tgl_x/sse"},
-		{"the Streamable HTTP link", c.streamableLink("tgl_x"), "https://gw.example.com/mcp/tgl_x"},
-		{"the direct tool API", c.toolAPIURL("email"), "https://gw.example.com/tools/email"},
-		{"the tool-call route", c.toolCallURL("email", "send"), "https://gw.example.com/tool-call/email/send"},
+	if got, want := c.base(), "https://gw.example.com"; got != want {
+		t.Errorf("base %q, want %q", got, want)
 	}
-	for _, tc := range tests {
-		if tc.got != tc.want {
-			t.Errorf("%s: %q, want %q", tc.name, tc.got, tc.want)
-		}
+	curl := c.curlExample("email", "send", `{"to":"a@example.com"}`)
+	if want := "curl -X POST https://gw.example.com/tool-call/email/send \\\n"; !strings.HasPrefix(curl, want) {
+		t.Errorf("curl example %q, want it to start with %q", curl, want)
 	}
 }
 

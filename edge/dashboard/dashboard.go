@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -405,4 +406,9 @@ func (d *Dashboard) await(ctx context.Context, cond func(*registry.Snapshot) boo
 	if err := d.view.WaitFor(ctx, cond); err != nil {
 		d.log.Warn("dashboard: the registry view is slow to show a change", "err", err)
 	}
+}
+
+// statusLine is "200 OK".
+func statusLine(code int) string {
+	return strconv.Itoa(code) + " " + http.StatusText(code)
 }

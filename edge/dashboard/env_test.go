@@ -139,24 +139,7 @@ func newEnv(t *testing.T, edit func(*dashboard.Config)) *env {
 // serveEmail answers the email tool's methods and keeps one instance present.
 func (e *env) serveEmail() {
 	t := e.t
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	presence := registry.Presence{Tool: "email", Instance: "i1", Host: "test", StartedAt: time.Now()}
-	if err := e.store.PutPresence(ctx, presence); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		tick := time.NewTicker(500 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				_ = e.store.PutPresence(ctx, presence)
-			}
-		}
-	}()
+	testenv.KeepPresent(t, e.store, registry.Presence{Tool: "email", Instance: "i1", Host: "test", StartedAt: time.Now()})
 	subjects := bus.DefaultSubjects
 	sub, err := e.nc.QueueSubscribe(subjects.Call("email", "send"), subjects.QueueGroup("email"), func(m *nats.Msg) {
 		var p struct{ To, Subject string }

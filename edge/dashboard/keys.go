@@ -83,9 +83,18 @@ func (d *Dashboard) keysPage(w http.ResponseWriter, r *http.Request, v *visit) {
 	d.render(w, http.StatusOK, "keys", d.page(v, "API keys", "keys", kv))
 }
 
+// mayManageKeys refuses, and says why, a visit whose key is limited to some tools:
+// such a key may neither make nor revoke keys. It reports whether the visit may go on.
+func (d *Dashboard) mayManageKeys(w http.ResponseWriter, r *http.Request, v *visit) bool {
+	if v.canManageKeys() {
+		return true
+	}
+	d.fail(w, r, v, http.StatusForbidden, "The key you signed in with is limited to some tools, so it cannot make or revoke keys. Sign in with a key that reaches every tool.")
+	return false
+}
+
 func (d *Dashboard) createKey(w http.ResponseWriter, r *http.Request, v *visit) {
-	if !v.canManageKeys() {
-		d.fail(w, r, v, http.StatusForbidden, "The key you signed in with is limited to some tools, so it cannot make or revoke keys. Sign in with a key that reaches every tool.")
+	if !d.mayManageKeys(w, r, v) {
 		return
 	}
 	form := keyForm{
@@ -141,8 +150,7 @@ func (d *Dashboard) createKey(w http.ResponseWriter, r *http.Request, v *visit) 
 }
 
 func (d *Dashboard) revokeKey(w http.ResponseWriter, r *http.Request, v *visit) {
-	if !v.canManageKeys() {
-		d.fail(w, r, v, http.StatusForbidden, "The key you signed in with is limited to some tools, so it cannot make or revoke keys. Sign in with a key that reaches every tool.")
+	if !d.mayManageKeys(w, r, v) {
 		return
 	}
 	id := r.PathValue("id")

@@ -4,28 +4,13 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/install"
 )
 
 // apiKeyPlaceholder stands where a command or example needs the account's API key:
 // the dashboard never holds a key after the response that created it.
 const apiKeyPlaceholder = "<API_KEY>"
-
-// The addresses the edge serves a tool at, built on the configured base URL.
-
-// sseLink is a tool's link over the legacy HTTP+SSE transport.
-func (c Config) sseLink(token string) string { return c.base() + "/mcp/" + token + "/sse" }
-
-// streamableLink is a tool's link over Streamable HTTP: what the installer writes.
-func (c Config) streamableLink(token string) string { return c.base() + "/mcp/" + token }
-
-// toolAPIURL is the tool's direct API.
-func (c Config) toolAPIURL(tool string) string { return c.base() + "/tools/" + tool }
-
-// toolCallURL is the gateway route that executes one method of a tool.
-func (c Config) toolCallURL(tool, method string) string {
-	return c.base() + "/tool-call/" + tool + "/" + method
-}
 
 // installCommand is the command that adds tool to client, as `toolgate install` takes it.
 func (c Config) installCommand(tool, key string, client install.Client) string {
@@ -36,7 +21,7 @@ func (c Config) installCommand(tool, key string, client install.Client) string {
 // curlExample is a curl command that calls method of tool with params.
 func (c Config) curlExample(tool, method, params string) string {
 	return fmt.Sprintf("curl -X POST %s \\\n  -H 'SERVICE_API_KEY: %s' \\\n  -H 'Content-Type: application/json' \\\n  -d %s",
-		shellQuote(c.toolCallURL(tool, method)), apiKeyPlaceholder, shellQuote(params))
+		shellQuote(edge.ToolCallURL(c.base(), tool, method)), apiKeyPlaceholder, shellQuote(params))
 }
 
 // shellQuote quotes s for a POSIX shell when it holds anything but plain URL characters.

@@ -11,31 +11,32 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/install"
 	"github.com/toolgate/toolgate/registry"
 )
 
 type toolRow struct {
-	Tool      *registry.Tool
-	Instances int
-	Methods   int
+	Tool *registry.Tool
+	edge.Availability
+	Methods int
 }
 
 func (d *Dashboard) toolsPage(w http.ResponseWriter, r *http.Request, v *visit) {
 	snap := d.view.Snapshot()
 	var rows []toolRow
 	for _, t := range snap.Tools(v.principal) {
-		rows = append(rows, toolRow{Tool: t.Tool, Instances: snap.Instances(t.Tool.ID), Methods: len(t.Tool.Methods)})
+		rows = append(rows, toolRow{Tool: t.Tool, Availability: edge.ToolAvailability(snap, t.Tool.ID), Methods: len(t.Tool.Methods)})
 	}
 	d.render(w, http.StatusOK, "tools", d.page(v, "Tools", "tools", rows))
 }
 
 // toolView is a tool's page: its header and one tab.
 type toolView struct {
-	Tool      *registry.Tool
-	Instances int
-	Tab       string
+	Tool *registry.Tool
+	edge.Availability
+	Tab string
 
 	Installs []installLine
 
@@ -64,7 +65,8 @@ type methodView struct {
 	Result    *callResult // the answer to the form, when it was just sent
 }
 
-// callResult is a call made from the try-it form, as an HTTP caller would have seen it.
+// callResult is a call made from the try-it form, as an HTTP caller would have seen it:
+// a failure before or on the way to the tool is the edge's own answer (edge.ErrorAnswer).
 type callResult struct {
 	Status      int
 	ContentType string
@@ -124,7 +126,7 @@ func toolTitle(t *registry.Tool) string {
 
 func (d *Dashboard) toolView(snap *registry.Snapshot, v *visit, t *registry.ToolEntry, tab string) (*toolView, error) {
 	id := t.Tool.ID
-	tv := &toolView{Tool: t.Tool, Instances: snap.Instances(id), Tab: tab}
+	tv := &toolView{Tool: t.Tool, Availability: edge.ToolAvailability(snap, id), Tab: tab}
 	switch tab {
 	case "install":
 		for _, c := range install.Clients() {
@@ -135,9 +137,8 @@ func (d *Dashboard) toolView(snap *registry.Snapshot, v *visit, t *registry.Tool
 		if conn == nil {
 			return nil, fmt.Errorf("no connection for a visible tool")
 		}
-		token := d.signer.Token(conn.Account, conn.Tool, conn.LinkNonce)
-		tv.SSELink = d.cfg.sseLink(token)
-		tv.StreamableLink = d.cfg.streamableLink(token)
+		links := edge.ToolLinks(d.cfg.base(), id, d.signer.Token(conn.Account, conn.Tool, conn.LinkNonce))
+		tv.SSELink, tv.StreamableLink = links.SSEURL, links.MCPURL
 		tv.LinkCreated = formatDate(conn.LinkCreatedAt)
 		description := firstNonEmpty(t.Tool.Description, t.Tool.Title)
 		var err error
@@ -145,8 +146,8 @@ func (d *Dashboard) toolView(snap *registry.Snapshot, v *visit, t *registry.Tool
 			return nil, err
 		}
 	case "api":
-		tv.APIURL = d.cfg.toolAPIURL(id)
-		tv.CallURL = d.cfg.toolCallURL(id, "<method>")
+		tv.APIURL = edge.ToolLinks(d.cfg.base(), id, "").APIURL
+		tv.CallURL = edge.ToolCallURL(d.cfg.base(), id, "<method>")
 		for i := range t.Tool.Methods {
 			tv.Methods = append(tv.Methods, d.methodView(id, &t.Tool.Methods[i]))
 		}
@@ -221,9 +222,12 @@ func (d *Dashboard) tryCall(w http.ResponseWriter, r *http.Request, v *visit) {
 	res := &callResult{RequestID: call.RequestID}
 	reply, err := d.gw.Do(r.Context(), call)
 	if err != nil {
-		status, env, retry := callError(err, call.RequestID)
+		status, env, retry := edge.ErrorAnswer(err, call.RequestID)
 		b, _ := json.MarshalIndent(env, "", "  ")
-		res.Status, res.ContentType, res.Body, res.RetryAfter, res.Failed = status, "application/json", string(b), retry, true
+		res.Status, res.ContentType, res.Body, res.Failed = status, "application/json", string(b), true
+		if retry > 0 {
+			res.RetryAfter = edge.RetryAfterSeconds(retry)
+		}
 		if status == http.StatusInternalServerError {
 			d.log.Error("dashboard: try-it call", "tool", t.Tool.ID, "method", method, "request_id", call.RequestID, "err", err)
 		}

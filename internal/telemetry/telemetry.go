@@ -1,6 +1,7 @@
-// Package telemetry sets up OpenTelemetry tracing for a toolgate process from the
-// standard OTEL_* environment variables, in one call a command makes at start. With
-// none set, no exporter runs: trace context still crosses the bus, nothing is sent.
+// Package telemetry sets up what a toolgate process tells of itself: OpenTelemetry
+// tracing from the standard OTEL_* environment variables, in one call a command makes
+// at start (with none set, no exporter runs: trace context still crosses the bus,
+// nothing is sent), and the JSON logs, written in batches.
 package telemetry
 
 import (

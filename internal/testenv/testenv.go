@@ -4,11 +4,13 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -147,6 +149,26 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// Buffer collects what a logger or a command writes while the test reads it: a
+// bytes.Buffer safe for concurrent use.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String returns what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
 // Context is a context that ends with the test (or after 60s).
 func Context(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -177,6 +199,38 @@ func View(t testing.TB, store *registry.Store) *registry.View {
 		t.Fatalf("testenv: %v", err)
 	}
 	return v
+}
+
+// KeepPresent writes p to store and refreshes it, as a worker's heartbeat does, until
+// the test ends: for tests that answer a tool's calls themselves, without the worker
+// SDK, and need the tool to look online.
+func KeepPresent(t testing.TB, store *registry.Store, p registry.Presence) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	beat := func() error {
+		bctx, bcancel := context.WithTimeout(ctx, 5*time.Second)
+		defer bcancel()
+		return store.PutPresence(bctx, p)
+	}
+	if err := beat(); err != nil {
+		cancel()
+		t.Fatalf("testenv: presence: %v", err)
+	}
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(store.Options().PresenceTTL / 4)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				_ = beat()
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-stopped })
 }
 
 // LinkSigner is a signer with a random secret.
