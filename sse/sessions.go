@@ -268,8 +268,29 @@ func (s *Server) lookup(ctx context.Context, id string) (*registry.Session, erro
 	if sess, ok := s.index.get(id); ok {
 		return sess, nil
 	}
-	return s.store.Session(ctx, id)
+	sess, err := s.store.Session(ctx, id)
+	if !errors.Is(err, registry.ErrNotFound) {
+		return sess, err
+	}
+	// In a cluster the read may be answered by a replica that has yet to apply the
+	// write another edge made an instant ago; give the followed copy a moment before
+	// calling the session unknown. Only a miss pays for this.
+	for wait := time.Now().Add(unknownSessionGrace); time.Now().Before(wait); {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if sess, ok := s.index.get(id); ok {
+			return sess, nil
+		}
+	}
+	return nil, registry.ErrNotFound
 }
+
+// unknownSessionGrace is how long a session id no edge has shown this one yet is
+// looked for before it is refused.
+const unknownSessionGrace = 500 * time.Millisecond
 
 // touch refreshes a session's idle TTL, at most every tenth of it from this edge.
 func (s *Server) touch(ctx context.Context, sess *registry.Session) {

@@ -243,6 +243,7 @@ func render(cfg config, rows []row, mem []memory) string {
 	fmt.Fprintf(&b, "Run %s on %s: %s/%s, %d CPUs, Go %s. Each process on 127.0.0.1; %d callers at saturation for %v; fixed rate %.0f/s for %v.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(),
 		cfg.callers, cfg.duration, cfg.rate, cfg.duration)
+	fmt.Fprintf(&b, "Produced by `%s` (`make bench` runs it with its defaults).\n\n", strings.Join(os.Args, " "))
 	bare := rows[0]
 	fmt.Fprintf(&b, "| path | req/s at saturation | p50 | p99 | × bare | p50 at %.0f/s | p99 at %.0f/s | p50 − bare's | errors |\n", cfg.rate, cfg.rate)
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
