@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/bus"
@@ -88,23 +89,34 @@ func newWorkerDemoCmd() *cobra.Command {
 
 // runDemoWorker serves the demo tools until ctx ends (SIGINT or SIGTERM), then drains.
 func runDemoWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) error {
-	if err := startPprof(ctx, log); err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
-	nc, err := bus.Connect(cfg.NATS, "toolgate-worker-demo", log)
+	nc, store, err := joinRegistry(ctx, cfg, "toolgate-worker-demo", log)
 	if err != nil {
-		return fmt.Errorf("worker: %w", err)
+		return err
 	}
 	defer nc.Close()
+	return demo.Run(ctx, nc, store, workers.WithLogger(log))
+}
+
+// joinRegistry is how a worker role starts: Go profiles if asked, a NATS connection,
+// and the registry opened with the deployment's replica count.
+func joinRegistry(ctx context.Context, cfg workerConfig, name string, log *slog.Logger) (*nats.Conn, *registry.Store, error) {
+	if err := startPprof(ctx, log); err != nil {
+		return nil, nil, fmt.Errorf("worker: %w", err)
+	}
+	nc, err := bus.Connect(cfg.NATS, name, log)
+	if err != nil {
+		return nil, nil, fmt.Errorf("worker: %w", err)
+	}
 	opts := registry.DefaultOptions()
 	opts.Replicas = cfg.Replicas
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	store, err := registry.Open(openCtx, nc, opts)
 	if err != nil {
-		return fmt.Errorf("worker: %w", err)
+		nc.Close()
+		return nil, nil, fmt.Errorf("worker: %w", err)
 	}
-	return demo.Run(ctx, nc, store, workers.WithLogger(log))
+	return nc, store, nil
 }
 
 func newWorkerMCPCmd() *cobra.Command {
@@ -168,18 +180,10 @@ func parseMCPHeaders(flags []string) (http.Header, error) {
 // runMCPWorker serves the MCP server as a tool until ctx ends (SIGINT or SIGTERM),
 // then drains and stops the server.
 func runMCPWorker(ctx context.Context, cfg workerConfig, bridge mcpbridge.Config, log *slog.Logger) error {
-	nc, err := bus.Connect(cfg.NATS, "toolgate-worker-mcp-"+bridge.Tool, log)
+	nc, store, err := joinRegistry(ctx, cfg, "toolgate-worker-mcp-"+bridge.Tool, log)
 	if err != nil {
-		return fmt.Errorf("worker: %w", err)
+		return err
 	}
 	defer nc.Close()
-	opts := registry.DefaultOptions()
-	opts.Replicas = cfg.Replicas
-	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	store, err := registry.Open(openCtx, nc, opts)
-	if err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
 	return mcpbridge.New(nc, store, bridge, log).Run(ctx)
 }
