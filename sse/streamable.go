@@ -113,12 +113,13 @@ func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, p registry.Pri
 		}
 		resume = &last
 	}
-	why := s.holdStandalone(w, r, sess, resume, false, func(ew *eventWriter, at string) error {
+	s.holdStandalone(w, r, sess, resume, false, func(ew *eventWriter, at string) error {
 		return ew.prime(at, s.cfg.RetryAfter)
+	}, func(why streamEnd) {
+		if why == endClient || why == endServer {
+			s.closeStandalone(sess.ID)
+		}
 	})
-	if why == endClient || why == endServer {
-		s.closeStandalone(sess.ID)
-	}
 }
 
 func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Principal, tool string) {
