@@ -16,7 +16,7 @@ import (
 // callTool runs a tools/call down the gateway's call path. Progress and log
 // notifications of the worker are relayed to the client as they come; a failure of
 // the call is an isError result, a request that names no tool a JSON-RPC error.
-func (s *Server) callTool(ctx context.Context, r *rpcRequest) (*mcp.CallToolResult, error) {
+func (s *Server) callTool(ctx context.Context, r *rpcRequest) (*toolResult, error) {
 	params, err := r.callParams()
 	if err != nil {
 		return nil, err
@@ -106,17 +106,34 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (*mcp.CallToolResu
 	}
 	if out.err != nil {
 		if text, ok := toolFailure(r.tool, m.Name, out.err); ok {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: true}, nil
+			return newToolResult(text, true), nil
 		}
 		return nil, out.err
 	}
-	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(out.reply.Data)}}}
-	if out.reply.Status >= 400 {
-		res.IsError = true
-	} else if len(m.OutputSchema) > 0 && json.Valid(out.reply.Data) {
+	res := newToolResult(string(out.reply.Data), out.reply.Status >= 400)
+	if !res.IsError && len(m.OutputSchema) > 0 && json.Valid(out.reply.Data) {
 		res.StructuredContent = json.RawMessage(out.reply.Data)
 	}
 	return res, nil
+}
+
+// toolResult is the CallToolResult of a call: the tool's answer as text content,
+// and as structuredContent when the method declares an output schema. It encodes as
+// mcp.CallToolResult does, without that type's custom encoders, which marshal every
+// piece on its own and then the whole again.
+type toolResult struct {
+	Content           []textContent   `json:"content"`
+	StructuredContent json.RawMessage `json:"structuredContent,omitempty"`
+	IsError           bool            `json:"isError,omitempty"`
+}
+
+type textContent struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+func newToolResult(text string, isError bool) *toolResult {
+	return &toolResult{Content: []textContent{{Type: "text", Text: text}}, IsError: isError}
 }
 
 func sessionID(sess *registry.Session) string {

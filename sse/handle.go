@@ -44,6 +44,19 @@ func (r *rpcRequest) callParams() (*mcp.CallToolParamsRaw, error) {
 	return r.call, r.callErr
 }
 
+// metaVersion is the protocol revision the request's params._meta names, which
+// requests of 2026-07-28 carry; "" for none.
+func (r *rpcRequest) metaVersion() string {
+	if r.req.Method == methodToolsCall {
+		// Read once, for every step that needs the params.
+		if params, err := r.callParams(); err == nil {
+			v, _ := params.Meta[mcp.MetaKeyProtocolVersion].(string)
+			return v
+		}
+	}
+	return readMeta(r.req.Params).ProtocolVersion
+}
+
 // handle answers a request and returns the result's JSON. Errors are for rpcError.
 func (s *Server) handle(ctx context.Context, r *rpcRequest) (json.RawMessage, error) {
 	var result any

@@ -132,8 +132,10 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 	if !ok {
 		return
 	}
-	if req, isReq := msg.(*jsonrpc.Request); isReq && req.Method != methodInitialize {
-		if isModern(readMeta(req.Params).ProtocolVersion) || isModern(r.Header.Get(headerProtocolVersion)) {
+	req, isReq := msg.(*jsonrpc.Request)
+	rr := &rpcRequest{p: p, tool: tool, req: req}
+	if isReq && req.Method != methodInitialize {
+		if isModern(r.Header.Get(headerProtocolVersion)) || isModern(rr.metaVersion()) {
 			s.serveModern(w, r, p, tool, req, accept)
 			return
 		}
@@ -141,11 +143,9 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 	if !s.checkVersionHeader(w, r) {
 		return
 	}
-	req, isReq := msg.(*jsonrpc.Request)
 	ctx, cancel := s.requestContext(r)
 	defer cancel()
 	if isReq && req.Method == methodInitialize && req.IsCall() {
-		rr := &rpcRequest{p: p, tool: tool, req: req}
 		result, err := s.handle(ctx, rr)
 		if rr.sess != nil {
 			w.Header().Set(headerSessionID, rr.sess.ID)
@@ -165,7 +165,7 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	rr := &rpcRequest{p: p, tool: tool, sess: sess, req: req}
+	rr.sess = sess
 	s.log.Debug("request", "session", sess.ID, "method", req.Method, "id", req.ID.Raw())
 	if !req.IsCall() {
 		s.notification(rr)
