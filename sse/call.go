@@ -46,16 +46,17 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (*toolResult, erro
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var requestID string
+	// Another edge that receives the client's notifications/cancelled publishes
+	// the cancel of the call's bus request id, which this edge follows for all its
+	// calls; a session's ids are derived for that.
+	requestID := registry.NewID("mcp-")
 	if r.sess != nil {
 		requestID = callRequestID(r.sess.ID, r.req.ID)
-		key := callKey(r.req.ID)
-		// Another edge that receives the client's notifications/cancelled
-		// publishes the cancel, which this edge follows for all its calls.
-		s.calls.add(r.sess.ID, key, requestID, cancel)
-		defer s.calls.remove(r.sess.ID, key)
-	} else {
-		requestID = registry.NewID("mcp-")
+	}
+	s.calls.add(requestID, sessionID(r.sess), cancel)
+	defer s.calls.remove(requestID)
+	if s.ctx.Err() != nil {
+		cancel() // the edge closed after this request passed its guard
 	}
 
 	// Subscribe before calling, or the first notifications could be missed. A

@@ -249,12 +249,13 @@ func (s *Server) notification(r *rpcRequest) {
 	if err != nil || !id.IsValid() {
 		return
 	}
-	if s.calls.cancel(r.sess.ID, callKey(id)) {
+	requestID := callRequestID(r.sess.ID, id)
+	if s.calls.cancel(requestID) {
 		return
 	}
 	// The call runs on another edge, which follows the cancel subject as the
 	// worker does.
-	if err := s.nc.Publish(s.subj.Cancel(callRequestID(r.sess.ID, id)), nil); err != nil {
+	if err := s.nc.Publish(s.subj.Cancel(requestID), nil); err != nil {
 		s.log.Warn("publishing cancel", "session", r.sess.ID, "err", err)
 	}
 }

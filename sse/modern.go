@@ -29,8 +29,8 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, p registry.
 		return
 	}
 	rr := &rpcRequest{p: p, tool: tool, modern: true, meta: meta, req: req}
-	ctx, cancel := s.requestContext(r)
-	defer cancel()
+	// Close cancels the calls it finds running (callSet); the rest is quick.
+	ctx := r.Context()
 	switch {
 	case req.Method == methodSubscriptionsListen:
 		if !accept.events {

@@ -143,8 +143,8 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 	if !s.checkVersionHeader(w, r) {
 		return
 	}
-	ctx, cancel := s.requestContext(r)
-	defer cancel()
+	// Close cancels the calls it finds running (callSet); the rest is quick.
+	ctx := r.Context()
 	if isReq && req.Method == methodInitialize && req.IsCall() {
 		result, err := s.handle(ctx, rr)
 		if rr.sess != nil {
