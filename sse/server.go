@@ -40,7 +40,7 @@ type Server struct {
 	draining chan struct{} // closed when Drain starts
 	drainOne sync.Once
 	bg       sync.WaitGroup // the server's own goroutines: watchers
-	pending  activity       // legacy requests answered after their POST returned
+	pending  activity       // work that outlives its request: legacy answers, streams on taken connections
 	inflight activity       // tool calls running on this edge
 
 	calls     *callSet
