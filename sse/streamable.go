@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"sync/atomic"
@@ -166,7 +167,9 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 		return
 	}
 	rr.sess = sess
-	s.log.Debug("request", "session", sess.ID, "method", req.Method, "id", req.ID.Raw())
+	if s.log.Enabled(ctx, slog.LevelDebug) { // spares every request the arguments' allocations
+		s.log.Debug("request", "session", sess.ID, "method", req.Method, "id", req.ID.Raw())
+	}
 	if !req.IsCall() {
 		s.notification(rr)
 		w.WriteHeader(http.StatusAccepted)
