@@ -16,9 +16,9 @@ import (
 // callTool runs a tools/call down the gateway's call path. Progress and log
 // notifications of the worker are relayed to the client as they come; a failure of
 // the call is an isError result, a request that names no tool a JSON-RPC error.
-// callTool runs a tools/call through the gateway. The result is a CallToolResult, or,
-// when the worker answered with one itself (a bridged MCP server does), that result's
-// JSON as the worker sent it.
+//
+// The result is a toolResult, or, when the worker answered with a CallToolResult
+// itself (a bridged MCP server does), that result's JSON as the worker sent it.
 func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 	params, err := r.callParams()
 	if err != nil {
@@ -49,16 +49,17 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var requestID string
+	// Another edge that receives the client's notifications/cancelled publishes
+	// the cancel of the call's bus request id, which this edge follows for all its
+	// calls; a session's ids are derived for that.
+	requestID := registry.NewID("mcp-")
 	if r.sess != nil {
 		requestID = callRequestID(r.sess.ID, r.req.ID)
-		key := callKey(r.req.ID)
-		// Another edge that receives the client's notifications/cancelled
-		// publishes the cancel, which this edge follows for all its calls.
-		s.calls.add(r.sess.ID, key, requestID, cancel)
-		defer s.calls.remove(r.sess.ID, key)
-	} else {
-		requestID = registry.NewID("mcp-")
+	}
+	s.calls.add(requestID, sessionID(r.sess), cancel)
+	defer s.calls.remove(requestID)
+	if s.ctx.Err() != nil {
+		cancel() // the edge closed after this request passed its guard
 	}
 
 	// Subscribe before calling, or the first notifications could be missed. A
@@ -109,20 +110,37 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 	}
 	if out.err != nil {
 		if text, ok := toolFailure(r.tool, m.Name, out.err); ok {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: true}, nil
+			return newToolResult(text, true), nil
 		}
 		return nil, out.err
 	}
 	if out.reply.Header.Get(bus.HeaderResult) == bus.ResultMCP && json.Valid(out.reply.Data) {
 		return json.RawMessage(out.reply.Data), nil
 	}
-	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(out.reply.Data)}}}
-	if out.reply.Status >= 400 {
-		res.IsError = true
-	} else if len(m.OutputSchema) > 0 && json.Valid(out.reply.Data) {
+	res := newToolResult(string(out.reply.Data), out.reply.Status >= 400)
+	if !res.IsError && len(m.OutputSchema) > 0 && json.Valid(out.reply.Data) {
 		res.StructuredContent = json.RawMessage(out.reply.Data)
 	}
 	return res, nil
+}
+
+// toolResult is the CallToolResult of a call: the tool's answer as text content,
+// and as structuredContent when the method declares an output schema. It encodes as
+// mcp.CallToolResult does, without that type's custom encoders, which marshal every
+// piece on its own and then the whole again.
+type toolResult struct {
+	Content           []textContent   `json:"content"`
+	StructuredContent json.RawMessage `json:"structuredContent,omitempty"`
+	IsError           bool            `json:"isError,omitempty"`
+}
+
+type textContent struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+func newToolResult(text string, isError bool) *toolResult {
+	return &toolResult{Content: []textContent{{Type: "text", Text: text}}, IsError: isError}
 }
 
 func sessionID(sess *registry.Session) string {

@@ -44,6 +44,19 @@ func (r *rpcRequest) callParams() (*mcp.CallToolParamsRaw, error) {
 	return r.call, r.callErr
 }
 
+// metaVersion is the protocol revision the request's params._meta names, which
+// requests of 2026-07-28 carry; "" for none.
+func (r *rpcRequest) metaVersion() string {
+	if r.req.Method == methodToolsCall {
+		// Read once, for every step that needs the params.
+		if params, err := r.callParams(); err == nil {
+			v, _ := params.Meta[mcp.MetaKeyProtocolVersion].(string)
+			return v
+		}
+	}
+	return readMeta(r.req.Params).ProtocolVersion
+}
+
 // handle answers a request and returns the result's JSON. Errors are for rpcError.
 func (s *Server) handle(ctx context.Context, r *rpcRequest) (json.RawMessage, error) {
 	var result any
@@ -240,12 +253,13 @@ func (s *Server) notification(r *rpcRequest) {
 	if err != nil || !id.IsValid() {
 		return
 	}
-	if s.calls.cancel(r.sess.ID, callKey(id)) {
+	requestID := callRequestID(r.sess.ID, id)
+	if s.calls.cancel(requestID) {
 		return
 	}
 	// The call runs on another edge, which follows the cancel subject as the
 	// worker does.
-	if err := s.nc.Publish(s.subj.Cancel(callRequestID(r.sess.ID, id)), nil); err != nil {
+	if err := s.nc.Publish(s.subj.Cancel(requestID), nil); err != nil {
 		s.log.Warn("publishing cancel", "session", r.sess.ID, "err", err)
 	}
 }

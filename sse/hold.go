@@ -34,24 +34,27 @@ const (
 // A session has one standalone stream: the newest. Opening one appends an "open"
 // record to the session's log, and a stream that sees a newer stream's record ends;
 // the caller appends a "close" record when the stream ends with no newer one.
-// opened writes what the stream starts with, given the id of the stream's position.
-func (s *Server) holdStandalone(w http.ResponseWriter, r *http.Request, sess *registry.Session, resume *eventID, newSession bool, opened func(ew *eventWriter, at string) error) streamEnd {
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
+// opened writes what the stream starts with, given the id of the stream's position;
+// done learns why the stream ended, once it has, which may be after the request's
+// handler returned (see serveStream).
+func (s *Server) holdStandalone(w http.ResponseWriter, r *http.Request, sess *registry.Session, resume *eventID, newSession bool, opened func(ew *eventWriter, at string) error, done func(streamEnd)) {
+	ctx := r.Context()
 	subject := s.events.standaloneSubject(sess.ID)
 	f, err := s.events.follow(subject)
 	if err != nil {
 		s.log.Error("following stream", "session", sess.ID, "err", err)
 		s.refuse(w, http.StatusServiceUnavailable, "the bus is unavailable; retry")
-		return endRefused
+		done(endRefused)
+		return
 	}
-	defer f.stop()
 	instance := registry.NewID("")
 	openSeq, err := s.events.appendRecord(ctx, subject, nil, nats.Header{headerEvent: {eventOpen}, headerInstance: {instance}}, "")
 	if err != nil {
+		f.stop()
 		s.log.Error("opening stream", "session", sess.ID, "err", err)
 		s.refuse(w, http.StatusServiceUnavailable, "the event log is unavailable; retry")
-		return endRefused
+		done(endRefused)
+		return
 	}
 	at := eventID{session: sess.ID, seq: openSeq}
 	f.next = openSeq + 1
@@ -67,25 +70,61 @@ func (s *Server) holdStandalone(w http.ResponseWriter, r *http.Request, sess *re
 		}
 	}
 	ended, release := s.streams.add(sess.ID)
-	defer release()
-
-	ew := startEvents(w, http.StatusOK)
-	if err := opened(ew, at.String()); err != nil {
-		return endClient
-	}
-	return s.pump(ctx, ew, sess, f, f.next <= openSeq, ended, func(rec record) (bool, streamEnd) {
-		switch rec.header.Get(headerEvent) {
-		case "":
-			if ew.event(eventID{session: sess.ID, seq: rec.seq}.String(), "message", rec.data) != nil {
-				return true, endClient
-			}
-		case eventOpen:
-			if rec.seq > openSeq && rec.header.Get(headerInstance) != instance {
-				return true, endTakenOver
-			}
+	s.serveStream(w, r, func(ctx context.Context, ew *eventWriter) streamEnd {
+		defer f.stop()
+		defer release()
+		if err := opened(ew, at.String()); err != nil {
+			return endClient
 		}
-		return false, 0
-	})
+		return s.pump(ctx, ew, sess, f, f.next <= openSeq, ended, func(rec record) (bool, streamEnd) {
+			switch rec.header.Get(headerEvent) {
+			case "":
+				if ew.event(eventID{session: sess.ID, seq: rec.seq}.String(), "message", rec.data) != nil {
+					return true, endClient
+				}
+			case eventOpen:
+				if rec.seq > openSeq && rec.header.Get(headerInstance) != instance {
+					return true, endTakenOver
+				}
+			}
+			return false, 0
+		})
+	}, done)
+}
+
+// serveStream runs a stream that may stay open for hours, mostly idle. Where it can,
+// it takes the connection from the HTTP server and runs the stream on a goroutine of
+// its own, so that an idle stream holds its connection, a goroutine that has little
+// on its stack and what it follows, not a handler deep in the edge's middleware with
+// the server's buffers. The client never writes to the stream's connection, so a
+// read that ends says the client left. Where the connection cannot be taken (HTTP/2),
+// the stream runs in the handler. done learns why the stream ended.
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, run func(context.Context, *eventWriter) streamEnd, done func(streamEnd)) {
+	ew, conn, end, err := detachEvents(w)
+	if err != nil {
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		done(run(ctx, startEvents(w, http.StatusOK)))
+		return
+	}
+	s.pending.add()
+	go func() {
+		defer s.pending.done()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			defer cancel()
+			var b [64]byte
+			for {
+				if _, err := conn.Read(b[:]); err != nil {
+					return
+				}
+			}
+		}()
+		why := run(ctx, ew)
+		end()
+		done(why)
+	}()
 }
 
 // closeStandalone records that a session's standalone stream closed and no newer one

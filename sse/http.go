@@ -80,8 +80,12 @@ func (s *Server) refuse(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, encodeError(jsonrpc.ID{}, &jsonrpc.Error{Code: code, Message: msg}))
 }
 
+// jsonContentType is shared by every JSON response; a header value is never
+// changed in place.
+var jsonContentType = []string{"application/json"}
+
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
@@ -97,6 +101,10 @@ func writeRPCError(w http.ResponseWriter, id jsonrpc.ID, err error) {
 type accepts struct{ json, events bool }
 
 func parseAccept(h string) accepts {
+	switch h {
+	case "application/json, text/event-stream", "text/event-stream, application/json":
+		return accepts{true, true} // what clients send, read without parsing
+	}
 	if strings.TrimSpace(h) == "" {
 		return accepts{true, true}
 	}
@@ -124,7 +132,7 @@ func parseAccept(h string) accepts {
 // readMessage reads a POSTed JSON-RPC message, answering the request itself when it
 // is not one (415, 413, 400).
 func (s *Server) readMessage(w http.ResponseWriter, r *http.Request) ([]byte, jsonrpc.Message, bool) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
+	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 			s.refuse(w, http.StatusUnsupportedMediaType, fmt.Sprintf("Unsupported Media Type: %q; send application/json", ct))
 			return nil, nil, false

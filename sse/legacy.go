@@ -55,19 +55,20 @@ func (s *Server) ServeSSE(w http.ResponseWriter, r *http.Request, p registry.Pri
 		newSession = true
 	}
 	endpoint := messagesPath + "?session_id=" + url.QueryEscape(sess.ID)
-	why := s.holdStandalone(w, r, sess, resume, newSession, func(ew *eventWriter, at string) error {
+	s.holdStandalone(w, r, sess, resume, newSession, func(ew *eventWriter, at string) error {
 		return ew.event(at, "endpoint", []byte(endpoint))
+	}, func(why streamEnd) {
+		// On this transport the stream is the session: a client that leaves ends it,
+		// which cancels its calls wherever they run, and so does a stream that never
+		// opened, whose client never learned the session. A draining edge leaves the
+		// session for the client to resume elsewhere.
+		switch {
+		case why == endClient, why == endRefused && newSession:
+			s.endSession(sess.ID)
+		case why == endServer:
+			s.closeStandalone(sess.ID)
+		}
 	})
-	// On this transport the stream is the session: a client that leaves ends it,
-	// which cancels its calls wherever they run, and so does a stream that never
-	// opened, whose client never learned the session. A draining edge leaves the
-	// session for the client to resume elsewhere.
-	switch {
-	case why == endClient, why == endRefused && newSession:
-		s.endSession(sess.ID)
-	case why == endServer:
-		s.closeStandalone(sess.ID)
-	}
 }
 
 // ServeMessages serves POST on a link's legacy messages endpoint: the client's

@@ -30,67 +30,61 @@ func callRequestID(session string, id jsonrpc.ID) string {
 	return "mcp-" + hex.EncodeToString(sum[:16])
 }
 
-// callSet holds the calls of sessions running on this edge, to cancel them when the
-// client asks (on this edge or, through the bus, on another) or the session ends.
+// callSet holds the calls running on this edge by their bus request ids, to cancel
+// them when the client asks (on this edge or, through the bus, on another), when
+// their session ends, or when the edge closes.
 type callSet struct {
-	mu        sync.Mutex
-	calls     map[string]map[string]string // session -> call key -> bus request id
-	byRequest map[string]func()            // bus request id -> cancel
+	mu    sync.Mutex
+	calls map[string]runningCall
 }
 
-func newCallSet() *callSet {
-	return &callSet{calls: map[string]map[string]string{}, byRequest: map[string]func(){}}
+type runningCall struct {
+	session string // "" on 2026-07-28
+	cancel  func()
 }
 
-func (c *callSet) add(session, key, requestID string, cancel func()) {
+func newCallSet() *callSet { return &callSet{calls: map[string]runningCall{}} }
+
+func (c *callSet) add(requestID, session string, cancel func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.calls[session] == nil {
-		c.calls[session] = map[string]string{}
-	}
-	c.calls[session][key] = requestID
-	c.byRequest[requestID] = cancel
+	c.calls[requestID] = runningCall{session, cancel}
 }
 
-func (c *callSet) remove(session, key string) {
+func (c *callSet) remove(requestID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.byRequest, c.calls[session][key])
-	delete(c.calls[session], key)
-	if len(c.calls[session]) == 0 {
-		delete(c.calls, session)
-	}
+	delete(c.calls, requestID)
 }
 
-// cancel cancels one call if it runs here, and reports whether it did.
-func (c *callSet) cancel(session, key string) bool {
+// cancel cancels a call if it runs here, and reports whether it did.
+func (c *callSet) cancel(requestID string) bool {
 	c.mu.Lock()
-	fn := c.byRequest[c.calls[session][key]]
+	call, ok := c.calls[requestID]
 	c.mu.Unlock()
-	if fn != nil {
-		fn()
+	if ok {
+		call.cancel()
 	}
-	return fn != nil
+	return ok
 }
 
-// cancelRequest cancels the call of a bus request id if it runs here.
-func (c *callSet) cancelRequest(requestID string) {
-	c.mu.Lock()
-	fn := c.byRequest[requestID]
-	c.mu.Unlock()
-	if fn != nil {
-		fn()
-	}
-}
-
+// cancelSession cancels the calls of a session. They are few: a session's calls
+// run on the edges its POSTs reach.
 func (c *callSet) cancelSession(session string) {
-	c.mu.Lock()
+	c.cancelWhere(func(call runningCall) bool { return call.session == session })
+}
+
+func (c *callSet) cancelAll() { c.cancelWhere(func(runningCall) bool { return true }) }
+
+func (c *callSet) cancelWhere(match func(runningCall) bool) {
 	var fns []func()
-	for _, id := range c.calls[session] {
-		fns = append(fns, c.byRequest[id])
-		delete(c.byRequest, id)
+	c.mu.Lock()
+	for id, call := range c.calls {
+		if match(call) {
+			fns = append(fns, call.cancel)
+			delete(c.calls, id)
+		}
 	}
-	delete(c.calls, session)
 	c.mu.Unlock()
 	for _, fn := range fns {
 		fn()

@@ -1,11 +1,13 @@
 package sse
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,8 +31,8 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, p registry.
 		return
 	}
 	rr := &rpcRequest{p: p, tool: tool, modern: true, meta: meta, req: req}
-	ctx, cancel := s.requestContext(r)
-	defer cancel()
+	// Close cancels the calls it finds running (callSet); the rest is quick.
+	ctx := r.Context()
 	switch {
 	case req.Method == methodSubscriptionsListen:
 		if !accept.events {
@@ -147,34 +149,44 @@ func (s *Server) listen(w http.ResponseWriter, r *http.Request, rr *rpcRequest) 
 		granted.ToolsListChanged = params.Notifications.ToolsListChanged
 	}
 	subID := mcp.Meta{mcp.MetaKeySubscriptionID: rr.req.ID.Raw()}
-	changed, release := s.listeners.add(rr.tool)
-	defer release()
-
-	ew := startEvents(w, http.StatusOK)
-	if ew.event("", "message", encodeNotification(notifySubscriptionAck, &mcp.SubscriptionsAcknowledgedParams{Meta: subID, Notifications: granted})) != nil {
-		return
-	}
-	finish := func() {
+	ack := encodeNotification(notifySubscriptionAck, &mcp.SubscriptionsAcknowledgedParams{Meta: subID, Notifications: granted})
+	finish := func(ew *eventWriter) {
 		if res, err := s.encodeResult(&mcp.SubscriptionsListenResult{Meta: subID}, rr); err == nil {
 			_ = ew.event("", "message", encodeResult(rr.req.ID, res))
 		}
 	}
 	if !granted.ToolsListChanged {
-		finish() // nothing to deliver
+		// Nothing to deliver: the acknowledgement and the result, at once.
+		ew := startEvents(w, http.StatusOK)
+		if ew.event("", "message", ack) == nil {
+			finish(ew)
+		}
 		return
 	}
-	defer s.keepAlive(ew)()
-	for {
-		select {
-		case <-changed:
-			if ew.event("", "message", encodeNotification(notifyToolsChanged, &mcp.ToolListChangedParams{Meta: subID})) != nil {
-				return
-			}
-		case <-s.draining:
-			finish()
-			return
-		case <-r.Context().Done():
-			return
+	changed, release := s.listeners.add(rr.tool)
+	s.serveStream(w, r, func(ctx context.Context, ew *eventWriter) streamEnd {
+		defer release()
+		if ew.event("", "message", ack) != nil {
+			return endClient
 		}
-	}
+		keepAlive := time.NewTicker(s.cfg.KeepAlive)
+		defer keepAlive.Stop()
+		for {
+			select {
+			case <-changed:
+				if ew.event("", "message", encodeNotification(notifyToolsChanged, &mcp.ToolListChangedParams{Meta: subID})) != nil {
+					return endClient
+				}
+			case <-keepAlive.C:
+				if ew.keepAlive(s.cfg.KeepAlive) != nil {
+					return endClient
+				}
+			case <-s.draining:
+				finish(ew)
+				return endServer
+			case <-ctx.Done():
+				return endClient
+			}
+		}
+	}, func(streamEnd) {})
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestDecodeMessageAgreesWithTheSDK: the edge's own decoder reads every message as
@@ -55,6 +56,39 @@ func TestEncodeResultAgreesWithTheSDK(t *testing.T) {
 		want, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Result: result})
 		if got := encodeResult(id, result); string(got) != string(want) {
 			t.Fatalf("id %v: got %s, the SDK %s", id.Raw(), got, want)
+		}
+	}
+}
+
+// TestToolResultEncodesAsTheSDKs: a call's result reads as the SDK's CallToolResult
+// of the same content.
+func TestToolResultEncodesAsTheSDKs(t *testing.T) {
+	for _, tc := range []struct {
+		text       string
+		structured string
+		isError    bool
+	}{
+		{text: `{"text":"<hi> & \"bye\""}`, structured: `{"text":"<hi> & \"bye\""}`},
+		{text: "plain, with a newline\n"},
+		{text: "the tool failed", isError: true},
+		{text: ""},
+	} {
+		sdk := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: tc.text}}, IsError: tc.isError}
+		ours := newToolResult(tc.text, tc.isError)
+		if tc.structured != "" {
+			sdk.StructuredContent = json.RawMessage(tc.structured)
+			ours.StructuredContent = json.RawMessage(tc.structured)
+		}
+		want, err := json.Marshal(sdk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := json.Marshal(ours)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Fatalf("got %s, the SDK %s", got, want)
 		}
 	}
 }

@@ -40,7 +40,7 @@ type Server struct {
 	draining chan struct{} // closed when Drain starts
 	drainOne sync.Once
 	bg       sync.WaitGroup // the server's own goroutines: watchers
-	pending  activity       // legacy requests answered after their POST returned
+	pending  activity       // work that outlives its request: legacy answers, streams on taken connections
 	inflight activity       // tool calls running on this edge
 
 	calls     *callSet
@@ -95,7 +95,7 @@ func New(ctx context.Context, gw *gateway.Gateway, store *registry.Store, cfg Co
 	// cluster long before any cancel of a call.
 	prefix := subj.Cancel("")
 	s.cancels, err = s.nc.Subscribe(subj.CancelAll(), func(m *nats.Msg) {
-		s.calls.cancelRequest(strings.TrimPrefix(m.Subject, prefix))
+		s.calls.cancel(strings.TrimPrefix(m.Subject, prefix))
 	})
 	if err != nil {
 		cancel()
@@ -135,6 +135,7 @@ func (s *Server) Close() error {
 	s.stopView()
 	_ = s.cancels.Unsubscribe()
 	s.cancel()
+	s.calls.cancelAll()
 	<-s.pending.idle()
 	s.bg.Wait()
 	return nil
@@ -148,16 +149,6 @@ func (s *Server) refuseIfClosing(w http.ResponseWriter) bool {
 	w.Header().Set("Retry-After", "1")
 	http.Error(w, "this edge is shutting down; retry", http.StatusServiceUnavailable)
 	return true
-}
-
-// requestContext is a request's context that also ends when the server closes.
-func (s *Server) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(r.Context())
-	stop := context.AfterFunc(s.ctx, cancel)
-	return ctx, func() {
-		stop()
-		cancel()
-	}
 }
 
 // keepAlive writes keep-alive comments on a stream while nothing else is written,

@@ -2,6 +2,7 @@ package sse
 
 import (
 	"bytes"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -12,26 +13,83 @@ import (
 // concurrent use: a call's progress relay and its handler both write.
 type eventWriter struct {
 	mu      sync.Mutex
-	w       http.ResponseWriter
-	rc      *http.ResponseController
+	send    func([]byte) error // writes and flushes a piece of the stream
 	lastOut time.Time
 	err     error
 }
 
-// startEvents sends the headers of an event stream and returns its writer.
-func startEvents(w http.ResponseWriter, status int) *eventWriter {
-	h := w.Header()
+// setEventHeaders sets the headers of an event stream.
+func setEventHeaders(h http.Header) {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache, no-transform")
 	// Reverse proxies such as nginx buffer responses unless told not to.
 	h.Set("X-Accel-Buffering", "no")
+}
+
+// startEvents sends the headers of an event stream and returns its writer.
+func startEvents(w http.ResponseWriter, status int) *eventWriter {
+	setEventHeaders(w.Header())
 	w.WriteHeader(status)
 	rc := http.NewResponseController(w)
 	// A stream outlives any write timeout the HTTP server applies to responses.
 	_ = rc.SetWriteDeadline(time.Time{})
-	ew := &eventWriter{w: w, rc: rc}
-	ew.flush()
+	ew := &eventWriter{send: func(b []byte) error {
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}, lastOut: time.Now()}
+	ew.err = rc.Flush()
 	return ew
+}
+
+// detachedWriteTimeout bounds one write to a detached stream: a client that takes
+// no event for this long has gone, and its stream must not hold up a stopping edge.
+const detachedWriteTimeout = 30 * time.Second
+
+// detachEvents takes a request's connection from the HTTP server and answers the
+// request there with the headers of an event stream, chunked. The stream ends with
+// the connection: end writes the last chunk and closes it. It fails, and nothing is
+// written, where the connection cannot be taken (HTTP/2).
+func detachEvents(w http.ResponseWriter) (ew *eventWriter, conn net.Conn, end func(), err error) {
+	h := w.Header().Clone()
+	setEventHeaders(h)
+	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	h.Set("Transfer-Encoding", "chunked")
+	h.Set("Connection", "close")
+	// The request was read whole, and nothing may follow it on a connection its
+	// stream holds to the end: the buffers the server hands over are dropped.
+	conn, _, err = http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var head bytes.Buffer
+	head.WriteString("HTTP/1.1 200 OK\r\n")
+	_ = h.Write(&head)
+	head.WriteString("\r\n")
+	write := func(b []byte) error {
+		_ = conn.SetWriteDeadline(time.Now().Add(detachedWriteTimeout))
+		_, err := conn.Write(b)
+		return err
+	}
+	ew = &eventWriter{send: func(b []byte) error {
+		chunk := make([]byte, 0, len(b)+20)
+		chunk = strconv.AppendInt(chunk, int64(len(b)), 16)
+		chunk = append(chunk, "\r\n"...)
+		chunk = append(chunk, b...)
+		chunk = append(chunk, "\r\n"...)
+		return write(chunk)
+	}, lastOut: time.Now()}
+	ew.err = write(head.Bytes())
+	return ew, conn, func() {
+		ew.mu.Lock()
+		if ew.err == nil {
+			_ = write([]byte("0\r\n\r\n"))
+		}
+		ew.err = net.ErrClosed
+		ew.mu.Unlock()
+		_ = conn.Close()
+	}, nil
 }
 
 // event writes one event. An empty id or name is left out; data may hold newlines.
@@ -80,22 +138,7 @@ func (e *eventWriter) write(b []byte) error {
 	if e.err != nil {
 		return e.err
 	}
-	if _, err := e.w.Write(b); err != nil {
-		e.err = err
-		return err
-	}
+	e.err = e.send(b)
 	e.lastOut = time.Now()
-	if err := e.rc.Flush(); err != nil {
-		e.err = err
-	}
 	return e.err
-}
-
-func (e *eventWriter) flush() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.lastOut = time.Now()
-	if err := e.rc.Flush(); err != nil {
-		e.err = err
-	}
 }

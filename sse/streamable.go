@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"sync/atomic"
@@ -113,12 +114,13 @@ func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, p registry.Pri
 		}
 		resume = &last
 	}
-	why := s.holdStandalone(w, r, sess, resume, false, func(ew *eventWriter, at string) error {
+	s.holdStandalone(w, r, sess, resume, false, func(ew *eventWriter, at string) error {
 		return ew.prime(at, s.cfg.RetryAfter)
+	}, func(why streamEnd) {
+		if why == endClient || why == endServer {
+			s.closeStandalone(sess.ID)
+		}
 	})
-	if why == endClient || why == endServer {
-		s.closeStandalone(sess.ID)
-	}
 }
 
 func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Principal, tool string) {
@@ -131,8 +133,10 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 	if !ok {
 		return
 	}
-	if req, isReq := msg.(*jsonrpc.Request); isReq && req.Method != methodInitialize {
-		if isModern(readMeta(req.Params).ProtocolVersion) || isModern(r.Header.Get(headerProtocolVersion)) {
+	req, isReq := msg.(*jsonrpc.Request)
+	rr := &rpcRequest{p: p, tool: tool, req: req}
+	if isReq && req.Method != methodInitialize {
+		if isModern(r.Header.Get(headerProtocolVersion)) || isModern(rr.metaVersion()) {
 			s.serveModern(w, r, p, tool, req, accept)
 			return
 		}
@@ -140,11 +144,9 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 	if !s.checkVersionHeader(w, r) {
 		return
 	}
-	req, isReq := msg.(*jsonrpc.Request)
-	ctx, cancel := s.requestContext(r)
-	defer cancel()
+	// Close cancels the calls it finds running (callSet); the rest is quick.
+	ctx := r.Context()
 	if isReq && req.Method == methodInitialize && req.IsCall() {
-		rr := &rpcRequest{p: p, tool: tool, req: req}
 		result, err := s.handle(ctx, rr)
 		if rr.sess != nil {
 			w.Header().Set(headerSessionID, rr.sess.ID)
@@ -164,8 +166,10 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	rr := &rpcRequest{p: p, tool: tool, sess: sess, req: req}
-	s.log.Debug("request", "session", sess.ID, "method", req.Method, "id", req.ID.Raw())
+	rr.sess = sess
+	if s.log.Enabled(ctx, slog.LevelDebug) { // spares every request the arguments' allocations
+		s.log.Debug("request", "session", sess.ID, "method", req.Method, "id", req.ID.Raw())
+	}
 	if !req.IsCall() {
 		s.notification(rr)
 		w.WriteHeader(http.StatusAccepted)
@@ -210,6 +214,46 @@ func (s *Server) answer(w http.ResponseWriter, accept accepts, id jsonrpc.ID, re
 	_ = startEvents(w, status).event("", "message", body)
 }
 
+// awaitResume waits, once the connection of a call's stream broke, for the client to
+// resume the stream on any edge, which appends a "resume" record to it; it reports
+// whether the client did within ResumeGrace, or the call finished meanwhile. The
+// stream's records from seq from on are read first: the client may have resumed
+// before its old connection was seen to break.
+func (s *Server) awaitResume(subject string, from uint64, finished <-chan struct{}) bool {
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.ResumeGrace)
+	defer cancel()
+	f, err := s.events.follow(subject)
+	if err != nil {
+		s.log.Warn("following a broken call stream", "subject", subject, "err", err)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-finished:
+			return true
+		}
+	}
+	defer f.stop()
+	f.next = from
+	isResume := func(rec record) bool { return rec.header.Get(headerEvent) == eventResume }
+	if found, err := f.stored(ctx, isResume); found {
+		return true
+	} else if err != nil && ctx.Err() == nil {
+		s.log.Warn("reading a broken call stream", "subject", subject, "err", err)
+	}
+	for {
+		select {
+		case m := <-f.live:
+			if found, _ := f.take(ctx, m, isResume); found {
+				return true
+			}
+		case <-ctx.Done():
+			return false
+		case <-finished:
+			return true
+		}
+	}
+}
+
 // streamCall answers a session's tools/call with a stream, so that progress and log
 // notifications reach the client while the call runs. The stream's events are kept
 // in the event log, and a client that loses the connection resumes the stream on any
@@ -221,23 +265,6 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 	post := registry.NewID("")
 	subject := s.events.postSubject(sess.ID, post)
 
-	// An edge that resumes the stream says so on the stream's subject; follow it
-	// from before the client could know the stream's id.
-	resumed := make(chan struct{}, 1)
-	sub, err := s.nc.Subscribe(subject, func(m *nats.Msg) {
-		if m.Header.Get(headerEvent) == eventResume {
-			select {
-			case resumed <- struct{}{}:
-			default:
-			}
-		}
-	})
-	if err != nil {
-		s.refuse(w, http.StatusServiceUnavailable, "the bus is unavailable; retry")
-		return
-	}
-	defer sub.Unsubscribe()
-
 	actx, cancel := s.detached()
 	start, err := s.events.appendRecord(actx, subject, raw, nats.Header{headerEvent: {eventRequest}}, "")
 	cancel()
@@ -248,7 +275,6 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 	}
 	ew := startEvents(w, http.StatusOK)
 	_ = ew.prime(eventID{session: sess.ID, post: post, seq: start}.String(), s.cfg.RetryAfter)
-	defer s.keepAlive(ew)()
 	send := func(msg []byte, final bool) {
 		ctx, cancel := s.detached()
 		defer cancel()
@@ -268,24 +294,35 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 	}
 	rr.notify = func(msg []byte) { send(msg, false) }
 
-	// The call outlives the POST's connection by up to ResumeGrace.
+	// The call outlives the POST's connection by up to ResumeGrace. One goroutine
+	// keeps the stream alive while the client is there, and waits for it to resume
+	// once it is not.
 	ctx, cancelCall := context.WithCancel(s.ctx)
 	defer cancelCall()
 	var abandoned atomic.Bool
 	finished := make(chan struct{})
-	defer close(finished)
+	watched := make(chan struct{})
+	defer func() {
+		close(finished)
+		<-watched // no keep-alive after the handler returns
+	}()
 	go func() {
-		select {
-		case <-reqCtx.Done():
-		case <-finished:
-			return
-		}
-		select {
-		case <-resumed:
-		case <-time.After(s.cfg.ResumeGrace):
-			abandoned.Store(true)
-			cancelCall()
-		case <-finished:
+		defer close(watched)
+		keepAlive := time.NewTicker(s.cfg.KeepAlive)
+		defer keepAlive.Stop()
+		for {
+			select {
+			case <-keepAlive.C:
+				_ = ew.keepAlive(s.cfg.KeepAlive)
+			case <-reqCtx.Done():
+				if !s.awaitResume(subject, start+1, finished) {
+					abandoned.Store(true)
+					cancelCall()
+				}
+				return
+			case <-finished:
+				return
+			}
 		}
 	}()
 

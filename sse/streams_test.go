@@ -42,6 +42,24 @@ func TestIdleStreamsGetKeepAlives(t *testing.T) {
 	}
 }
 
+// TestLegacyClientLeaving: on the legacy transport the stream is the session, so a
+// client that closes its stream ends the session at once, and its id is then unknown.
+func TestLegacyClientLeaving(t *testing.T) {
+	e := newEnv(t)
+	ed := e.startEdge(t, 0, nil)
+	stream := openLegacyStream(t, e.sseURL(ed.url))
+	_, session, _ := strings.Cut(stream.endpoint, "session_id=")
+	if x := do(t, "POST", ed.url+stream.endpoint, nil, `{"jsonrpc":"2.0","id":1,"method":"ping"}`); x.status != http.StatusAccepted {
+		t.Fatalf("POST while the stream is open: %d %s", x.status, x.body)
+	}
+	stream.close()
+	ctx := testenv.Context(t)
+	testenv.Eventually(t, 2*time.Second, "the session ended with its stream", func() bool {
+		_, err := e.store.Session(ctx, session)
+		return errors.Is(err, registry.ErrNotFound)
+	})
+}
+
 // TestIdleSessionsExpire: a session nobody uses is gone after the idle TTL, and its
 // id is then unknown (404).
 func TestIdleSessionsExpire(t *testing.T) {
