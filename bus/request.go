@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 var tracer = otel.Tracer("github.com/toolgate/toolgate/bus")
@@ -41,9 +42,12 @@ type Reply struct {
 // caller goes away or the deadline passes first, it publishes a cancel message so the
 // worker stops working on an answer nobody will read.
 func Do(ctx context.Context, nc *nats.Conn, subjects Subjects, req Request) (*Reply, error) {
-	ctx, span := tracer.Start(ctx, "tool.request "+req.Subject, trace.WithSpanKind(trace.SpanKindClient))
-	defer span.End()
-	recording := span.IsRecording() // without a tracer provider, attributes are made for nothing
+	var span trace.Span = noop.Span{}
+	if Tracing() {
+		ctx, span = tracer.Start(ctx, "tool.request "+req.Subject, trace.WithSpanKind(trace.SpanKindClient))
+		defer span.End()
+	}
+	recording := span.IsRecording()
 	if recording {
 		span.SetAttributes(
 			attribute.String("messaging.system", "nats"),

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 )
 
@@ -31,3 +32,15 @@ func (c HeaderCarrier) Keys() []string {
 	}
 	return keys
 }
+
+// unset is otel's global tracer provider as it is before a program installs one: every
+// span it starts records nothing.
+var unset = otel.GetTracerProvider()
+
+// Tracing reports whether a program has installed a tracer provider (telemetry.Start
+// does when an exporter is configured). Without one a span records nothing, yet
+// starting it still costs allocations on every call, so the call path starts its spans
+// only when Tracing is true. Skipping them changes nothing that leaves the process: the
+// trace context a request came with is in its context either way, and goes on across
+// the bus (see Message).
+func Tracing() bool { return otel.GetTracerProvider() != unset }

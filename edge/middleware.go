@@ -94,13 +94,18 @@ var tracer = otel.Tracer("github.com/toolgate/toolgate/edge")
 // traceRequest runs each request in a server span named by its route pattern,
 // continuing the caller's trace when it sends one. The span records the path only on
 // routes whose path holds no secret (link tokens sit in paths). Without a tracer
-// provider, which is the default, the span records nothing and nothing is computed
-// for it; a caller's trace context still goes on to the tool.
+// provider, which is the default, no span is started (see bus.Tracing); a caller's
+// trace context still goes on to the tool.
 func traceRequest(c *gin.Context) {
 	r := c.Request
 	ctx := r.Context()
 	if len(r.Header["Traceparent"]) > 0 || len(r.Header["Baggage"]) > 0 {
 		ctx = bus.Propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
+		c.Request = r.WithContext(ctx)
+	}
+	if !bus.Tracing() { // no span to record: the caller's trace context goes on as it is
+		c.Next()
+		return
 	}
 	route := c.FullPath()
 	name := r.Method + " " + route
@@ -112,9 +117,7 @@ func traceRequest(c *gin.Context) {
 	if span.IsRecording() {
 		span.SetAttributes(requestAttributes(c)...)
 	}
-	if span.SpanContext().IsValid() {
-		c.Request = r.WithContext(ctx)
-	}
+	c.Request = c.Request.WithContext(ctx)
 	c.Next()
 	if span.IsRecording() {
 		status := c.Writer.Status()

@@ -29,6 +29,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/registry"
@@ -566,10 +567,10 @@ func (w *Worker) call(m *Method, st *methodStats, in inbound) {
 	defer st.inFlight.Add(-1)
 	start := time.Now()
 
-	respond, method, spanName := reply, m.Name, "tool.call "+w.tool.ID+"."+m.Name
+	respond, method := reply, m.Name
 	if m.mcp {
 		method = in.header.Get(bus.HeaderMethod)
-		respond, spanName = mcpReply, "tool.mcp "+w.tool.ID+" "+method
+		respond = mcpReply
 	}
 	c := &Call{
 		Tool: w.tool.ID, Method: method, Params: in.data, Header: in.header,
@@ -584,16 +585,23 @@ func (w *Worker) call(m *Method, st *methodStats, in inbound) {
 	}
 
 	ctx := bus.Propagator.Extract(w.base, bus.HeaderCarrier(in.header))
-	ctx, span := tracer.Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(
-			attribute.String("messaging.system", "nats"),
-			attribute.String("toolgate.tool", w.tool.ID),
-			attribute.String("toolgate.method", method),
-			attribute.String("toolgate.request_id", c.RequestID),
-			attribute.String("toolgate.account", c.Account),
-			attribute.String("toolgate.instance", w.cfg.instance),
-		))
-	defer span.End()
+	var span trace.Span = noop.Span{}
+	if bus.Tracing() { // without a tracer provider the span would record nothing
+		spanName := "tool.call " + w.tool.ID + "." + m.Name
+		if m.mcp {
+			spanName = "tool.mcp " + w.tool.ID + " " + method
+		}
+		ctx, span = tracer.Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(
+				attribute.String("messaging.system", "nats"),
+				attribute.String("toolgate.tool", w.tool.ID),
+				attribute.String("toolgate.method", method),
+				attribute.String("toolgate.request_id", c.RequestID),
+				attribute.String("toolgate.account", c.Account),
+				attribute.String("toolgate.instance", w.cfg.instance),
+			))
+		defer span.End()
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	switch {
@@ -631,7 +639,7 @@ func (w *Worker) call(m *Method, st *methodStats, in inbound) {
 		var own *Error
 		var rpc *RPCError
 		if !errors.As(err, &own) && !errors.As(err, &rpc) {
-			w.log.Warn("call failed", "method", method, "request_id", c.RequestID, "trace_id", span.SpanContext().TraceID(), "err", err)
+			w.log.Warn("call failed", "method", method, "request_id", c.RequestID, "trace_id", trace.SpanContextFromContext(ctx).TraceID(), "err", err)
 		}
 	}
 	if in.reply == "" {
