@@ -18,7 +18,9 @@ func TestTimeoutIsTheShortestOfMethodCallerAndMaximum(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	method := func(d time.Duration) *registry.Method { return &registry.Method{Name: "m", Timeout: registry.Duration(d)} }
+	method := func(d time.Duration) *registry.Method {
+		return &registry.Method{Name: "m", Timeout: registry.Duration(d)}
+	}
 	tests := []struct {
 		name   string
 		method *registry.Method
