@@ -106,6 +106,7 @@ type row struct {
 	name      string
 	saturated load.Result
 	paced     load.Result
+	cpu       map[string]time.Duration // each process's CPU time during the saturated run
 }
 
 func run(ctx context.Context, cfg config) error {
@@ -152,7 +153,19 @@ func run(ctx context.Context, cfg config) error {
 		fmt.Fprintf(os.Stderr, "measuring %s...\n", p.name)
 		load.Saturate(ctx, cfg.callers, time.Second, cfg.max, p.fn) // warm connections, sessions, caches
 		r := row{name: p.name}
+		before, err := s.cpu()
+		if err != nil {
+			return err
+		}
 		r.saturated = load.Saturate(ctx, cfg.callers, cfg.duration, cfg.max, p.fn)
+		after, err := s.cpu()
+		if err != nil {
+			return err
+		}
+		r.cpu = make(map[string]time.Duration, len(after))
+		for role, d := range after {
+			r.cpu[role] = d - before[role]
+		}
 		r.paced = load.Paced(ctx, cfg.rate, cfg.duration, cfg.max, 512, p.fn)
 		rows = append(rows, r)
 		if cfg.profile != "" && p.id != "" {
@@ -262,6 +275,25 @@ func render(cfg config, rows []row, mem []memory) string {
 			}
 		}
 	}
+	fmt.Fprintf(&b, "\n\nCPU time per request at saturation, by process (µs; /proc, 10 ms ticks). When the machine is the limit, the ratio of two paths' totals is about the inverse of their throughputs'.\n\n")
+	b.WriteString("| path |")
+	for _, role := range cpuRoles {
+		fmt.Fprintf(&b, " %s |", role)
+	}
+	b.WriteString(" total |\n|---|" + strings.Repeat("---:|", len(cpuRoles)+1) + "\n")
+	for _, r := range rows {
+		n := r.saturated.Requests
+		if n == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "| %s |", r.name)
+		var total time.Duration
+		for _, role := range cpuRoles {
+			total += r.cpu[role]
+			fmt.Fprintf(&b, " %.1f |", perRequest(r.cpu[role], n))
+		}
+		fmt.Fprintf(&b, " %.1f |\n", perRequest(total, n))
+	}
 	b.WriteString("\n\n| idle SSE sessions | opened | edge RSS before | after | per session |\n|---:|---:|---:|---:|---:|\n")
 	for _, m := range mem {
 		fmt.Fprintf(&b, "| %d | %d | %s | %s | %s |\n", m.sessions, m.opened, mib(m.before), mib(m.after), kib(m.perStream))
@@ -274,5 +306,8 @@ func render(cfg config, rows []row, mem []memory) string {
 }
 
 func us(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
-func mib(n int64) string               { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
-func kib(n int64) string               { return fmt.Sprintf("%.1f KiB", float64(n)/1024) }
+
+// perRequest is d spread over n requests, in microseconds.
+func perRequest(d time.Duration, n int) float64 { return float64(d.Microseconds()) / float64(n) }
+func mib(n int64) string                        { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+func kib(n int64) string                        { return fmt.Sprintf("%.1f KiB", float64(n)/1024) }

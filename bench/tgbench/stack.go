@@ -26,6 +26,7 @@ type stack struct {
 	adminKey string
 	edge     *exec.Cmd
 	procs    []*exec.Cmd
+	roles    []string // what each of procs is: nats, worker, edge, bare
 	// Where the edge and the worker serve their Go profiles; empty unless asked for.
 	edgePprof, workerPprof string
 }
@@ -67,22 +68,22 @@ func (s *stack) start(ctx context.Context, bin, self string, log io.Writer, prof
 		return err
 	}
 
-	if _, err := s.run(ctx, log, nil, bin, "nats", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[0]),
+	if _, err := s.run(ctx, log, nil, "nats", bin, "nats", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		"--store-dir", filepath.Join(s.dir, "nats")); err != nil {
 		return err
 	}
 	if err := waitTCP(ctx, fmt.Sprintf("127.0.0.1:%d", ports[0])); err != nil {
 		return fmt.Errorf("nats: %w", err)
 	}
-	if _, err := s.run(ctx, log, pprofEnv(s.workerPprof), bin, "worker", "demo", "--nats", s.natsURL); err != nil {
+	if _, err := s.run(ctx, log, pprofEnv(s.workerPprof), "worker", bin, "worker", "demo", "--nats", s.natsURL); err != nil {
 		return err
 	}
-	if s.edge, err = s.run(ctx, log, pprofEnv(s.edgePprof), bin, "edge", "--nats", s.natsURL,
+	if s.edge, err = s.run(ctx, log, pprofEnv(s.edgePprof), "edge", bin, "edge", "--nats", s.natsURL,
 		"--listen", fmt.Sprintf("127.0.0.1:%d", ports[1]), "--base-url", s.edgeURL,
 		"--link-secret-file", secretFile, "--admin-key-file", adminFile); err != nil {
 		return err
 	}
-	if _, err := s.run(ctx, log, nil, self, "bare", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[2])); err != nil {
+	if _, err := s.run(ctx, log, nil, "bare", self, "bare", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[2])); err != nil {
 		return err
 	}
 	if err := waitHTTP(ctx, s.edgeURL+"/readyz"); err != nil {
@@ -99,7 +100,7 @@ func pprofEnv(addr string) []string {
 	return []string{"TOOLGATE_PPROF=" + addr}
 }
 
-func (s *stack) run(ctx context.Context, log io.Writer, env []string, name string, args ...string) (*exec.Cmd, error) {
+func (s *stack) run(ctx context.Context, log io.Writer, env []string, role, name string, args ...string) (*exec.Cmd, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if env != nil {
@@ -110,6 +111,7 @@ func (s *stack) run(ctx context.Context, log io.Writer, env []string, name strin
 		return nil, fmt.Errorf("start %s %s: %w", filepath.Base(name), args[0], err)
 	}
 	s.procs = append(s.procs, cmd)
+	s.roles = append(s.roles, role)
 	return cmd, nil
 }
 
@@ -179,4 +181,54 @@ func poll(ctx context.Context, ok func() bool) error {
 		}
 	}
 	return nil
+}
+
+// cpuRoles are the processes whose CPU time a measurement reads, in the report's order:
+// the load generator (this process) first.
+var cpuRoles = []string{"load generator", "bare", "nats", "worker", "edge"}
+
+// cpu is the CPU time (user and system) each process has used so far, by role.
+func (s *stack) cpu() (map[string]time.Duration, error) {
+	out := make(map[string]time.Duration, len(s.procs)+1)
+	self, err := procCPU("self")
+	if err != nil {
+		return nil, err
+	}
+	out["load generator"] = self
+	for i, p := range s.procs {
+		d, err := procCPU(strconv.Itoa(p.Process.Pid))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.roles[i], err)
+		}
+		out[s.roles[i]] = d
+	}
+	return out, nil
+}
+
+// clockTick is the unit of /proc/<pid>/stat's times: USER_HZ, 100 on every Linux
+// architecture Go runs on.
+const clockTick = 10 * time.Millisecond
+
+// procCPU reads utime and stime, fields 14 and 15 of /proc/<pid>/stat.
+func procCPU(pid string) (time.Duration, error) {
+	data, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name, field 2, is in parentheses and may hold spaces: count fields
+	// after its closing one.
+	rest := string(data)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	f := strings.Fields(rest) // f[0] is field 3
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%s/stat: %d fields", pid, len(f)+2)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%s/stat: utime %q, stime %q", pid, f[11], f[12])
+	}
+	return time.Duration(utime+stime) * clockTick, nil
 }
