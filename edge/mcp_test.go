@@ -181,7 +181,7 @@ func TestAccessLogHoldsNoSecrets(t *testing.T) {
 		}
 		if rec["msg"] == "http request" {
 			lines++
-			if rec["request_id"] == "" || rec["route"] == nil || rec["status"] == nil {
+			if rec["request_id"] == "" || rec["route"] == nil || rec["status"] == nil || rec["duration_us"] == nil {
 				t.Fatalf("access log line lacks fields: %s", line)
 			}
 		}

@@ -183,7 +183,7 @@ func (e *Edge) accessLog(c *gin.Context) {
 		slog.String("route", c.FullPath()),
 		slog.Int("status", status),
 		slog.Int("bytes", max(c.Writer.Size(), 0)),
-		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+		slog.Int64("duration_us", time.Since(start).Microseconds()), // an integer: slog encodes floats through encoding/json
 		slog.String("remote", c.RemoteIP()), // the edge trusts no proxy's headers: the peer is the client
 	)
 	if p := principal(c); p.Account != "" {
