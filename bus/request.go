@@ -35,6 +35,9 @@ type Reply struct {
 	ContentType string
 	Data        []byte
 	Header      nats.Header
+	// Elapsed is the round trip on the bus, from sending the request to holding the
+	// reply: the tool's time plus NATS's, without the caller's own.
+	Elapsed time.Duration
 }
 
 // Do sends req and waits for the reply or ctx's end. It maps the ways a call fails
@@ -69,7 +72,9 @@ func Do(ctx context.Context, nc *nats.Conn, subjects Subjects, req Request) (*Re
 			return nil, err
 		}
 	}
+	sent := time.Now()
 	reply, err := nc.RequestMsgWithContext(ctx, msg)
+	elapsed := time.Since(sent)
 	if err != nil {
 		err = mapRequestError(ctx, err)
 		if errors.Is(err, ErrTimeout) || errors.Is(err, context.Canceled) {
@@ -84,6 +89,7 @@ func Do(ctx context.Context, nc *nats.Conn, subjects Subjects, req Request) (*Re
 		span.SetStatus(codes.Error, err.Error())
 		return nil, err
 	}
+	r.Elapsed = elapsed
 	if recording {
 		span.SetAttributes(attribute.Int("toolgate.status", r.Status))
 	}

@@ -183,7 +183,8 @@ func (e *Edge) accessLog(c *gin.Context) {
 		slog.String("route", c.FullPath()),
 		slog.Int("status", status),
 		slog.Int("bytes", max(c.Writer.Size(), 0)),
-		slog.Int64("duration_us", time.Since(start).Microseconds()), // an integer: slog encodes floats through encoding/json
+		// An integer: slog's JSON handler encodes a float through encoding/json.
+		slog.Int64("duration_us", time.Since(start).Microseconds()),
 		slog.String("remote", c.RemoteIP()), // the edge trusts no proxy's headers: the peer is the client
 	)
 	if p := principal(c); p.Account != "" {

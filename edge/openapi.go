@@ -81,6 +81,8 @@ func (e *Edge) openAPIFor(t *registry.Tool) *openAPIDoc {
 			"headers": map[string]any{
 				"RetryAfter": map[string]any{"description": "Seconds to wait before trying again.",
 					"schema": map[string]any{"type": "integer", "minimum": 1}},
+				"ServerTiming": map[string]any{"description": "tool;dur= the bus round trip, the tool's time, and gateway;dur= the rest of the edge's handling, in milliseconds.",
+					"schema": map[string]any{"type": "string"}},
 			},
 			"responses": map[string]any{
 				"Error": map[string]any{
@@ -99,7 +101,8 @@ func (e *Edge) openAPIFor(t *registry.Tool) *openAPIDoc {
 	for _, m := range t.Methods {
 		input := m.Name + ".input"
 		schemas[input] = componentSchema(m.InputSchema, input, schemas)
-		ok := map[string]any{"description": "The tool's answer, with the status and content type the tool gave it."}
+		ok := map[string]any{"description": "The tool's answer, with the status and content type the tool gave it.",
+			"headers": map[string]any{"Server-Timing": ref("headers", "ServerTiming")}}
 		if len(m.OutputSchema) > 0 {
 			output := m.Name + ".output"
 			schemas[output] = componentSchema(m.OutputSchema, output, schemas)

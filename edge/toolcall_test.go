@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -227,5 +229,42 @@ func TestContentTypes(t *testing.T) {
 	r = e.do(http.MethodPost, "/tool-call/echo/echo", `{"b":2}`, "Authorization", "Bearer "+key)
 	if r.status != http.StatusOK {
 		t.Fatalf("Authorization: Bearer: status %d; %s", r.status, r.body)
+	}
+}
+
+// TestServerTimingSplitsToolFromGateway: a tool's answer says, in Server-Timing, how
+// long the bus round trip took (the tool's time) and how long the edge took besides.
+func TestServerTimingSplitsToolFromGateway(t *testing.T) {
+	e := newEnv(t)
+	key := e.account("acme", registry.Limits{})
+	const toolTime = 120 * time.Millisecond
+	e.serve(registry.Tool{ID: "slow", Methods: []registry.Method{{Name: "run"}}}, func(_ string, m *nats.Msg) {
+		time.Sleep(toolTime)
+		respond(m, 0, "application/json", []byte(`{}`))
+	})
+	e.connect("acme", "slow")
+
+	start := time.Now()
+	r := e.call(key, "slow", "run", `{}`)
+	took := time.Since(start)
+	if r.status != http.StatusOK {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	timing := map[string]time.Duration{}
+	for _, metric := range strings.Split(r.header.Get("Server-Timing"), ",") {
+		name, params, _ := strings.Cut(strings.TrimSpace(metric), ";")
+		ms, ok := strings.CutPrefix(params, "dur=")
+		f, err := strconv.ParseFloat(ms, 64)
+		if !ok || err != nil {
+			t.Fatalf("Server-Timing %q: metric %q has no dur", r.header.Get("Server-Timing"), metric)
+		}
+		timing[name] = time.Duration(f * float64(time.Millisecond))
+	}
+	tool, gw := timing["tool"], timing["gateway"]
+	if tool < toolTime || tool > took {
+		t.Fatalf("tool;dur %v: want at least the tool's %v and at most the %v the call took", tool, toolTime, took)
+	}
+	if _, ok := timing["gateway"]; !ok || gw < 0 || gw+tool > took {
+		t.Fatalf("gateway;dur %v with tool;dur %v: want both within the %v the call took", gw, tool, took)
 	}
 }

@@ -210,6 +210,7 @@ func (e *Edge) toolCall(c *gin.Context) {
 	h["X-Content-Type-Options"] = nosniff
 	h["Content-Security-Policy"] = sandbox
 	h["Content-Length"] = []string{strconv.Itoa(len(reply.Data))}
+	h["Server-Timing"] = []string{serverTiming(time.Since(start), reply.Elapsed)}
 	c.Writer.WriteHeader(reply.Status)
 	_, _ = c.Writer.Write(reply.Data)
 }
@@ -295,4 +296,22 @@ func readBody(buf *bytes.Buffer, r *http.Request) error {
 		return err
 	}
 	return newHTTPError(http.StatusBadRequest, CodeInvalidRequest, "the body could not be read")
+}
+
+// serverTiming is a tool call's Server-Timing header (W3C Server Timing): "tool", the
+// round trip on the bus (the worker's time plus NATS's), and "gateway", the rest of the
+// edge's handling of the call from routing to the reply (visibility, body, schema, rate
+// limit, encoding). Durations are in milliseconds, to the microsecond. It tells a caller
+// whether a slow call was the tool or the gateway, and browsers' developer tools show it.
+func serverTiming(total, tool time.Duration) string {
+	b := make([]byte, 0, 48)
+	b = append(b, "gateway;dur="...)
+	b = appendMillis(b, max(total-tool, 0))
+	b = append(b, ", tool;dur="...)
+	b = appendMillis(b, tool)
+	return string(b)
+}
+
+func appendMillis(b []byte, d time.Duration) []byte {
+	return strconv.AppendFloat(b, float64(d.Microseconds())/1000, 'f', 3, 64)
 }
