@@ -137,6 +137,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 	defer nc.Close()
 
+	serverTimings := &timings{}
 	paths := []struct {
 		name string
 		id   string // names the profiles of a path through the edge
@@ -144,7 +145,7 @@ func run(ctx context.Context, cfg config) error {
 	}{
 		{"bare gin handler (HTTP ceiling)", "", bareCall(s)},
 		{"NATS request-reply to the echo worker (bus ceiling)", "", busCall(nc)},
-		{"POST /tool-call through the edge", "toolcall", toolCall(s, acct)},
+		{"POST /tool-call through the edge", "toolcall", toolCall(s, acct, serverTimings)},
 		{"MCP tools/call, Streamable HTTP", "streamable", streamableCall(acct)},
 		{"MCP tools/call, legacy HTTP+SSE", "legacy", legacyCall(acct)},
 	}
@@ -166,7 +167,9 @@ func run(ctx context.Context, cfg config) error {
 		for role, d := range after {
 			r.cpu[role] = d - before[role]
 		}
+		serverTimings.on.Store(true) // only tool-call reads it, and only at the fixed rate
 		r.paced = load.Paced(ctx, cfg.rate, cfg.duration, cfg.max, 512, p.fn)
+		serverTimings.on.Store(false)
 		rows = append(rows, r)
 		if cfg.profile != "" && p.id != "" {
 			if err := profile(ctx, s, cfg, p.id, p.fn); err != nil {
@@ -186,7 +189,7 @@ func run(ctx context.Context, cfg config) error {
 		}
 		mem = append(mem, m)
 	}
-	report := render(cfg, rows, mem)
+	report := render(cfg, rows, mem, serverTimings)
 	fmt.Print(report)
 	if cfg.out != "" {
 		return os.WriteFile(cfg.out, []byte(report), 0o644)
@@ -249,7 +252,7 @@ func measureSessions(ctx context.Context, s *stack, a *account, n int) (memory, 
 	return m, nil
 }
 
-func render(cfg config, rows []row, mem []memory) string {
+func render(cfg config, rows []row, mem []memory, t *timings) string {
 	var b strings.Builder
 	host, _ := os.Hostname()
 	fmt.Fprintf(&b, "## toolgate benchmarks\n\n")
@@ -274,6 +277,10 @@ func render(cfg config, rows []row, mem []memory) string {
 				break
 			}
 		}
+	}
+	if gw, tool, n := t.medians(); n > 0 {
+		fmt.Fprintf(&b, "\n\nPOST /tool-call at %.0f/s, as the edge's Server-Timing splits it (medians of %d answers): the tool's time, the round trip on the bus to the echo worker and back, %v; the gateway's own, %v. The rest of its p50 is HTTP between the load generator and the edge.\n",
+			cfg.rate, n, us(tool), us(gw))
 	}
 	fmt.Fprintf(&b, "\n\nCPU time per request at saturation, by process (µs; /proc, 10 ms ticks). When the machine is the limit, the ratio of two paths' totals is about the inverse of their throughputs'.\n\n")
 	b.WriteString("| path |")

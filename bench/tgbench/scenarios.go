@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -144,12 +147,71 @@ func busCall(nc *nats.Conn) load.Func {
 	}
 }
 
-// toolCall is the product's REST path: auth, validation, bus, worker.
-func toolCall(s *stack, a *account) load.Func {
+// toolCall is the product's REST path: auth, validation, bus, worker. While t is
+// on, it keeps the edge's Server-Timing of each answer.
+func toolCall(s *stack, a *account, t *timings) load.Func {
 	h := http.Header{"Content-Type": {"application/json"}, "SERVICE_API_KEY": {a.key}}
 	return func(ctx context.Context) error {
-		return expectOK(post(ctx, s.edgeURL+"/tool-call/echo/echo", h, payload))
+		data, resp, err := post(ctx, s.edgeURL+"/tool-call/echo/echo", h, payload)
+		if err := expectOK(data, resp, err); err != nil {
+			return err
+		}
+		if t.on.Load() {
+			return t.add(resp.Header.Get("Server-Timing"))
+		}
+		return nil
 	}
+}
+
+// timings collects the edge's Server-Timing: the time of the gateway and that of the
+// tool (the bus round trip), per answer.
+type timings struct {
+	on            atomic.Bool
+	mu            sync.Mutex
+	gateway, tool []time.Duration
+}
+
+func (t *timings) add(header string) error {
+	var gw, tool time.Duration
+	var seen int
+	for metric := range strings.SplitSeq(header, ",") {
+		name, params, _ := strings.Cut(strings.TrimSpace(metric), ";")
+		ms, ok := strings.CutPrefix(params, "dur=")
+		f, err := strconv.ParseFloat(ms, 64)
+		if !ok || err != nil {
+			return fmt.Errorf("Server-Timing %q: no dur in %q", header, metric)
+		}
+		d := time.Duration(f * float64(time.Millisecond))
+		switch name {
+		case "gateway":
+			gw, seen = d, seen+1
+		case "tool":
+			tool, seen = d, seen+1
+		}
+	}
+	if seen != 2 {
+		return fmt.Errorf("Server-Timing %q: want gateway and tool", header)
+	}
+	t.mu.Lock()
+	t.gateway, t.tool = append(t.gateway, gw), append(t.tool, tool)
+	t.mu.Unlock()
+	return nil
+}
+
+// medians returns the median gateway and tool times collected, and how many answers
+// they are of.
+func (t *timings) medians() (gateway, tool time.Duration, n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	median := func(ds []time.Duration) time.Duration {
+		if len(ds) == 0 {
+			return 0
+		}
+		s := slices.Clone(ds)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	return median(t.gateway), median(t.tool), len(t.tool)
 }
 
 func rpc(id int64, method string, params any) []byte {
