@@ -33,9 +33,9 @@ lint: ## go vet and staticcheck
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@latest ./...
 
 bench: build ## the gateway's cost: Go benchmarks of the hot paths, then the stack under load (bench/RESULTS.md)
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) test -run '^$$' -bench . -benchmem ./... > bin/gobench.txt; status=$$?; cat bin/gobench.txt; exit $$status
 	$(GO) build -o bin/tgbench ./bench/tgbench
-	bin/tgbench -bin $(BIN) -out bench/RESULTS.md
+	bin/tgbench -bin $(BIN) -gobench bin/gobench.txt -out bench/RESULTS.md
 
 conformance: ## the official MCP conformance suite: against a stack of its own with the fixture tool, or MCP_URL=<link>
 	./scripts/conformance.sh

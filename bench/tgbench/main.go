@@ -43,6 +43,7 @@ type config struct {
 	out      string
 	profile  string
 	verbose  bool
+	gobench  string
 }
 
 func main() {
@@ -64,6 +65,7 @@ func main() {
 	flag.StringVar(&cfg.out, "out", "", "also write the report to this file (Markdown)")
 	flag.StringVar(&cfg.profile, "profile", "", "write CPU and allocation profiles of the edge and the worker, under load on each edge path, to this directory")
 	flag.BoolVar(&cfg.verbose, "v", false, "show the processes' logs")
+	flag.StringVar(&cfg.gobench, "gobench", "", "the output of go test -bench to add to the report (its Benchmark lines)")
 	flag.Parse()
 	for _, f := range strings.Split(sessions, ",") {
 		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 0 {
@@ -190,6 +192,13 @@ func run(ctx context.Context, cfg config) error {
 		mem = append(mem, m)
 	}
 	report := render(cfg, rows, mem, serverTimings)
+	if cfg.gobench != "" {
+		lines, err := benchmarkLines(cfg.gobench)
+		if err != nil {
+			return err
+		}
+		report += "Go benchmarks of the hot paths, from the same run (`go test -run '^$' -bench . -benchmem ./...`):\n\n```\n" + lines + "```\n"
+	}
 	fmt.Print(report)
 	if cfg.out != "" {
 		return os.WriteFile(cfg.out, []byte(report), 0o644)
@@ -318,3 +327,30 @@ func us(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
 func perRequest(d time.Duration, n int) float64 { return float64(d.Microseconds()) / float64(n) }
 func mib(n int64) string                        { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 func kib(n int64) string                        { return fmt.Sprintf("%.1f KiB", float64(n)/1024) }
+
+// benchmarkLines are the result lines of go test -bench output in file, with the
+// package each ran in.
+func benchmarkLines(file string) (string, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
+	var b, pkg strings.Builder
+	for line := range strings.Lines(string(data)) {
+		switch {
+		case strings.HasPrefix(line, "pkg: "):
+			pkg.Reset()
+			pkg.WriteString(line)
+		case strings.HasPrefix(line, "Benchmark") && strings.Contains(line, "ns/op"):
+			if pkg.Len() > 0 {
+				b.WriteString(pkg.String())
+				pkg.Reset()
+			}
+			b.WriteString(line)
+		}
+	}
+	if b.Len() == 0 {
+		return "", fmt.Errorf("%s: no benchmark results", file)
+	}
+	return b.String(), nil
+}
