@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,7 +25,10 @@ const (
 	BucketSessions    = "tg-sessions"
 )
 
-// Options configure the buckets.
+// Options configure the buckets. A setting left at zero is taken from the buckets as
+// they are, or from DefaultOptions when Open creates them; a setting given must be what
+// the buckets have, unless Update is set. So a process started without --replicas joins
+// a cluster's buckets as they are instead of quietly changing them.
 type Options struct {
 	// Replicas per bucket: 1 on a single node, 3 in a cluster.
 	Replicas int
@@ -32,12 +36,33 @@ type Options struct {
 	PresenceTTL time.Duration
 	// SessionTTL is how long an idle MCP session is kept.
 	SessionTTL time.Duration
+	// Update changes buckets that exist with other settings to these, instead of
+	// refusing to open them: for changing a registry's replicas or TTLs on purpose.
+	Update bool
 }
 
 // DefaultOptions suit a single node.
 func DefaultOptions() Options {
 	return Options{Replicas: 1, PresenceTTL: 10 * time.Second, SessionTTL: 30 * time.Minute}
 }
+
+// ErrSettingsDiffer is what a *MismatchError is.
+var ErrSettingsDiffer = errors.New("registry: a bucket's settings differ from this process's")
+
+// MismatchError is Open refusing a bucket that exists with another setting than the
+// one the process asks for.
+type MismatchError struct {
+	Bucket, Setting string
+	Have, Want      any
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("registry: bucket %s has %s %v, this process asks for %v: give every process the same settings, "+
+		"leave them unset to take the buckets' own, or change the buckets on purpose (toolgate edge --update-registry)",
+		e.Bucket, e.Setting, e.Have, e.Want)
+}
+
+func (e *MismatchError) Unwrap() error { return ErrSettingsDiffer }
 
 // Store reads and writes the registry's records.
 type Store struct {
@@ -52,22 +77,40 @@ type Store struct {
 	sessions jetstream.KeyValue
 }
 
-// Open creates the buckets if they are missing (it is safe for many processes to do
-// so at once) and returns a Store on them.
+// Open creates the buckets that are missing (it is safe for many processes to do so at
+// once), checks those that exist against opts (see Options), and returns a Store on
+// them. The Store's Options are the settings the buckets have.
 func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
-	if opts.Replicas == 0 {
-		opts.Replicas = 1
-	}
-	if opts.PresenceTTL == 0 {
-		opts.PresenceTTL = DefaultOptions().PresenceTTL
-	}
-	if opts.SessionTTL == 0 {
-		opts.SessionTTL = DefaultOptions().SessionTTL
-	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("registry: jetstream: %w", err)
 	}
+	// Unset settings: as the buckets have them, else the defaults.
+	def := DefaultOptions()
+	for _, u := range []struct {
+		unset  bool
+		bucket string
+		take   func(jetstream.KeyValueConfig)
+	}{
+		{opts.Replicas == 0, BucketTools, func(c jetstream.KeyValueConfig) { opts.Replicas = c.Replicas }},
+		{opts.PresenceTTL == 0, BucketPresence, func(c jetstream.KeyValueConfig) { opts.PresenceTTL = c.TTL }},
+		{opts.SessionTTL == 0, BucketSessions, func(c jetstream.KeyValueConfig) { opts.SessionTTL = c.TTL }},
+	} {
+		if !u.unset {
+			continue
+		}
+		have, err := bucketConfig(ctx, js, u.bucket)
+		if err != nil {
+			return nil, err
+		}
+		if have != nil {
+			u.take(*have)
+		}
+	}
+	opts.Replicas = cmp.Or(opts.Replicas, def.Replicas)
+	opts.PresenceTTL = cmp.Or(opts.PresenceTTL, def.PresenceTTL)
+	opts.SessionTTL = cmp.Or(opts.SessionTTL, def.SessionTTL)
+
 	s := &Store{opts: opts, js: js}
 	buckets := []struct {
 		kv  *jetstream.KeyValue
@@ -87,7 +130,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	}
 	for _, b := range buckets {
 		b.cfg.Replicas = opts.Replicas
-		kv, err := createBucket(ctx, js, b.cfg)
+		kv, err := openBucket(ctx, js, b.cfg, opts.Update)
 		if err != nil {
 			return nil, err
 		}
@@ -96,19 +139,95 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// createBucket retries while a new cluster elects its JetStream leader.
-func createBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	for {
-		kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
-		if err == nil {
-			return kv, nil
+// bucketConfig is the configuration of a bucket, or nil when there is none.
+func bucketConfig(ctx context.Context, js jetstream.JetStream, bucket string) (*jetstream.KeyValueConfig, error) {
+	var cfg *jetstream.KeyValueConfig
+	err := retry(ctx, bucket, func() error {
+		kv, err := js.KeyValue(ctx, bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			return nil
 		}
-		if !retryable(err) {
-			return nil, fmt.Errorf("registry: bucket %s: %w", cfg.Bucket, err)
+		if err != nil {
+			return err
+		}
+		st, err := kv.Status(ctx)
+		if err != nil {
+			return err
+		}
+		c := st.Config()
+		cfg = &c
+		return nil
+	})
+	return cfg, err
+}
+
+// openBucket creates the bucket cfg describes if it is missing, and otherwise checks
+// the settings the registry depends on, updating them when update is set.
+func openBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig, update bool) (jetstream.KeyValue, error) {
+	for {
+		have, err := bucketConfig(ctx, js, cfg.Bucket)
+		if err != nil {
+			return nil, err
+		}
+		var kv jetstream.KeyValue
+		if have == nil {
+			err = retry(ctx, cfg.Bucket, func() (err error) {
+				kv, err = js.CreateKeyValue(ctx, cfg)
+				return err
+			})
+			if errors.Is(err, jetstream.ErrBucketExists) {
+				continue // another process made it first: check what it made
+			}
+			return kv, err
+		}
+		mismatch := settingsDiffer(*have, cfg)
+		if mismatch == nil {
+			return js.KeyValue(ctx, cfg.Bucket)
+		}
+		if !update {
+			return nil, mismatch
+		}
+		err = retry(ctx, cfg.Bucket, func() (err error) {
+			kv, err = js.UpdateKeyValue(ctx, cfg)
+			return err
+		})
+		return kv, err
+	}
+}
+
+// settingsDiffer compares the settings of a bucket the registry relies on.
+func settingsDiffer(have, want jetstream.KeyValueConfig) *MismatchError {
+	for _, d := range []struct {
+		setting    string
+		have, want any
+	}{
+		{"replicas", have.Replicas, want.Replicas},
+		{"history", have.History, max(want.History, 1)},
+		{"TTL", have.TTL, want.TTL},
+		{"limit marker TTL", have.LimitMarkerTTL, want.LimitMarkerTTL},
+		{"storage", have.Storage, want.Storage},
+	} {
+		if d.have != d.want {
+			return &MismatchError{Bucket: want.Bucket, Setting: d.setting, Have: d.have, Want: d.want}
+		}
+	}
+	return nil
+}
+
+// retry runs op until it succeeds or fails in a way waiting will not mend; a new
+// cluster answers "not ready" while it elects its JetStream leader.
+func retry(ctx context.Context, bucket string, op func() error) error {
+	for {
+		err := op()
+		if err == nil || !retryable(err) {
+			if err != nil {
+				return fmt.Errorf("registry: bucket %s: %w", bucket, err)
+			}
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("registry: bucket %s: %w (last error: %v)", cfg.Bucket, ctx.Err(), err)
+			return fmt.Errorf("registry: bucket %s: %w (last error: %v)", bucket, ctx.Err(), err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

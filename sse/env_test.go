@@ -260,9 +260,9 @@ func (e *env) openStore(t testing.TB, nc *nats.Conn) *registry.Store {
 	if e.sessionTTL == 0 {
 		return testenv.Store(t, nc, e.replicas)
 	}
-	opts := registry.DefaultOptions()
-	opts.Replicas, opts.SessionTTL = e.replicas, e.sessionTTL
-	store, err := registry.Open(testenv.Context(t), nc, opts)
+	// The env's registry was made with the default session TTL: change it, as an
+	// operator changing the TTL would.
+	store, err := registry.Open(testenv.Context(t), nc, registry.Options{Replicas: e.replicas, SessionTTL: e.sessionTTL, Update: true})
 	if err != nil {
 		t.Fatal(err)
 	}

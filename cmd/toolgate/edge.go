@@ -32,16 +32,20 @@ type edgeOptions struct {
 	Edge           edge.Config
 	Gateway        gateway.Config
 	NATS           string
-	Replicas       int
+	Replicas       int  // 0: the registry's own (see workerConfig.Replicas)
+	UpdateRegistry bool // change existing buckets to Replicas instead of refusing
 	LinkSecretFile string
 	AdminKeyFile   string
 	Dashboard      bool // serve the deployment dashboard under /dashboard/
 	MCP            sse.Config
 }
 
+// replicasUsage describes --replicas, which the edge and the workers share.
+const replicasUsage = "replicas of the registry's buckets: 1 on a single node, 3 in a cluster; unset, as the buckets are (1 when creating them), and a number that differs from theirs stops the process"
+
 func defaultEdgeOptions() edgeOptions {
 	return edgeOptions{Edge: edge.DefaultConfig(), Gateway: gateway.DefaultConfig(), MCP: sse.DefaultConfig(),
-		NATS: "nats://127.0.0.1:4222", Replicas: 1, Dashboard: true}
+		NATS: "nats://127.0.0.1:4222", Dashboard: true}
 }
 
 // Validate names the first field that is wrong. An empty base URL is taken from the
@@ -59,8 +63,11 @@ func (o edgeOptions) Validate() error {
 	if o.LinkSecretFile == "" {
 		return errors.New("edge: link-secret-file: required; every edge of a deployment reads the same secret (at least 32 bytes)")
 	}
-	if o.Replicas < 1 || o.Replicas > 5 {
-		return errors.New("edge: replicas: must be from 1 to 5")
+	if o.Replicas < 0 || o.Replicas > 5 {
+		return errors.New("edge: replicas: must be from 1 to 5, or 0 for the registry's own")
+	}
+	if o.UpdateRegistry && o.Replicas == 0 {
+		return errors.New("edge: update-registry: needs --replicas, the number to change the buckets to")
 	}
 	if err := o.Gateway.Validate(); err != nil {
 		return err
@@ -93,6 +100,7 @@ var edgeEnv = map[string]string{
 	"link-secret-file":    "TOOLGATE_LINK_SECRET_FILE",
 	"admin-key-file":      "TOOLGATE_ADMIN_KEY_FILE",
 	"replicas":            "TOOLGATE_REPLICAS",
+	"update-registry":     "TOOLGATE_UPDATE_REGISTRY",
 	"max-body-bytes":      "TOOLGATE_MAX_BODY_BYTES",
 	"default-timeout":     "TOOLGATE_DEFAULT_TIMEOUT",
 	"max-timeout":         "TOOLGATE_MAX_TIMEOUT",
@@ -134,7 +142,8 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.StringVar(&o.Edge.BaseURL, "base-url", "", "the edge's public URL, from which links and API URLs are made (default http://<listen>)")
 	f.StringVar(&o.LinkSecretFile, "link-secret-file", "", "file holding the deployment's link secret (required; the same on every edge)")
 	f.StringVar(&o.AdminKeyFile, "admin-key-file", "", "file holding the admin key (empty: no admin API)")
-	f.IntVar(&o.Replicas, "replicas", o.Replicas, "replicas of the registry's buckets: 1 on a single node, 3 in a cluster")
+	f.IntVar(&o.Replicas, "replicas", o.Replicas, replicasUsage)
+	f.BoolVar(&o.UpdateRegistry, "update-registry", o.UpdateRegistry, "change the registry's existing buckets to --replicas, instead of refusing to start when they differ")
 	f.Int64Var(&o.Edge.MaxBodyBytes, "max-body-bytes", o.Edge.MaxBodyBytes, "largest request body (never above NATS max_payload less 4 KiB)")
 	f.DurationVar(&o.Gateway.DefaultTimeout, "default-timeout", o.Gateway.DefaultTimeout, "deadline of a call whose method names none")
 	f.DurationVar(&o.Gateway.MaxTimeout, "max-timeout", o.Gateway.MaxTimeout, "longest deadline of any call")
@@ -191,9 +200,7 @@ func runEdge(ctx context.Context, o edgeOptions, out io.Writer, log *slog.Logger
 	defer nc.Close()
 	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	opts := registry.DefaultOptions()
-	opts.Replicas = o.Replicas
-	store, err := registry.Open(setup, nc, opts)
+	store, err := registry.Open(setup, nc, registry.Options{Replicas: o.Replicas, Update: o.UpdateRegistry})
 	if err != nil {
 		return err
 	}

@@ -157,6 +157,7 @@ func TestEdgeCommandRefusesBadConfig(t *testing.T) {
 		{[]string{"edge", "--link-secret-file", "x", "--base-url", "gw.example.com"}, "edge: base-url: must be an absolute http(s) URL"},
 		{[]string{"edge", "--link-secret-file", "/nonexistent/secret"}, "edge: link-secret-file:"},
 		{[]string{"edge", "--link-secret-file", "x", "--nats", "http://127.0.0.1:4222"}, "edge: nats:"},
+		{[]string{"edge", "--link-secret-file", "x", "--update-registry"}, "edge: update-registry: needs --replicas"},
 	} {
 		if _, err := run(t, context.Background(), tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("toolgate %s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)
@@ -166,4 +167,22 @@ func TestEdgeCommandRefusesBadConfig(t *testing.T) {
 	if _, err := run(t, context.Background(), "edge"); err == nil || !strings.Contains(err.Error(), "TOOLGATE_MAX_BODY_BYTES") {
 		t.Errorf("a bad variable: %v", err)
 	}
+}
+
+// TestEdgeKeepsTheRegistryAsItIs: an edge asking for other replicas than the
+// registry's buckets have refuses to start, naming the bucket, and changes nothing; one
+// that leaves --replicas unset joins them as they are.
+func TestEdgeKeepsTheRegistryAsItIs(t *testing.T) {
+	srv := testenv.Server(t)
+	testenv.Store(t, testenv.Conn(t, srv.ClientURL()), 1)
+	secret := filepath.Join(t.TempDir(), "link-secret")
+	if err := os.WriteFile(secret, []byte(registry.NewLinkSecret()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := run(t, context.Background(), "edge", "--nats", srv.ClientURL(), "--listen", "127.0.0.1:0",
+		"--link-secret-file", secret, "--replicas", "3")
+	if err == nil || !strings.Contains(err.Error(), "bucket tg-tools has replicas 1, this process asks for 3") {
+		t.Fatalf("an edge asking for 3 replicas of an R1 registry: %v", err)
+	}
+	startEdge(t, srv.ClientURL()) // fails the test unless it comes up
 }

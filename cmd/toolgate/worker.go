@@ -26,18 +26,23 @@ import (
 // workerConfig is what a built-in worker needs to join a stack.
 type workerConfig struct {
 	NATS string // one URL or several, comma-separated
-	// Replicas must match the registry's buckets: opening the registry creates or
-	// updates them, and an R1 worker would shrink an R3 cluster's registry.
+	// Replicas of the registry's buckets when this process creates them; 0 takes them
+	// as they are (1 when creating them). A number that differs from the buckets'
+	// stops the process rather than changing them (registry.Options).
 	Replicas int
 }
 
 func defaultWorkerConfig() workerConfig {
-	cfg := workerConfig{NATS: "nats://127.0.0.1:4222", Replicas: 1}
+	cfg := workerConfig{NATS: "nats://127.0.0.1:4222"}
 	if v, ok := os.LookupEnv("TOOLGATE_NATS"); ok {
 		cfg.NATS = v
 	}
 	if v, ok := os.LookupEnv("TOOLGATE_REPLICAS"); ok {
-		cfg.Replicas, _ = strconv.Atoi(v) // Validate names a bad value
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			n = -1 // Validate names the bad value
+		}
+		cfg.Replicas = n
 	}
 	return cfg
 }
@@ -53,8 +58,8 @@ func (c workerConfig) Validate() error {
 			return fmt.Errorf("worker: nats: %q: must be a nats://host:port URL", u)
 		}
 	}
-	if c.Replicas < 1 || c.Replicas > 5 {
-		return errors.New("worker: replicas: must be from 1 to 5")
+	if c.Replicas < 0 || c.Replicas > 5 {
+		return errors.New("worker: replicas: must be from 1 to 5, or 0 for the registry's own")
 	}
 	return nil
 }
@@ -83,7 +88,7 @@ func newWorkerDemoCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.NATS, "nats", cfg.NATS, "NATS URL, or several comma-separated (env TOOLGATE_NATS)")
-	f.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "replicas of the registry's buckets: 1 on one node, 3 in a cluster (env TOOLGATE_REPLICAS)")
+	f.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, replicasUsage+" (env TOOLGATE_REPLICAS)")
 	return cmd
 }
 
@@ -107,8 +112,7 @@ func joinRegistry(ctx context.Context, cfg workerConfig, name string, log *slog.
 	if err != nil {
 		return nil, nil, fmt.Errorf("worker: %w", err)
 	}
-	opts := registry.DefaultOptions()
-	opts.Replicas = cfg.Replicas
+	opts := registry.Options{Replicas: cfg.Replicas}
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	store, err := registry.Open(openCtx, nc, opts)
@@ -149,7 +153,7 @@ func newWorkerMCPCmd() *cobra.Command {
 	// read as flags of toolgate's.
 	f.SetInterspersed(false)
 	f.StringVar(&cfg.NATS, "nats", cfg.NATS, "NATS URL, or several comma-separated (env TOOLGATE_NATS)")
-	f.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "replicas of the registry's buckets: 1 on one node, 3 in a cluster (env TOOLGATE_REPLICAS)")
+	f.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, replicasUsage+" (env TOOLGATE_REPLICAS)")
 	f.StringVar(&bridge.Tool, "tool", "", "the tool's id")
 	f.StringVar(&bridge.Title, "title", "", "the tool's title (default: the server's own)")
 	f.IntVar(&bridge.Sessions, "sessions", bridge.Sessions, "upstream sessions calls are spread over; for a command, its processes")
