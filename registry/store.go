@@ -629,9 +629,23 @@ func (s *Store) DeletePresence(ctx context.Context, tool, instance string) error
 	return deleteKey(ctx, s.presence, presenceKey(tool, instance))
 }
 
-// PutSession writes (and so refreshes the idle TTL of) an MCP session.
+// PutSession writes (and so refreshes the idle TTL of) an MCP session, whatever the
+// bucket holds. The MCP layer uses CreateSession and UpdateSession instead, which
+// never bring back a session that has ended.
 func (s *Store) PutSession(ctx context.Context, sess Session) error {
 	return putJSON(ctx, s.sessions, sess.ID, sess)
+}
+
+// CreateSession writes a new MCP session; ErrExists if its id is taken.
+func (s *Store) CreateSession(ctx context.Context, sess Session) error {
+	return createJSON(ctx, s.sessions, sess.ID, sess)
+}
+
+// UpdateSession changes an MCP session with change, compare-and-set, which also
+// refreshes its idle TTL, and returns it as written. A session deleted or expired
+// meanwhile stays so: ErrNotFound.
+func (s *Store) UpdateSession(ctx context.Context, id string, change func(*Session) error) (*Session, error) {
+	return updateJSON(ctx, s.sessions, id, change)
 }
 
 // Session reads an MCP session; ErrNotFound once it has expired or been deleted.

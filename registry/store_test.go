@@ -209,3 +209,30 @@ func TestClusterSurvivesLosingANode(t *testing.T) {
 		})
 	}
 }
+
+// TestAnEndedSessionStaysEnded: a session deleted while a request of it was under way
+// on another edge is not brought back by that request's refresh.
+func TestAnEndedSessionStaysEnded(t *testing.T) {
+	env := testenv.NewRegistry(t)
+	store, ctx := env.Store, env.Ctx
+	sess := registry.Session{ID: registry.NewID(""), Account: "acme", Tool: "echo", CreatedAt: time.Now().UTC()}
+	if err := store.CreateSession(ctx, sess); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.CreateSession(ctx, sess); !errors.Is(err, registry.ErrExists) {
+		t.Fatalf("creating a session whose id is taken: %v, want ErrExists", err)
+	}
+	got, err := store.UpdateSession(ctx, sess.ID, func(s *registry.Session) error { s.LogLevel = "debug"; return nil })
+	if err != nil || got.LogLevel != "debug" || got.Account != "acme" {
+		t.Fatalf("UpdateSession: %+v, %v", got, err)
+	}
+	if err := store.DeleteSession(ctx, sess.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.UpdateSession(ctx, sess.ID, func(*registry.Session) error { return nil }); !errors.Is(err, registry.ErrNotFound) {
+		t.Fatalf("refreshing a deleted session: %v, want ErrNotFound", err)
+	}
+	if s, err := store.Session(ctx, sess.ID); !errors.Is(err, registry.ErrNotFound) {
+		t.Fatalf("the deleted session after a refresh: %+v, %v; want it still gone", s, err)
+	}
+}

@@ -162,8 +162,10 @@ func (s *Server) initialize(ctx context.Context, r *rpcRequest) (*mcp.Initialize
 		}
 		r.sess = sess
 	} else {
-		r.sess.ProtocolVersion, r.sess.ClientInfo, r.sess.Capabilities = version, params.ClientInfo, params.Capabilities
-		if err := s.saveSession(ctx, r.sess); err != nil {
+		err := s.updateSession(ctx, r.sess, func(sess *registry.Session) {
+			sess.ProtocolVersion, sess.ClientInfo, sess.Capabilities = version, params.ClientInfo, params.Capabilities
+		})
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -231,8 +233,7 @@ func (s *Server) setLevel(ctx context.Context, r *rpcRequest) (any, error) {
 	if err := json.Unmarshal(r.req.Params, &params); err != nil || !slices.Contains(logLevels, string(params.Level)) {
 		return nil, invalidParams("logging/setLevel: level must be one of %v", logLevels)
 	}
-	r.sess.LogLevel = string(params.Level)
-	if err := s.saveSession(ctx, r.sess); err != nil {
+	if err := s.updateSession(ctx, r.sess, func(sess *registry.Session) { sess.LogLevel = string(params.Level) }); err != nil {
 		return nil, err
 	}
 	return struct{}{}, nil

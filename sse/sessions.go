@@ -230,20 +230,43 @@ func (s *Server) newSession(ctx context.Context, p registry.Principal, tool, ver
 		ID: registry.NewID(""), Account: p.Account, Tool: tool, ProtocolVersion: version,
 		ClientInfo: clientInfo, Capabilities: caps, CreatedAt: time.Now().UTC(),
 	}
-	if err := s.saveSession(ctx, sess); err != nil {
+	if err := s.store.CreateSession(ctx, *sess); err != nil {
 		return nil, err
-	}
-	return sess, nil
-}
-
-// saveSession writes a session, which refreshes its idle TTL.
-func (s *Server) saveSession(ctx context.Context, sess *registry.Session) error {
-	if err := s.store.PutSession(ctx, *sess); err != nil {
-		return err
 	}
 	s.index.wrote(sess)
 	s.markTouched(sess.ID)
-	return nil
+	return sess, nil
+}
+
+// updateSession applies change to the session as the bucket holds it, compare-and-set
+// (which refreshes its idle TTL), and leaves the result in sess. A session that ended
+// meanwhile, deleted by its client through another edge or expired, is not brought
+// back: registry.ErrNotFound.
+func (s *Server) updateSession(ctx context.Context, sess *registry.Session, change func(*registry.Session)) error {
+	wait := time.Now().Add(unknownSessionGrace)
+	for {
+		got, err := s.store.UpdateSession(ctx, sess.ID, func(cur *registry.Session) error {
+			change(cur)
+			return nil
+		})
+		if err == nil {
+			*sess = *got
+			s.index.wrote(got)
+			s.markTouched(sess.ID)
+			return nil
+		}
+		// In a cluster a replica that has yet to apply the session's first write
+		// answers "not found" too; while this edge's followed copy still holds the
+		// session, it has not ended, so look again for a moment.
+		if _, known := s.index.get(sess.ID); !errors.Is(err, registry.ErrNotFound) || !known || time.Now().After(wait) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // session finds the session id for p on tool. A session of another account or tool
@@ -300,7 +323,8 @@ func (s *Server) touch(ctx context.Context, sess *registry.Session) {
 	if time.Since(last) < s.cfg.SessionIdleTTL/10 {
 		return
 	}
-	if err := s.saveSession(ctx, sess); err != nil {
+	err := s.updateSession(ctx, sess, func(*registry.Session) {})
+	if err != nil && !errors.Is(err, registry.ErrNotFound) { // an ended session is for its request to find
 		s.log.Warn("refreshing session", "session", sess.ID, "err", err)
 	}
 }
