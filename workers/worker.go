@@ -731,7 +731,7 @@ func (w *Worker) drain(svc micro.Service, closed <-chan nats.Status) error {
 	}
 	w.waitIdle()
 	_ = w.nc.FlushTimeout(5 * time.Second) // the last replies leave before Run returns
-	w.log.Info("worker drained", "took", time.Since(start).Round(time.Millisecond))
+	w.log.Info("worker drained", "took_ms", time.Since(start).Milliseconds())
 
 	if stopErr != nil {
 		stopErr = fmt.Errorf("workers: tool %s: stop: %w", w.tool.ID, stopErr)
