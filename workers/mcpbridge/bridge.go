@@ -374,7 +374,7 @@ func (b *Bridge) keep(ctx context.Context, s *session, up bool) {
 		if time.Since(started) > stableAfter {
 			backoff = b.cfg.RestartMin
 		}
-		b.log.Warn("upstream session ended; restarting", "session", s.idx, "lived", time.Since(started).Round(time.Millisecond), "err", ended, "restart_in", backoff)
+		b.log.Warn("upstream session ended; restarting", "session", s.idx, "lived_ms", time.Since(started).Milliseconds(), "err", ended, "restart_in_ms", backoff.Milliseconds())
 		if !sleep(ctx, backoff) {
 			return
 		}
