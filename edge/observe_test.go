@@ -83,7 +83,7 @@ func TestOneTraceFromEdgeToWorker(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range edgeSpan.Attributes {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	for k, v := range map[string]string{
 		"http.request.method": "POST", "http.route": "/tool-call/:tool/:method", "url.path": "/tool-call/echo/echo",
