@@ -183,13 +183,22 @@ func run(ctx context.Context, cfg config) error {
 		}
 	}
 	var mem []memory
-	for _, n := range cfg.sessions {
-		fmt.Fprintf(os.Stderr, "holding %d idle SSE sessions...\n", n)
-		m, err := measureSessions(ctx, s, acct, n)
-		if err != nil {
-			return fmt.Errorf("%d sessions: %w", n, err)
+	transports := []struct {
+		name string
+		open func(ctx context.Context, i int64) (idleStream, error)
+	}{
+		{"legacy HTTP+SSE", func(ctx context.Context, _ int64) (idleStream, error) { return openSSE(ctx, acct.sseURL) }},
+		{"Streamable HTTP, GET stream", func(ctx context.Context, i int64) (idleStream, error) { return openStreamable(ctx, acct, i) }},
+	}
+	for _, tr := range transports {
+		for _, n := range cfg.sessions {
+			fmt.Fprintf(os.Stderr, "holding %d idle %s sessions...\n", n, tr.name)
+			m, err := measureSessions(ctx, s, tr.name, n, tr.open)
+			if err != nil {
+				return fmt.Errorf("%d %s sessions: %w", n, tr.name, err)
+			}
+			mem = append(mem, m)
 		}
-		mem = append(mem, m)
 	}
 	report := render(cfg, rows, mem, serverTimings)
 	if cfg.gobench != "" {
@@ -207,6 +216,7 @@ func run(ctx context.Context, cfg config) error {
 }
 
 type memory struct {
+	transport string
 	sessions  int
 	opened    int
 	before    int64
@@ -215,11 +225,11 @@ type memory struct {
 	perStream int64
 }
 
-// measureSessions opens n legacy SSE streams to the edge, holds them idle, and
-// reads how much the edge's resident memory grew.
-func measureSessions(ctx context.Context, s *stack, a *account, n int) (memory, error) {
-	m := memory{sessions: n}
-	time.Sleep(2 * time.Second) // let the edge settle after the load
+// measureSessions opens n idle SSE streams of one transport to the edge, holds them,
+// and reads how much the edge's resident memory grew.
+func measureSessions(ctx context.Context, s *stack, transport string, n int, open func(ctx context.Context, i int64) (idleStream, error)) (memory, error) {
+	m := memory{transport: transport, sessions: n}
+	time.Sleep(2 * time.Second) // let the edge settle after what ran before
 	var err error
 	if m.before, err = s.edgeRSS(); err != nil {
 		return m, err
@@ -227,14 +237,14 @@ func measureSessions(ctx context.Context, s *stack, a *account, n int) (memory, 
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var mu sync.Mutex
-	var open []*sseSession
+	var streams []idleStream
 	sem := make(chan struct{}, 128)
 	var wg sync.WaitGroup
-	for range n {
+	for i := range n {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			sess, err := openSSE(sctx, a.sseURL)
+			st, err := open(sctx, int64(i))
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -243,11 +253,11 @@ func measureSessions(ctx context.Context, s *stack, a *account, n int) (memory, 
 				}
 				return
 			}
-			open = append(open, sess)
+			streams = append(streams, st)
 		})
 	}
 	wg.Wait()
-	m.opened = len(open)
+	m.opened = len(streams)
 	time.Sleep(3 * time.Second) // idle: keep-alives only
 	if m.after, err = s.edgeRSS(); err != nil {
 		return m, err
@@ -255,9 +265,14 @@ func measureSessions(ctx context.Context, s *stack, a *account, n int) (memory, 
 	if m.opened > 0 {
 		m.perStream = (m.after - m.before) / int64(m.opened)
 	}
-	for _, sess := range open {
-		sess.body.Close()
+	for _, st := range streams {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			st.Close()
+		})
 	}
+	wg.Wait()
 	return m, nil
 }
 
@@ -310,9 +325,9 @@ func render(cfg config, rows []row, mem []memory, t *timings) string {
 		}
 		fmt.Fprintf(&b, " %.1f |\n", perRequest(total, n))
 	}
-	b.WriteString("\n\n| idle SSE sessions | opened | edge RSS before | after | per session |\n|---:|---:|---:|---:|---:|\n")
+	b.WriteString("\n\n| idle SSE sessions | transport | opened | edge RSS before | after | per session |\n|---:|---|---:|---:|---:|---:|\n")
 	for _, m := range mem {
-		fmt.Fprintf(&b, "| %d | %d | %s | %s | %s |\n", m.sessions, m.opened, mib(m.before), mib(m.after), kib(m.perStream))
+		fmt.Fprintf(&b, "| %d | %s | %d | %s | %s | %s |\n", m.sessions, m.transport, m.opened, mib(m.before), mib(m.after), kib(m.perStream))
 		if m.firstErr != nil {
 			fmt.Fprintf(&b, "\nfirst error opening sessions: %v\n", m.firstErr)
 		}

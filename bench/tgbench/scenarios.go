@@ -262,17 +262,10 @@ func streamableCall(a *account) load.Func {
 		select {
 		case sid = <-pool:
 		default:
-			h := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}}
-			data, resp, err := post(ctx, a.mcpURL, h, rpc(n.Add(1), "initialize", map[string]any{
-				"protocolVersion": protocolVersion, "capabilities": map[string]any{},
-				"clientInfo": map[string]any{"name": "tgbench", "version": "1"}}))
-			if err := expectOK(data, resp, err); err != nil {
-				return fmt.Errorf("initialize: %w", err)
+			var err error
+			if sid, err = initSession(ctx, a, n.Add(1)); err != nil {
+				return err
 			}
-			sid = resp.Header.Get("Mcp-Session-Id")
-			h.Set("Mcp-Session-Id", sid)
-			h.Set("MCP-Protocol-Version", protocolVersion)
-			post(ctx, a.mcpURL, h, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
 		}
 		defer func() { pool <- sid }()
 		h := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
@@ -283,6 +276,72 @@ func streamableCall(a *account) load.Func {
 		}
 		return rpcResult(data, resp.Header.Get("Content-Type"))
 	}
+}
+
+// initSession opens a Streamable HTTP session: initialize, then initialized.
+func initSession(ctx context.Context, a *account, id int64) (string, error) {
+	h := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}}
+	data, resp, err := post(ctx, a.mcpURL, h, rpc(id, "initialize", map[string]any{
+		"protocolVersion": protocolVersion, "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "tgbench", "version": "1"}}))
+	if err := expectOK(data, resp, err); err != nil {
+		return "", fmt.Errorf("initialize: %w", err)
+	}
+	sid := resp.Header.Get("Mcp-Session-Id")
+	h.Set("Mcp-Session-Id", sid)
+	h.Set("MCP-Protocol-Version", protocolVersion)
+	data, resp, err = post(ctx, a.mcpURL, h, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	if err != nil {
+		return "", fmt.Errorf("initialized: %w", err)
+	}
+	if resp.StatusCode != http.StatusAccepted {
+		return "", fmt.Errorf("initialized: status %d: %.200s", resp.StatusCode, data)
+	}
+	return sid, nil
+}
+
+// idleStream is an SSE stream held open and idle; Close ends it and its session.
+type idleStream interface{ Close() error }
+
+// openStreamable opens a Streamable HTTP session and its standalone GET stream.
+func openStreamable(ctx context.Context, a *account, id int64) (idleStream, error) {
+	sid, err := initSession(ctx, a, id)
+	if err != nil {
+		return nil, err
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.mcpURL, nil)
+	req.Header = http.Header{"Accept": {"text/event-stream"}, "Mcp-Session-Id": {sid}, "MCP-Protocol-Version": {protocolVersion}}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		resp.Body.Close()
+		return nil, fmt.Errorf("GET stream: status %d, %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	return &streamableStream{a: a, sid: sid, body: resp.Body}, nil
+}
+
+type streamableStream struct {
+	a    *account
+	sid  string
+	body io.Closer
+}
+
+// Close ends the stream, then the session: a Streamable session outlives its streams
+// until it is deleted or expires.
+func (s *streamableStream) Close() error {
+	s.body.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, s.a.mcpURL, nil)
+	req.Header = http.Header{"Mcp-Session-Id": {s.sid}, "MCP-Protocol-Version": {protocolVersion}}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
 }
 
 // sseSession is one legacy HTTP+SSE session: a stream, and the URL to POST to.
@@ -314,6 +373,9 @@ func openSSE(ctx context.Context, sseURL string) (*sseSession, error) {
 	s.messages = base + data
 	return s, nil
 }
+
+// Close ends the stream, and so the legacy session.
+func (s *sseSession) Close() error { return s.body.Close() }
 
 // next reads one event, skipping keep-alive comments.
 func (s *sseSession) next() (event, data string, err error) {
