@@ -125,9 +125,12 @@ func run(ctx context.Context, cfg config) error {
 	if err := s.start(ctx, cfg.bin, self, logs, cfg.profile != ""); err != nil {
 		return err
 	}
-	maxSessions := 100
+	// Room for every idle session of every measurement at once: a legacy session whose
+	// stream closes as its edge stops is left for its client to resume, until it
+	// expires.
+	maxSessions := 100 + cfg.callers*4
 	for _, n := range cfg.sessions {
-		maxSessions = max(maxSessions, n+cfg.callers*4)
+		maxSessions += 2 * n
 	}
 	acct, err := setup(ctx, s, maxSessions)
 	if err != nil {
@@ -225,11 +228,16 @@ type memory struct {
 	perStream int64
 }
 
-// measureSessions opens n idle SSE streams of one transport to the edge, holds them,
-// and reads how much the edge's resident memory grew.
+// measureSessions starts a fresh edge, opens n idle SSE streams of one transport to
+// it, holds them, and reads how much the edge's resident memory grew.
 func measureSessions(ctx context.Context, s *stack, transport string, n int, open func(ctx context.Context, i int64) (idleStream, error)) (memory, error) {
 	m := memory{transport: transport, sessions: n}
-	time.Sleep(2 * time.Second) // let the edge settle after what ran before
+	// A fresh edge: Go keeps the memory an earlier measurement grew, and would lend it
+	// to this one's sessions unseen.
+	if err := s.restartEdge(ctx); err != nil {
+		return m, fmt.Errorf("restart the edge: %w", err)
+	}
+	time.Sleep(time.Second) // let it settle
 	var err error
 	if m.before, err = s.edgeRSS(); err != nil {
 		return m, err
@@ -273,6 +281,7 @@ func measureSessions(ctx context.Context, s *stack, transport string, n int, ope
 		})
 	}
 	wg.Wait()
+	time.Sleep(time.Second) // for the edge to see the streams go before it is stopped
 	return m, nil
 }
 

@@ -19,14 +19,15 @@ import (
 // stack is the gateway as separate processes on 127.0.0.1: a NATS node, the demo
 // worker, an edge, and the bare HTTP server the gateway is compared against.
 type stack struct {
-	dir      string
-	natsURL  string
-	edgeURL  string
-	bareURL  string
-	adminKey string
-	edge     *exec.Cmd
-	procs    []*exec.Cmd
-	roles    []string // what each of procs is: nats, worker, edge, bare
+	dir       string
+	natsURL   string
+	edgeURL   string
+	bareURL   string
+	adminKey  string
+	edge      *exec.Cmd
+	startEdge func() (*exec.Cmd, error) // starts the edge as start did
+	procs     []*exec.Cmd
+	roles     []string // what each of procs is: nats, worker, edge, bare
 	// Where the edge and the worker serve their Go profiles; empty unless asked for.
 	edgePprof, workerPprof string
 }
@@ -78,9 +79,12 @@ func (s *stack) start(ctx context.Context, bin, self string, log io.Writer, prof
 	if _, err := s.run(ctx, log, pprofEnv(s.workerPprof), "worker", bin, "worker", "demo", "--nats", s.natsURL); err != nil {
 		return err
 	}
-	if s.edge, err = s.run(ctx, log, pprofEnv(s.edgePprof), "edge", bin, "edge", "--nats", s.natsURL,
-		"--listen", fmt.Sprintf("127.0.0.1:%d", ports[1]), "--base-url", s.edgeURL,
-		"--link-secret-file", secretFile, "--admin-key-file", adminFile); err != nil {
+	s.startEdge = func() (*exec.Cmd, error) {
+		return s.run(ctx, log, pprofEnv(s.edgePprof), "edge", bin, "edge", "--nats", s.natsURL,
+			"--listen", fmt.Sprintf("127.0.0.1:%d", ports[1]), "--base-url", s.edgeURL,
+			"--link-secret-file", secretFile, "--admin-key-file", adminFile)
+	}
+	if s.edge, err = s.startEdge(); err != nil {
 		return err
 	}
 	if _, err := s.run(ctx, log, nil, "bare", self, "bare", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[2])); err != nil {
@@ -115,17 +119,39 @@ func (s *stack) run(ctx context.Context, log io.Writer, env []string, role, name
 	return cmd, nil
 }
 
+// restartEdge stops the edge and starts a fresh one on the same address, so that a
+// measurement of its memory starts from a process no earlier one has grown.
+func (s *stack) restartEdge(ctx context.Context) error {
+	for i, p := range s.procs {
+		if p == s.edge {
+			stopProc(p)
+			s.procs = append(s.procs[:i:i], s.procs[i+1:]...)
+			s.roles = append(s.roles[:i:i], s.roles[i+1:]...)
+			break
+		}
+	}
+	var err error
+	if s.edge, err = s.startEdge(); err != nil {
+		return err
+	}
+	return waitHTTP(ctx, s.edgeURL+"/readyz")
+}
+
+// stopProc asks p to stop, and kills it if it has not within 5 seconds.
+func stopProc(p *exec.Cmd) {
+	p.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { p.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		p.Process.Kill()
+	}
+}
+
 func (s *stack) stop() {
 	for i := len(s.procs) - 1; i >= 0; i-- {
-		p := s.procs[i]
-		p.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { p.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			p.Process.Kill()
-		}
+		stopProc(s.procs[i])
 	}
 	if s.dir != "" {
 		os.RemoveAll(s.dir)
