@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -407,4 +408,102 @@ func TestPayloadLimits(t *testing.T) {
 			t.Fatalf("got %v, want a reply_too_large tool error with status 502", err)
 		}
 	})
+}
+
+// queue is a one-slot worker of a "work" method: a call with {"block":true} holds the
+// slot until release is closed or it is cancelled; any other call counts itself in ran.
+type queue struct {
+	e       *env
+	started chan struct{}
+	release chan struct{}
+	ran     atomic.Int32
+}
+
+func newQueue(t *testing.T) *queue {
+	q := &queue{e: newEnv(t), started: make(chan struct{}, 1), release: make(chan struct{})}
+	work := workers.Method{Name: "work", Handler: func(ctx context.Context, c *workers.Call) (any, error) {
+		var p struct{ Block bool }
+		_ = c.Bind(&p)
+		if !p.Block {
+			q.ran.Add(1)
+			return "done", nil
+		}
+		q.started <- struct{}{}
+		select {
+		case <-q.release:
+			return "released", nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}}
+	q.e.start(workers.Tool{ID: "queue"}, []workers.Method{work}, workers.WithConcurrency(1))
+	return q
+}
+
+// call sends a call of work and returns its outcome.
+func (q *queue) call(ctx context.Context, id, params string, deadline time.Time) error {
+	_, err := bus.Do(ctx, q.e.nc, bus.DefaultSubjects, bus.Request{
+		Subject: bus.DefaultSubjects.Call("queue", "work"), RequestID: id, Deadline: deadline, Data: []byte(params),
+	})
+	return err
+}
+
+// settled returns once every call queued so far has been taken: a call sent now runs
+// after them, on the one slot.
+func (q *queue) settled(t *testing.T) {
+	t.Helper()
+	if err := q.call(context.Background(), "req-last", `{}`, time.Now().Add(time.Minute)); err != nil {
+		t.Fatalf("the last call: %v", err)
+	}
+}
+
+// TestACallPastItsDeadlineDoesNotRun: a call whose deadline passes while it waits for
+// a slot is not run once one frees: its caller has already been told it timed out.
+func TestACallPastItsDeadlineDoesNotRun(t *testing.T) {
+	q := newQueue(t)
+	blocking := make(chan error, 1)
+	go func() {
+		blocking <- q.call(context.Background(), "req-blocking", `{"block":true}`, time.Now().Add(time.Minute))
+	}()
+	<-q.started
+
+	if err := q.call(context.Background(), "req-queued", `{}`, time.Now().Add(150*time.Millisecond)); !errors.Is(err, bus.ErrTimeout) {
+		t.Fatalf("the queued call: %v, want a timeout", err)
+	}
+	close(q.release)
+	if err := <-blocking; err != nil {
+		t.Fatalf("the blocking call: %v", err)
+	}
+	q.settled(t)
+	if n := q.ran.Load(); n != 1 {
+		t.Fatalf("%d calls ran, want 1 (the last): the timed-out call ran once a slot freed", n)
+	}
+}
+
+// TestACallCancelledBeforeItStartsDoesNotRun: a caller that gives up on a call still
+// waiting for a slot stops it from ever running, even though no instance was running
+// it when the cancel came.
+func TestACallCancelledBeforeItStartsDoesNotRun(t *testing.T) {
+	q := newQueue(t)
+	blockCtx, cancelBlocking := context.WithCancel(context.Background())
+	blocking := make(chan error, 1)
+	go func() { blocking <- q.call(blockCtx, "req-blocking", `{"block":true}`, time.Now().Add(time.Minute)) }()
+	<-q.started
+
+	queuedCtx, cancelQueued := context.WithCancel(context.Background())
+	queued := make(chan error, 1)
+	go func() { queued <- q.call(queuedCtx, "req-queued", `{}`, time.Now().Add(time.Minute)) }()
+	time.Sleep(50 * time.Millisecond) // let the call reach the worker's queue; the test holds if it has not
+	cancelQueued()                    // bus.Do publishes tg.cancel.req-queued
+	if err := <-queued; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the queued call: %v, want context.Canceled", err)
+	}
+	// Cancel the blocking call too: the worker hears cancels in order, so once that one
+	// ends, the queued call's cancel has been heard.
+	cancelBlocking()
+	<-blocking
+	q.settled(t)
+	if n := q.ran.Load(); n != 1 {
+		t.Fatalf("%d calls ran, want 1 (the last): the cancelled call ran once a slot freed", n)
+	}
 }

@@ -90,6 +90,8 @@ func WithInstance(name string) Option { return func(c *config) { c.instance = na
 // WithConcurrency bounds how many calls the instance runs at once (DefaultConcurrency
 // by default). At the bound the worker takes no more calls until one finishes; the
 // server keeps routing to it, and the calls wait in the connection's pending queue.
+// A waiting call whose deadline passes, or whose caller cancels it, never runs: its
+// caller has already been answered.
 func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = n } }
 
 // WithHeartbeat sets how often presence is refreshed; by default a third of the
@@ -130,8 +132,9 @@ type Worker struct {
 	deadOnce sync.Once
 	base     context.Context // the parent of every call's context: Run's values, never its end
 
-	cancelMu sync.Mutex
-	running  map[string]map[*runningCall]struct{} // by request id
+	cancelMu  sync.Mutex
+	running   map[string]map[*runningCall]struct{} // by request id
+	cancelled *recentCancels                       // request ids whose caller gave up
 
 	stats map[string]*methodStats // by endpoint subject
 }
@@ -154,17 +157,18 @@ func New(nc *nats.Conn, store *registry.Store, tool Tool, opts ...Option) *Worke
 		cfg.instance = defaultInstance()
 	}
 	return &Worker{
-		nc:      nc,
-		store:   store,
-		tool:    tool,
-		cfg:     cfg,
-		log:     cfg.log.With("tool", tool.ID, "instance", cfg.instance),
-		ready:   make(chan struct{}),
-		done:    make(chan struct{}),
-		dead:    make(chan struct{}),
-		served:  map[string]bool{},
-		running: map[string]map[*runningCall]struct{}{},
-		stats:   map[string]*methodStats{},
+		nc:        nc,
+		store:     store,
+		tool:      tool,
+		cfg:       cfg,
+		log:       cfg.log.With("tool", tool.ID, "instance", cfg.instance),
+		ready:     make(chan struct{}),
+		done:      make(chan struct{}),
+		dead:      make(chan struct{}),
+		served:    map[string]bool{},
+		running:   map[string]map[*runningCall]struct{}{},
+		cancelled: newRecentCancels(cancelMemory, cancelMemoryMax),
+		stats:     map[string]*methodStats{},
 	}
 }
 
@@ -616,7 +620,20 @@ func (w *Worker) call(m *Method, st *methodStats, in inbound) {
 	}
 	defer w.track(c.RequestID, cancel)()
 
-	result, err := w.invoke(ctx, m, c)
+	var result any
+	var err error
+	switch {
+	case ctx.Err() == nil:
+		result, err = w.invoke(ctx, m, c)
+	case errors.Is(context.Cause(ctx), ErrCancelled):
+		// Cancelled while it waited for a slot: nobody waits for the answer, and the
+		// handler must not act on a request its caller gave up.
+		err = &Error{Code: CodeCancelled, Message: "the caller cancelled the call before it started"}
+		w.log.Info("call not run: cancelled before it started", "method", method, "request_id", c.RequestID)
+	default:
+		err = &Error{Code: CodeTimeout, Message: "the call's deadline passed before it started", Status: 504}
+		w.log.Info("call not run: its deadline passed while it waited", "method", method, "request_id", c.RequestID)
+	}
 	msg := respond(in.reply, result, err)
 	if max := w.nc.MaxPayload(); max > 0 {
 		if size := bus.MessageSize(msg); size > max {
@@ -668,7 +685,8 @@ func (w *Worker) invoke(ctx context.Context, m *Method, c *Call) (result any, er
 }
 
 // track makes the call cancellable by a message on its cancel subject, until the
-// returned func is called.
+// returned func is called. A call whose cancel came before it started is cancelled
+// at once.
 func (w *Worker) track(requestID string, cancel context.CancelCauseFunc) (untrack func()) {
 	if requestID == "" {
 		return func() {}
@@ -676,6 +694,9 @@ func (w *Worker) track(requestID string, cancel context.CancelCauseFunc) (untrac
 	rc := &runningCall{cancel: cancel}
 	w.cancelMu.Lock()
 	defer w.cancelMu.Unlock()
+	if w.cancelled.has(requestID, time.Now()) {
+		cancel(ErrCancelled)
+	}
 	set := w.running[requestID]
 	if set == nil {
 		set = map[*runningCall]struct{}{}
@@ -692,8 +713,9 @@ func (w *Worker) track(requestID string, cancel context.CancelCauseFunc) (untrac
 	}
 }
 
-// onCancel cancels the running call a cancel message names. Every instance of every
-// tool hears every cancel; most name a call running elsewhere.
+// onCancel cancels the running calls a cancel message names, and remembers it for
+// calls of the request that have yet to start (see cancelMemory). Every instance of
+// every tool hears every cancel; most name a call running elsewhere.
 func (w *Worker) onCancel(msg *nats.Msg) {
 	id := strings.TrimPrefix(msg.Subject, w.cfg.subjects.Cancel(""))
 	w.cancelMu.Lock()
@@ -701,6 +723,7 @@ func (w *Worker) onCancel(msg *nats.Msg) {
 	for rc := range w.running[id] {
 		rc.cancel(ErrCancelled)
 	}
+	w.cancelled.add(id, time.Now())
 }
 
 // drain stops taking calls, lets the ones taken finish and reply, and removes the

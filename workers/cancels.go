@@ -1,0 +1,60 @@
+package workers
+
+import "time"
+
+// Cancels that name no call running here are remembered for a while: the call may be
+// waiting for a slot at the concurrency bound, or its message may reach intake after
+// the cancel, and it must not start once its caller has given up (a queued send_email
+// the caller already saw time out would otherwise still go out). A call that waits
+// longer than the window is still stopped by its own deadline, checked before it runs.
+const (
+	cancelMemory    = time.Minute
+	cancelMemoryMax = 10_000 // request ids; the oldest go first past it
+)
+
+// recentCancels is the set of request ids cancelled in the last window, at most max
+// of them, in O(1) per cancel: a queue in arrival order, and a map for lookups.
+type recentCancels struct {
+	window time.Duration
+	max    int
+	at     map[string]time.Time // id → when it was last cancelled
+	queue  []cancelMark         // oldest first, from head
+	head   int
+}
+
+type cancelMark struct {
+	id string
+	at time.Time
+}
+
+func newRecentCancels(window time.Duration, max int) *recentCancels {
+	return &recentCancels{window: window, max: max, at: map[string]time.Time{}}
+}
+
+// add remembers id as cancelled at now, forgetting what fell out of the window or
+// over the bound.
+func (r *recentCancels) add(id string, now time.Time) {
+	r.at[id] = now
+	r.queue = append(r.queue, cancelMark{id, now})
+	for r.head < len(r.queue) {
+		m := r.queue[r.head]
+		if now.Sub(m.at) < r.window && len(r.queue)-r.head <= r.max {
+			break
+		}
+		if r.at[m.id].Equal(m.at) { // not cancelled again since
+			delete(r.at, m.id)
+		}
+		r.queue[r.head] = cancelMark{}
+		r.head++
+	}
+	if r.head > len(r.queue)/2 { // keep the queue's backing array from growing forever
+		r.queue = append(r.queue[:0], r.queue[r.head:]...)
+		r.head = 0
+	}
+}
+
+// has reports whether id was cancelled within the window before now.
+func (r *recentCancels) has(id string, now time.Time) bool {
+	at, ok := r.at[id]
+	return ok && now.Sub(at) < r.window
+}
