@@ -8,8 +8,8 @@ import "time"
 // the caller already saw time out would otherwise still go out). A call that waits
 // longer than the window is still stopped by its own deadline, checked before it runs.
 const (
-	cancelMemory    = time.Minute
-	cancelMemoryMax = 10_000 // request ids; the oldest go first past it
+	DefaultCancelMemory    = time.Minute
+	DefaultCancelMemoryMax = 10_000 // request ids; the oldest go first past it
 )
 
 // recentCancels is the set of request ids cancelled in the last window, at most max

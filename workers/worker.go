@@ -76,11 +76,13 @@ type Method struct {
 type Option func(*config)
 
 type config struct {
-	instance    string
-	concurrency int
-	heartbeat   time.Duration
-	log         *slog.Logger
-	subjects    bus.Subjects
+	instance     string
+	concurrency  int
+	cancelWindow time.Duration
+	cancelMax    int
+	heartbeat    time.Duration
+	log          *slog.Logger
+	subjects     bus.Subjects
 }
 
 // WithInstance names this instance in the presence bucket and in nats micro metadata
@@ -93,6 +95,15 @@ func WithInstance(name string) Option { return func(c *config) { c.instance = na
 // A waiting call whose deadline passes, or whose caller cancels it, never runs: its
 // caller has already been answered.
 func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = n } }
+
+// WithCancelMemory sets how long, and for how many request ids at most, the instance
+// remembers cancels that name no call running here, so that a call still waiting for
+// a slot, or on its way, never starts once its caller gave up (by default
+// DefaultCancelMemory and DefaultCancelMemoryMax; the oldest go first past the
+// bound). A call that waits longer is still stopped by its deadline.
+func WithCancelMemory(window time.Duration, max int) Option {
+	return func(c *config) { c.cancelWindow, c.cancelMax = window, max }
+}
 
 // WithHeartbeat sets how often presence is refreshed; by default a third of the
 // registry's presence TTL, so that two lost heartbeats do not make the instance vanish.
@@ -145,10 +156,12 @@ type runningCall struct{ cancel context.CancelCauseFunc }
 // Handle, then call Run.
 func New(nc *nats.Conn, store *registry.Store, tool Tool, opts ...Option) *Worker {
 	cfg := config{
-		concurrency: DefaultConcurrency,
-		heartbeat:   store.Options().PresenceTTL / 3,
-		log:         slog.Default(),
-		subjects:    bus.DefaultSubjects,
+		concurrency:  DefaultConcurrency,
+		cancelWindow: DefaultCancelMemory,
+		cancelMax:    DefaultCancelMemoryMax,
+		heartbeat:    store.Options().PresenceTTL / 3,
+		log:          slog.Default(),
+		subjects:     bus.DefaultSubjects,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -167,7 +180,7 @@ func New(nc *nats.Conn, store *registry.Store, tool Tool, opts ...Option) *Worke
 		dead:      make(chan struct{}),
 		served:    map[string]bool{},
 		running:   map[string]map[*runningCall]struct{}{},
-		cancelled: newRecentCancels(cancelMemory, cancelMemoryMax),
+		cancelled: newRecentCancels(cfg.cancelWindow, cfg.cancelMax),
 		stats:     map[string]*methodStats{},
 	}
 }
@@ -405,6 +418,9 @@ func (w *Worker) record(methods []Method, hasMCP bool) (registry.Tool, error) {
 	}
 	if w.cfg.concurrency < 1 {
 		return fail("concurrency: must be at least 1")
+	}
+	if w.cfg.cancelWindow <= 0 || w.cfg.cancelMax < 1 {
+		return fail("cancel memory: the window must be positive and the bound at least 1")
 	}
 	if ttl := w.store.Options().PresenceTTL; w.cfg.heartbeat <= 0 || w.cfg.heartbeat >= ttl {
 		return fail("heartbeat: must be positive and shorter than the presence TTL (%v)", ttl)
@@ -714,7 +730,7 @@ func (w *Worker) track(requestID string, cancel context.CancelCauseFunc) (untrac
 }
 
 // onCancel cancels the running calls a cancel message names, and remembers it for
-// calls of the request that have yet to start (see cancelMemory). Every instance of
+// calls of the request that have yet to start (see WithCancelMemory). Every instance of
 // every tool hears every cancel; most name a call running elsewhere.
 func (w *Worker) onCancel(msg *nats.Msg) {
 	id := strings.TrimPrefix(msg.Subject, w.cfg.subjects.Cancel(""))

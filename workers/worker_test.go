@@ -251,6 +251,8 @@ func TestWorkerRefusesBadDeclarations(t *testing.T) {
 		{"a version that is not semantic is refused", workers.Tool{ID: "t", Version: "latest"}, []workers.Method{{Name: "m", Handler: ok}}, nil, "version"},
 		{"resources without an MCP handler are refused", workers.Tool{ID: "t", Capabilities: registry.Capabilities{Resources: true}}, nil, nil, "HandleMCP"},
 		{"a concurrency below one is refused", workers.Tool{ID: "t"}, nil, []workers.Option{workers.WithConcurrency(0)}, "concurrency"},
+		{"a cancel memory of no time is refused", workers.Tool{ID: "t"}, nil, []workers.Option{workers.WithCancelMemory(0, 10)}, "cancel memory"},
+		{"a cancel memory of no request ids is refused", workers.Tool{ID: "t"}, nil, []workers.Option{workers.WithCancelMemory(time.Minute, 0)}, "cancel memory"},
 		{"a heartbeat as long as the TTL is refused", workers.Tool{ID: "t"}, nil, []workers.Option{workers.WithHeartbeat(time.Hour)}, "heartbeat"},
 		{"an instance name with a dot is refused", workers.Tool{ID: "t"}, nil, []workers.Option{workers.WithInstance("a.b")}, "instance"},
 	}
