@@ -3,6 +3,7 @@ package bus
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrNoResponders means no worker of the tool is subscribed: the tool is offline.
@@ -21,6 +22,8 @@ type ToolError struct {
 	Message string // the tool's description (Nats-Service-Error)
 	Status  int    // the HTTP status the tool asked for (Tg-Status), 0 if none
 	Data    []byte // any body the tool sent with the error
+	// Elapsed is the round trip on the bus, as in Reply; set by Do.
+	Elapsed time.Duration
 }
 
 func (e *ToolError) Error() string {

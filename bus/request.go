@@ -86,6 +86,10 @@ func Do(ctx context.Context, nc *nats.Conn, subjects Subjects, req Request) (*Re
 	}
 	r, err := ReadReply(reply)
 	if err != nil {
+		var te *ToolError
+		if errors.As(err, &te) {
+			te.Elapsed = elapsed
+		}
 		span.SetStatus(codes.Error, err.Error())
 		return nil, err
 	}

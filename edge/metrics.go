@@ -15,6 +15,7 @@ type metrics struct {
 	reg      *prometheus.Registry
 	calls    *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	toolTime *prometheus.HistogramVec
 	inFlight prometheus.Gauge
 
 	// The series of each tool, method and code, found once: a label lookup hashes
@@ -26,8 +27,9 @@ type metrics struct {
 // callSeries are where one call is counted: its tool, method and code's counter, and
 // its tool and method's latency.
 type callSeries struct {
-	calls   prometheus.Counter
-	latency prometheus.Observer
+	calls    prometheus.Counter
+	latency  prometheus.Observer
+	toolTime prometheus.Observer
 }
 
 func newMetrics() *metrics {
@@ -42,24 +44,34 @@ func newMetrics() *metrics {
 			Help:    "Time from a tool call's arrival at the edge to its answer, by tool and method.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
 		}, []string{"tool", "method"}),
+		toolTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "toolgate_tool_duration_seconds",
+			Help: "The tool's part of a call the tool answered: the round trip on the bus from the edge's request to the worker's reply, by tool and method. " +
+				"What toolgate_tool_call_duration_seconds adds to it is the gateway's.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		}, []string{"tool", "method"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "toolgate_tool_calls_in_flight",
 			Help: "Tool calls this edge is serving now.",
 		}),
 		series: map[[3]string]*callSeries{},
 	}
-	m.reg.MustRegister(m.calls, m.latency, m.inFlight,
+	m.reg.MustRegister(m.calls, m.latency, m.toolTime, m.inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 // observe counts one call of method of tool, answered with code ("ok" or an envelope
-// code) after took. Tool and method are names the registry knows, or "unknown", and
-// codes are the envelope's, so the series kept are bounded.
-func (m *metrics) observe(tool, method, code string, took time.Duration) {
+// code) after took, of which toolTime on the bus (0 when the tool did not answer).
+// Tool and method are names the registry knows, or "unknown", and codes are the
+// envelope's, so the series kept are bounded.
+func (m *metrics) observe(tool, method, code string, took, toolTime time.Duration) {
 	s := m.seriesOf(tool, method, code)
 	s.calls.Inc()
 	s.latency.Observe(took.Seconds())
+	if toolTime > 0 {
+		s.toolTime.Observe(toolTime.Seconds())
+	}
 }
 
 func (m *metrics) seriesOf(tool, method, code string) *callSeries {
@@ -73,7 +85,8 @@ func (m *metrics) seriesOf(tool, method, code string) *callSeries {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if s = m.series[k]; s == nil {
-		s = &callSeries{calls: m.calls.WithLabelValues(tool, method, code), latency: m.latency.WithLabelValues(tool, method)}
+		s = &callSeries{calls: m.calls.WithLabelValues(tool, method, code),
+			latency: m.latency.WithLabelValues(tool, method), toolTime: m.toolTime.WithLabelValues(tool, method)}
 		m.series[k] = s
 	}
 	return s

@@ -107,6 +107,7 @@ func TestOneTraceFromEdgeToWorker(t *testing.T) {
 		`toolgate_tool_calls_total{code="ok",method="echo",tool="echo"} 2`,
 		`toolgate_tool_calls_total{code="tool_not_found",method="unknown",tool="unknown"} 1`,
 		`toolgate_tool_call_duration_seconds_count{method="echo",tool="echo"} 2`,
+		`toolgate_tool_duration_seconds_count{method="echo",tool="echo"} 2`,
 		`toolgate_tool_calls_in_flight 0`,
 		`go_goroutines`,
 	} {

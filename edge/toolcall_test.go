@@ -232,39 +232,60 @@ func TestContentTypes(t *testing.T) {
 	}
 }
 
-// TestServerTimingSplitsToolFromGateway: a tool's answer says, in Server-Timing, how
-// long the bus round trip took (the tool's time) and how long the edge took besides.
+// TestServerTimingSplitsToolFromGateway: a tool's answer, a result or an error of its
+// own, says in Server-Timing how long the bus round trip took (the tool's time) and
+// how long the edge took besides.
 func TestServerTimingSplitsToolFromGateway(t *testing.T) {
 	e := newEnv(t)
 	key := e.account("acme", registry.Limits{})
 	const toolTime = 120 * time.Millisecond
-	e.serve(registry.Tool{ID: "slow", Methods: []registry.Method{{Name: "run"}}}, func(_ string, m *nats.Msg) {
+	e.serve(registry.Tool{ID: "slow", Methods: []registry.Method{{Name: "run"}, {Name: "fail"}}}, func(method string, m *nats.Msg) {
 		time.Sleep(toolTime)
+		if method == "fail" {
+			respondError(m, "out_of_paper", "the printer is out of paper")
+			return
+		}
 		respond(m, 0, "application/json", []byte(`{}`))
 	})
 	e.connect("acme", "slow")
 
-	start := time.Now()
-	r := e.call(key, "slow", "run", `{}`)
-	took := time.Since(start)
-	if r.status != http.StatusOK {
-		t.Fatalf("status %d: %s", r.status, r.body)
-	}
-	timing := map[string]time.Duration{}
-	for _, metric := range strings.Split(r.header.Get("Server-Timing"), ",") {
-		name, params, _ := strings.Cut(strings.TrimSpace(metric), ";")
-		ms, ok := strings.CutPrefix(params, "dur=")
-		f, err := strconv.ParseFloat(ms, 64)
-		if !ok || err != nil {
-			t.Fatalf("Server-Timing %q: metric %q has no dur", r.header.Get("Server-Timing"), metric)
+	for _, method := range []string{"run", "fail"} {
+		start := time.Now()
+		r := e.call(key, "slow", method, `{}`)
+		took := time.Since(start)
+		if method == "fail" {
+			r.expect(t, http.StatusBadGateway, edge.CodeToolError)
+		} else if r.status != http.StatusOK {
+			t.Fatalf("%s: status %d: %s", method, r.status, r.body)
 		}
-		timing[name] = time.Duration(f * float64(time.Millisecond))
+		timing := map[string]time.Duration{}
+		for _, metric := range strings.Split(r.header.Get("Server-Timing"), ",") {
+			name, params, _ := strings.Cut(strings.TrimSpace(metric), ";")
+			ms, ok := strings.CutPrefix(params, "dur=")
+			f, err := strconv.ParseFloat(ms, 64)
+			if !ok || err != nil {
+				t.Fatalf("%s: Server-Timing %q: metric %q has no dur", method, r.header.Get("Server-Timing"), metric)
+			}
+			timing[name] = time.Duration(f * float64(time.Millisecond))
+		}
+		tool, gw := timing["tool"], timing["gateway"]
+		if tool < toolTime || tool > took {
+			t.Fatalf("%s: tool;dur %v: want at least the tool's %v and at most the %v the call took", method, tool, toolTime, took)
+		}
+		if _, ok := timing["gateway"]; !ok || gw < 0 || gw+tool > took {
+			t.Fatalf("%s: gateway;dur %v with tool;dur %v: want both within the %v the call took", method, gw, tool, took)
+		}
 	}
-	tool, gw := timing["tool"], timing["gateway"]
-	if tool < toolTime || tool > took {
-		t.Fatalf("tool;dur %v: want at least the tool's %v and at most the %v the call took", tool, toolTime, took)
-	}
-	if _, ok := timing["gateway"]; !ok || gw < 0 || gw+tool > took {
-		t.Fatalf("gateway;dur %v with tool;dur %v: want both within the %v the call took", gw, tool, took)
+
+	m := e.do(http.MethodGet, "/metrics", "")
+	for _, want := range []string{
+		`toolgate_tool_duration_seconds_count{method="run",tool="slow"} 1`,
+		`toolgate_tool_duration_seconds_count{method="fail",tool="slow"} 1`,
+		`toolgate_tool_duration_seconds_bucket{method="run",tool="slow",le="0.1"} 0`,
+		`toolgate_tool_duration_seconds_bucket{method="run",tool="slow",le="0.25"} 1`,
+	} {
+		if !strings.Contains(string(m.body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/registry"
 )
@@ -157,12 +158,13 @@ func (e *Edge) toolCall(c *gin.Context) {
 	e.metrics.inFlight.Inc()
 	defer e.metrics.inFlight.Dec()
 	code := "ok"
+	var toolTime time.Duration // the bus round trip, once the tool answered
 	defer func() {
 		if v := c.GetString(ctxErrorCode); v != "" {
 			code = v
 		}
 		t, m := e.metricLabels(tool, method)
-		e.metrics.observe(t, m, code, time.Since(start))
+		e.metrics.observe(t, m, code, time.Since(start), toolTime)
 	}()
 
 	p := principal(c)
@@ -196,9 +198,15 @@ func (e *Edge) toolCall(c *gin.Context) {
 		RequestID: requestID(c), Timeout: timeout,
 	})
 	if err != nil {
+		var te *bus.ToolError
+		if errors.As(err, &te) && te.Elapsed > 0 { // the tool answered, with an error
+			toolTime = te.Elapsed
+			c.Header("Server-Timing", serverTiming(time.Since(start), toolTime))
+		}
 		e.fail(c, err)
 		return
 	}
+	toolTime = reply.Elapsed
 	h := c.Writer.Header()
 	if reply.ContentType != "" {
 		h.Set("Content-Type", reply.ContentType)
@@ -210,7 +218,7 @@ func (e *Edge) toolCall(c *gin.Context) {
 	h["X-Content-Type-Options"] = nosniff
 	h["Content-Security-Policy"] = sandbox
 	h["Content-Length"] = []string{strconv.Itoa(len(reply.Data))}
-	h["Server-Timing"] = []string{serverTiming(time.Since(start), reply.Elapsed)}
+	h["Server-Timing"] = []string{serverTiming(time.Since(start), toolTime)}
 	c.Writer.WriteHeader(reply.Status)
 	_, _ = c.Writer.Write(reply.Data)
 }
