@@ -278,17 +278,24 @@ func putJSON(ctx context.Context, kv jetstream.KeyValue, key string, v any) erro
 }
 
 func createJSON(ctx context.Context, kv jetstream.KeyValue, key string, v any) error {
+	_, err := createJSONRev(ctx, kv, key, v)
+	return err
+}
+
+// createJSONRev is createJSON that also returns the revision of the write.
+func createJSONRev(ctx context.Context, kv jetstream.KeyValue, key string, v any) (uint64, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("registry: encode %s/%s: %w", kv.Bucket(), key, err)
+		return 0, fmt.Errorf("registry: encode %s/%s: %w", kv.Bucket(), key, err)
 	}
-	if _, err := kv.Create(ctx, key, b); err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			return ErrExists
-		}
-		return fmt.Errorf("registry: create %s/%s: %w", kv.Bucket(), key, err)
+	rev, err := kv.Create(ctx, key, b)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return 0, ErrExists
 	}
-	return nil
+	if err != nil {
+		return 0, fmt.Errorf("registry: create %s/%s: %w", kv.Bucket(), key, err)
+	}
+	return rev, nil
 }
 
 // updateJSON applies change to the record at key with compare-and-set, retrying when
@@ -636,9 +643,10 @@ func (s *Store) PutSession(ctx context.Context, sess Session) error {
 	return putJSON(ctx, s.sessions, sess.ID, sess)
 }
 
-// CreateSession writes a new MCP session; ErrExists if its id is taken.
-func (s *Store) CreateSession(ctx context.Context, sess Session) error {
-	return createJSON(ctx, s.sessions, sess.ID, sess)
+// CreateSession writes a new MCP session and returns the bucket's revision of the
+// write; ErrExists if its id is taken.
+func (s *Store) CreateSession(ctx context.Context, sess Session) (uint64, error) {
+	return createJSONRev(ctx, s.sessions, sess.ID, sess)
 }
 
 // UpdateSession changes an MCP session with change, compare-and-set, which also

@@ -216,10 +216,10 @@ func TestAnEndedSessionStaysEnded(t *testing.T) {
 	env := testenv.NewRegistry(t)
 	store, ctx := env.Store, env.Ctx
 	sess := registry.Session{ID: registry.NewID(""), Account: "acme", Tool: "echo", CreatedAt: time.Now().UTC()}
-	if err := store.CreateSession(ctx, sess); err != nil {
-		t.Fatal(err)
+	if rev, err := store.CreateSession(ctx, sess); err != nil || rev == 0 {
+		t.Fatalf("CreateSession: revision %d, %v", rev, err)
 	}
-	if err := store.CreateSession(ctx, sess); !errors.Is(err, registry.ErrExists) {
+	if _, err := store.CreateSession(ctx, sess); !errors.Is(err, registry.ErrExists) {
 		t.Fatalf("creating a session whose id is taken: %v, want ErrExists", err)
 	}
 	got, err := store.UpdateSession(ctx, sess.ID, func(s *registry.Session) error { s.LogLevel = "debug"; return nil })

@@ -18,7 +18,7 @@ type Config struct {
 	// (registry.Options.SessionTTL): 0 takes that, any other value must equal it.
 	SessionIdleTTL time.Duration
 	// MaxSessionsPerAccount bounds the MCP sessions one account holds at once; an
-	// account's Limits.Sessions overrides it.
+	// account's Limits.Sessions overrides it. The bound holds across every edge.
 	MaxSessionsPerAccount int
 	// AllowedOrigins lists the browser origins (scheme://host[:port]) allowed to call,
 	// besides the edge's own; "*" allows any.

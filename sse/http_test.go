@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -476,4 +478,56 @@ func (s *legacyStream) nextLine(t testing.TB, within time.Duration, match func(s
 			return ""
 		}
 	}
+}
+
+// TestSessionLimitHoldsAcrossEdges: sessions opened at the same instant through two
+// edges never exceed the account's limit, and every one refused is gone from the
+// bucket; on one node, and on two nodes of a cluster.
+func TestSessionLimitHoldsAcrossEdges(t *testing.T) {
+	t.Run("one node", func(t *testing.T) { sessionLimitAcrossEdges(t, newEnv(t), 0, 0) })
+	t.Run("two nodes of a cluster", func(t *testing.T) { sessionLimitAcrossEdges(t, newClusterEnv(t), 0, 2) })
+}
+
+func sessionLimitAcrossEdges(t *testing.T, e *env, node1, node2 int) {
+	ctx := testenv.Context(t)
+	const limit = 3
+	if _, err := e.store.UpdateAccount(ctx, testAccount, func(a *registry.Account) error {
+		a.Limits.Sessions = limit
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	urls := []string{e.streamableURL(e.startEdge(t, node1, nil).url), e.streamableURL(e.startEdge(t, node2, nil).url)}
+
+	const attempts = 16
+	var admitted, refused atomic.Int32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range attempts {
+		wg.Go(func() {
+			<-start
+			x := do(t, "POST", urls[i%2], map[string]string{"Accept": "application/json"}, initialize)
+			switch code, _ := x.rpcError(); {
+			case x.status == http.StatusOK:
+				admitted.Add(1)
+			case x.status == http.StatusTooManyRequests && code == -32000:
+				refused.Add(1)
+			default:
+				t.Errorf("initialize: %d %s", x.status, x.body)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if admitted.Load() != limit || refused.Load() != attempts-limit {
+		t.Fatalf("%d sessions admitted and %d refused through two edges, want %d and %d", admitted.Load(), refused.Load(), limit, attempts-limit)
+	}
+	kv, err := e.store.JetStream().KeyValue(ctx, registry.BucketSessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, "the bucket holds only the admitted sessions", func() bool {
+		keys, err := kv.Keys(ctx)
+		return err == nil && len(keys) == limit
+	})
 }

@@ -50,7 +50,6 @@ type Server struct {
 	changes   *toolChanges
 	stopView  func()
 
-	admit     sync.Mutex // serializes session creation on this edge, for the per-account limit
 	touchMu   sync.Mutex
 	lastTouch map[string]time.Time
 }

@@ -28,10 +28,13 @@ type sessionIndex struct {
 	byID      map[string]*indexedSession
 	byTool    map[string]map[string]struct{}
 	byAccount map[string]map[string]struct{}
+	applied   uint64        // the bucket's latest revision applied here
+	advanced  chan struct{} // closed, and replaced, whenever applied grows
 }
 
 type indexedSession struct {
 	seen        registry.Session // as the bucket last showed it
+	since       uint64           // the bucket's revision when the session was first known here
 	written     *registry.Session
 	writtenJSON []byte
 	writtenAt   time.Time
@@ -43,15 +46,17 @@ type indexedSession struct {
 const writeHorizon = 5 * time.Second
 
 func newSessionIndex() *sessionIndex {
-	return &sessionIndex{byID: map[string]*indexedSession{}, byTool: map[string]map[string]struct{}{}, byAccount: map[string]map[string]struct{}{}}
+	return &sessionIndex{byID: map[string]*indexedSession{}, byTool: map[string]map[string]struct{}{},
+		byAccount: map[string]map[string]struct{}{}, advanced: make(chan struct{})}
 }
 
-// entry returns the entry of sess, making one if there is none. x.mu is held.
-func (x *sessionIndex) entry(sess *registry.Session) *indexedSession {
+// entry returns the entry of sess, making one, known since rev, if there is none.
+// x.mu is held.
+func (x *sessionIndex) entry(sess *registry.Session, rev uint64) *indexedSession {
 	if e := x.byID[sess.ID]; e != nil {
 		return e
 	}
-	e := &indexedSession{seen: *sess}
+	e := &indexedSession{seen: *sess, since: rev}
 	x.byID[sess.ID] = e
 	add := func(m map[string]map[string]struct{}, k string) {
 		if m[k] == nil {
@@ -64,26 +69,28 @@ func (x *sessionIndex) entry(sess *registry.Session) *indexedSession {
 	return e
 }
 
-// seen records what the bucket shows of a session: its value, raw.
-func (x *sessionIndex) seen(sess *registry.Session, raw []byte) {
+// seen records what the bucket shows of a session at revision rev: its value, raw.
+func (x *sessionIndex) seen(sess *registry.Session, raw []byte, rev uint64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	e := x.entry(sess)
+	defer x.advance(rev)
+	e := x.entry(sess, rev)
 	e.seen = *sess
 	if e.written != nil && bytes.Equal(e.writtenJSON, raw) {
 		e.written, e.writtenJSON = nil, nil
 	}
 }
 
-// wrote records a session this edge has just written.
-func (x *sessionIndex) wrote(sess *registry.Session) {
+// wrote records a session this edge has just written; rev is the revision of its
+// creation, or 0 for a change.
+func (x *sessionIndex) wrote(sess *registry.Session, rev uint64) {
 	raw, err := json.Marshal(sess)
 	if err != nil {
 		return
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	e := x.entry(sess)
+	e := x.entry(sess, rev)
 	c := *sess
 	e.written, e.writtenJSON, e.writtenAt = &c, raw, time.Now()
 }
@@ -103,9 +110,12 @@ func (x *sessionIndex) get(id string) (*registry.Session, bool) {
 	return &c, true
 }
 
-func (x *sessionIndex) remove(id string) bool {
+// remove forgets session id, deleted or expired at revision rev, and reports whether
+// it was known.
+func (x *sessionIndex) remove(id string, rev uint64) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	defer x.advance(rev)
 	e, ok := x.byID[id]
 	if !ok {
 		return false
@@ -138,6 +148,46 @@ func (x *sessionIndex) count(account string) int {
 	return len(x.byAccount[account])
 }
 
+// countSince counts the sessions of account known here since revision rev or earlier.
+func (x *sessionIndex) countSince(account string, rev uint64) int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	n := 0
+	for id := range x.byAccount[account] {
+		if x.byID[id].since <= rev {
+			n++
+		}
+	}
+	return n
+}
+
+// advance notes that the bucket's revision rev has been applied. x.mu is held.
+func (x *sessionIndex) advance(rev uint64) {
+	if rev > x.applied {
+		x.applied = rev
+		close(x.advanced)
+		x.advanced = make(chan struct{})
+	}
+}
+
+// caughtUp returns once the bucket's revision rev has been applied here, or with
+// ctx's error.
+func (x *sessionIndex) caughtUp(ctx context.Context, rev uint64) error {
+	for {
+		x.mu.Lock()
+		done, advanced := x.applied >= rev, x.advanced
+		x.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-advanced:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // watchSessions loads the sessions bucket and follows it until stop ends; ended is
 // called for every session that is deleted or expires.
 func watchSessions(ctx, stop context.Context, store *registry.Store, log *slog.Logger, ended func(id string), bg *sync.WaitGroup) (*sessionIndex, error) {
@@ -152,7 +202,7 @@ func watchSessions(ctx, stop context.Context, store *registry.Store, log *slog.L
 	x := newSessionIndex()
 	apply := func(e jetstream.KeyValueEntry) {
 		if e.Operation() != jetstream.KeyValuePut {
-			if x.remove(e.Key()) {
+			if x.remove(e.Key(), e.Revision()) {
 				ended(e.Key())
 			}
 			return
@@ -160,9 +210,12 @@ func watchSessions(ctx, stop context.Context, store *registry.Store, log *slog.L
 		var s registry.Session
 		if err := json.Unmarshal(e.Value(), &s); err != nil {
 			log.Error("skipping undecodable session", "session", e.Key(), "err", err)
+			x.mu.Lock()
+			x.advance(e.Revision())
+			x.mu.Unlock()
 			return
 		}
-		x.seen(&s, e.Value())
+		x.seen(&s, e.Value(), e.Revision())
 	}
 	for {
 		select {
@@ -217,26 +270,48 @@ func (s *Server) sessionLimit(account string) int {
 	return s.cfg.MaxSessionsPerAccount
 }
 
-// newSession opens a session for p on tool, within the account's limit. The count
-// comes from this edge's index of every edge's sessions; two edges admitting at the
-// same instant may overshoot by one each.
+// newSession opens a session for p on tool, within the account's limit.
+//
+// The limit holds across edges. An account at its limit in this edge's copy of the
+// bucket is refused at once. Otherwise the session is written, and the bucket, which
+// orders every write, decides between sessions admitted at the same instant, on this
+// edge or others: once this edge's copy has caught up with the write, the account's
+// sessions written before it are all known here, and the session is taken back if
+// they already fill the limit.
 func (s *Server) newSession(ctx context.Context, p registry.Principal, tool, version string, clientInfo, caps json.RawMessage) (*registry.Session, error) {
-	s.admit.Lock()
-	defer s.admit.Unlock()
-	if limit := s.sessionLimit(p.Account); s.index.count(p.Account) >= limit {
+	limit := s.sessionLimit(p.Account)
+	if s.index.count(p.Account) >= limit {
 		return nil, &SessionLimitError{Account: p.Account, Limit: limit}
 	}
 	sess := &registry.Session{
 		ID: registry.NewID(""), Account: p.Account, Tool: tool, ProtocolVersion: version,
 		ClientInfo: clientInfo, Capabilities: caps, CreatedAt: time.Now().UTC(),
 	}
-	if err := s.store.CreateSession(ctx, *sess); err != nil {
+	rev, err := s.store.CreateSession(ctx, *sess)
+	if err != nil {
 		return nil, err
 	}
-	s.index.wrote(sess)
+	s.index.wrote(sess, rev)
 	s.markTouched(sess.ID)
+
+	wait, cancel := context.WithTimeout(ctx, admitWait)
+	defer cancel()
+	if err := s.index.caughtUp(wait, rev); err != nil {
+		// The copy lags (a degraded cluster): rather than refuse every new session,
+		// admit on the count it had.
+		s.log.Warn("session admitted without the exact count: the sessions bucket's copy is behind", "account", p.Account, "err", err)
+		return sess, nil
+	}
+	if s.index.countSince(p.Account, rev) > limit {
+		s.endSession(sess.ID)
+		return nil, &SessionLimitError{Account: p.Account, Limit: limit}
+	}
 	return sess, nil
 }
+
+// admitWait bounds how long a new session waits for this edge's copy of the sessions
+// bucket to show its own write.
+const admitWait = 2 * time.Second
 
 // updateSession applies change to the session as the bucket holds it, compare-and-set
 // (which refreshes its idle TTL), and leaves the result in sess. A session that ended
@@ -251,7 +326,7 @@ func (s *Server) updateSession(ctx context.Context, sess *registry.Session, chan
 		})
 		if err == nil {
 			*sess = *got
-			s.index.wrote(got)
+			s.index.wrote(got, 0)
 			s.markTouched(sess.ID)
 			return nil
 		}
