@@ -109,7 +109,11 @@ func runDev(ctx context.Context, cfg devConfig, out io.Writer, log *slog.Logger)
 
 	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	store, err := registry.Open(setupCtx, nc, registry.DefaultOptions())
+	// The dev stack owns its embedded server: buckets an older version made with other
+	// settings are brought to this version's rather than refused.
+	opts := registry.DefaultOptions()
+	opts.Update = true
+	store, err := registry.Open(setupCtx, nc, opts)
 	if err != nil {
 		return err
 	}

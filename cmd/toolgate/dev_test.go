@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/registry"
 )
 
 var (
@@ -77,7 +79,8 @@ func call(t *testing.T, method, url, key, body string) (int, string) {
 
 func TestDevStack(t *testing.T) {
 	data := t.TempDir()
-	edgeURL, key, stop := startDev(t, data)
+	first := startDevStack(t, data)
+	edgeURL, key, stop := first.edgeURL, first.key, first.stop
 
 	t.Run("the printed key lists the three demo tools", func(t *testing.T) {
 		testenv.Eventually(t, 10*time.Second, "all three tools online", func() bool {
@@ -137,15 +140,46 @@ func TestDevStack(t *testing.T) {
 			t.Fatalf("dashboard: %d", resp.StatusCode)
 		}
 	})
+	// As an older version might have left it: a bucket with other settings than this
+	// version's, which the restart must bring up to date rather than refuse.
+	toolsHistory := func(natsURL string, set uint8) uint8 {
+		t.Helper()
+		js, err := jetstream.New(testenv.Conn(t, natsURL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := testenv.Context(t)
+		kv, err := js.KeyValue(ctx, registry.BucketTools)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := kv.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := st.Config()
+		if set != 0 {
+			cfg.History = set
+			if _, err := js.UpdateKeyValue(ctx, cfg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return cfg.History
+	}
+	toolsHistory(first.natsURL, 1)
 	if err := stop(); err != nil {
 		t.Fatalf("clean shutdown: %v", err)
 	}
 
-	t.Run("a restart on the same data keeps the key", func(t *testing.T) {
-		edgeURL, again, stop := startDev(t, data)
-		defer stop()
-		if again != key {
+	t.Run("a restart on the same data keeps the key and updates the buckets", func(t *testing.T) {
+		again := startDevStack(t, data)
+		defer again.stop()
+		edgeURL := again.edgeURL
+		if again.key != key {
 			t.Fatalf("key changed across restarts")
+		}
+		if h := toolsHistory(again.natsURL, 0); h != 5 {
+			t.Fatalf("the tools bucket keeps history %d after the restart, want this version's 5", h)
 		}
 		testenv.Eventually(t, 10*time.Second, "the kept key works", func() bool {
 			status, _ := call(t, http.MethodPost, edgeURL+"/tool-call/echo/echo", key, `{}`)
