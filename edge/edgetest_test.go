@@ -75,7 +75,8 @@ func newEnv(t testing.TB, opts ...option) *env {
 	e.store = testenv.Store(t, e.nc, o.replicas)
 	e.view = testenv.View(t, e.store)
 	var err error
-	if e.gw, err = gateway.New(e.nc, e.view, gateway.DefaultConfig()); err != nil {
+	// As toolgate edge runs it: rate limits in the shared buckets.
+	if e.gw, err = gateway.New(e.nc, e.view, gateway.DefaultConfig(), gateway.WithSharedRates(e.store, testenv.Logger(t))); err != nil {
 		t.Fatal(err)
 	}
 	e.signer = sharedSigner

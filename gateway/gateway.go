@@ -9,7 +9,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -67,20 +70,48 @@ func (c Config) Validate() error {
 
 // Gateway executes tool calls.
 type Gateway struct {
-	nc   *nats.Conn
-	view *registry.View
-	cfg  Config
+	nc     *nats.Conn
+	view   *registry.View
+	cfg    Config
+	shared *registry.Store // the shared rate buckets; nil keeps them in this process
+	log    *slog.Logger
+
+	fallbackLogged atomic.Int64 // unix seconds of the last warning that the shared buckets failed
 
 	mu       sync.RWMutex
 	limiters map[limiterKey]*limiter
 }
 
+// Option configures a Gateway.
+type Option func(*Gateway)
+
+// WithSharedRates keeps rate limits in the registry's shared token buckets, so that a
+// key's rate holds across every edge, not per edge. Each edge takes tokens from a
+// key's bucket a lease at a time (a tenth of a second's worth, at least one) and
+// spends them locally, so a call waits on the bus only when its edge's lease is spent.
+// What a lease has left after LeaseTime goes back with the edge's next take. When the bucket cannot be reached, the
+// edge falls back to a bucket of its own and logs it on log.
+func WithSharedRates(store *registry.Store, log *slog.Logger) Option {
+	return func(g *Gateway) { g.shared, g.log = store, log }
+}
+
+// LeaseTime is how much of a key's rate an edge takes from its shared bucket at once,
+// and how long it keeps what it has not spent.
+const LeaseTime = 100 * time.Millisecond
+
 // New returns a Gateway that calls tools over nc and checks calls against view.
-func New(nc *nats.Conn, view *registry.View, cfg Config) (*Gateway, error) {
+func New(nc *nats.Conn, view *registry.View, cfg Config, opts ...Option) (*Gateway, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Gateway{nc: nc, view: view, cfg: cfg, limiters: map[limiterKey]*limiter{}}, nil
+	g := &Gateway{nc: nc, view: view, cfg: cfg, limiters: map[limiterKey]*limiter{}, log: slog.Default()}
+	for _, o := range opts {
+		o(g)
+	}
+	if g.log == nil {
+		g.log = slog.Default()
+	}
+	return g, nil
 }
 
 // View returns the registry view calls are checked against.
@@ -108,8 +139,9 @@ type Call struct {
 }
 
 // Check runs every check a call must pass before it is sent, against the current
-// registry, and returns the method it calls.
-func (g *Gateway) Check(c *Call) (*registry.MethodEntry, error) {
+// registry, and returns the method it calls. ctx bounds taking a lease of the caller's
+// rate from its shared bucket.
+func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, error) {
 	m, err := g.view.Snapshot().Method(c.Principal, c.Tool, c.Method)
 	if err != nil {
 		return nil, err
@@ -120,7 +152,7 @@ func (g *Gateway) Check(c *Call) (*registry.MethodEntry, error) {
 	if err := m.Validate(c.Params); err != nil {
 		return nil, err
 	}
-	if err := g.allow(c.Principal); err != nil {
+	if err := g.allow(ctx, c.Principal); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -129,7 +161,7 @@ func (g *Gateway) Check(c *Call) (*registry.MethodEntry, error) {
 // Do checks c and sends it to the tool, returning the tool's reply or a typed error
 // (registry, gateway or bus errors).
 func (g *Gateway) Do(ctx context.Context, c *Call) (*bus.Reply, error) {
-	m, err := g.Check(c)
+	m, err := g.Check(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +193,13 @@ func (g *Gateway) Timeout(m *registry.Method, asked time.Duration) time.Duration
 type limiter struct {
 	rate  float64
 	burst int
-	l     *rate.Limiter
+	l     *rate.Limiter // this process's bucket: the whole limit, or the fallback
+
+	// A lease from the shared bucket (WithSharedRates). mu is held while a lease is
+	// taken, so one call of a key goes to the bus for it and the others wait for it.
+	mu      sync.Mutex
+	tokens  int
+	expires time.Time
 }
 
 // limiterKey names a token bucket: a key's, or a link's (its account and tool). It is a
@@ -171,9 +209,10 @@ type limiterKey struct {
 	key, account, tool string
 }
 
-// allow applies the token bucket of p's key (or link). Buckets are local to this
-// process: with N edges behind a balancer an account gets up to N times its rate.
-func (g *Gateway) allow(p registry.Principal) error {
+// allow applies the token bucket of p's key (or link): the shared one with
+// WithSharedRates, else this process's, with which N edges behind a balancer give an
+// account up to N times its rate.
+func (g *Gateway) allow(ctx context.Context, p registry.Principal) error {
 	r, burst := g.cfg.Rate, g.cfg.Burst
 	if a := g.view.Snapshot().Account(p.Account); a != nil {
 		if a.Limits.Rate > 0 {
@@ -196,6 +235,11 @@ func (g *Gateway) allow(p registry.Principal) error {
 		g.limiters[id] = lim
 		g.mu.Unlock()
 	}
+	if g.shared != nil {
+		if handled, err := g.allowShared(ctx, id, lim); handled {
+			return err
+		}
+	}
 	if lim.l.Allow() {
 		return nil
 	}
@@ -207,4 +251,35 @@ func (g *Gateway) allow(p registry.Principal) error {
 		return &RateLimitedError{RetryAfter: d}
 	}
 	return nil
+}
+
+// allowShared spends a token of this edge's lease on the shared bucket of id, taking a
+// new lease when it is spent. handled is false when the shared bucket could not be
+// reached, and the caller falls back to this process's bucket.
+func (g *Gateway) allowShared(ctx context.Context, id limiterKey, lim *limiter) (handled bool, err error) {
+	lim.mu.Lock()
+	defer lim.mu.Unlock()
+	now := time.Now()
+	if lim.tokens > 0 && now.Before(lim.expires) {
+		lim.tokens--
+		return true, nil
+	}
+	want := max(1, min(lim.burst, int(math.Ceil(lim.rate*LeaseTime.Seconds()))))
+	rid := registry.LinkRateID(id.account, id.tool)
+	if id.key != "" {
+		rid = registry.KeyRateID(id.key)
+	}
+	took, wait, err := g.shared.TakeTokens(ctx, rid, lim.rate, lim.burst, want, lim.tokens, now)
+	if err != nil {
+		if last := g.fallbackLogged.Load(); ctx.Err() == nil && now.Unix()-last >= 60 && g.fallbackLogged.CompareAndSwap(last, now.Unix()) {
+			g.log.Warn("rate limit: the shared bucket cannot be reached; each edge's own bucket applies (logged at most once a minute)", "err", err)
+		}
+		return false, nil
+	}
+	lim.tokens = 0 // given back
+	if took == 0 {
+		return true, &RateLimitedError{RetryAfter: max(wait, time.Millisecond)}
+	}
+	lim.tokens, lim.expires = took-1, now.Add(LeaseTime)
+	return true, nil
 }

@@ -2,8 +2,12 @@ package gateway_test
 
 import (
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -42,10 +46,13 @@ func TestTimeoutIsTheShortestOfMethodCallerAndMaximum(t *testing.T) {
 	}
 }
 
-func TestRateLimitAtItsEdge(t *testing.T) {
+// rateEnv is a registry with an account of the given limits, connected to an echo tool,
+// and one of its keys.
+func rateEnv(t *testing.T, limits registry.Limits) (*testenv.Registry, registry.Principal) {
+	t.Helper()
 	env := testenv.NewRegistry(t)
 	ctx := env.Ctx
-	if _, err := env.Store.CreateAccount(ctx, registry.Account{ID: "acme", Limits: registry.Limits{Rate: 0.001, Burst: 3}}); err != nil {
+	if _, err := env.Store.CreateAccount(ctx, registry.Account{ID: "acme", Limits: limits}); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.Store.PutTool(ctx, registry.Tool{ID: "echo", Methods: []registry.Method{{Name: "echo"}}}); err != nil {
@@ -63,35 +70,128 @@ func TestRateLimitAtItsEdge(t *testing.T) {
 		p, err = env.View.Snapshot().AuthenticateKey(secret, time.Now())
 		return err == nil && len(env.View.Snapshot().Tools(p)) == 1
 	})
-	gw, err := gateway.New(env.Conn, env.View, gateway.DefaultConfig())
+	return env, p
+}
+
+func TestRateLimitAtItsEdge(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(map[bool]string{false: "this edge's bucket", true: "the shared bucket"}[shared], func(t *testing.T) {
+			env, p := rateEnv(t, registry.Limits{Rate: 0.001, Burst: 3})
+			ctx := env.Ctx
+			var opts []gateway.Option
+			if shared {
+				opts = append(opts, gateway.WithSharedRates(env.Store, testenv.Logger(t)))
+			}
+			gw, err := gateway.New(env.Conn, env.View, gateway.DefaultConfig(), opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			call := &gateway.Call{Principal: p, Tool: "echo", Method: "echo", Params: []byte(`{}`)}
+			for i := range 3 {
+				if _, err := gw.Check(ctx, call); err != nil {
+					t.Fatalf("call %d of a burst of 3: %v", i+1, err)
+				}
+			}
+			_, err = gw.Check(ctx, call)
+			var rl *gateway.RateLimitedError
+			if !errors.As(err, &rl) || rl.RetryAfter <= 0 {
+				t.Fatalf("call 4 of a burst of 3: got %v, want a RateLimitedError with a retry time", err)
+			}
+
+			t.Run("a refused call does not use up a token", func(t *testing.T) {
+				// At 0.001/s the next token is ~1000 s away; a refusal must not push it further.
+				_, err := gw.Check(ctx, call)
+				var again *gateway.RateLimitedError
+				if !errors.As(err, &again) || again.RetryAfter > rl.RetryAfter {
+					t.Fatalf("second refusal: %v (first asked to wait %v)", err, rl.RetryAfter)
+				}
+			})
+			t.Run("a bad call is refused before it costs a token", func(t *testing.T) {
+				bad := *call
+				bad.Params = []byte(`[1]`)
+				if _, err := gw.Check(ctx, &bad); !errors.Is(err, gateway.ErrInvalidJSON) {
+					t.Fatalf("got %v, want ErrInvalidJSON", err)
+				}
+			})
+		})
+	}
+}
+
+// TestSharedRateHoldsAcrossEdges: two gateways, as two edges, calling for one key at
+// once share its burst instead of each having its own.
+func TestSharedRateHoldsAcrossEdges(t *testing.T) {
+	t.Run("a rate of less than a token per lease: exactly the burst", func(t *testing.T) {
+		env, p := rateEnv(t, registry.Limits{Rate: 0.001, Burst: 5})
+		if allowed := callFromTwoEdges(t, env, p, 40); allowed != 5 {
+			t.Fatalf("%d of 40 calls through two edges allowed, want the burst of 5", allowed)
+		}
+	})
+	t.Run("a rate of many tokens per lease: never more than the bucket gives", func(t *testing.T) {
+		env, p := rateEnv(t, registry.Limits{Rate: 100, Burst: 20})
+		start := time.Now()
+		allowed := callFromTwoEdges(t, env, p, 200)
+		// The bucket gives its burst and then 100 a second; what a lease one edge holds
+		// but does not spend goes back only at that edge's next take, so fewer may
+		// pass, never more.
+		if most := 20 + int(100*time.Since(start).Seconds()) + 1; allowed > most || allowed < 10 {
+			t.Fatalf("%d of 200 calls through two edges allowed; the bucket gave at most %d", allowed, most)
+		}
+	})
+}
+
+// callFromTwoEdges makes n calls for p at once, half through each of two gateways that
+// share their rate buckets, and returns how many were allowed.
+func callFromTwoEdges(t *testing.T, env *testenv.Registry, p registry.Principal, n int) int {
+	t.Helper()
+	var gws [2]*gateway.Gateway
+	for i := range gws {
+		gw, err := gateway.New(testenv.Conn(t, env.Server.ClientURL()), env.View, gateway.DefaultConfig(), gateway.WithSharedRates(env.Store, testenv.Logger(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gws[i] = gw
+	}
+	var allowed atomic.Int32
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			_, err := gws[i%2].Check(env.Ctx, &gateway.Call{Principal: p, Tool: "echo", Method: "echo", Params: []byte(`{}`)})
+			var rl *gateway.RateLimitedError
+			switch {
+			case err == nil:
+				allowed.Add(1)
+			case !errors.As(err, &rl):
+				t.Errorf("call %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	return int(allowed.Load())
+}
+
+// TestSharedRateFallsBackToTheEdgesOwn: when the shared bucket cannot be reached, an
+// edge keeps limiting with a bucket of its own rather than refusing or letting all in.
+func TestSharedRateFallsBackToTheEdgesOwn(t *testing.T) {
+	env, p := rateEnv(t, registry.Limits{Rate: 0.001, Burst: 2})
+	gw, err := gateway.New(env.Conn, env.View, gateway.DefaultConfig(), gateway.WithSharedRates(env.Store, testenv.Logger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	js, err := jetstream.New(env.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteKeyValue(env.Ctx, registry.BucketRates); err != nil {
+		t.Fatal(err)
+	}
 	call := &gateway.Call{Principal: p, Tool: "echo", Method: "echo", Params: []byte(`{}`)}
-	for i := range 3 {
-		if _, err := gw.Check(call); err != nil {
-			t.Fatalf("call %d of a burst of 3: %v", i+1, err)
+	for i := range 2 {
+		if _, err := gw.Check(env.Ctx, call); err != nil {
+			t.Fatalf("call %d of a burst of 2 without the shared bucket: %v", i+1, err)
 		}
 	}
-	_, err = gw.Check(call)
 	var rl *gateway.RateLimitedError
-	if !errors.As(err, &rl) || rl.RetryAfter <= 0 {
-		t.Fatalf("call 4 of a burst of 3: got %v, want a RateLimitedError with a retry time", err)
+	if _, err := gw.Check(env.Ctx, call); !errors.As(err, &rl) {
+		t.Fatalf("call 3 of a burst of 2 without the shared bucket: %v, want a RateLimitedError", err)
 	}
-
-	t.Run("a refused call does not use up a token", func(t *testing.T) {
-		// At 0.001/s the next token is ~1000 s away; a refusal must not push it further.
-		_, err := gw.Check(call)
-		var again *gateway.RateLimitedError
-		if !errors.As(err, &again) || again.RetryAfter > rl.RetryAfter {
-			t.Fatalf("second refusal: %v (first asked to wait %v)", err, rl.RetryAfter)
-		}
-	})
-	t.Run("a bad call is refused before it costs a token", func(t *testing.T) {
-		bad := *call
-		bad.Params = []byte(`[1]`)
-		if _, err := gw.Check(&bad); !errors.Is(err, gateway.ErrInvalidJSON) {
-			t.Fatalf("got %v, want ErrInvalidJSON", err)
-		}
-	})
 }

@@ -23,6 +23,7 @@ const (
 	BucketLinks       = "tg-links"
 	BucketPresence    = "tg-presence"
 	BucketSessions    = "tg-sessions"
+	BucketRates       = "tg-rates"
 )
 
 // Options configure the buckets. A setting left at zero is taken from the buckets as
@@ -75,6 +76,7 @@ type Store struct {
 	links    jetstream.KeyValue
 	presence jetstream.KeyValue
 	sessions jetstream.KeyValue
+	rates    jetstream.KeyValue
 }
 
 // Open creates the buckets that are missing (it is safe for many processes to do so at
@@ -127,6 +129,11 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 			TTL: opts.PresenceTTL, LimitMarkerTTL: opts.PresenceTTL, Storage: jetstream.MemoryStorage}},
 		{&s.sessions, jetstream.KeyValueConfig{Bucket: BucketSessions, Description: "toolgate MCP sessions",
 			TTL: opts.SessionTTL, LimitMarkerTTL: time.Minute}},
+		// The shared token buckets of rate limits. A record left alone for an hour
+		// expires and its bucket starts full again, as it would be by then anyway at
+		// any rate of at least burst an hour.
+		{&s.rates, jetstream.KeyValueConfig{Bucket: BucketRates, Description: "toolgate rate limits, by key or link",
+			TTL: time.Hour, Storage: jetstream.MemoryStorage}},
 	}
 	for _, b := range buckets {
 		b.cfg.Replicas = opts.Replicas

@@ -37,6 +37,7 @@ type edgeOptions struct {
 	LinkSecretFile string
 	AdminKeyFile   string
 	Dashboard      bool // serve the deployment dashboard under /dashboard/
+	EdgeRates      bool // keep rate limits per edge instead of in the shared buckets
 	MCP            sse.Config
 }
 
@@ -106,6 +107,7 @@ var edgeEnv = map[string]string{
 	"max-timeout":         "TOOLGATE_MAX_TIMEOUT",
 	"rate":                "TOOLGATE_RATE",
 	"burst":               "TOOLGATE_BURST",
+	"edge-rates":          "TOOLGATE_EDGE_RATES",
 	"shutdown-timeout":    "TOOLGATE_SHUTDOWN_TIMEOUT",
 	"dashboard":           "TOOLGATE_DASHBOARD",
 	"mcp-keep-alive":      "TOOLGATE_MCP_KEEP_ALIVE",
@@ -149,6 +151,7 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.DurationVar(&o.Gateway.MaxTimeout, "max-timeout", o.Gateway.MaxTimeout, "longest deadline of any call")
 	f.Float64Var(&o.Gateway.Rate, "rate", o.Gateway.Rate, "calls per second per key, for accounts without limits")
 	f.IntVar(&o.Gateway.Burst, "burst", o.Gateway.Burst, "calls a key may make at once above the rate")
+	f.BoolVar(&o.EdgeRates, "edge-rates", o.EdgeRates, "keep each key's rate in this edge alone (N edges then allow N times the rate) instead of in the registry's shared buckets")
 	f.DurationVar(&o.Edge.ShutdownTimeout, "shutdown-timeout", o.Edge.ShutdownTimeout, "how long in-flight requests get at shutdown")
 	f.BoolVar(&o.Dashboard, "dashboard", o.Dashboard, "serve the deployment dashboard under "+edge.DashboardPath)
 	f.DurationVar(&o.MCP.KeepAlive, "mcp-keep-alive", o.MCP.KeepAlive, "how often an idle MCP stream gets a keep-alive comment")
@@ -218,7 +221,11 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 	if err != nil {
 		return err
 	}
-	gw, err := gateway.New(nc, view, o.Gateway)
+	var gwOpts []gateway.Option
+	if !o.EdgeRates {
+		gwOpts = append(gwOpts, gateway.WithSharedRates(store, log))
+	}
+	gw, err := gateway.New(nc, view, o.Gateway, gwOpts...)
 	if err != nil {
 		return err
 	}
