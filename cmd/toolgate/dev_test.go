@@ -23,19 +23,14 @@ var (
 	bannerNATS = regexp.MustCompile(`(?m)^  NATS\s+(nats://\S+)`)
 )
 
-// startDev runs `toolgate dev` on data with free ports and returns its edge URL and
-// the key it printed, and a func that stops it and returns its error.
-func startDev(t *testing.T, data string) (edgeURL, key string, stop func() error) {
-	d := startDevStack(t, data)
-	return d.edgeURL, d.key, d.stop
-}
-
-// devStack is a running `toolgate dev`, as its banner describes it.
+// devStack is a running `toolgate dev`, as its banner describes it; stop stops it and
+// returns its error.
 type devStack struct {
 	edgeURL, natsURL, key string
 	stop                  func() error
 }
 
+// startDevStack runs `toolgate dev` on data with free ports.
 func startDevStack(t *testing.T, data string) devStack {
 	t.Helper()
 	cfg := devConfig{Data: data, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0"}
