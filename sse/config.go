@@ -27,7 +27,9 @@ type Config struct {
 	// [::1] when the edge listens on a loopback address (DNS rebinding protection).
 	AllowedHosts []string
 	// EventRetention is how long stream events are kept for clients that reconnect
-	// with Last-Event-ID.
+	// with Last-Event-ID. The event log is shared by every edge: 0 takes it as it is
+	// (DefaultEventRetention when this edge creates it); any other value must be what
+	// it has, unless the registry was opened with Update.
 	EventRetention time.Duration
 	// MaxMessageBytes bounds the body of one POSTed JSON-RPC message.
 	MaxMessageBytes int64
@@ -42,14 +44,17 @@ type Config struct {
 	ServerVersion string
 }
 
+// DefaultEventRetention is how long the event log keeps events when an edge creates it
+// without being told.
+const DefaultEventRetention = 10 * time.Minute
+
 // DefaultConfig: keep-alives every 15 s, the registry's session TTL, 100 sessions per
-// account, events kept 10 minutes, 4 MiB messages, clients told to reconnect after
+// account, the event log's retention as it is, 4 MiB messages, clients told to reconnect after
 // 1 s and given 10 s to resume a broken call stream.
 func DefaultConfig() Config {
 	return Config{
 		KeepAlive:             15 * time.Second,
 		MaxSessionsPerAccount: 100,
-		EventRetention:        10 * time.Minute,
 		MaxMessageBytes:       4 << 20,
 		RetryAfter:            time.Second,
 		ResumeGrace:           10 * time.Second,
@@ -67,8 +72,8 @@ func (c Config) Validate() error {
 		return errors.New("sse: session-idle-ttl: must not be negative")
 	case c.MaxSessionsPerAccount < 1:
 		return errors.New("sse: max-sessions-per-account: must be at least 1")
-	case c.EventRetention < time.Second:
-		return errors.New("sse: event-retention: must be at least 1s")
+	case c.EventRetention != 0 && c.EventRetention < time.Second:
+		return errors.New("sse: event-retention: must be at least 1s (or 0 for the event log's own)")
 	case c.MaxMessageBytes < 1024:
 		return errors.New("sse: max-message-bytes: must be at least 1024")
 	case c.RetryAfter <= 0:

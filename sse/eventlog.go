@@ -67,11 +67,53 @@ func republished(s bus.Subjects) (from, to string) {
 	return from, p + ".logged." + strings.TrimPrefix(from, p+".")
 }
 
-// openEventLog creates or updates the stream, retrying while a new cluster elects
-// its JetStream leader.
-func openEventLog(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, subj bus.Subjects, replicas int, retention time.Duration) (*eventLog, error) {
+// openEventLog creates the stream, or opens it as every edge shares it: a retention of
+// 0 takes the stream's own, and a retention or replica count that differs from the
+// stream's is refused unless update is set (the registry's --update-registry). What
+// only this code decides (subjects, republishing) is brought up to date. It retries
+// while a new cluster elects its JetStream leader.
+func openEventLog(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, subj bus.Subjects, replicas int, retention time.Duration, update bool) (*eventLog, error) {
+	name := eventStreamName(subj)
+	var have *jetstream.StreamConfig
+	for {
+		st, err := js.Stream(ctx, name)
+		if err == nil {
+			c := st.CachedInfo().Config
+			have = &c
+			break
+		}
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			break
+		}
+		if !retryable(err) {
+			return nil, fmt.Errorf("sse: event log %s: %w", name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("sse: event log %s: %w (last error: %v)", name, ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if have != nil {
+		if retention == 0 {
+			retention = have.MaxAge
+		}
+		for _, d := range []struct {
+			setting    string
+			have, want any
+		}{{"retention", have.MaxAge, retention}, {"replicas", have.Replicas, replicas}} {
+			if d.have != d.want && !update {
+				return nil, fmt.Errorf("sse: event log %s has %s %v, this edge asks for %v: give every edge the same settings, "+
+					"leave --mcp-event-retention unset to take the log's own, or change it on purpose (toolgate edge --update-registry)",
+					name, d.setting, d.have, d.want)
+			}
+		}
+	}
+	if retention == 0 {
+		retention = DefaultEventRetention
+	}
 	cfg := jetstream.StreamConfig{
-		Name:        eventStreamName(subj),
+		Name:        name,
 		Description: "toolgate MCP stream events, kept for clients that resume with Last-Event-ID",
 		Subjects:    []string{subj.SessionOut("*"), subj.SessionOut("*") + ".*"},
 		Retention:   jetstream.LimitsPolicy,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ func testLog(t *testing.T) *eventLog {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := openEventLog(testenv.Context(t), js, nc, bus.DefaultSubjects, 1, time.Minute)
+	l, err := openEventLog(testenv.Context(t), js, nc, bus.DefaultSubjects, 1, time.Minute, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,5 +126,51 @@ func TestFollowerReadsWhatTheLiveFeedLost(t *testing.T) {
 	appendN(t, l, subject, 6, 8)
 	if got := collect(t, ctx, f, 5, false); fmt.Sprint(got) != want(3, 8) {
 		t.Fatalf("after losing 3, 4 and 5 got %v", got)
+	}
+}
+
+// TestEventLogKeepsItsSettings: an edge opening the shared event log takes its
+// retention when it names none, refuses a retention or replica count that differs
+// without changing the log, and changes it only when told to.
+func TestEventLogKeepsItsSettings(t *testing.T) {
+	srv := testenv.Server(t)
+	nc := testenv.Conn(t, srv.ClientURL())
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Context(t)
+	open := func(replicas int, retention time.Duration, update bool) (*eventLog, error) {
+		return openEventLog(ctx, js, nc, bus.DefaultSubjects, replicas, retention, update)
+	}
+	maxAge := func() time.Duration {
+		st, err := js.Stream(ctx, eventStreamName(bus.DefaultSubjects))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.CachedInfo().Config.MaxAge
+	}
+
+	if _, err := open(1, 0, false); err != nil || maxAge() != DefaultEventRetention {
+		t.Fatalf("creating the log without a retention: %v, max age %v; want the default %v", err, maxAge(), DefaultEventRetention)
+	}
+	if _, err := open(1, 3*time.Minute, true); err != nil || maxAge() != 3*time.Minute {
+		t.Fatalf("changing it on purpose: %v, max age %v; want 3m", err, maxAge())
+	}
+	if _, err := open(1, 0, false); err != nil || maxAge() != 3*time.Minute {
+		t.Fatalf("an edge naming no retention: %v, max age %v; want the log's 3m kept", err, maxAge())
+	}
+	for _, tc := range []struct {
+		replicas  int
+		retention time.Duration
+		setting   string
+	}{{1, time.Hour, "retention"}, {3, 0, "replicas"}} {
+		_, err := open(tc.replicas, tc.retention, false)
+		if err == nil || !strings.Contains(err.Error(), "has "+tc.setting) {
+			t.Fatalf("an edge asking for %d replicas and retention %v: %v, want a refusal naming the %s", tc.replicas, tc.retention, err, tc.setting)
+		}
+		if maxAge() != 3*time.Minute {
+			t.Fatalf("a refused open changed the log's max age to %v", maxAge())
+		}
 	}
 }

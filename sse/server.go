@@ -71,7 +71,7 @@ func New(ctx context.Context, gw *gateway.Gateway, store *registry.Store, cfg Co
 		return nil, fmt.Errorf("sse: session-idle-ttl: %v differs from the registry's session TTL %v; open the registry with SessionTTL %v", cfg.SessionIdleTTL, ttl, cfg.SessionIdleTTL)
 	}
 	subj := gw.Config().Subjects
-	events, err := openEventLog(ctx, store.JetStream(), gw.Conn(), subj, store.Options().Replicas, cfg.EventRetention)
+	events, err := openEventLog(ctx, store.JetStream(), gw.Conn(), subj, store.Options().Replicas, cfg.EventRetention, store.Options().Update)
 	if err != nil {
 		return nil, err
 	}

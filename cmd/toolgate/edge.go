@@ -67,8 +67,8 @@ func (o edgeOptions) Validate() error {
 	if o.Replicas < 0 || o.Replicas > 5 {
 		return errors.New("edge: replicas: must be from 1 to 5, or 0 for the registry's own")
 	}
-	if o.UpdateRegistry && o.Replicas == 0 {
-		return errors.New("edge: update-registry: needs --replicas, the number to change the buckets to")
+	if o.UpdateRegistry && o.Replicas == 0 && o.MCP.EventRetention == 0 {
+		return errors.New("edge: update-registry: needs --replicas or --mcp-event-retention, the settings to change to")
 	}
 	if err := o.Gateway.Validate(); err != nil {
 		return err
@@ -145,7 +145,7 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.StringVar(&o.LinkSecretFile, "link-secret-file", "", "file holding the deployment's link secret (required; the same on every edge)")
 	f.StringVar(&o.AdminKeyFile, "admin-key-file", "", "file holding the admin key (empty: no admin API)")
 	f.IntVar(&o.Replicas, "replicas", o.Replicas, replicasUsage)
-	f.BoolVar(&o.UpdateRegistry, "update-registry", o.UpdateRegistry, "change the registry's existing buckets to --replicas, instead of refusing to start when they differ")
+	f.BoolVar(&o.UpdateRegistry, "update-registry", o.UpdateRegistry, "change the registry's existing buckets and the MCP event log to --replicas (and --mcp-event-retention), instead of refusing to start when they differ")
 	f.Int64Var(&o.Edge.MaxBodyBytes, "max-body-bytes", o.Edge.MaxBodyBytes, "largest request body (never above NATS max_payload less 4 KiB)")
 	f.DurationVar(&o.Gateway.DefaultTimeout, "default-timeout", o.Gateway.DefaultTimeout, "deadline of a call whose method names none")
 	f.DurationVar(&o.Gateway.MaxTimeout, "max-timeout", o.Gateway.MaxTimeout, "longest deadline of any call")
@@ -156,7 +156,7 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.BoolVar(&o.Dashboard, "dashboard", o.Dashboard, "serve the deployment dashboard under "+edge.DashboardPath)
 	f.DurationVar(&o.MCP.KeepAlive, "mcp-keep-alive", o.MCP.KeepAlive, "how often an idle MCP stream gets a keep-alive comment")
 	f.IntVar(&o.MCP.MaxSessionsPerAccount, "mcp-max-sessions", o.MCP.MaxSessionsPerAccount, "MCP sessions one account may hold at once (an account's limits override it)")
-	f.DurationVar(&o.MCP.EventRetention, "mcp-event-retention", o.MCP.EventRetention, "how long MCP stream events are kept for clients that reconnect")
+	f.DurationVar(&o.MCP.EventRetention, "mcp-event-retention", o.MCP.EventRetention, "how long MCP stream events are kept for clients that reconnect; unset, as the shared event log keeps them (10m when creating it), and a value that differs from the log's stops the edge unless --update-registry")
 	f.StringSliceVar(&o.MCP.AllowedOrigins, "mcp-allowed-origins", nil, "browser origins allowed to use MCP links besides the edge's own (\"*\" for any)")
 	f.StringSliceVar(&o.MCP.AllowedHosts, "mcp-allowed-hosts", nil, "Host values accepted on a loopback listener besides localhost (DNS rebinding protection)")
 	return cmd
