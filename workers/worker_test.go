@@ -434,7 +434,14 @@ func TestClusterR3(t *testing.T) {
 	t.Run("a worker registers and is callable", func(t *testing.T) {
 		e.start(greetTool, []workers.Method{greet()})
 		testenv.Eventually(t, 2*time.Second, "presence in the view", func() bool { return e.view.Snapshot().Instances("greeter") == 1 })
-		r, err := call(t, e, "greeter", "greet", `{"name":"Ada"}`)
+		// The worker's subscription reaches the caller's node over the cluster's routes,
+		// which may take a moment longer than its presence takes through JetStream.
+		var r *bus.Reply
+		var err error
+		testenv.Eventually(t, 2*time.Second, "the worker answers from another node", func() bool {
+			r, err = call(t, e, "greeter", "greet", `{"name":"Ada"}`)
+			return !errors.Is(err, bus.ErrNoResponders)
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
