@@ -23,7 +23,7 @@ or over legacy HTTP+SSE when the link does not speak Streamable HTTP, and exits
 when the client closes its input. Logs go to stderr; stdout carries MCP only.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			header, err := parseHeaders(headers)
+			header, err := parseHeaders("connect", headers)
 			if err != nil {
 				return err
 			}
@@ -38,14 +38,15 @@ when the client closes its input. Logs go to stderr; stdout carries MCP only.`,
 	return cmd
 }
 
-// parseHeaders reads --header Name:Value flags.
-func parseHeaders(flags []string) (http.Header, error) {
+// parseHeaders reads --header "Name: value" flags, for the command role names in its
+// errors.
+func parseHeaders(role string, flags []string) (http.Header, error) {
 	h := http.Header{}
 	for _, f := range flags {
 		name, value, ok := strings.Cut(f, ":")
 		name = strings.TrimSpace(name)
 		if !ok || name == "" || strings.ContainsAny(name, " \t") {
-			return nil, fmt.Errorf("connect: header %q: must be Name:Value", f)
+			return nil, fmt.Errorf("%s: header: %q: must be \"Name: value\"", role, f)
 		}
 		h.Add(name, strings.TrimSpace(value))
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"os"
 	"slices"
@@ -134,7 +133,7 @@ func newWorkerMCPCmd() *cobra.Command {
   toolgate worker mcp --tool search --url https://mcp.example.com/mcp --header "Authorization: Bearer $TOKEN"`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bridge.Command = args
-			h, err := parseMCPHeaders(headers)
+			h, err := parseHeaders("mcp", headers)
 			if err != nil {
 				return err
 			}
@@ -162,23 +161,6 @@ func newWorkerMCPCmd() *cobra.Command {
 	f.DurationVar(&bridge.CallTimeout, "call-timeout", 0, "the timeout of the server's tools (default: the gateway's)")
 	f.DurationVar(&bridge.StartTimeout, "start-timeout", bridge.StartTimeout, "how long the server may take to start and list its tools")
 	return cmd
-}
-
-// parseMCPHeaders reads --header "Name: value" flags; none is no header at all.
-func parseMCPHeaders(flags []string) (http.Header, error) {
-	if len(flags) == 0 {
-		return nil, nil
-	}
-	h := http.Header{}
-	for _, f := range flags {
-		name, value, ok := strings.Cut(f, ":")
-		name = strings.TrimSpace(name)
-		if !ok || name == "" || strings.ContainsAny(name, " \t") {
-			return nil, fmt.Errorf("mcp: header: %q: must be \"Name: value\"", f)
-		}
-		h.Add(name, strings.TrimSpace(value))
-	}
-	return h, nil
 }
 
 // runMCPWorker serves the MCP server as a tool until ctx ends (SIGINT or SIGTERM),
