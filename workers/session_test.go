@@ -8,43 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/workers"
 )
-
-// sessionEdge plays the edge side of server-initiated requests for one session: it
-// acknowledges what the worker sends on the session's out subject, as the session
-// event log does, and answers each request with answer(id).
-type sessionEdge struct {
-	sent chan map[string]any
-}
-
-func newSessionEdge(t *testing.T, nc *nats.Conn, session string, answer func(id string) string) *sessionEdge {
-	t.Helper()
-	se := &sessionEdge{sent: make(chan map[string]any, 16)}
-	sub, err := nc.Subscribe(bus.DefaultSubjects.SessionOut(session), func(msg *nats.Msg) {
-		var m map[string]any
-		_ = json.Unmarshal(msg.Data, &m)
-		se.sent <- m
-		if msg.Reply != "" {
-			_ = msg.Respond([]byte(`{"stream":"tg-sessions","seq":1}`))
-		}
-		id, _ := m["id"].(string)
-		if id == "" || answer == nil {
-			return
-		}
-		if a := answer(id); a != "" {
-			_ = nc.Publish(bus.DefaultSubjects.SessionReply(session, id), []byte(a))
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sub.Unsubscribe() })
-	return se
-}
 
 func TestCallRequestAsksTheSessionsClient(t *testing.T) {
 	e := newEnv(t)
@@ -76,14 +43,14 @@ func TestCallRequestAsksTheSessionsClient(t *testing.T) {
 	}
 
 	t.Run("the client's result comes back to the handler", func(t *testing.T) {
-		se := newSessionEdge(t, e.nc, "sess-ok", func(id string) string {
+		se := testenv.NewSessionEdge(t, e.nc, "sess-ok", func(id string) string {
 			return `{"jsonrpc":"2.0","id":"` + id + `","result":{"action":"accept","content":{"name":"Ada"}}}`
 		})
 		o := run(t, "sess-ok", 5*time.Second)
 		if o.err != nil || string(o.result) != `{"action":"accept","content":{"name":"Ada"}}` {
 			t.Fatalf("got %s %v", o.result, o.err)
 		}
-		sent := <-se.sent
+		sent := <-se.Sent
 		if sent["jsonrpc"] != "2.0" || sent["method"] != "elicitation/create" || !strings.HasPrefix(sent["id"].(string), "tg-") {
 			t.Errorf("sent %v", sent)
 		}
@@ -92,7 +59,7 @@ func TestCallRequestAsksTheSessionsClient(t *testing.T) {
 		}
 	})
 	t.Run("the client's error is an RPCError", func(t *testing.T) {
-		newSessionEdge(t, e.nc, "sess-no", func(id string) string {
+		testenv.NewSessionEdge(t, e.nc, "sess-no", func(id string) string {
 			return `{"jsonrpc":"2.0","id":"` + id + `","error":{"code":-1,"message":"User rejected"}}`
 		})
 		o := run(t, "sess-no", 5*time.Second)
@@ -114,14 +81,14 @@ func TestCallRequestAsksTheSessionsClient(t *testing.T) {
 		}
 	})
 	t.Run("when the call ends first the client is told the request is cancelled", func(t *testing.T) {
-		se := newSessionEdge(t, e.nc, "sess-slow", nil)
+		se := testenv.NewSessionEdge(t, e.nc, "sess-slow", nil)
 		o := run(t, "sess-slow", 300*time.Millisecond)
 		if o.err == nil {
 			t.Fatal("no error without an answer")
 		}
-		req := <-se.sent
+		req := <-se.Sent
 		select {
-		case note := <-se.sent:
+		case note := <-se.Sent:
 			p, _ := note["params"].(map[string]any)
 			if note["method"] != "notifications/cancelled" || p["requestId"] != req["id"] {
 				t.Errorf("got %v after %v", note, req)

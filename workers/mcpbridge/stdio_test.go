@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/internal/mcpfixture"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -207,13 +205,13 @@ func TestStdioServer(t *testing.T) {
 
 	t.Run("the server's elicitation reaches the caller's MCP session", func(t *testing.T) {
 		session := "sess-elicit"
-		edge := newSessionEdge(t, e.nc, session, `{"action":"accept","content":{"username":"ada","email":"ada@example.com"}}`)
+		edge := testenv.NewSessionEdge(t, e.nc, session, answerWith(`{"action":"accept","content":{"username":"ada","email":"ada@example.com"}}`))
 		res := e.result(t, ctx, "fixture", call{method: "test_elicitation", params: `{"message":"Who are you?"}`, session: session})
 		want := `User response: action=accept, content={"email":"ada@example.com","username":"ada"}`
 		if got := texts(res); len(got) != 1 || got[0] != want {
 			t.Errorf("texts %q, want %q", got, want)
 		}
-		req := <-edge.sent
+		req := <-edge.Sent
 		if req["method"] != "elicitation/create" || req["params"].(map[string]any)["message"] != "Who are you?" {
 			t.Errorf("the session got %v", req)
 		}
@@ -221,7 +219,7 @@ func TestStdioServer(t *testing.T) {
 
 	t.Run("so does sampling", func(t *testing.T) {
 		session := "sess-sample"
-		newSessionEdge(t, e.nc, session, `{"role":"assistant","model":"m","content":{"type":"text","text":"4"}}`)
+		testenv.NewSessionEdge(t, e.nc, session, answerWith(`{"role":"assistant","model":"m","content":{"type":"text","text":"4"}}`))
 		res := e.result(t, ctx, "fixture", call{method: "test_sampling", params: `{"prompt":"2+2?"}`, session: session})
 		if got := texts(res); len(got) != 1 || got[0] != "LLM response: 4" {
 			t.Errorf("texts %q", got)
@@ -234,14 +232,14 @@ func TestStdioServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		edge := newSessionEdge(t, e.nc, session, `{"action":"accept","content":{}}`)
+		edge := testenv.NewSessionEdge(t, e.nc, session, answerWith(`{"action":"accept","content":{}}`))
 		_, err = e.do(ctx, "fixture", call{method: "test_elicitation", params: `{"message":"Who?"}`, session: session})
 		te := toolError(t, err, mcpbridge.CodeServerError, 502)
 		if !strings.Contains(te.Message, "does not support elicitation") {
 			t.Errorf("message %q", te.Message)
 		}
 		select {
-		case m := <-edge.sent:
+		case m := <-edge.Sent:
 			t.Errorf("the session was sent %v", m)
 		default:
 		}
@@ -273,34 +271,6 @@ func TestStdioServer(t *testing.T) {
 			}
 		}
 	})
-}
-
-// sessionEdge plays the edge for one MCP session: it acknowledges what a worker
-// sends on the session's out subject, as the session event log does, and answers
-// each request with result.
-type sessionEdge struct {
-	sent chan map[string]any
-}
-
-func newSessionEdge(t *testing.T, nc *nats.Conn, session, result string) *sessionEdge {
-	t.Helper()
-	se := &sessionEdge{sent: make(chan map[string]any, 16)}
-	sub, err := nc.Subscribe(bus.DefaultSubjects.SessionOut(session), func(msg *nats.Msg) {
-		var m map[string]any
-		_ = json.Unmarshal(msg.Data, &m)
-		se.sent <- m
-		if msg.Reply != "" {
-			_ = msg.Respond([]byte(`{"stream":"tg-sessions","seq":1}`))
-		}
-		if id, _ := m["id"].(string); id != "" {
-			_ = nc.Publish(bus.DefaultSubjects.SessionReply(session, id), fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%q,"result":%s}`, id, result))
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sub.Unsubscribe() })
-	return se
 }
 
 func TestChildCrashMidCall(t *testing.T) {
@@ -365,4 +335,9 @@ func TestChildCrashMidCall(t *testing.T) {
 			t.Error("no log line of the session's end with its exit status")
 		}
 	})
+}
+
+// answerWith answers every request with a JSON-RPC result of result.
+func answerWith(result string) func(id string) string {
+	return func(id string) string { return fmt.Sprintf(`{"jsonrpc":"2.0","id":%q,"result":%s}`, id, result) }
 }
