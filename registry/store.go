@@ -643,13 +643,6 @@ func (s *Store) DeletePresence(ctx context.Context, tool, instance string) error
 	return deleteKey(ctx, s.presence, presenceKey(tool, instance))
 }
 
-// PutSession writes (and so refreshes the idle TTL of) an MCP session, whatever the
-// bucket holds. The MCP layer uses CreateSession and UpdateSession instead, which
-// never bring back a session that has ended.
-func (s *Store) PutSession(ctx context.Context, sess Session) error {
-	return putJSON(ctx, s.sessions, sess.ID, sess)
-}
-
 // CreateSession writes a new MCP session and returns the bucket's revision of the
 // write; ErrExists if its id is taken.
 func (s *Store) CreateSession(ctx context.Context, sess Session) (uint64, error) {

@@ -143,7 +143,7 @@ func TestRemoteStreamableHTTPServer(t *testing.T) {
 	})
 	t.Run("a subscribed session hears of a resource's update", func(t *testing.T) {
 		session := "sess-watch"
-		if err := e.store.PutSession(ctx, registry.Session{ID: session, Account: account, Tool: "remote"}); err != nil {
+		if _, err := e.store.CreateSession(ctx, registry.Session{ID: session, Account: account, Tool: "remote"}); err != nil {
 			t.Fatal(err)
 		}
 		out, err := e.nc.SubscribeSync(bus.DefaultSubjects.SessionOut(session))

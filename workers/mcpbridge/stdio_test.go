@@ -228,7 +228,7 @@ func TestStdioServer(t *testing.T) {
 
 	t.Run("a session whose client cannot elicit is not asked", func(t *testing.T) {
 		session := "sess-no-elicitation"
-		err := e.store.PutSession(ctx, registry.Session{ID: session, Account: account, Tool: "fixture", Capabilities: json.RawMessage(`{"sampling":{}}`)})
+		_, err := e.store.CreateSession(ctx, registry.Session{ID: session, Account: account, Tool: "fixture", Capabilities: json.RawMessage(`{"sampling":{}}`)})
 		if err != nil {
 			t.Fatal(err)
 		}
