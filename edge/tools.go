@@ -170,7 +170,8 @@ func (e *Edge) toolCall(c *gin.Context) {
 	p := principal(c)
 	// The order of DESIGN.md: visibility first, so a caller learns nothing of a tool
 	// it may not see from how its body is judged.
-	if _, err := e.view.Snapshot().Method(p, tool, method); err != nil {
+	entry, err := e.view.Snapshot().Method(p, tool, method)
+	if err != nil {
 		e.fail(c, err)
 		return
 	}
@@ -195,7 +196,7 @@ func (e *Edge) toolCall(c *gin.Context) {
 	}
 	reply, err := e.gw.Do(c.Request.Context(), &gateway.Call{
 		Principal: p, Tool: tool, Method: method, Params: params,
-		RequestID: requestID(c), Timeout: timeout,
+		RequestID: requestID(c), Timeout: timeout, Entry: entry,
 	})
 	if err != nil {
 		var te *bus.ToolError

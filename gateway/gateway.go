@@ -136,15 +136,22 @@ type Call struct {
 	Session  string // MCP session, if any
 	Progress bool   // the caller listens on the request's progress subject
 	Header   nats.Header
+	// Entry is the method, when the caller has already found it visible to Principal
+	// in the view (the edge does, to answer in the documented order); Check then does
+	// not look it up again.
+	Entry *registry.MethodEntry
 }
 
 // Check runs every check a call must pass before it is sent, against the current
 // registry, and returns the method it calls. ctx bounds taking a lease of the caller's
 // rate from its shared bucket.
 func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, error) {
-	m, err := g.view.Snapshot().Method(c.Principal, c.Tool, c.Method)
-	if err != nil {
-		return nil, err
+	m := c.Entry
+	if m == nil {
+		var err error
+		if m, err = g.view.Snapshot().Method(c.Principal, c.Tool, c.Method); err != nil {
+			return nil, err
+		}
 	}
 	if !registry.IsObject(c.Params) {
 		return nil, ErrInvalidJSON

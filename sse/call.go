@@ -84,7 +84,7 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 	}
 	call := func() outcome {
 		reply, err := s.gw.Do(ctx, &gateway.Call{
-			Principal: r.p, Tool: r.tool, Method: m.Name, Params: args,
+			Principal: r.p, Tool: r.tool, Method: m.Name, Params: args, Entry: t.Method(m.Name),
 			RequestID: requestID, Session: sessionID(r.sess), Progress: wantNotes,
 		})
 		return outcome{reply, err}
