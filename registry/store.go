@@ -87,27 +87,23 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registry: jetstream: %w", err)
 	}
-	// Unset settings: as the buckets have them, else the defaults.
-	def := DefaultOptions()
-	for _, u := range []struct {
-		unset  bool
-		bucket string
-		take   func(jetstream.KeyValueConfig)
-	}{
-		{opts.Replicas == 0, BucketTools, func(c jetstream.KeyValueConfig) { opts.Replicas = c.Replicas }},
-		{opts.PresenceTTL == 0, BucketPresence, func(c jetstream.KeyValueConfig) { opts.PresenceTTL = c.TTL }},
-		{opts.SessionTTL == 0, BucketSessions, func(c jetstream.KeyValueConfig) { opts.SessionTTL = c.TTL }},
-	} {
-		if !u.unset {
-			continue
-		}
-		have, err := bucketConfig(ctx, js, u.bucket)
-		if err != nil {
+	// Every bucket as it is, read once: unset settings are taken from them, and each
+	// is then checked against its configuration below.
+	found := map[string]*existingBucket{}
+	for _, name := range []string{BucketTools, BucketAccounts, BucketKeys, BucketConnections, BucketLinks, BucketPresence, BucketSessions, BucketRates} {
+		if found[name], err = findBucket(ctx, js, name); err != nil {
 			return nil, err
 		}
-		if have != nil {
-			u.take(*have)
-		}
+	}
+	def := DefaultOptions()
+	if b := found[BucketTools]; opts.Replicas == 0 && b != nil {
+		opts.Replicas = b.cfg.Replicas
+	}
+	if b := found[BucketPresence]; opts.PresenceTTL == 0 && b != nil {
+		opts.PresenceTTL = b.cfg.TTL
+	}
+	if b := found[BucketSessions]; opts.SessionTTL == 0 && b != nil {
+		opts.SessionTTL = b.cfg.TTL
 	}
 	opts.Replicas = cmp.Or(opts.Replicas, def.Replicas)
 	opts.PresenceTTL = cmp.Or(opts.PresenceTTL, def.PresenceTTL)
@@ -137,7 +133,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	}
 	for _, b := range buckets {
 		b.cfg.Replicas = opts.Replicas
-		kv, err := openBucket(ctx, js, b.cfg, opts.Update)
+		kv, err := openBucket(ctx, js, b.cfg, found[b.cfg.Bucket], opts.Update)
 		if err != nil {
 			return nil, err
 		}
@@ -146,9 +142,15 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// bucketConfig is the configuration of a bucket, or nil when there is none.
-func bucketConfig(ctx context.Context, js jetstream.JetStream, bucket string) (*jetstream.KeyValueConfig, error) {
-	var cfg *jetstream.KeyValueConfig
+// existingBucket is a bucket as it is: its handle and its configuration.
+type existingBucket struct {
+	kv  jetstream.KeyValue
+	cfg jetstream.KeyValueConfig
+}
+
+// findBucket returns the bucket named bucket as it is, or nil when there is none.
+func findBucket(ctx context.Context, js jetstream.JetStream, bucket string) (*existingBucket, error) {
+	var found *existingBucket
 	err := retry(ctx, bucket, func() error {
 		kv, err := js.KeyValue(ctx, bucket)
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -161,40 +163,40 @@ func bucketConfig(ctx context.Context, js jetstream.JetStream, bucket string) (*
 		if err != nil {
 			return err
 		}
-		c := st.Config()
-		cfg = &c
+		found = &existingBucket{kv: kv, cfg: st.Config()}
 		return nil
 	})
-	return cfg, err
+	return found, err
 }
 
-// openBucket creates the bucket cfg describes if it is missing, and otherwise checks
-// the settings the registry depends on, updating them when update is set.
-func openBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig, update bool) (jetstream.KeyValue, error) {
+// openBucket creates the bucket cfg describes if it was not found, and otherwise
+// checks the settings the registry depends on against those it has, updating them
+// when update is set.
+func openBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig, found *existingBucket, update bool) (jetstream.KeyValue, error) {
 	for {
-		have, err := bucketConfig(ctx, js, cfg.Bucket)
-		if err != nil {
-			return nil, err
-		}
 		var kv jetstream.KeyValue
-		if have == nil {
-			err = retry(ctx, cfg.Bucket, func() (err error) {
+		if found == nil {
+			err := retry(ctx, cfg.Bucket, func() (err error) {
 				kv, err = js.CreateKeyValue(ctx, cfg)
 				return err
 			})
-			if errors.Is(err, jetstream.ErrBucketExists) {
-				continue // another process made it first: check what it made
+			if !errors.Is(err, jetstream.ErrBucketExists) {
+				return kv, err
 			}
-			return kv, err
+			// Another process made it first: check what it made.
+			if found, err = findBucket(ctx, js, cfg.Bucket); err != nil {
+				return nil, err
+			}
+			continue
 		}
-		mismatch := settingsDiffer(*have, cfg)
+		mismatch := settingsDiffer(found.cfg, cfg)
 		if mismatch == nil {
-			return js.KeyValue(ctx, cfg.Bucket)
+			return found.kv, nil
 		}
 		if !update {
 			return nil, mismatch
 		}
-		err = retry(ctx, cfg.Bucket, func() (err error) {
+		err := retry(ctx, cfg.Bucket, func() (err error) {
 			kv, err = js.UpdateKeyValue(ctx, cfg)
 			return err
 		})
