@@ -144,7 +144,8 @@ type Call struct {
 
 // Check runs every check a call must pass before it is sent, against the current
 // registry, and returns the method it calls. ctx bounds taking a lease of the caller's
-// rate from its shared bucket.
+// rate from its shared bucket. It leaves in c.Params what the tool is sent: whole
+// numbers in their integer form (registry.IntegerForm).
 func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, error) {
 	m := c.Entry
 	if m == nil {
@@ -162,6 +163,7 @@ func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, er
 	if err := g.allow(ctx, c.Principal); err != nil {
 		return nil, err
 	}
+	c.Params = registry.IntegerForm(c.Params)
 	return m, nil
 }
 
