@@ -136,6 +136,7 @@ type Call struct {
 	Session  string // MCP session, if any
 	Progress bool   // the caller listens on the request's progress subject
 	Header   nats.Header
+	ReplyTo  string // where the tool answers, when not this edge's inbox alone (bus.Request)
 	// Entry is the method, when the caller has already found it visible to Principal
 	// in the view (the edge does, to answer in the documented order); Check then does
 	// not look it up again.
@@ -183,6 +184,7 @@ func (g *Gateway) Do(ctx context.Context, c *Call) (*bus.Reply, error) {
 		Progress:  c.Progress,
 		Data:      c.Params,
 		Header:    c.Header,
+		ReplyTo:   c.ReplyTo,
 	})
 }
 
