@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -31,7 +32,7 @@ const answerGrace = time.Second
 // tool's answer, or the call's deadline, and then for answerGrace, and puts the
 // response on the stream unless something came after what it has seen there.
 func (s *Server) finishStream(ctx context.Context, sess *registry.Session, post string) {
-	subject := s.events.postSubject(sess.ID, post)
+	subject := s.events.postSubject(sess.Tool, sess.ID, post)
 	rr, m, deadline, err := s.loggedCall(ctx, sess, subject)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -51,7 +52,7 @@ func (s *Server) finishStream(ctx context.Context, sess *registry.Session, post 
 	if reply == nil {
 		res, err = toolAnswer(sess.Tool, m, nil, bus.ErrTimeout)
 	} else {
-		r, rerr := bus.ReadReply(reply)
+		r, rerr := wire.ReadReply(reply)
 		res, err = toolAnswer(sess.Tool, m, r, rerr)
 	}
 	var final []byte

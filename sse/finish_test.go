@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
 )
@@ -23,9 +23,9 @@ func TestStreamOfAKilledEdgeIsFinished(t *testing.T) {
 	if err := e.store.PutTool(testenv.Context(t), kitTool(hang)); err != nil {
 		t.Fatal(err)
 	}
-	subj := bus.DefaultSubjects
+	subj := wire.DefaultSubjects
 	if _, err := e.worker.nc.QueueSubscribe(subj.Call(testTool, hang.Name), subj.QueueGroup(testTool), func(m *nats.Msg) {
-		e.worker.sessions <- m.Header.Get(bus.HeaderSession)
+		e.worker.sessions <- m.Header.Get(wire.HeaderSession)
 	}); err != nil {
 		t.Fatal(err)
 	}
