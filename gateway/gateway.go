@@ -79,6 +79,7 @@ type Gateway struct {
 	log    *slog.Logger
 
 	fallbackLogged atomic.Int64 // unix seconds of the last warning that the shared buckets failed
+	sharedDown     atomic.Int64 // unix nanoseconds until which the shared buckets are left alone
 
 	mu       sync.RWMutex
 	limiters map[limiterKey]*limiter
@@ -100,6 +101,16 @@ func WithSharedRates(store *registry.Store, log *slog.Logger) Option {
 // LeaseTime is how much of a key's rate an edge takes from its shared bucket at once,
 // and how long it keeps what it has not spent.
 const LeaseTime = 100 * time.Millisecond
+
+// A call waits at most SharedRateTimeout for a lease from a shared bucket; past it, or
+// on any failure, the edge's own buckets apply, and the shared ones are tried again
+// SharedRateRetry later. A shared bucket is out of reach while its stream elects a
+// new leader (a NATS node died): calls must not wait for that, one after the other
+// behind the key's lease.
+const (
+	SharedRateTimeout = 250 * time.Millisecond
+	SharedRateRetry   = time.Second
+)
 
 // New returns a Gateway that calls tools over nc and checks calls against view.
 func New(nc *nats.Conn, view *registry.View, cfg Config, opts ...Option) (*Gateway, error) {
@@ -298,8 +309,16 @@ func (g *Gateway) allowShared(ctx context.Context, id limiterKey, lim *limiter) 
 	if id.key != "" {
 		rid = registry.KeyRateID(id.key)
 	}
-	took, wait, err := g.shared.TakeTokens(ctx, rid, lim.rate, lim.burst, want, lim.tokens, now)
+	if now.UnixNano() < g.sharedDown.Load() {
+		return false, nil // it failed a moment ago: see SharedRateRetry
+	}
+	tctx, cancel := context.WithTimeout(ctx, SharedRateTimeout)
+	took, wait, err := g.shared.TakeTokens(tctx, rid, lim.rate, lim.burst, want, lim.tokens, now)
+	cancel()
 	if err != nil {
+		if ctx.Err() == nil {
+			g.sharedDown.Store(now.Add(SharedRateRetry).UnixNano())
+		}
 		if last := g.fallbackLogged.Load(); ctx.Err() == nil && now.Unix()-last >= 60 && g.fallbackLogged.CompareAndSwap(last, now.Unix()) {
 			g.log.Warn("rate limit: the shared bucket cannot be reached; each edge's own bucket applies (logged at most once a minute)", "err", err)
 		}

@@ -25,10 +25,16 @@ func TestPresenceIsTrueAfterNATSRestarts(t *testing.T) {
 	t.Run("a single node", func(t *testing.T) {
 		cfg := bus.ServerConfig{Name: "restarts", Host: "127.0.0.1", Port: freePort(t), JetStream: true, StoreDir: t.TempDir()}
 		srv := startServer(t, cfg)
-		presenceAfterRestart(t, srv.ClientURL(), 1, func() {
+		store := presenceAfterRestart(t, srv.ClientURL(), 1, func() {
 			srv.Shutdown()
 			srv.WaitForShutdown()
 		}, func() { srv = startServer(t, cfg) })
+		// The shared rate buckets, in memory too, are made again by the first take
+		// that misses them.
+		testenv.Eventually(t, 10*time.Second, "the shared rate buckets back", func() bool {
+			_, _, err := store.TakeTokens(testenv.Context(t), registry.KeyRateID("k"), 10, 10, 1, 0, time.Now())
+			return err == nil
+		})
 	})
 	t.Run("a 3-node cluster", func(t *testing.T) {
 		c := testenv.NewCluster(t)
@@ -46,7 +52,7 @@ func TestPresenceIsTrueAfterNATSRestarts(t *testing.T) {
 
 // presenceAfterRestart runs two workers and a view on the NATS system at url, stops it,
 // kills one worker while it is down, starts it, and checks the view.
-func presenceAfterRestart(t *testing.T, url string, replicas int, stop, start func()) {
+func presenceAfterRestart(t *testing.T, url string, replicas int, stop, start func()) *registry.Store {
 	store := testenv.Store(t, testenv.Conn(t, url), replicas)
 	const ttl = 2 * time.Second // the workers' own
 	view := testenv.View(t, store)
@@ -85,6 +91,7 @@ func presenceAfterRestart(t *testing.T, url string, replicas int, stop, start fu
 		t.Fatalf("instances %v a TTL later, want only the survivor", got)
 	}
 	survivor()
+	return store
 }
 
 func freePort(t *testing.T) int {

@@ -149,8 +149,13 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 
 // remake makes bucket again, empty, as Open made it, if it is gone: a NATS server
 // that restarts alone keeps no bucket in memory storage, and nothing else would
-// make it again while this process runs.
+// make it again while this process runs. On a cluster it does nothing: a cluster
+// keeps its buckets' definitions, and one recovering from a restart may say a bucket
+// is missing before it has read them.
 func (s *Store) remake(ctx context.Context, bucket string) error {
+	if s.js.Conn().ConnectedClusterName() != "" {
+		return nil
+	}
 	cfg, ok := s.configs[bucket]
 	if !ok {
 		return fmt.Errorf("registry: bucket %s: not one of the registry's", bucket)

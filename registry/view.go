@@ -262,11 +262,8 @@ func (f *follower) start(ctx context.Context) (jetstream.ConsumeContext, error) 
 	}
 	f.mu.Unlock()
 	cons, err := f.view.store.js.OrderedConsumer(ctx, "KV_"+f.name, cfg)
-	if errors.Is(err, jetstream.ErrStreamNotFound) && f.view.store.js.Conn().ConnectedClusterName() == "" {
-		// Gone with a NATS restart: a single node keeps no bucket in memory. Make it
-		// again, empty, as the registry first made it. (A cluster keeps its buckets'
-		// definitions, and one recovering may say a bucket is missing before it has
-		// read them: it is left to bring them back.)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		// Gone with a NATS restart: a single node keeps no bucket in memory.
 		if rerr := f.view.store.remake(ctx, f.name); rerr != nil {
 			return nil, errors.Join(err, rerr)
 		}
