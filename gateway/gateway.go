@@ -77,6 +77,7 @@ type Gateway struct {
 	cfg    Config
 	shared *registry.Store // the shared rate buckets; nil keeps them in this process
 	log    *slog.Logger
+	calls  *bus.Watcher // gives up the calls whose worker died
 
 	fallbackLogged atomic.Int64 // unix seconds of the last warning that the shared buckets failed
 	sharedDown     atomic.Int64 // unix nanoseconds until which the shared buckets are left alone
@@ -123,6 +124,10 @@ func New(nc *nats.Conn, view *registry.View, cfg Config, opts ...Option) (*Gatew
 	}
 	if g.log == nil {
 		g.log = slog.Default()
+	}
+	var err error
+	if g.calls, err = bus.NewWatcher(nc, cfg.Subjects); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	return g, nil
 }
@@ -191,7 +196,8 @@ func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, er
 }
 
 // Do checks c and sends it to the tool, returning the tool's reply or a typed error
-// (registry, gateway or bus errors).
+// (registry, gateway or bus errors). A call of a tool whose workers name the calls
+// they hold fails with bus.ErrCallLost once its worker stops naming it.
 func (g *Gateway) Do(ctx context.Context, c *Call) (*wire.Reply, error) {
 	m, err := g.Check(ctx, c)
 	if err != nil {
@@ -201,7 +207,7 @@ func (g *Gateway) Do(ctx context.Context, c *Call) (*wire.Reply, error) {
 	if callID == "" {
 		callID = nuid.Next()
 	}
-	return bus.Do(ctx, g.nc, g.cfg.Subjects, &wire.Request{
+	return g.calls.Do(ctx, &wire.Request{
 		Tool:               c.Tool,
 		Method:             c.Method,
 		CallID:             callID,
@@ -214,7 +220,7 @@ func (g *Gateway) Do(ctx context.Context, c *Call) (*wire.Reply, error) {
 		Data:               c.Params,
 		Header:             c.Header,
 		ReplyTo:            c.ReplyTo,
-	})
+	}, m.Tool.Holding)
 }
 
 // Timeout is how long a call of m may take: the method's own timeout (or the
