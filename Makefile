@@ -6,7 +6,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 # The whole suite, race detector on; slow end-to-end tests included.
 TESTFLAGS ?= -race -count=1 -timeout 15m
 
-.PHONY: help build run test test-deps lint bench conformance
+.PHONY: help build run test test-deps lint bench conformance chaos
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
@@ -27,6 +27,9 @@ test-deps: ## install what the tests need beyond Go (Chromium, where apt-get can
 	  (command -v apt-get >/dev/null 2>&1 && apt-get update -qq && \
 	   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium) || \
 	  echo "test-deps: no chromium, and it could not be installed; the browser tests will skip"
+
+chaos: ## kill a NATS node, an edge and a worker under load, and print how calls fared (part of make test)
+	$(GO) test -count=1 -v -run TestChaos ./chaos/
 
 lint: ## go vet and staticcheck
 	$(GO) vet ./...
