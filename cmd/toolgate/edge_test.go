@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -45,38 +44,7 @@ func startEdge(t *testing.T, natsURL string, flags ...string) (url, adminKey str
 		t.Fatal(err)
 	}
 	t.Setenv("TOOLGATE_ADMIN_KEY_FILE", adminKeyFile)
-	ctx, cancel := context.WithCancel(context.Background())
-	out := &testenv.Buffer{}
-	done := make(chan error, 1)
-	go func() {
-		root := newRootCmd()
-		root.SetOut(out)
-		root.SetArgs(append([]string{"edge", "--nats", natsURL, "--listen", "127.0.0.1:0", "--link-secret-file", linkSecret}, flags...))
-		done <- root.ExecuteContext(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("toolgate edge: %v", err)
-		}
-	})
-	listening := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
-	testenv.Eventually(t, 10*time.Second, "toolgate edge listens", func() bool {
-		m := listening.FindStringSubmatch(out.String())
-		if m != nil {
-			url = m[1]
-		}
-		return m != nil
-	})
-	testenv.Eventually(t, 5*time.Second, "the edge is ready", func() bool {
-		resp, err := http.Get(url + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return url, adminKey
+	return startEdgeWith(t, append([]string{"--nats", natsURL, "--link-secret-file", linkSecret}, flags...)...), adminKey
 }
 
 // admin runs one admin command against url and returns what it printed.
