@@ -3,7 +3,8 @@ GO       ?= go
 BIN      ?= bin/toolgate
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X main.version=$(VERSION)
-# The whole suite, race detector on; slow end-to-end tests included.
+# The whole suite, race detector on; slow end-to-end tests included. The deploy module
+# (its own go.mod) runs verbose: its container tests print what each fault did.
 TESTFLAGS ?= -race -count=1 -timeout 15m
 
 # The container engine for the image and the compose stack: podman where it is
@@ -33,7 +34,7 @@ run: build ## start the whole stack on the embedded default (data in ./.toolgate
 test: test-deps ## run every test (what CI runs)
 	$(GO) vet ./...
 	$(GO) test $(TESTFLAGS) ./...
-	cd deploy && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m ./...
+	cd deploy && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m -v ./...
 
 # The dashboard's browser tests drive Debian's chromium, and the compose stack's tests
 # Debian's podman, podman-compose and runc; they skip, saying why, when there are none
