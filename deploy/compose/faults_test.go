@@ -13,9 +13,11 @@ import (
 	"time"
 )
 
-// The pace of the loads: each loop sends one call, then waits this long.
+// The pace of the loads: each loop sends one call, then waits this long. Together they
+// stay under the dev key's rate (the edges' default, 50 calls a second, shared by
+// every edge), so that no call is refused for its rate.
 const (
-	callEvery  = 20 * time.Millisecond
+	callEvery  = 60 * time.Millisecond
 	mcpEvery   = 100 * time.Millisecond
 	adminEvery = 300 * time.Millisecond
 	// maxFailing is how long calls may fail while a NATS node dies or drops off.
@@ -53,6 +55,7 @@ func (s *stack) startLoad(o loadOptions) *load {
 		o.post = func(i int) string { return s.edges[i%len(s.edges)] }
 	}
 	l.mcp = newMCPSession(s.echoLink(), s.edges, o.streamOn, o.post)
+	l.mcp.retry = o.retry
 	if o.admin {
 		l.admin = &adminLoad{edges: s.edges, adminKey: s.admin}
 	}

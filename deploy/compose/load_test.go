@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sort"
 	"strings"
@@ -118,7 +119,11 @@ const maxCalls = 20000
 
 // callClient has no timeout of its own: a call that takes longer than hungAfter is
 // counted as hung by the loop.
-var callClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, ResponseHeaderTimeout: hungAfter}}
+var callClient = &http.Client{Transport: &http.Transport{
+	DialContext:           (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+	MaxIdleConnsPerHost:   4,
+	ResponseHeaderTimeout: hungAfter,
+}}
 
 func (l *callLoad) run(stop <-chan struct{}, every time.Duration) {
 	for i := 0; i < maxCalls && !stopped(stop); i++ {

@@ -23,6 +23,7 @@ type mcpSession struct {
 	link  string             // the echo tool's link path: /mcp/tgl_.../sse
 	edges []string           // the edges' base URLs
 	post  func(i int) string // the edge request i is POSTed to
+	retry bool               // a POST that met a connection error is sent again to the other edge
 
 	mu         sync.Mutex
 	session    string // the session id the first stream named
@@ -89,7 +90,16 @@ func (m *mcpSession) run(stop <-chan struct{}, every time.Duration) error {
 		m.add(func(c *tally) { c.sent++ })
 		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"n":%d}}}`, i, i)
 		began := time.Now()
-		if err := m.send(i, m.post(i), body); err != nil {
+		edge := m.post(i)
+		err := m.send(i, edge, body)
+		for m.retry && err != nil && err.Error() == "conn" && time.Since(began) < hungAfter {
+			m.add(func(c *tally) { c.retried++ })
+			if edge = m.other(edge); edge != "" {
+				time.Sleep(50 * time.Millisecond)
+				err = m.send(i, edge, body)
+			}
+		}
+		if err != nil {
 			m.fail(err.Error(), began)
 		}
 		select {
@@ -111,6 +121,16 @@ func (m *mcpSession) run(stop <-chan struct{}, every time.Duration) error {
 		m.fail("hung", at)
 	}
 	return nil
+}
+
+// other is the edge that is not edge.
+func (m *mcpSession) other(edge string) string {
+	for _, e := range m.edges {
+		if e != edge {
+			return e
+		}
+	}
+	return ""
 }
 
 // send POSTs one message for the session to edge; id < 0 is a notification.
