@@ -153,7 +153,7 @@ type existingBucket struct {
 // findBucket returns the bucket named bucket as it is, or nil when there is none.
 func findBucket(ctx context.Context, js jetstream.JetStream, bucket string) (*existingBucket, error) {
 	var found *existingBucket
-	err := retry(ctx, bucket, func() error {
+	err := retry(ctx, bucket, func(ctx context.Context) error {
 		kv, err := js.KeyValue(ctx, bucket)
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
 			return nil
@@ -178,7 +178,7 @@ func openBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyVa
 	for {
 		var kv jetstream.KeyValue
 		if found == nil {
-			err := retry(ctx, cfg.Bucket, func() (err error) {
+			err := retry(ctx, cfg.Bucket, func(ctx context.Context) (err error) {
 				kv, err = js.CreateKeyValue(ctx, cfg)
 				return err
 			})
@@ -198,7 +198,7 @@ func openBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyVa
 		if !update {
 			return nil, mismatch
 		}
-		err := retry(ctx, cfg.Bucket, func() (err error) {
+		err := retry(ctx, cfg.Bucket, func(ctx context.Context) (err error) {
 			kv, err = js.UpdateKeyValue(ctx, cfg)
 			return err
 		})
@@ -225,11 +225,18 @@ func settingsDiffer(have, want jetstream.KeyValueConfig) *MismatchError {
 	return nil
 }
 
+// attemptTimeout bounds one request of retry's: a request sent while a cluster forms
+// (its routes not all up) may never be answered, and must not hold the whole wait.
+const attemptTimeout = 5 * time.Second
+
 // retry runs op until it succeeds or fails in a way waiting will not mend; a new
-// cluster answers "not ready" while it elects its JetStream leader.
-func retry(ctx context.Context, bucket string, op func() error) error {
+// cluster answers "not ready" while it elects its JetStream leader. Each attempt has
+// attemptTimeout at most.
+func retry(ctx context.Context, bucket string, op func(context.Context) error) error {
 	for {
-		err := op()
+		attempt, cancel := context.WithTimeout(ctx, attemptTimeout)
+		err := op(attempt)
+		cancel()
 		if err == nil || !retryable(err) {
 			if err != nil {
 				return fmt.Errorf("registry: bucket %s: %w", bucket, err)
