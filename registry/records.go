@@ -38,6 +38,11 @@ type Capabilities struct {
 	Prompts     bool `json:"prompts,omitempty"`
 	Completions bool `json:"completions,omitempty"`
 	Logging     bool `json:"logging,omitempty"`
+	// MCP is the capabilities object of the MCP server behind the tool, as that
+	// server declared it (a bridged server): what it says of each feature
+	// (listChanged, subscribe), and features the gateway passes through without
+	// knowing them (tasks, extensions, experimental).
+	MCP json.RawMessage `json:"mcp,omitempty"`
 }
 
 // Method returns the method named name, or nil.

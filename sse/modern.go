@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -23,6 +24,18 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, p registry.
 		// This revision defines no client notifications over HTTP; take them
 		// without effect (a client may still send notifications/cancelled).
 		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if removedIn2026[req.Method] && (req.Method != methodPing || hasMeta(req.Params)) {
+		// Methods this revision removed are unknown here, whatever their _meta
+		// says: a client probing with initialize learns to drop it.
+		writeRPCError(w, req.ID, methodNotFound(req.Method, http.StatusNotFound))
+		return
+	}
+	if req.Method == methodPing {
+		// A ping without _meta (some SDKs keep pinging at this revision) asks
+		// nothing that needs checking: answer it as the revisions that have it do.
+		writeJSON(w, http.StatusOK, encodeResult(req.ID, json.RawMessage(`{}`)))
 		return
 	}
 	meta, err := checkModern(r.Header, req)
@@ -67,10 +80,13 @@ func checkModern(h http.Header, req *jsonrpc.Request) (requestMeta, error) {
 	meta := readMeta(req.Params)
 	hv := h.Get(headerProtocolVersion)
 	switch {
+	case meta.ProtocolVersion == "":
+		// A malformed request rather than a disagreement: the body lacks what every
+		// request of this revision carries.
+		return meta, &protocolError{code: jsonrpc.CodeInvalidParams, status: http.StatusBadRequest,
+			message: fmt.Sprintf("params._meta needs %s: requests of protocol version %s carry their metadata in _meta", mcp.MetaKeyProtocolVersion, hv)}
 	case hv == "":
 		return meta, headerMismatch("MCP-Protocol-Version header required with %s %q", mcp.MetaKeyProtocolVersion, meta.ProtocolVersion)
-	case meta.ProtocolVersion == "":
-		return meta, headerMismatch("MCP-Protocol-Version is %q but params._meta has no %s", hv, mcp.MetaKeyProtocolVersion)
 	case hv != meta.ProtocolVersion:
 		return meta, headerMismatch("MCP-Protocol-Version %q does not match %s %q", hv, mcp.MetaKeyProtocolVersion, meta.ProtocolVersion)
 	case !slices.Contains(supportedVersions, meta.ProtocolVersion):

@@ -135,11 +135,9 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 	}
 	req, isReq := msg.(*jsonrpc.Request)
 	rr := &rpcRequest{p: p, tool: tool, req: req}
-	if isReq && req.Method != methodInitialize {
-		if isModern(r.Header.Get(headerProtocolVersion)) || isModern(rr.metaVersion()) {
-			s.serveModern(w, r, p, tool, req, accept)
-			return
-		}
+	if isReq && (isModern(r.Header.Get(headerProtocolVersion)) || req.Method != methodInitialize && isModern(rr.metaVersion())) {
+		s.serveModern(w, r, p, tool, req, accept)
+		return
 	}
 	if !s.checkVersionHeader(w, r) {
 		return

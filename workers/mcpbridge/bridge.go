@@ -216,6 +216,7 @@ func (b *Bridge) tool(info *mcp.InitializeResult) workers.Tool {
 		t.Capabilities = registry.Capabilities{
 			Resources: caps.Resources != nil, Prompts: caps.Prompts != nil,
 			Completions: caps.Completions != nil, Logging: caps.Logging != nil,
+			MCP: rawJSON(caps),
 		}
 	}
 	return t
