@@ -2,17 +2,16 @@ package sse
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/internal/mcphttp"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -98,8 +97,8 @@ func checkModern(h http.Header, req *jsonrpc.Request) (requestMeta, error) {
 	case hm != req.Method:
 		return meta, headerMismatch("Mcp-Method header value %q does not match body value %q", hm, req.Method)
 	}
-	if want, ok := nameOf(req); ok {
-		got, ok := decodeHeaderValue(h.Get(headerName))
+	if want, ok := mcphttp.Name(req.Method, req.Params); ok {
+		got, ok := mcphttp.DecodeHeaderValue(h.Get(headerName))
 		switch {
 		case h.Get(headerName) == "":
 			return meta, headerMismatch("Mcp-Name header required for %s", req.Method)
@@ -114,41 +113,6 @@ func checkModern(h http.Header, req *jsonrpc.Request) (requestMeta, error) {
 			message: "params._meta needs " + mcp.MetaKeyClientCapabilities + " (an empty object declares none)"}
 	}
 	return meta, nil
-}
-
-// nameOf is what Mcp-Name mirrors: params.name of tools/call and prompts/get,
-// params.uri of resources/read.
-func nameOf(req *jsonrpc.Request) (string, bool) {
-	var p struct {
-		Name string `json:"name"`
-		URI  string `json:"uri"`
-	}
-	_ = json.Unmarshal(req.Params, &p)
-	switch req.Method {
-	case methodToolsCall, "prompts/get":
-		return p.Name, true
-	case "resources/read":
-		return p.URI, true
-	}
-	return "", false
-}
-
-// decodeHeaderValue undoes the =?base64?...?= wrapping of header values that are not
-// plain ASCII.
-func decodeHeaderValue(v string) (string, bool) {
-	inner, ok := strings.CutPrefix(v, "=?base64?")
-	if !ok {
-		return v, true
-	}
-	inner, ok = strings.CutSuffix(inner, "?=")
-	if !ok {
-		return v, true
-	}
-	b, err := base64.StdEncoding.DecodeString(inner)
-	if err != nil {
-		return "", false
-	}
-	return string(b), true
 }
 
 // listen serves subscriptions/listen: a stream that carries the change notifications
