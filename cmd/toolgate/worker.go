@@ -10,24 +10,22 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/bus"
-	"github.com/toolgate/toolgate/registry"
 	"github.com/toolgate/toolgate/workers"
 	"github.com/toolgate/toolgate/workers/demo"
 	"github.com/toolgate/toolgate/workers/mcpbridge"
 )
 
-// workerConfig is what a built-in worker needs to join a stack.
+// workerConfig is what a built-in worker needs to join a stack. A worker opens no
+// registry: it writes its own records over NATS (see workers).
 type workerConfig struct {
 	NATS string // one URL or several, comma-separated
-	// Replicas of the registry's buckets when this process creates them; 0 takes them
-	// as they are (1 when creating them). A number that differs from the buckets'
-	// stops the process rather than changing them (registry.Options).
+	// Replicas of the demo email tool's outbox bucket when this process creates it;
+	// 0 for one.
 	Replicas int
 }
 
@@ -87,39 +85,30 @@ func newWorkerDemoCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.NATS, "nats", cfg.NATS, "NATS URL, or several comma-separated (env TOOLGATE_NATS)")
-	f.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, replicasUsage+" (env TOOLGATE_REPLICAS)")
+	f.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "replicas of the demo outbox bucket when this process creates it: 1 on a single node, 3 in a cluster (env TOOLGATE_REPLICAS)")
 	return cmd
 }
 
 // runDemoWorker serves the demo tools until ctx ends (SIGINT or SIGTERM), then drains.
 func runDemoWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) error {
-	nc, store, err := joinRegistry(ctx, cfg, "toolgate-worker-demo", log)
+	nc, err := joinBus(ctx, cfg, "toolgate-worker-demo", log)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	return demo.Run(ctx, nc, store, workers.WithLogger(log))
+	return demo.Run(ctx, nc, cfg.Replicas, workers.WithLogger(log))
 }
 
-// joinRegistry is how a worker role starts: Go profiles if asked, a NATS connection,
-// and the registry opened with the deployment's replica count.
-func joinRegistry(ctx context.Context, cfg workerConfig, name string, log *slog.Logger) (*nats.Conn, *registry.Store, error) {
+// joinBus is how a worker role starts: Go profiles if asked, and a NATS connection.
+func joinBus(ctx context.Context, cfg workerConfig, name string, log *slog.Logger) (*nats.Conn, error) {
 	if err := startPprof(ctx, log); err != nil {
-		return nil, nil, fmt.Errorf("worker: %w", err)
+		return nil, fmt.Errorf("worker: %w", err)
 	}
 	nc, err := bus.Connect(cfg.NATS, name, log)
 	if err != nil {
-		return nil, nil, fmt.Errorf("worker: %w", err)
+		return nil, fmt.Errorf("worker: %w", err)
 	}
-	opts := registry.Options{Replicas: cfg.Replicas}
-	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	store, err := registry.Open(openCtx, nc, opts)
-	if err != nil {
-		nc.Close()
-		return nil, nil, fmt.Errorf("worker: %w", err)
-	}
-	return nc, store, nil
+	return nc, nil
 }
 
 func newWorkerMCPCmd() *cobra.Command {
@@ -152,7 +141,6 @@ func newWorkerMCPCmd() *cobra.Command {
 	// read as flags of toolgate's.
 	f.SetInterspersed(false)
 	f.StringVar(&cfg.NATS, "nats", cfg.NATS, "NATS URL, or several comma-separated (env TOOLGATE_NATS)")
-	f.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, replicasUsage+" (env TOOLGATE_REPLICAS)")
 	f.StringVar(&bridge.Tool, "tool", "", "the tool's id")
 	f.StringVar(&bridge.Title, "title", "", "the tool's title (default: the server's own)")
 	f.IntVar(&bridge.Sessions, "sessions", bridge.Sessions, "upstream sessions calls are spread over; for a command, its processes")
@@ -166,10 +154,10 @@ func newWorkerMCPCmd() *cobra.Command {
 // runMCPWorker serves the MCP server as a tool until ctx ends (SIGINT or SIGTERM),
 // then drains and stops the server.
 func runMCPWorker(ctx context.Context, cfg workerConfig, bridge mcpbridge.Config, log *slog.Logger) error {
-	nc, store, err := joinRegistry(ctx, cfg, "toolgate-worker-mcp-"+bridge.Tool, log)
+	nc, err := joinBus(ctx, cfg, "toolgate-worker-mcp-"+bridge.Tool, log)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	return mcpbridge.New(nc, store, bridge, log).Run(ctx)
+	return mcpbridge.New(nc, bridge, log).Run(ctx)
 }
