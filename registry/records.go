@@ -98,5 +98,8 @@ type Session struct {
 	ClientInfo      json.RawMessage `json:"client_info,omitempty"`
 	Capabilities    json.RawMessage `json:"capabilities,omitempty"`
 	LogLevel        string          `json:"log_level,omitempty"`
-	CreatedAt       time.Time       `json:"created_at"`
+	// Stream says the session's client holds its standalone stream open on some
+	// edge, which refreshes the session while it does.
+	Stream    bool      `json:"stream,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
 }

@@ -636,17 +636,86 @@ func (s *Store) DeletePresence(ctx context.Context, tool, instance string) error
 	return deleteKey(ctx, s.presence, presenceKey(tool, instance))
 }
 
+// A SessionWrite adjusts one write of a session.
+type SessionWrite func(*sessionWrite)
+
+type sessionWrite struct{ ttl time.Duration }
+
+// IdleExpiry gives a session written without an open stream (Stream false) a life
+// of its own, shorter than the bucket's TTL: it expires d after this write unless
+// written again. A session written with Stream set, or without IdleExpiry, expires
+// the bucket's TTL (Options.SessionTTL) after its last write.
+func IdleExpiry(d time.Duration) SessionWrite { return func(w *sessionWrite) { w.ttl = d } }
+
+func sessionWriteOf(opts []SessionWrite) sessionWrite {
+	var w sessionWrite
+	for _, o := range opts {
+		o(&w)
+	}
+	return w
+}
+
 // CreateSession writes a new MCP session and returns the bucket's revision of the
 // write; ErrExists if its id is taken.
-func (s *Store) CreateSession(ctx context.Context, sess Session) (uint64, error) {
-	return createJSONRev(ctx, s.sessions, sess.ID, sess)
+func (s *Store) CreateSession(ctx context.Context, sess Session, opts ...SessionWrite) (uint64, error) {
+	b, err := json.Marshal(sess)
+	if err != nil {
+		return 0, fmt.Errorf("registry: encode %s/%s: %w", BucketSessions, sess.ID, err)
+	}
+	var create []jetstream.KVCreateOpt
+	if w := sessionWriteOf(opts); w.ttl > 0 && !sess.Stream {
+		create = append(create, jetstream.KeyTTL(w.ttl))
+	}
+	rev, err := s.sessions.Create(ctx, sess.ID, b, create...)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return 0, ErrExists
+	}
+	if err != nil {
+		return 0, fmt.Errorf("registry: create %s/%s: %w", BucketSessions, sess.ID, err)
+	}
+	return rev, nil
 }
 
 // UpdateSession changes an MCP session with change, compare-and-set, which also
-// refreshes its idle TTL, and returns it as written. A session deleted or expired
+// refreshes its TTL, and returns it as written. A session deleted or expired
 // meanwhile stays so: ErrNotFound.
-func (s *Store) UpdateSession(ctx context.Context, id string, change func(*Session) error) (*Session, error) {
-	return updateJSON(ctx, s.sessions, id, change)
+func (s *Store) UpdateSession(ctx context.Context, id string, change func(*Session) error, opts ...SessionWrite) (*Session, error) {
+	w := sessionWriteOf(opts)
+	if w.ttl == 0 {
+		return updateJSON(ctx, s.sessions, id, change)
+	}
+	for {
+		sess, rev, err := getJSON[Session](ctx, s.sessions, id)
+		if err != nil {
+			return nil, err
+		}
+		if err := change(sess); err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(sess)
+		if err != nil {
+			return nil, fmt.Errorf("registry: encode %s/%s: %w", BucketSessions, id, err)
+		}
+		// The bucket's Update cannot give a revision a TTL of its own; a publish to
+		// the key's subject, compare-and-set on its last revision, can.
+		msg := nats.NewMsg("$KV." + BucketSessions + "." + id)
+		msg.Data = b
+		publish := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(rev)}
+		if !sess.Stream {
+			publish = append(publish, jetstream.WithMsgTTL(w.ttl))
+		}
+		_, err = s.js.PublishMsg(ctx, msg, publish...)
+		if err == nil {
+			return sess, nil
+		}
+		var apiErr *jetstream.APIError
+		if !errors.As(err, &apiErr) || (apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence && apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			return nil, fmt.Errorf("registry: update %s/%s: %w", BucketSessions, id, err)
+		}
+		if ctx.Err() != nil { // someone else wrote first: read again
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // Session reads an MCP session; ErrNotFound once it has expired or been deleted.

@@ -169,7 +169,7 @@ func (s *Server) initialize(ctx context.Context, r *rpcRequest) (*initializeResu
 	}
 	version := negotiate(params.ProtocolVersion)
 	if r.sess == nil {
-		sess, err := s.newSession(ctx, r.p, r.tool, version, params.ClientInfo, params.Capabilities)
+		sess, err := s.newSession(ctx, r.p, r.tool, version, params.ClientInfo, params.Capabilities, false)
 		if err != nil {
 			return nil, err
 		}

@@ -120,10 +120,14 @@ func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, p registry.Pri
 		resume = &last
 	}
 	s.holdStandalone(w, r, sess, resume, false, func(ew *eventWriter, at string) error {
+		if !sess.Stream {
+			s.streamHeld(sess, true)
+		}
 		return ew.prime(at, s.cfg.RetryAfter)
 	}, func(why streamEnd) {
 		if why == endClient || why == endServer {
 			s.closeStandalone(sess)
+			s.streamHeld(sess, false)
 		}
 	})
 }
@@ -182,6 +186,7 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
+	defer s.sustain(sess)()
 	if req.Method == methodToolsCall && accept.events && (!accept.json || s.mayNotify(rr)) {
 		s.streamCall(ctx, w, rr, raw)
 		return
