@@ -312,6 +312,16 @@ func createJSONRev(ctx context.Context, kv jetstream.KeyValue, key string, v any
 // updateJSON applies change to the record at key with compare-and-set, retrying when
 // another writer got there first.
 func updateJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, change func(*T) error) (*T, error) {
+	return updateJSONWith(ctx, kv, key, change, func(b []byte, rev uint64, _ *T) error {
+		_, err := kv.Update(ctx, key, b, rev)
+		return err
+	})
+}
+
+// updateJSONWith is updateJSON with its own write of the changed record v, encoded as
+// b, as the revision after rev: an error that is jetstream.ErrKeyExists says another
+// writer wrote first, and the change is made again on what it wrote.
+func updateJSONWith[T any](ctx context.Context, kv jetstream.KeyValue, key string, change func(*T) error, write func(b []byte, rev uint64, v *T) error) (*T, error) {
 	for {
 		v, rev, err := getJSON[T](ctx, kv, key)
 		if err != nil {
@@ -324,7 +334,7 @@ func updateJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, c
 		if err != nil {
 			return nil, fmt.Errorf("registry: encode %s/%s: %w", kv.Bucket(), key, err)
 		}
-		_, err = kv.Update(ctx, key, b, rev)
+		err = write(b, rev, v)
 		if err == nil {
 			return v, nil
 		}
@@ -684,38 +694,22 @@ func (s *Store) UpdateSession(ctx context.Context, id string, change func(*Sessi
 	if w.ttl == 0 {
 		return updateJSON(ctx, s.sessions, id, change)
 	}
-	for {
-		sess, rev, err := getJSON[Session](ctx, s.sessions, id)
-		if err != nil {
-			return nil, err
-		}
-		if err := change(sess); err != nil {
-			return nil, err
-		}
-		b, err := json.Marshal(sess)
-		if err != nil {
-			return nil, fmt.Errorf("registry: encode %s/%s: %w", BucketSessions, id, err)
-		}
-		// The bucket's Update cannot give a revision a TTL of its own; a publish to
-		// the key's subject, compare-and-set on its last revision, can.
+	// The bucket's Update cannot give a revision a TTL of its own; a publish to the
+	// key's subject, compare-and-set on its last revision, can.
+	return updateJSONWith(ctx, s.sessions, id, change, func(b []byte, rev uint64, sess *Session) error {
 		msg := nats.NewMsg("$KV." + BucketSessions + "." + id)
 		msg.Data = b
 		publish := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(rev)}
 		if !sess.Stream {
 			publish = append(publish, jetstream.WithMsgTTL(w.ttl))
 		}
-		_, err = s.js.PublishMsg(ctx, msg, publish...)
-		if err == nil {
-			return sess, nil
-		}
+		_, err := s.js.PublishMsg(ctx, msg, publish...)
 		var apiErr *jetstream.APIError
-		if !errors.As(err, &apiErr) || (apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence && apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-			return nil, fmt.Errorf("registry: update %s/%s: %w", BucketSessions, id, err)
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			return fmt.Errorf("%w: %w", jetstream.ErrKeyExists, err)
 		}
-		if ctx.Err() != nil { // someone else wrote first: read again
-			return nil, ctx.Err()
-		}
-	}
+		return err
+	})
 }
 
 // Session reads an MCP session; ErrNotFound once it has expired or been deleted.
