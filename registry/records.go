@@ -102,4 +102,7 @@ type Session struct {
 	// edge, which refreshes the session while it does.
 	Stream    bool      `json:"stream,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
+	// Credential names the key or link that opened the session: the only one that may
+	// use it, and the session ends when it is revoked (see package sse).
+	Credential string `json:"credential,omitempty"`
 }

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -86,6 +87,9 @@ func CheckTool(t *Tool) error {
 				return fmt.Errorf("tool %s: method %s: %s: not JSON", t.ID, m.Name, f.what)
 			}
 		}
+	}
+	if mcp := bytes.TrimSpace(t.Capabilities.MCP); len(mcp) > 0 && (mcp[0] != '{' || !json.Valid(mcp)) {
+		return fmt.Errorf("tool %s: capabilities: mcp: not a JSON object", t.ID)
 	}
 	return nil
 }

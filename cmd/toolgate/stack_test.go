@@ -13,27 +13,32 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
+// startWorkerDemo runs `toolgate worker demo` on natsURL until the test ends.
+func startWorkerDemo(t *testing.T, natsURL string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	worker := make(chan error, 1)
+	go func() {
+		root := newRootCmd()
+		root.SetErr(io.Discard)
+		root.SetArgs([]string{"worker", "demo", "--nats", natsURL})
+		worker <- root.ExecuteContext(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-worker; err != nil {
+			t.Errorf("worker demo: %v", err)
+		}
+	})
+}
+
 // TestStackServesTheDemoTools runs the stack as an operator would, each role its own
 // command on one NATS server: `toolgate edge`, `toolgate worker demo`, and the admin
 // commands; then calls the demo tools over HTTP as the README's quickstart does.
 func TestStackServesTheDemoTools(t *testing.T) {
 	srv := testenv.Server(t)
 	url, _ := startEdge(t, srv.ClientURL())
-
-	ctx, cancel := context.WithCancel(context.Background())
-	worker := make(chan error, 1)
-	go func() {
-		root := newRootCmd()
-		root.SetErr(io.Discard)
-		root.SetArgs([]string{"worker", "demo", "--nats", srv.ClientURL()})
-		worker <- root.ExecuteContext(ctx)
-	}()
-	defer func() {
-		cancel()
-		if err := <-worker; err != nil {
-			t.Errorf("worker demo: %v", err)
-		}
-	}()
+	startWorkerDemo(t, srv.ClientURL())
 
 	admin(t, url, "accounts", "create", "acme")
 	admin(t, url, "tools", "connect", "acme", "email")
