@@ -45,7 +45,7 @@ func TestBadInputIsRefusedAndNumbersReachToolsWhole(t *testing.T) {
 	t.Run("invalid UTF-8 inside a string is invalid_json", func(t *testing.T) {
 		for _, body := range []string{
 			"{\"n\":1,\"label\":\"\xff\"}",
-			"{\"n\":1,\"label\":\"caf\xc3\"}",       // a sequence cut short
+			"{\"n\":1,\"label\":\"caf\xc3\"}",      // a sequence cut short
 			"{\"n\":1,\"label\":\"\xed\xa0\x80\"}", // a surrogate, encoded
 			"{\"n\":1,\"\xc0\xaf\":2}",             // an overlong encoding, in a key
 		} {

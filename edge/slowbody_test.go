@@ -63,10 +63,11 @@ func (c *slowClient) answer() result {
 	return result{status: resp.StatusCode, header: resp.Header, body: b}
 }
 
-// closed reports whether the edge closed the connection, once it has answered: the
-// read ends, with EOF or, when the client wrote after the close, a reset; not with the
-// read deadline.
+// closed reports whether the edge closed the connection: a read ends in EOF, or in a
+// reset when the caller's own trickle reached the closed socket first. A read that
+// only times out, or that finds more bytes, means the connection was left open.
 func (c *slowClient) closed() bool {
+	_ = c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	_, err := c.r.ReadByte()
 	var ne net.Error
 	return err != nil && !(errors.As(err, &ne) && ne.Timeout())

@@ -13,7 +13,7 @@ import (
 // nats-server binary. Three of them with --cluster and --routes make a JetStream cluster.
 func newNATSCmd() *cobra.Command {
 	cfg := bus.DefaultServerConfig()
-	var listen, clusterListen, routes string
+	var listen, clusterListen, routes, monitorListen string
 	cmd := &cobra.Command{
 		Use:   "nats",
 		Short: "Run one embedded NATS server node (JetStream on; clusterable)",
@@ -22,6 +22,11 @@ func newNATSCmd() *cobra.Command {
 			var err error
 			if cfg.Host, cfg.Port, err = splitHostPort(listen); err != nil {
 				return fmt.Errorf("nats: listen: %w", err)
+			}
+			if monitorListen != "" {
+				if cfg.MonitorHost, cfg.MonitorPort, err = splitHostPort(monitorListen); err != nil {
+					return fmt.Errorf("nats: monitor-listen: %w", err)
+				}
 			}
 			if cfg.Cluster.Name != "" {
 				if cfg.Cluster.Host, cfg.Cluster.Port, err = splitHostPort(clusterListen); err != nil {
@@ -51,5 +56,6 @@ func newNATSCmd() *cobra.Command {
 	f.StringVar(&cfg.Cluster.Name, "cluster", envOr("TOOLGATE_NATS_CLUSTER", ""), "cluster name (empty: a single node)")
 	f.StringVar(&clusterListen, "cluster-listen", envOr("TOOLGATE_NATS_CLUSTER_LISTEN", "127.0.0.1:6222"), "cluster route listen address")
 	f.StringVar(&routes, "routes", envOr("TOOLGATE_NATS_ROUTES", ""), "comma-separated nats-route://host:port of the other nodes")
+	f.StringVar(&monitorListen, "monitor-listen", envOr("TOOLGATE_NATS_MONITOR_LISTEN", ""), "HTTP monitoring address: /healthz for health checks, /varz, /jsz (empty: none)")
 	return cmd
 }

@@ -10,11 +10,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
-	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/workers"
 	"github.com/toolgate/toolgate/workers/demo"
 	"github.com/toolgate/toolgate/workers/mcpbridge"
@@ -27,6 +27,9 @@ type workerConfig struct {
 	// Replicas of the demo email tool's outbox bucket when this process creates it;
 	// 0 for one.
 	Replicas int
+	Wait     time.Duration // see waitUsage
+	// HealthListen is where GET /healthz is served (see serveWorkerHealth); empty: nowhere.
+	HealthListen string
 }
 
 func defaultWorkerConfig() workerConfig {
@@ -41,6 +44,14 @@ func defaultWorkerConfig() workerConfig {
 		}
 		cfg.Replicas = n
 	}
+	if v, ok := os.LookupEnv("TOOLGATE_WAIT"); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			d = -1 // Validate names the bad value
+		}
+		cfg.Wait = d
+	}
+	cfg.HealthListen = os.Getenv(healthEnv)
 	return cfg
 }
 
@@ -57,6 +68,9 @@ func (c workerConfig) Validate() error {
 	}
 	if c.Replicas < 0 || c.Replicas > 5 {
 		return errors.New("worker: replicas: must be from 1 to 5, or 0 for the registry's own")
+	}
+	if c.Wait < 0 {
+		return errors.New("worker: wait: must be a duration, not negative (TOOLGATE_WAIT)")
 	}
 	return nil
 }
@@ -86,6 +100,8 @@ func newWorkerDemoCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&cfg.NATS, "nats", cfg.NATS, "NATS URL, or several comma-separated (env TOOLGATE_NATS)")
 	f.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "replicas of the demo outbox bucket when this process creates it: 1 on a single node, 3 in a cluster (env TOOLGATE_REPLICAS)")
+	f.DurationVar(&cfg.Wait, "wait", cfg.Wait, waitUsage+" (env TOOLGATE_WAIT)")
+	f.StringVar(&cfg.HealthListen, "health-listen", cfg.HealthListen, "address to serve GET /healthz on, for container health checks (env "+healthEnv+"; empty: none)")
 	return cmd
 }
 
@@ -104,9 +120,13 @@ func joinBus(ctx context.Context, cfg workerConfig, name string, log *slog.Logge
 	if err := startPprof(ctx, log); err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	nc, err := bus.Connect(cfg.NATS, name, log)
+	nc, err := connectWithin(ctx, cfg.NATS, name, log, cfg.Wait)
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
+	}
+	if err := serveWorkerHealth(ctx, cfg.HealthListen, nc, log); err != nil {
+		nc.Close()
+		return nil, err
 	}
 	return nc, nil
 }
@@ -141,6 +161,8 @@ func newWorkerMCPCmd() *cobra.Command {
 	// read as flags of toolgate's.
 	f.SetInterspersed(false)
 	f.StringVar(&cfg.NATS, "nats", cfg.NATS, "NATS URL, or several comma-separated (env TOOLGATE_NATS)")
+	f.DurationVar(&cfg.Wait, "wait", cfg.Wait, waitUsage+" (env TOOLGATE_WAIT)")
+	f.StringVar(&cfg.HealthListen, "health-listen", cfg.HealthListen, "address to serve GET /healthz on, for container health checks (env "+healthEnv+"; empty: none)")
 	f.StringVar(&bridge.Tool, "tool", "", "the tool's id")
 	f.StringVar(&bridge.Title, "title", "", "the tool's title (default: the server's own)")
 	f.IntVar(&bridge.Sessions, "sessions", bridge.Sessions, "upstream sessions calls are spread over; for a command, its processes")
