@@ -24,17 +24,24 @@ func TestChaos(t *testing.T) {
 	l := startLoad(s, 8)
 
 	var node *process // the NATS node killed: the one the most processes are connected to
+	var on []string   // those processes
+	var killedAt time.Time
 	faults := []struct {
 		name    string
 		kill    func()
 		restore func()
 	}{
 		{"a NATS node killed", func() {
-			n, on := s.busiestNode()
+			var n int
+			n, on = s.busiestNode()
 			node = s.nats[n]
 			t.Logf("killing %s, which %s are connected to", node.name, strings.Join(on, ", "))
+			killedAt = time.Now()
 			node.kill()
-		}, func() { node.start() }},
+		}, func() {
+			t.Logf("on another node after the kill: %s", s.reconnected(on, killedAt))
+			node.start()
+		}},
 		{"an edge killed", s.edges[1].kill, func() { s.edges[1].start(); s.waitReady(s.urls[1], 60*time.Second) }},
 		{"a worker killed", s.workers[0].kill, s.workers[0].start},
 	}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -347,6 +348,31 @@ func (s *stack) busiestNode() (int, []string) {
 		}
 	}
 	return busiest, on[busiest]
+}
+
+// reconnected is how long after at each of the named processes logged that it was on
+// another NATS node; a process that has not says so.
+func (s *stack) reconnected(names []string, at time.Time) string {
+	var out []string
+	for _, p := range s.all() {
+		if !slices.Contains(names, p.name) {
+			continue
+		}
+		b, _ := os.ReadFile(p.log)
+		took := "not yet"
+		for line := range strings.SplitSeq(string(b), "\n") {
+			var entry struct {
+				Time time.Time
+				Msg  string
+			}
+			if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "nats reconnected" && entry.Time.After(at) {
+				took = entry.Time.Sub(at).Round(time.Millisecond).String()
+				break
+			}
+		}
+		out = append(out, p.name+" "+took)
+	}
+	return strings.Join(out, ", ")
 }
 
 // adminCall calls the admin API of the first edge and returns the answer's body.
