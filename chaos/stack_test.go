@@ -280,7 +280,10 @@ func (s *stack) waitReady(url string, within time.Duration) {
 }
 
 // healthy reports whether every edge is ready and shows both tools with two instances.
-func (s *stack) healthy() bool {
+func (s *stack) healthy() bool { return s.showInstances(2) }
+
+// showInstances reports whether every edge shows both tools with n instances.
+func (s *stack) showInstances(n int) bool {
 	for _, url := range s.urls {
 		for _, tool := range []string{"echo", "clock"} {
 			req, _ := http.NewRequest(http.MethodGet, url+"/tools/"+tool, nil)
@@ -294,7 +297,7 @@ func (s *stack) healthy() bool {
 			}
 			err = json.NewDecoder(resp.Body).Decode(&info)
 			resp.Body.Close()
-			if err != nil || resp.StatusCode != http.StatusOK || info.Instances != 2 {
+			if err != nil || resp.StatusCode != http.StatusOK || info.Instances != n {
 				return false
 			}
 		}
@@ -302,12 +305,15 @@ func (s *stack) healthy() bool {
 	return true
 }
 
-func (s *stack) waitHealthy(within time.Duration) {
+func (s *stack) waitHealthy(within time.Duration) { s.waitInstances(2, within) }
+
+// waitInstances waits until every edge shows both tools with n instances.
+func (s *stack) waitInstances(n int, within time.Duration) {
 	s.t.Helper()
 	deadline := time.Now().Add(within)
-	for !s.healthy() {
+	for !s.showInstances(n) {
 		if time.Now().After(deadline) {
-			s.t.Fatalf("the stack was not healthy within %v (both edges, both tools with two instances)", within)
+			s.t.Fatalf("the edges did not show both tools with %d instances within %v", n, within)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

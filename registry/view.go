@@ -149,7 +149,7 @@ func NewView(ctx context.Context, store *Store, log *slog.Logger) (*View, error)
 const followHeartbeat = time.Second
 
 // followAttempt bounds one attempt to (re)start a bucket's consumer.
-const followAttempt = 2 * time.Second
+const followAttempt = time.Second
 
 // follow feeds one bucket's changes into updates until ctx ends: the latest value
 // of every key, then a markLoaded update, then every change.
