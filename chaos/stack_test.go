@@ -279,9 +279,6 @@ func (s *stack) waitReady(url string, within time.Duration) {
 	}
 }
 
-// healthy reports whether every edge is ready and shows both tools with two instances.
-func (s *stack) healthy() bool { return s.showInstances(2) }
-
 // showInstances reports whether every edge shows both tools with n instances.
 func (s *stack) showInstances(n int) bool {
 	for _, url := range s.urls {
@@ -305,6 +302,7 @@ func (s *stack) showInstances(n int) bool {
 	return true
 }
 
+// waitHealthy waits until every edge is ready and shows both tools with two instances.
 func (s *stack) waitHealthy(within time.Duration) { s.waitInstances(2, within) }
 
 // waitInstances waits until every edge shows both tools with n instances.
