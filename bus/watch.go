@@ -55,7 +55,8 @@ func (w *Watcher) Do(ctx context.Context, req *wire.Request, watch bool) (*wire.
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	defer w.watch(req.CallID, req.Tool, cancel)()
+	c := w.watch(req.CallID, req.Tool, cancel)
+	defer w.unwatch(req.CallID, c)
 	reply, err := Do(ctx, w.nc, w.subjects, req)
 	if err != nil && errors.Is(context.Cause(ctx), ErrCallLost) {
 		return nil, ErrCallLost
@@ -63,8 +64,8 @@ func (w *Watcher) Do(ctx context.Context, req *wire.Request, watch bool) (*wire.
 	return reply, err
 }
 
-// watch watches the call callID of tool until the returned func is called.
-func (w *Watcher) watch(callID, tool string, cancel context.CancelCauseFunc) (release func()) {
+// watch watches the call callID of tool until unwatch.
+func (w *Watcher) watch(callID, tool string, cancel context.CancelCauseFunc) *watched {
 	c := &watched{tool: tool, heard: time.Now(), cancel: cancel}
 	w.mu.Lock()
 	w.calls[callID] = c
@@ -73,13 +74,15 @@ func (w *Watcher) watch(callID, tool string, cancel context.CancelCauseFunc) (re
 		go w.scan()
 	}
 	w.mu.Unlock()
-	return func() {
-		w.mu.Lock()
-		if w.calls[callID] == c {
-			delete(w.calls, callID)
-		}
-		w.mu.Unlock()
+	return c
+}
+
+func (w *Watcher) unwatch(callID string, c *watched) {
+	w.mu.Lock()
+	if w.calls[callID] == c {
+		delete(w.calls, callID)
 	}
+	w.mu.Unlock()
 }
 
 func (w *Watcher) onHolding(m *nats.Msg) {

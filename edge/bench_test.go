@@ -10,11 +10,24 @@ import (
 )
 
 // BenchmarkToolCall measures one tool call through a real edge over TCP, the schema
-// check, NATS request-reply to a responder and back: the path every HTTP call takes.
+// check, NATS request-reply to a responder and back: the path every HTTP call takes;
+// for a tool whose workers name the calls they hold (as the SDK's do), the edge also
+// watches each call until its answer.
 func BenchmarkToolCall(b *testing.B) {
+	for _, holding := range []bool{false, true} {
+		name := map[bool]string{false: "a tool", true: "a tool whose workers name their calls"}[holding]
+		b.Run(name, func(b *testing.B) {
+			tool := emailTool
+			tool.Holding = holding
+			benchmarkToolCall(b, tool)
+		})
+	}
+}
+
+func benchmarkToolCall(b *testing.B, tool registry.Tool) {
 	e := newEnv(b)
 	key := e.account("bench", registry.Limits{Rate: 1e9, Burst: 1 << 30})
-	e.serve(emailTool, echo)
+	e.serve(tool, echo)
 	e.connect("bench", "email")
 	body := []byte(goodEmail)
 	url := e.url + "/tool-call/email/send_email"
