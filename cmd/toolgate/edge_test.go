@@ -45,21 +45,7 @@ func startEdge(t *testing.T, natsURL string, flags ...string) (url, adminKey str
 		t.Fatal(err)
 	}
 	t.Setenv("TOOLGATE_ADMIN_KEY_FILE", adminKeyFile)
-	ctx, cancel := context.WithCancel(context.Background())
-	out := &testenv.Buffer{}
-	done := make(chan error, 1)
-	go func() {
-		root := newRootCmd()
-		root.SetOut(out)
-		root.SetArgs(append([]string{"edge", "--nats", natsURL, "--listen", "127.0.0.1:0", "--link-secret-file", linkSecret}, flags...))
-		done <- root.ExecuteContext(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("toolgate edge: %v", err)
-		}
-	})
+	out := startCommand(t, append([]string{"edge", "--nats", natsURL, "--listen", "127.0.0.1:0", "--link-secret-file", linkSecret}, flags...)...)
 	listening := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
 	testenv.Eventually(t, 10*time.Second, "toolgate edge listens", func() bool {
 		m := listening.FindStringSubmatch(out.String())

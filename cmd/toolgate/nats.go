@@ -7,21 +7,32 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/busauth"
 )
 
 // newNATSCmd runs one embedded NATS node, for stacks that do not run the official
 // nats-server binary. Three of them with --cluster and --routes make a JetStream cluster.
 func newNATSCmd() *cobra.Command {
 	cfg := bus.DefaultServerConfig()
-	var listen, clusterListen, routes string
+	var listen, clusterListen, routes, authDir string
+	var tlsFiles bus.ClientAuth
 	cmd := &cobra.Command{
 		Use:   "nats",
 		Short: "Run one embedded NATS server node (JetStream on; clusterable)",
-		Args:  cobra.NoArgs,
+		Long: `Run one embedded NATS server node (JetStream on; clusterable).
+
+With --auth, the node admits only users of the deployment that ` + "`toolgate creds init`" + `
+made (decentralized JWT; revocations take effect at run time). With --nats-tls-cert
+and --nats-tls-key it serves clients and routes over TLS only; routes verify each
+other against --nats-tls-ca, and with --tls-verify so are clients.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if cfg.Host, cfg.Port, err = splitHostPort(listen); err != nil {
 				return fmt.Errorf("nats: listen: %w", err)
+			}
+			if cfg.Port == 0 {
+				cfg.Port = -1 // nats-server reads 0 as its default port; the user asked for any free one
 			}
 			if cfg.Cluster.Name != "" {
 				if cfg.Cluster.Host, cfg.Cluster.Port, err = splitHostPort(clusterListen); err != nil {
@@ -31,12 +42,18 @@ func newNATSCmd() *cobra.Command {
 					cfg.Cluster.Routes = strings.Split(routes, ",")
 				}
 			}
+			if authDir != "" {
+				if cfg.Auth, err = busauth.ServerAuth(authDir); err != nil {
+					return fmt.Errorf("nats: auth: %w", err)
+				}
+			}
+			cfg.TLS.CA, cfg.TLS.Cert, cfg.TLS.Key = tlsFiles.CA, tlsFiles.Cert, tlsFiles.Key
 			s, err := bus.StartServer(cfg)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "nats: %s listening on %s (JetStream: %v, cluster: %q)\n",
-				cfg.Name, s.ClientURL(), cfg.JetStream, cfg.Cluster.Name)
+			fmt.Fprintf(cmd.OutOrStdout(), "nats: %s listening on %s (JetStream: %v, cluster: %q, auth: %v, TLS: %v)\n",
+				cfg.Name, s.ClientURL(), cfg.JetStream, cfg.Cluster.Name, cfg.Auth != nil, cfg.TLS.Enabled())
 			<-cmd.Context().Done()
 			s.Shutdown()
 			s.WaitForShutdown()
@@ -46,10 +63,13 @@ func newNATSCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&cfg.Name, "name", envOr("TOOLGATE_NATS_NAME", cfg.Name), "server name (unique within a cluster)")
 	f.StringVar(&listen, "listen", envOr("TOOLGATE_NATS_LISTEN", "127.0.0.1:4222"), "client listen address")
-	f.StringVar(&cfg.StoreDir, "store-dir", envOr("TOOLGATE_NATS_STORE", "./.toolgate/nats"), "JetStream store directory")
+	f.StringVar(&cfg.StoreDir, "store-dir", envOr("TOOLGATE_NATS_STORE", "./.toolgate/nats"), "JetStream store directory (with --auth, the node's account JWTs too)")
 	f.BoolVar(&cfg.JetStream, "jetstream", true, "enable JetStream")
 	f.StringVar(&cfg.Cluster.Name, "cluster", envOr("TOOLGATE_NATS_CLUSTER", ""), "cluster name (empty: a single node)")
 	f.StringVar(&clusterListen, "cluster-listen", envOr("TOOLGATE_NATS_CLUSTER_LISTEN", "127.0.0.1:6222"), "cluster route listen address")
 	f.StringVar(&routes, "routes", envOr("TOOLGATE_NATS_ROUTES", ""), "comma-separated nats-route://host:port of the other nodes")
+	f.StringVar(&authDir, "auth", envOr("TOOLGATE_NATS_AUTH", ""), "the deployment's server directory (<creds dir>/server, from toolgate creds init): admit only its users (empty: anyone)")
+	addNATSTLSFlags(f, &tlsFiles)
+	f.BoolVar(&cfg.TLS.VerifyClients, "tls-verify", envOr("TOOLGATE_NATS_TLS_VERIFY", "") == "true", "require clients to present a certificate signed by --nats-tls-ca (env TOOLGATE_NATS_TLS_VERIFY)")
 	return cmd
 }

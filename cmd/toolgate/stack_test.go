@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -20,20 +19,7 @@ func TestStackServesTheDemoTools(t *testing.T) {
 	srv := testenv.Server(t)
 	url, _ := startEdge(t, srv.ClientURL())
 
-	ctx, cancel := context.WithCancel(context.Background())
-	worker := make(chan error, 1)
-	go func() {
-		root := newRootCmd()
-		root.SetErr(io.Discard)
-		root.SetArgs([]string{"worker", "demo", "--nats", srv.ClientURL()})
-		worker <- root.ExecuteContext(ctx)
-	}()
-	defer func() {
-		cancel()
-		if err := <-worker; err != nil {
-			t.Errorf("worker demo: %v", err)
-		}
-	}()
+	startCommand(t, "worker", "demo", "--nats", srv.ClientURL())
 
 	admin(t, url, "accounts", "create", "acme")
 	admin(t, url, "tools", "connect", "acme", "email")

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/busauth"
 	"github.com/toolgate/toolgate/registry"
 	"github.com/toolgate/toolgate/workers"
 	"github.com/toolgate/toolgate/workers/demo"
@@ -24,7 +25,8 @@ import (
 
 // workerConfig is what a built-in worker needs to join a stack.
 type workerConfig struct {
-	NATS string // one URL or several, comma-separated
+	NATS     string // one URL or several, comma-separated
+	NATSAuth bus.ClientAuth
 	// Replicas of the registry's buckets when this process creates them; 0 takes them
 	// as they are (1 when creating them). A number that differs from the buckets'
 	// stops the process rather than changing them (registry.Options).
@@ -87,39 +89,47 @@ func newWorkerDemoCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.NATS, "nats", cfg.NATS, "NATS URL, or several comma-separated (env TOOLGATE_NATS)")
+	addNATSAuthFlags(f, &cfg.NATSAuth)
 	f.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, replicasUsage+" (env TOOLGATE_REPLICAS)")
 	return cmd
 }
 
 // runDemoWorker serves the demo tools until ctx ends (SIGINT or SIGTERM), then drains.
 func runDemoWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) error {
-	nc, store, err := joinRegistry(ctx, cfg, "toolgate-worker-demo", log)
+	// One connection serves the three tools; its inbox is under the first one's.
+	ctx, nc, store, stop, err := joinRegistry(ctx, cfg, "toolgate-worker-demo", "email", log)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	return demo.Run(ctx, nc, store, workers.WithLogger(log))
+	defer stop()
+	return lost(ctx, demo.Run(ctx, nc, store, workers.WithLogger(log)))
 }
 
-// joinRegistry is how a worker role starts: Go profiles if asked, a NATS connection,
-// and the registry opened with the deployment's replica count.
-func joinRegistry(ctx context.Context, cfg workerConfig, name string, log *slog.Logger) (*nats.Conn, *registry.Store, error) {
+// joinRegistry is how a worker role starts: Go profiles if asked, a NATS connection
+// with the worker's credentials and its inbox under its tool's (which is all a tool's
+// credentials let it read), and the registry opened with the deployment's replica
+// count. The context returned ends when the connection is lost for good; call stop
+// before closing nc.
+func joinRegistry(ctx context.Context, cfg workerConfig, name, tool string, log *slog.Logger) (
+	context.Context, *nats.Conn, *registry.Store, context.CancelFunc, error) {
 	if err := startPprof(ctx, log); err != nil {
-		return nil, nil, fmt.Errorf("worker: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("worker: %w", err)
 	}
-	nc, err := bus.Connect(cfg.NATS, name, log)
+	nc, ctx, stop, err := connectNATS(ctx, cfg.NATS, name, cfg.NATSAuth, log, nats.CustomInboxPrefix(busauth.WorkerInboxPrefix(tool)))
 	if err != nil {
-		return nil, nil, fmt.Errorf("worker: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("worker: %w", err)
 	}
 	opts := registry.Options{Replicas: cfg.Replicas}
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	store, err := registry.Open(openCtx, nc, opts)
 	if err != nil {
+		stop()
 		nc.Close()
-		return nil, nil, fmt.Errorf("worker: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("worker: %w", err)
 	}
-	return nc, store, nil
+	return ctx, nc, store, stop, nil
 }
 
 func newWorkerMCPCmd() *cobra.Command {
@@ -152,6 +162,7 @@ func newWorkerMCPCmd() *cobra.Command {
 	// read as flags of toolgate's.
 	f.SetInterspersed(false)
 	f.StringVar(&cfg.NATS, "nats", cfg.NATS, "NATS URL, or several comma-separated (env TOOLGATE_NATS)")
+	addNATSAuthFlags(f, &cfg.NATSAuth)
 	f.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, replicasUsage+" (env TOOLGATE_REPLICAS)")
 	f.StringVar(&bridge.Tool, "tool", "", "the tool's id")
 	f.StringVar(&bridge.Title, "title", "", "the tool's title (default: the server's own)")
@@ -166,10 +177,11 @@ func newWorkerMCPCmd() *cobra.Command {
 // runMCPWorker serves the MCP server as a tool until ctx ends (SIGINT or SIGTERM),
 // then drains and stops the server.
 func runMCPWorker(ctx context.Context, cfg workerConfig, bridge mcpbridge.Config, log *slog.Logger) error {
-	nc, store, err := joinRegistry(ctx, cfg, "toolgate-worker-mcp-"+bridge.Tool, log)
+	ctx, nc, store, stop, err := joinRegistry(ctx, cfg, "toolgate-worker-mcp-"+bridge.Tool, bridge.Tool, log)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	return mcpbridge.New(nc, store, bridge, log).Run(ctx)
+	defer stop()
+	return lost(ctx, mcpbridge.New(nc, store, bridge, log).Run(ctx))
 }
