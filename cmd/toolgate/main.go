@@ -44,6 +44,8 @@ func newRootCmd() *cobra.Command {
 		newUninstallCmd(),
 		newConnectCmd(),
 		newWorkerCmd(),
+		newCredsCmd(),
+		newCertsCmd(),
 	)
 	return root
 }
