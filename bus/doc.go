@@ -1,5 +1,5 @@
-// Package bus owns toolgate's use of NATS: connecting with reconnects, the embedded
-// server (single node or cluster), the subject and header names every role agrees on,
-// and the request helper that turns a tool call into a request-reply message and its
-// failures into typed errors.
+// Package bus owns the edge's use of NATS: connecting with reconnects, the embedded
+// server (single node or cluster), and the request helper that sends a tool call to
+// its workers and turns its failures into typed errors. What the messages say is the
+// contract of bus/wire, which the worker SDK shares.
 package bus

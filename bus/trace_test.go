@@ -9,13 +9,14 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 )
 
 // TestDoCarriesTraceContextWithoutProvider pins what bus.Do promises when no tracer
 // provider is installed (this test binary installs none) and so starts no span: the
 // caller's trace context still reaches the tool, unchanged.
 func TestDoCarriesTraceContextWithoutProvider(t *testing.T) {
-	if bus.Tracing() {
+	if wire.Tracing() {
 		t.Fatal("Tracing reports a provider in a binary that installs none")
 	}
 	srv, err := bus.StartServer(bus.ServerConfig{Name: "trace", Host: "127.0.0.1", Port: -1})
@@ -47,7 +48,7 @@ func TestDoCarriesTraceContextWithoutProvider(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(trace.ContextWithRemoteSpanContext(context.Background(), caller), 5*time.Second)
 	defer cancel()
-	if _, err := bus.Do(ctx, nc, bus.DefaultSubjects, bus.Request{Subject: "tg.call.t.m", RequestID: "req_1", Data: []byte(`{}`)}); err != nil {
+	if _, err := bus.Do(ctx, nc, wire.DefaultSubjects, &wire.Request{Tool: "t", Method: "m", CallID: "c1", RequestID: "req_1", Data: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	h := <-got

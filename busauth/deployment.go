@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 )
 
 // The accounts of a deployment.
@@ -52,7 +53,7 @@ var ErrNoGrant = errors.New("busauth: no credentials issued that match")
 // Deployment is a deployment's bus security as kept in its directory (see Init).
 type Deployment struct {
 	dir      string
-	subjects bus.Subjects
+	subjects wire.Subjects
 	operator nkeys.KeyPair
 	system   nkeys.KeyPair // the system account's identity key
 	account  nkeys.KeyPair // the toolgate account's identity key
@@ -92,7 +93,7 @@ func Init(dir string) (*Deployment, []string, error) {
 	}
 	defer unlock()
 	var made []string
-	d := &Deployment{dir: dir, subjects: bus.DefaultSubjects}
+	d := &Deployment{dir: dir, subjects: wire.DefaultSubjects}
 	keys := []struct {
 		kp     *nkeys.KeyPair
 		name   string
@@ -161,7 +162,7 @@ func Init(dir string) (*Deployment, []string, error) {
 
 // Open reads the deployment Init made in dir.
 func Open(dir string) (*Deployment, error) {
-	d := &Deployment{dir: dir, subjects: bus.DefaultSubjects}
+	d := &Deployment{dir: dir, subjects: wire.DefaultSubjects}
 	for _, k := range []struct {
 		kp   *nkeys.KeyPair
 		name string
@@ -199,7 +200,7 @@ func (d *Deployment) IssueWorker(tools []string, name string, expires time.Durat
 		return nil, Grant{}, errors.New("busauth: issue: at least one tool")
 	}
 	for _, t := range tools {
-		if !bus.ValidToolID(t) {
+		if !wire.ValidToolID(t) {
 			return nil, Grant{}, fmt.Errorf("busauth: issue: tool %q: must match ^[a-z0-9][a-z0-9-]{0,62}$", t)
 		}
 	}

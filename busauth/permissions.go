@@ -5,27 +5,25 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 
-	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 )
 
-// The buckets of the registry and of the dashboard's sign-ins, and the MCP event
-// log's stream: what an edge reads and writes. They are named here rather than taken
-// from the packages that own them so that this package, which tool teams' credentials
-// are made with, depends on nothing but the bus.
-var (
-	edgeBuckets = []string{
-		"tg-tools", "tg-accounts", "tg-keys", "tg-connections", "tg-links",
-		"tg-presence", "tg-sessions", "tg-rates", "tg-dashboard-sessions",
-	}
-)
+// edgeBuckets are the buckets of the registry and of the dashboard's sign-ins: what
+// an edge reads and writes. They are named here rather than taken from the packages
+// that own them, which would bring the whole edge into every command that makes
+// credentials; a test holds the two lists together.
+var edgeBuckets = []string{
+	wire.BucketTools, "tg-accounts", "tg-keys", "tg-connections", "tg-links",
+	wire.BucketPresence, "tg-sessions", "tg-rates", "tg-dashboard-sessions",
+}
 
 // eventLogStream is the MCP event log's stream name for a subject prefix (sse's
 // eventStreamName).
-func eventLogStream(s bus.Subjects) string { return prefix(s) + "-mcp-events" }
+func eventLogStream(s wire.Subjects) string { return prefix(s) + "-mcp-events" }
 
-func prefix(s bus.Subjects) string {
+func prefix(s wire.Subjects) string {
 	if s.Prefix == "" {
-		return bus.DefaultPrefix
+		return wire.DefaultPrefix
 	}
 	return s.Prefix
 }
@@ -40,38 +38,32 @@ const ReplyWindow = 10 * time.Minute
 // WorkerPermissions are what the workers of the given tools may do on the bus, and
 // nothing else: take their tools' calls in the tools' queue groups, follow their
 // cancels and session replies, answer, report progress, write to their sessions'
-// streams, write their own tool records and presence keys, use inboxes under
-// _INBOX.tool.<tool>, and answer nats micro discovery. With several tools the user
-// may do this for each of them.
-func WorkerPermissions(s bus.Subjects, tools ...string) jwt.Permissions {
+// streams, write their own tool records and presence keys, read their own records,
+// use their tools' inboxes, and answer nats micro discovery. With several tools the
+// user may do this for each of them.
+func WorkerPermissions(s wire.Subjects, tools ...string) jwt.Permissions {
 	p := jwt.Permissions{Resp: &jwt.ResponsePermission{MaxMsgs: 1, Expires: ReplyWindow}}
 	p.Sub.Allow.Add("$SRV.PING", "$SRV.INFO", "$SRV.STATS")
-	pre := prefix(s)
 	for _, t := range tools {
-		queue := " " + pre + "." + t
+		queue := " " + s.QueueGroup(t)
 		p.Sub.Allow.Add(
-			pre+".call."+t+".>"+queue,
-			pre+".mcp."+t+queue,
-			pre+".cancel."+t+".>",
-			pre+".sess."+t+".*.reply.>",
-			WorkerInboxPrefix(t)+".>",
+			s.CallAll(t)+queue,
+			s.MCP(t)+queue,
+			s.CancelTool(t),
+			s.SessionReplies(t),
+			wire.WorkerInbox(t)+">",
 			"$SRV.*."+t, "$SRV.*."+t+".>",
 		)
 		p.Pub.Allow.Add(
-			pre+".progress."+t+".>",
-			pre+".sess."+t+".*.out", pre+".sess."+t+".*.out.*",
-			"$KV.tg-tools."+t,
-			"$KV.tg-presence."+t+".*",
-			"$JS.API.DIRECT.GET.KV_tg-tools.$KV.tg-tools."+t,
+			s.Progress(t, ">"),
+			s.SessionOut(t, "*"), s.SessionPost(t, "*", "*"),
+			wire.ToolRecord(t),
+			wire.PresenceRecord(t, "*"),
+			wire.ToolRecordGet(t),
 		)
 	}
 	return p
 }
-
-// WorkerInboxPrefix is the inbox prefix a worker of tool connects with
-// (nats.CustomInboxPrefix): replies to its requests and JetStream publishes come to
-// inboxes only its tool may read.
-func WorkerInboxPrefix(tool string) string { return "_INBOX.tool." + tool }
 
 // EdgePermissions are what an edge does: call tools (requests on the call and MCP
 // subjects, never subscriptions to them), cancel calls and follow cancels and
@@ -80,11 +72,11 @@ func WorkerInboxPrefix(tool string) string { return "_INBOX.tool." + tool }
 // missing and update them when told to (--update-registry), read, write and follow
 // them. It may not delete or purge a stream, touch any other stream, or read a
 // worker's inbox.
-func EdgePermissions(s bus.Subjects) jwt.Permissions {
+func EdgePermissions(s wire.Subjects) jwt.Permissions {
 	pre := prefix(s)
 	var p jwt.Permissions
 	p.Pub.Allow.Add(
-		pre+".call.>", pre+".mcp.>", pre+".cancel.>", pre+".sess.>",
+		pre+".call.>", pre+".mcp.>", s.CancelAll(), pre+".sess.>",
 		"$JS.API.INFO",
 		"$JS.FC.>", // flow control answers of the consumers that watch buckets
 	)
@@ -102,7 +94,7 @@ func EdgePermissions(s bus.Subjects) jwt.Permissions {
 		"$JS.API.STREAM.INFO."+log, "$JS.API.STREAM.CREATE."+log, "$JS.API.STREAM.UPDATE."+log,
 		"$JS.API.STREAM.MSG.GET."+log,
 	)
-	p.Sub.Allow.Add("_INBOX.>", pre+".cancel.>", pre+".progress.>", pre+".logged.>")
+	p.Sub.Allow.Add("_INBOX.>", s.CancelAll(), pre+".progress.>", s.LoggedRoot()+">")
 	p.Sub.Deny.Add("_INBOX.tool.>")
 	return p
 }

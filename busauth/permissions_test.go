@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/busauth"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
@@ -85,7 +86,7 @@ func newWorkerEnv(t *testing.T) *workerEnv {
 	creds, _ := sec.WorkerCreds(t, "alpha")
 	errs := make(violations, 64)
 	worker := testenv.SecureConn(t, srv.ClientURL(), sec.Client(creds, true),
-		nats.CustomInboxPrefix(busauth.WorkerInboxPrefix("alpha")), errs.handler())
+		workerInbox("alpha"), errs.handler())
 	return &workerEnv{admin: admin, worker: worker, errs: errs, ctx: ctx}
 }
 
@@ -353,4 +354,10 @@ func TestEdgeCredentialsRefuseWhatEdgesDoNotDo(t *testing.T) {
 		}
 		errs.none(t)
 	})
+}
+
+// workerInbox makes a raw connection's inboxes a worker's of tool, as the SDK makes
+// its own.
+func workerInbox(tool string) nats.Option {
+	return nats.CustomInboxPrefix(strings.TrimSuffix(wire.WorkerInbox(tool), "."))
 }

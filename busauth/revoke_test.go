@@ -26,7 +26,7 @@ func TestRevokedWorkerIsDisconnectedEverywhere(t *testing.T) {
 
 	disconnected := make(chan time.Time, 1)
 	revoked := testenv.SecureConn(t, c.Servers[1].ClientURL(), sec.Client(revokedCreds, true),
-		nats.CustomInboxPrefix(busauth.WorkerInboxPrefix("alpha")),
+		workerInbox("alpha"),
 		nats.DisconnectErrHandler(func(*nats.Conn, error) {
 			select {
 			case disconnected <- time.Now():
@@ -37,7 +37,7 @@ func TestRevokedWorkerIsDisconnectedEverywhere(t *testing.T) {
 	watched, stop := bus.Watch(context.Background(), revoked)
 	defer stop()
 	kept := testenv.SecureConn(t, c.Servers[2].ClientURL(), sec.Client(keptCreds, true),
-		nats.CustomInboxPrefix(busauth.WorkerInboxPrefix("beta")))
+		workerInbox("beta"))
 	if _, err := revoked.QueueSubscribeSync("tg.call.alpha.>", "tg.alpha"); err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -162,7 +162,7 @@ func (e *Edge) createKey(c *gin.Context) {
 	var vs []registry.Violation
 	vs = checkID(vs, "/account", req.Account)
 	for i, s := range req.Scopes {
-		if !bus.ValidToolID(s) {
+		if !wire.ValidToolID(s) {
 			vs = append(vs, registry.Violation{Pointer: "/scopes/" + strconv.Itoa(i), Message: "must be a tool id"})
 		}
 	}
@@ -375,7 +375,7 @@ func checkID(vs []registry.Violation, pointer, id string) []registry.Violation {
 	switch {
 	case id == "":
 		return append(vs, registry.Violation{Pointer: pointer, Message: "required"})
-	case !bus.ValidToolID(id):
+	case !wire.ValidToolID(id):
 		return append(vs, registry.Violation{Pointer: pointer,
 			Message: "must be lower-case letters, digits and '-', starting with a letter or digit, at most 63"})
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -186,7 +187,7 @@ func (e *env) serve(tool registry.Tool, handle func(method string, m *nats.Msg))
 	e.t.Helper()
 	e.deploy(tool)
 	wc := testenv.Conn(e.t, e.nc.ConnectedUrl())
-	subjects := bus.DefaultSubjects
+	subjects := wire.DefaultSubjects
 	for _, m := range tool.Methods {
 		name := m.Name
 		_, err := wc.QueueSubscribe(subjects.Call(tool.ID, name), subjects.QueueGroup(tool.ID), func(msg *nats.Msg) {
@@ -207,23 +208,12 @@ func (e *env) serve(tool registry.Tool, handle func(method string, m *nats.Msg))
 
 // respond answers a call as a worker does: a status (Tg-Status), a content type and bytes.
 func respond(m *nats.Msg, status int, contentType string, body []byte) {
-	r := nats.NewMsg(m.Reply)
-	if status != 0 {
-		r.Header.Set(bus.HeaderStatus, itoa(status))
-	}
-	if contentType != "" {
-		r.Header.Set(bus.HeaderContentType, contentType)
-	}
-	r.Data = body
-	_ = m.RespondMsg(r)
+	_ = m.RespondMsg(wire.RawReply(m.Reply, status, contentType, body))
 }
 
 // respondError answers with a tool's own error, in the nats micro error headers.
 func respondError(m *nats.Msg, code, message string) {
-	r := nats.NewMsg(m.Reply)
-	r.Header.Set(bus.HeaderErrorCode, code)
-	r.Header.Set(bus.HeaderError, message)
-	_ = m.RespondMsg(r)
+	_ = m.RespondMsg(wire.ErrorReply(m.Reply, &wire.ToolError{Code: code, Message: message}))
 }
 
 // echo answers with the parameters it was given.

@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/registry"
 )
@@ -108,7 +109,7 @@ func classify(err error) answer {
 		he  *httpError
 		ve  *registry.ValidationError
 		rl  *gateway.RateLimitedError
-		te  *bus.ToolError
+		te  *wire.ToolError
 		mbe *http.MaxBytesError
 	)
 	switch {

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/registry"
@@ -94,10 +95,10 @@ func TestErrorTable(t *testing.T) {
 		picky := registry.Tool{ID: "picky", Methods: []registry.Method{{Name: "run"}}}
 		e.serve(picky, func(_ string, m *nats.Msg) {
 			r := nats.NewMsg(m.Reply)
-			r.Header.Set(bus.HeaderErrorCode, "conflict")
-			r.Header.Set(bus.HeaderError, "the slot is taken")
-			r.Header.Set(bus.HeaderStatus, "409")
-			r.Header.Set(bus.HeaderContentType, "application/json")
+			r.Header.Set(wire.HeaderErrorCode, "conflict")
+			r.Header.Set(wire.HeaderError, "the slot is taken")
+			r.Header.Set(wire.HeaderStatus, "409")
+			r.Header.Set(wire.HeaderContentType, "application/json")
 			r.Data = []byte(`{"slot":"10:00"}`)
 			_ = m.RespondMsg(r)
 		})

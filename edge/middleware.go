@@ -23,7 +23,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -94,16 +94,16 @@ var tracer = otel.Tracer("github.com/toolgate/toolgate/edge")
 // traceRequest runs each request in a server span named by its route pattern,
 // continuing the caller's trace when it sends one. The span records the path only on
 // routes whose path holds no secret (link tokens sit in paths). Without a tracer
-// provider, which is the default, no span is started (see bus.Tracing); a caller's
+// provider, which is the default, no span is started (see wire.Tracing); a caller's
 // trace context still goes on to the tool.
 func traceRequest(c *gin.Context) {
 	r := c.Request
 	ctx := r.Context()
 	if len(r.Header["Traceparent"]) > 0 || len(r.Header["Baggage"]) > 0 {
-		ctx = bus.Propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
+		ctx = wire.Propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
 		c.Request = r.WithContext(ctx)
 	}
-	if !bus.Tracing() { // no span to record: the caller's trace context goes on as it is
+	if !wire.Tracing() { // no span to record: the caller's trace context goes on as it is
 		c.Next()
 		return
 	}

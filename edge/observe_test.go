@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
@@ -48,7 +48,7 @@ func TestOneTraceFromEdgeToWorker(t *testing.T) {
 	key := e.account("acme", registry.Limits{})
 	workerTrace := make(chan trace.SpanContext, 1)
 	e.serve(echoTool, func(method string, m *nats.Msg) {
-		ctx := bus.Propagator.Extract(context.Background(), bus.HeaderCarrier(m.Header))
+		ctx := wire.Propagator.Extract(context.Background(), wire.HeaderCarrier(m.Header))
 		_, span := otel.Tracer("toolgate-test-worker").Start(ctx, "worker "+method, trace.WithSpanKind(trace.SpanKindServer))
 		respond(m, 0, "application/json", []byte(`{"ok":true}`))
 		span.End()
@@ -70,7 +70,7 @@ func TestOneTraceFromEdgeToWorker(t *testing.T) {
 		byName[s.Name] = s
 	}
 	edgeSpan, ok1 := byName["POST /tool-call/:tool/:method"]
-	busSpan, ok2 := byName["tool.request "+bus.DefaultSubjects.Call("echo", "echo")]
+	busSpan, ok2 := byName["tool.request "+wire.DefaultSubjects.Call("echo", "echo")]
 	workerSpan, ok3 := byName["worker echo"]
 	if !ok1 || !ok2 || !ok3 {
 		t.Fatalf("spans %v: want the edge's, the bus request's and the worker's", names(got))

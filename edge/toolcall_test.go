@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/registry"
 )
@@ -190,8 +191,8 @@ func TestRequestID(t *testing.T) {
 		t.Fatalf("X-Request-Id %q, want the caller's", got)
 	}
 	h := <-seen
-	if h.Get(bus.HeaderRequestID) != "client-42_a" || h.Get(bus.HeaderAccount) != "acme" || h.Get(bus.HeaderDeadline) == "" {
-		t.Fatalf("the tool saw request id %q, account %q, deadline %q", h.Get(bus.HeaderRequestID), h.Get(bus.HeaderAccount), h.Get(bus.HeaderDeadline))
+	if h.Get(wire.HeaderRequestID) != "client-42_a" || h.Get(wire.HeaderAccount) != "acme" || h.Get(wire.HeaderDeadline) == "" {
+		t.Fatalf("the tool saw request id %q, account %q, deadline %q", h.Get(wire.HeaderRequestID), h.Get(wire.HeaderAccount), h.Get(wire.HeaderDeadline))
 	}
 	for _, bad := range []string{"has.dots", "a*b", strings.Repeat("x", 65), "spa ce"} {
 		r := e.call(key, "echo", "echo", `{}`, "X-Request-Id", bad)
@@ -199,8 +200,8 @@ func TestRequestID(t *testing.T) {
 		if got == bad || !strings.HasPrefix(got, "req_") {
 			t.Fatalf("X-Request-Id %q came back as %q, want a fresh id", bad, got)
 		}
-		if h := <-seen; h.Get(bus.HeaderRequestID) != got {
-			t.Fatalf("the tool saw %q, the caller %q", h.Get(bus.HeaderRequestID), got)
+		if h := <-seen; h.Get(wire.HeaderRequestID) != got {
+			t.Fatalf("the tool saw %q, the caller %q", h.Get(wire.HeaderRequestID), got)
 		}
 	}
 	got := e.call(key, "nope", "x", `{}`, "X-Request-Id", "trace-me").envelope(t)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/registry"
 )
@@ -199,7 +199,7 @@ func (e *Edge) toolCall(c *gin.Context) {
 		RequestID: requestID(c), Timeout: timeout, Entry: entry,
 	})
 	if err != nil {
-		var te *bus.ToolError
+		var te *wire.ToolError
 		if errors.As(err, &te) && te.Elapsed > 0 { // the tool answered, with an error
 			toolTime = te.Elapsed
 			c.Header("Server-Timing", serverTiming(time.Since(start), toolTime))

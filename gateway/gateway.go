@@ -16,9 +16,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 	"golang.org/x/time/rate"
 
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -44,13 +46,13 @@ type Config struct {
 	Rate  float64
 	Burst int
 	// Subjects names the bus subjects.
-	Subjects bus.Subjects
+	Subjects wire.Subjects
 }
 
 // DefaultConfig: 30 s per call unless the method says otherwise, 5 min at most,
 // 50 calls a second with bursts of 100.
 func DefaultConfig() Config {
-	return Config{DefaultTimeout: 30 * time.Second, MaxTimeout: 5 * time.Minute, Rate: 50, Burst: 100, Subjects: bus.DefaultSubjects}
+	return Config{DefaultTimeout: 30 * time.Second, MaxTimeout: 5 * time.Minute, Rate: 50, Burst: 100, Subjects: wire.DefaultSubjects}
 }
 
 // Validate names the first field that is wrong.
@@ -129,13 +131,21 @@ type Call struct {
 	Tool      string
 	Method    string
 	Params    []byte
+	// CallID names the call on the bus: its cancel and progress subjects. Do makes a
+	// random one when it is empty; a caller that must know it beforehand (to follow
+	// the call's progress) makes it, never from anything its client sent.
+	CallID string
+	// RequestID is the caller's request id, for logs: it reaches the tool, and names
+	// nothing on the bus.
 	RequestID string
 	// Timeout is what the caller asked for (0: no preference); the method's timeout and
 	// the gateway's maximum still bound it.
 	Timeout  time.Duration
 	Session  string // MCP session, if any
-	Progress bool   // the caller listens on the request's progress subject
-	Header   nats.Header
+	Progress bool   // the caller listens on the call's progress subject
+	// ClientCapabilities are what the session's MCP client declared, when known.
+	ClientCapabilities []string
+	Header             nats.Header
 	// Entry is the method, when the caller has already found it visible to Principal
 	// in the view (the edge does, to answer in the documented order); Check then does
 	// not look it up again.
@@ -167,20 +177,27 @@ func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, er
 
 // Do checks c and sends it to the tool, returning the tool's reply or a typed error
 // (registry, gateway or bus errors).
-func (g *Gateway) Do(ctx context.Context, c *Call) (*bus.Reply, error) {
+func (g *Gateway) Do(ctx context.Context, c *Call) (*wire.Reply, error) {
 	m, err := g.Check(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	return bus.Do(ctx, g.nc, g.cfg.Subjects, bus.Request{
-		Subject:   g.cfg.Subjects.Call(c.Tool, c.Method),
-		RequestID: c.RequestID,
-		Account:   c.Principal.Account,
-		Session:   c.Session,
-		Deadline:  time.Now().Add(g.Timeout(m.Method, c.Timeout)),
-		Progress:  c.Progress,
-		Data:      c.Params,
-		Header:    c.Header,
+	callID := c.CallID
+	if callID == "" {
+		callID = nuid.Next()
+	}
+	return bus.Do(ctx, g.nc, g.cfg.Subjects, &wire.Request{
+		Tool:               c.Tool,
+		Method:             c.Method,
+		CallID:             callID,
+		RequestID:          c.RequestID,
+		Account:            c.Principal.Account,
+		Session:            c.Session,
+		ClientCapabilities: c.ClientCapabilities,
+		Deadline:           time.Now().Add(g.Timeout(m.Method, c.Timeout)),
+		Progress:           c.Progress,
+		Data:               c.Params,
+		Header:             c.Header,
 	})
 }
 

@@ -3,52 +3,24 @@ package registry
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/toolgate/toolgate/bus/wire"
 )
 
-// Tool is a deployed tool: what the tool's workers declare about it.
-type Tool struct {
-	ID           string       `json:"id"`
-	Title        string       `json:"title,omitempty"`
-	Description  string       `json:"description,omitempty"`
-	Version      string       `json:"version,omitempty"`
-	Owner        string       `json:"owner,omitempty"` // the account that deploys it, if any
-	Methods      []Method     `json:"methods"`
-	Capabilities Capabilities `json:"capabilities,omitzero"`
-	UpdatedAt    time.Time    `json:"updated_at"`
-}
-
-// Method is one callable method of a tool.
-type Method struct {
-	Name         string          `json:"name"`
-	Description  string          `json:"description,omitempty"`
-	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
-	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
-	// Timeout bounds one call; 0 means the gateway's default.
-	Timeout Duration `json:"timeout,omitempty"`
-	// MCPName is the method's name on an MCP server when it differs from Name
-	// (MCP tool names may hold characters a subject token cannot).
-	MCPName     string          `json:"mcp_name,omitempty"`
-	Title       string          `json:"title,omitempty"`
-	Annotations json.RawMessage `json:"annotations,omitempty"`
-}
-
-// Capabilities are the MCP features a tool's workers serve beyond tools.
-type Capabilities struct {
-	Resources   bool `json:"resources,omitempty"`
-	Prompts     bool `json:"prompts,omitempty"`
-	Completions bool `json:"completions,omitempty"`
-	Logging     bool `json:"logging,omitempty"`
-}
-
-// Method returns the method named name, or nil.
-func (t *Tool) Method(name string) *Method {
-	for i := range t.Methods {
-		if t.Methods[i].Name == name {
-			return &t.Methods[i]
-		}
-	}
-	return nil
-}
+// The records a tool's workers write are part of the wire contract between edges and
+// workers: the registry files them as bus/wire defines them.
+type (
+	// Tool is a deployed tool: what the tool's workers declare about it.
+	Tool = wire.Tool
+	// Method is one callable method of a tool.
+	Method = wire.Method
+	// Capabilities are the MCP features a tool's workers serve beyond tools.
+	Capabilities = wire.Capabilities
+	// Presence says one worker instance of a tool is alive.
+	Presence = wire.Presence
+	// Duration is a time.Duration that reads and writes JSON as milliseconds.
+	Duration = wire.Duration
+)
 
 // Account is a customer of the gateway: the unit that keys, connections and limits
 // belong to.
@@ -117,16 +89,6 @@ type Link struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// Presence says one worker instance of a tool is alive. Workers refresh it; it
-// expires with the presence bucket's TTL when they stop refreshing.
-type Presence struct {
-	Tool      string    `json:"tool"`
-	Instance  string    `json:"instance"`
-	Host      string    `json:"host,omitempty"`
-	Version   string    `json:"version,omitempty"`
-	StartedAt time.Time `json:"started_at"`
-}
-
 // Session is an MCP session, shared by every edge so any of them can serve any request.
 type Session struct {
 	ID              string          `json:"id"`
@@ -137,22 +99,4 @@ type Session struct {
 	Capabilities    json.RawMessage `json:"capabilities,omitempty"`
 	LogLevel        string          `json:"log_level,omitempty"`
 	CreatedAt       time.Time       `json:"created_at"`
-}
-
-// Duration is a time.Duration that reads and writes JSON as milliseconds.
-type Duration time.Duration
-
-// MarshalJSON writes milliseconds.
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(time.Duration(d).Milliseconds())
-}
-
-// UnmarshalJSON reads milliseconds.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var ms int64
-	if err := json.Unmarshal(b, &ms); err != nil {
-		return err
-	}
-	*d = Duration(time.Duration(ms) * time.Millisecond)
-	return nil
 }

@@ -3,7 +3,7 @@ package registry
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -12,52 +12,9 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"github.com/toolgate/toolgate/bus/wire"
 )
-
-// compileSchema compiles a method's input schema. The dialect is JSON Schema 2020-12
-// unless the schema's $schema names another (MCP servers often send draft-07), and
-// formats such as "email" are asserted, not merely annotated.
-//
-// A top-level object schema that lists properties but says nothing of others is
-// closed (additionalProperties: false): a call's fields are exactly those its method
-// takes, so a misspelt optional field is an error rather than silently ignored.
-func compileSchema(tool, method string, raw json.RawMessage) (*jsonschema.Schema, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("not JSON: %w", err)
-	}
-	if obj, ok := doc.(map[string]any); ok {
-		_, hasProps := obj["properties"]
-		_, hasAdditional := obj["additionalProperties"]
-		_, hasUnevaluated := obj["unevaluatedProperties"]
-		_, hasPattern := obj["patternProperties"]
-		if hasProps && !hasAdditional && !hasUnevaluated && !hasPattern {
-			closed := make(map[string]any, len(obj)+1)
-			for k, v := range obj {
-				closed[k] = v
-			}
-			closed["additionalProperties"] = false
-			doc = closed
-		}
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.AssertFormat()
-	url := "toolgate:///" + tool + "/" + method + "/input.json"
-	if err := c.AddResource(url, doc); err != nil {
-		return nil, err
-	}
-	return c.Compile(url)
-}
-
-// CheckInputSchema returns why raw cannot serve as a method's input schema, so that
-// PutTool would refuse the tool, or nil. A worker whose schemas come from elsewhere (a
-// bridged MCP server's tools) checks each one, so that one schema the gateway cannot
-// compile does not keep the whole tool out of the registry.
-func CheckInputSchema(raw json.RawMessage) error {
-	_, err := compileSchema("check", "input", raw)
-	return err
-}
 
 var printer = message.NewPrinter(language.English)
 
@@ -140,6 +97,7 @@ func acceptsAnyObject(raw json.RawMessage) bool {
 // by later versions of the tool record whose schema bytes are the same.
 type inputSchema struct {
 	raw       json.RawMessage
+	log       *slog.Logger
 	once      sync.Once
 	s         *jsonschema.Schema
 	anyObject bool // see acceptsAnyObject
@@ -148,7 +106,10 @@ type inputSchema struct {
 
 func (s *inputSchema) compiled(tool, method string) (*jsonschema.Schema, error) {
 	s.once.Do(func() {
-		s.s, s.err = compileSchema(tool, method, s.raw)
+		s.s, s.err = wire.CompileSchema(s.raw, wire.SchemaURL(tool, method))
+		if s.err != nil && s.log != nil {
+			s.log.Error("registry: a method's input schema does not compile; its calls are refused", "tool", tool, "method", method, "err", s.err)
+		}
 		s.anyObject = s.err == nil && acceptsAnyObject(s.raw)
 	})
 	return s.s, s.err

@@ -11,17 +11,17 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 )
 
 // Bucket names.
 const (
-	BucketTools       = "tg-tools"
+	BucketTools       = wire.BucketTools
 	BucketAccounts    = "tg-accounts"
 	BucketKeys        = "tg-keys"
 	BucketConnections = "tg-connections"
 	BucketLinks       = "tg-links"
-	BucketPresence    = "tg-presence"
+	BucketPresence    = wire.BucketPresence
 	BucketSessions    = "tg-sessions"
 	BucketRates       = "tg-rates"
 )
@@ -33,7 +33,9 @@ const (
 type Options struct {
 	// Replicas per bucket: 1 on a single node, 3 in a cluster.
 	Replicas int
-	// PresenceTTL is how long a worker's presence outlives its last heartbeat.
+	// PresenceTTL is the presence bucket's TTL: the longest a worker's presence
+	// outlives its last heartbeat. A worker sets its own (wire.DefaultPresenceTTL
+	// unless told otherwise), which this bounds.
 	PresenceTTL time.Duration
 	// SessionTTL is how long an idle MCP session is kept.
 	SessionTTL time.Duration
@@ -44,7 +46,7 @@ type Options struct {
 
 // DefaultOptions suit a single node.
 func DefaultOptions() Options {
-	return Options{Replicas: 1, PresenceTTL: 10 * time.Second, SessionTTL: 30 * time.Minute}
+	return Options{Replicas: 1, PresenceTTL: wire.DefaultPresenceTTL, SessionTTL: 30 * time.Minute}
 }
 
 // ErrSettingsDiffer is what a *MismatchError is.
@@ -344,25 +346,14 @@ func deleteKey(ctx context.Context, kv jetstream.KeyValue, key string) error {
 
 func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 
-// PutTool writes a tool's record, as its workers declare it.
+// PutTool writes a tool's record, as its workers would: it refuses one the edges
+// would ignore.
 func (s *Store) PutTool(ctx context.Context, t Tool) error {
-	if err := bus.CheckToolID(t.ID); err != nil {
+	if err := wire.CheckTool(&t); err != nil {
 		return invalidf("%v", err)
 	}
-	seen := map[string]bool{}
-	for _, m := range t.Methods {
-		if err := bus.CheckMethodName(m.Name); err != nil {
-			return invalidf("tool %s: %v", t.ID, err)
-		}
-		if seen[m.Name] {
-			return invalidf("tool %s: method %q declared twice", t.ID, m.Name)
-		}
-		seen[m.Name] = true
-		if len(m.InputSchema) > 0 {
-			if _, err := compileSchema(t.ID, m.Name, m.InputSchema); err != nil {
-				return invalidf("tool %s: method %s: input schema: %v", t.ID, m.Name, err)
-			}
-		}
+	if err := wire.CheckSchemas(&t); err != nil {
+		return invalidf("%v", err)
 	}
 	if t.UpdatedAt.IsZero() {
 		t.UpdatedAt = now()
@@ -381,7 +372,7 @@ func (s *Store) DeleteTool(ctx context.Context, id string) error { return delete
 
 // CreateAccount writes a new account; ErrExists if the id is taken.
 func (s *Store) CreateAccount(ctx context.Context, a Account) (*Account, error) {
-	if err := bus.CheckToolID(a.ID); err != nil { // account ids are key tokens too
+	if err := wire.CheckToolID(a.ID); err != nil { // account ids are key tokens too
 		return nil, invalidf("account %v", err)
 	}
 	if a.CreatedAt.IsZero() {
@@ -474,7 +465,7 @@ func (s *Store) CreateKey(ctx context.Context, req NewKeyRequest) (*Key, string,
 		return nil, "", err
 	}
 	for _, sc := range req.Scopes {
-		if err := bus.CheckToolID(sc); err != nil {
+		if err := wire.CheckToolID(sc); err != nil {
 			return nil, "", invalidf("scope: %v", err)
 		}
 	}
@@ -546,7 +537,7 @@ func (s *Store) Connect(ctx context.Context, account, tool string, signer *LinkS
 		}
 		return nil, err
 	}
-	if err := bus.CheckToolID(tool); err != nil {
+	if err := wire.CheckToolID(tool); err != nil {
 		return nil, invalidf("%v", err)
 	}
 	t := now()

@@ -16,6 +16,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/toolgate/toolgate/bus/wire"
 )
 
 // View is an in-memory copy of the registry that follows every bucket's changes.
@@ -74,7 +76,8 @@ func (m *MethodEntry) Validate(params []byte) error {
 	}
 	s, err := m.schema.compiled(m.Tool.ID, m.Method.Name)
 	if err != nil {
-		// PutTool refuses schemas that do not compile; one written around it is the tool's fault.
+		// The worker SDK refuses schemas that do not compile; one written around it is
+		// the tool's fault, and its calls are refused.
 		return &ValidationError{Violations: []Violation{{Message: "the method's input schema does not compile: " + err.Error()}}}
 	}
 	if m.schema.anyObject && IsObject(params) {
@@ -90,7 +93,7 @@ func (m *MethodEntry) Validate(params []byte) error {
 	return nil
 }
 
-func newToolEntry(t *Tool, prev *ToolEntry) *ToolEntry {
+func newToolEntry(t *Tool, prev *ToolEntry, log *slog.Logger) *ToolEntry {
 	e := &ToolEntry{Tool: t, methods: make(map[string]*MethodEntry, len(t.Methods))}
 	for i := range t.Methods {
 		m := &t.Methods[i]
@@ -103,7 +106,7 @@ func newToolEntry(t *Tool, prev *ToolEntry) *ToolEntry {
 			if old != nil && old.schema != nil && bytes.Equal(old.schema.raw, m.InputSchema) {
 				me.schema = old.schema // same schema: keep what was compiled
 			} else {
-				me.schema = &inputSchema{raw: m.InputSchema}
+				me.schema = &inputSchema{raw: m.InputSchema, log: log}
 			}
 		}
 		e.methods[m.Name] = me
@@ -387,11 +390,17 @@ func (s *Snapshot) applyEntry(b int, e jetstream.KeyValueEntry, log *slog.Logger
 			delete(s.tools, key)
 			return c, true
 		}
-		t, ok := decode[Tool](e, log)
-		if ok {
-			s.tools[key] = newToolEntry(t, s.tools[key])
+		t, err := readTool(key, e.Value())
+		if err != nil {
+			// Workers write their records themselves: one that breaks the contract is
+			// ignored, and the tool is absent until they write a good one.
+			log.Error("registry: ignoring a tool record that breaks the contract", "key", key, "revision", e.Revision(), "err", err)
+			delete(s.tools, key)
+			c.Deleted = true
+			return c, true
 		}
-		return c, ok
+		s.tools[key] = newToolEntry(t, s.tools[key], log)
+		return c, true
 	case bAccounts:
 		return c, setFlat(s.accounts, e, deleted, log)
 	case bKeys:
@@ -411,6 +420,24 @@ func (s *Snapshot) applyEntry(b int, e jetstream.KeyValueEntry, log *slog.Logger
 		return c, setNested(s.presence, e, deleted, log)
 	}
 	return c, false
+}
+
+// readTool decodes the tool record filed under key and checks it as bus/wire says a
+// record must be: under its own id, with valid method names, each once. Its input
+// schemas are compiled when first needed; one that does not compile refuses the calls
+// of its method.
+func readTool(key string, value []byte) (*Tool, error) {
+	var t Tool
+	if err := json.Unmarshal(value, &t); err != nil {
+		return nil, fmt.Errorf("undecodable: %w", err)
+	}
+	if t.ID != key {
+		return nil, fmt.Errorf("the record names tool %q, under the key of tool %q", t.ID, key)
+	}
+	if err := wire.CheckTool(&t); err != nil {
+		return nil, err
+	}
+	return &t, nil
 }
 
 // setFlat applies an entry to a map filed by the whole key.

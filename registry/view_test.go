@@ -4,8 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
@@ -49,10 +53,16 @@ func TestViewFollowsKeys(t *testing.T) {
 	t.Logf("revocation visible after %v", time.Since(start))
 }
 
+// TestViewDropsPresenceWhenHeartbeatsStop: a presence nobody refreshes expires with
+// the bucket's TTL (which bounds every worker's own), and leaves the view.
 func TestViewDropsPresenceWhenHeartbeatsStop(t *testing.T) {
-	env := testenv.NewRegistry(t)
-	store, ctx := env.Store, env.Ctx
-	view := env.View
+	srv := testenv.Server(t)
+	ctx := testenv.Context(t)
+	store, err := registry.Open(ctx, testenv.Conn(t, srv.ClientURL()), registry.Options{Replicas: 1, PresenceTTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := testenv.View(t, store)
 
 	if err := store.PutPresence(ctx, registry.Presence{Tool: "echo", Instance: "a", StartedAt: time.Now()}); err != nil {
 		t.Fatal(err)
@@ -148,20 +158,63 @@ func TestValidationOfOpenSchemas(t *testing.T) {
 	}
 }
 
-func TestCheckInputSchema(t *testing.T) {
-	for _, tt := range []struct {
-		name, schema string
-		ok           bool
-	}{
-		{"a 2020-12 object schema with local refs compiles", `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"a":{"type":"string"}},"properties":{"a":{"$ref":"#/$defs/a"}}}`, true},
-		{"a draft-07 schema compiles", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"}`, true},
-		{"an unknown type does not", `{"type":"nope"}`, false},
-		{"a reference to nowhere does not", `{"type":"object","properties":{"a":{"$ref":"#/$defs/missing"}}}`, false},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			if err := registry.CheckInputSchema(json.RawMessage(tt.schema)); (err == nil) != tt.ok {
-				t.Fatalf("CheckInputSchema: %v", err)
-			}
-		})
+// TestViewChecksToolRecords: workers write their tool records themselves, so the view
+// checks what it reads. A record under another tool's key, or with a method name the
+// bus cannot carry, is ignored (the tool is absent), and logged; a method whose input
+// schema does not compile refuses its calls, logged once; a good record written after
+// a bad one brings the tool back.
+func TestViewChecksToolRecords(t *testing.T) {
+	env := testenv.NewRegistry(t)
+	var logs testenv.Buffer
+	view, err := registry.NewView(env.Ctx, env.Store, slog.New(slog.NewJSONHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
 	}
+	js, err := jetstream.New(env.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(env.Ctx, registry.BucketTools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(key, record string) {
+		t.Helper()
+		if _, err := kv.Put(env.Ctx, key, []byte(record)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("good", `{"id":"good","methods":[{"name":"m"}]}`)
+	put("impostor", `{"id":"good","methods":[{"name":"m"},{"name":"stolen"}]}`)
+	put("dotted", `{"id":"dotted","methods":[{"name":"a.b"}]}`)
+	put("twice", `{"id":"twice","methods":[{"name":"m"},{"name":"m"}]}`)
+	put("garbled", `{"id":`)
+	put("schema", `{"id":"schema","methods":[{"name":"m","input_schema":{"type":"nope"}}]}`)
+	testenv.Eventually(t, 5*time.Second, "the view has loaded the tools", func() bool { return view.Snapshot().RawTool("schema") != nil })
+
+	s := view.Snapshot()
+	for _, id := range []string{"impostor", "dotted", "twice", "garbled"} {
+		if s.RawTool(id) != nil {
+			t.Errorf("the view took the bad record of %s", id)
+		}
+		if !strings.Contains(logs.String(), `"key":"`+id+`"`) {
+			t.Errorf("no word in the log of %s's bad record:\n%s", id, logs.String())
+		}
+	}
+	if g := s.RawTool("good"); g == nil || g.Method("stolen") != nil {
+		t.Errorf("the impostor's record changed tool good: %+v", g)
+	}
+	m := s.RawTool("schema").Method("m")
+	for range 2 {
+		var verr *registry.ValidationError
+		if err := m.Validate([]byte(`{}`)); !errors.As(err, &verr) || !strings.Contains(err.Error(), "does not compile") {
+			t.Fatalf("a call of a method whose schema does not compile: %v", err)
+		}
+	}
+	if n := strings.Count(logs.String(), "input schema does not compile"); n != 1 {
+		t.Errorf("the schema that does not compile was logged %d times, want once", n)
+	}
+
+	put("dotted", `{"id":"dotted","methods":[{"name":"a_b"}]}`)
+	testenv.Eventually(t, 5*time.Second, "a good record brings the tool back", func() bool { return view.Snapshot().RawTool("dotted") != nil })
 }

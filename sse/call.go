@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 
-	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/registry"
 )
@@ -50,14 +52,15 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Another edge that receives the client's notifications/cancelled publishes
-	// the cancel of the call's bus request id, which this edge follows for all its
-	// calls; a session's ids are derived for that.
-	requestID := registry.NewID("mcp-")
+	// the cancel of the call, which this edge follows for all its calls; a session's
+	// call ids are derived for that, from the session's id, a secret the gateway
+	// made, and the client's JSON-RPC id.
+	callID := registry.NewID("mcp-")
 	if r.sess != nil {
-		requestID = callRequestID(r.sess.ID, r.req.ID)
+		callID = callRequestID(r.sess.ID, r.req.ID)
 	}
-	s.calls.add(requestID, sessionID(r.sess), cancel)
-	defer s.calls.remove(requestID)
+	s.calls.add(callID, sessionID(r.sess), cancel)
+	defer s.calls.remove(callID)
 	if s.ctx.Err() != nil {
 		cancel() // the edge closed after this request passed its guard
 	}
@@ -69,7 +72,7 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 	var notes chan *nats.Msg
 	if wantNotes {
 		notes = make(chan *nats.Msg, 1024)
-		sub, err := s.nc.ChanSubscribe(s.subj.Progress(requestID), notes)
+		sub, err := s.nc.ChanSubscribe(s.subj.Progress(r.tool, callID), notes)
 		if err != nil {
 			return nil, fmt.Errorf("sse: subscribe to progress: %w", err)
 		}
@@ -79,13 +82,14 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 	s.inflight.add()
 	defer s.inflight.done()
 	type outcome struct {
-		reply *bus.Reply
+		reply *wire.Reply
 		err   error
 	}
 	call := func() outcome {
 		reply, err := s.gw.Do(ctx, &gateway.Call{
 			Principal: r.p, Tool: r.tool, Method: m.Name, Params: args, Entry: t.Method(m.Name),
-			RequestID: requestID, Session: sessionID(r.sess), Progress: wantNotes,
+			CallID: callID, RequestID: callID, Session: sessionID(r.sess), Progress: wantNotes,
+			ClientCapabilities: clientCapabilities(r.sess),
 		})
 		return outcome{reply, err}
 	}
@@ -114,7 +118,7 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 		}
 		return nil, out.err
 	}
-	if out.reply.Header.Get(bus.HeaderResult) == bus.ResultMCP && json.Valid(out.reply.Data) {
+	if out.reply.MCPResult && json.Valid(out.reply.Data) {
 		return json.RawMessage(out.reply.Data), nil
 	}
 	res := newToolResult(string(out.reply.Data), out.reply.Status >= 400)
@@ -150,6 +154,19 @@ func sessionID(sess *registry.Session) string {
 	return sess.ID
 }
 
+// clientCapabilities are the capabilities a session's client declared, by name, so
+// that a worker asks it nothing it cannot answer; nil when unknown.
+func clientCapabilities(sess *registry.Session) []string {
+	if sess == nil {
+		return nil
+	}
+	var caps map[string]json.RawMessage
+	if json.Unmarshal(sess.Capabilities, &caps) != nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(caps))
+}
+
 // logLevel is the least severe level of log notification the request's client
 // wants, or "" for none. On 2026-07-28 it is what the request's _meta asks for, and
 // nothing without. Before, it is what the session set with logging/setLevel, or info
@@ -169,20 +186,20 @@ func (s *Server) logLevel(r *rpcRequest, progress bool) string {
 // relayNote turns a worker's notification into the client's notifications/progress
 // or notifications/message.
 func (s *Server) relayNote(r *rpcRequest, token any, level string, msg *nats.Msg) {
-	var n bus.Notification
-	if err := json.Unmarshal(msg.Data, &n); err != nil {
+	n, err := wire.ReadNotification(msg.Data)
+	if err != nil {
 		s.log.Warn("dropping undecodable notification", "subject", msg.Subject, "err", err)
 		return
 	}
 	switch n.Kind {
-	case bus.KindProgress:
+	case wire.KindProgress:
 		if token == nil {
 			return
 		}
 		r.notify(encodeNotification(notifyProgress, &mcp.ProgressNotificationParams{
 			ProgressToken: token, Progress: n.Progress, Total: n.Total, Message: n.Message,
 		}))
-	case bus.KindLog:
+	case wire.KindLog:
 		if level == "" || !logAtLeast(n.Level, level) {
 			return
 		}

@@ -10,15 +10,15 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 
-	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
@@ -100,9 +100,9 @@ func kitTool(extra ...registry.Method) registry.Tool {
 type worker struct {
 	nc        *nats.Conn
 	mu        sync.Mutex
-	running   map[string]func() // request id -> cancel
-	started   chan string       // request ids of wait calls that began
-	cancelled chan string       // request ids of calls whose cancel arrived
+	running   map[string]func() // call id -> cancel
+	started   chan string       // call ids of wait calls that began
+	cancelled chan string       // call ids of calls whose cancel arrived
 	sessions  chan string       // Tg-Session of every call
 }
 
@@ -110,12 +110,13 @@ func startWorker(t testing.TB, url string, store *registry.Store) *worker {
 	t.Helper()
 	nc := testenv.Conn(t, url)
 	w := &worker{nc: nc, running: map[string]func(){}, started: make(chan string, 16), cancelled: make(chan string, 16), sessions: make(chan string, 256)}
-	subj := bus.DefaultSubjects
+	subj := wire.DefaultSubjects
 	// One subscription for every cancel, made at start: a subscription per call
 	// could still be spreading through the cluster when its cancel is published.
-	if _, err := nc.Subscribe(subj.CancelAll(), func(msg *nats.Msg) {
+	if _, err := nc.Subscribe(subj.CancelTool(testTool), func(msg *nats.Msg) {
+		_, callID, _ := subj.ParseCancel(msg.Subject)
 		w.mu.Lock()
-		cancel := w.running[strings.TrimPrefix(msg.Subject, subj.Cancel(""))]
+		cancel := w.running[callID]
 		w.mu.Unlock()
 		if cancel != nil {
 			cancel()
@@ -142,9 +143,9 @@ func startWorker(t testing.TB, url string, store *registry.Store) *worker {
 }
 
 func (w *worker) serve(method string, msg *nats.Msg) {
-	subj := bus.DefaultSubjects
-	reqID := msg.Header.Get(bus.HeaderRequestID)
-	session := msg.Header.Get(bus.HeaderSession)
+	subj := wire.DefaultSubjects
+	reqID := msg.Header.Get(wire.HeaderCallID)
+	session := msg.Header.Get(wire.HeaderSession)
 	select {
 	case w.sessions <- session:
 	default:
@@ -163,12 +164,12 @@ func (w *worker) serve(method string, msg *nats.Msg) {
 		delete(w.running, reqID)
 		w.mu.Unlock()
 	}()
-	notify := func(n bus.Notification) {
-		if msg.Header.Get(bus.HeaderProgress) == "" {
+	notify := func(n wire.Notification) {
+		if msg.Header.Get(wire.HeaderProgress) == "" {
 			return
 		}
 		b, _ := json.Marshal(n)
-		_ = w.nc.Publish(subj.Progress(reqID), b)
+		_ = w.nc.Publish(subj.Progress(testTool, reqID), b)
 	}
 	var args map[string]any
 	_ = json.Unmarshal(msg.Data, &args)
@@ -180,8 +181,8 @@ func (w *worker) serve(method string, msg *nats.Msg) {
 	case "count":
 		n := int(args["n"].(float64))
 		for i := 1; i <= n; i++ {
-			notify(bus.Notification{Kind: bus.KindLog, Level: "info", Logger: "count", Message: "step"})
-			notify(bus.Notification{Kind: bus.KindProgress, Progress: float64(i), Total: float64(n)})
+			notify(wire.Notification{Kind: wire.KindLog, Level: "info", Logger: "count", Message: "step"})
+			notify(wire.Notification{Kind: wire.KindProgress, Progress: float64(i), Total: float64(n)})
 		}
 		b, _ := json.Marshal(map[string]any{"counted": n})
 		_ = msg.Respond(b)
@@ -202,20 +203,14 @@ func (w *worker) serve(method string, msg *nats.Msg) {
 			}
 		}
 	case "fail":
-		reply := nats.NewMsg(msg.Reply)
-		reply.Header.Set(bus.HeaderErrorCode, "no_luck")
-		reply.Header.Set(bus.HeaderError, "the kit failed on purpose")
-		_ = w.nc.PublishMsg(reply)
+		_ = w.nc.PublishMsg(wire.ErrorReply(msg.Reply, &wire.ToolError{Code: "no_luck", Message: "the kit failed on purpose"}))
 	case "ask":
-		res, err := bus.SessionRequest(ctx, w.nc, subj, session, "sampling/createMessage", map[string]any{
+		res, err := askClient(ctx, w.nc, session, "sampling/createMessage", map[string]any{
 			"messages":  []any{map[string]any{"role": "user", "content": map[string]any{"type": "text", "text": "say hi"}}},
 			"maxTokens": 10,
 		})
 		if err != nil {
-			reply := nats.NewMsg(msg.Reply)
-			reply.Header.Set(bus.HeaderErrorCode, "ask_failed")
-			reply.Header.Set(bus.HeaderError, err.Error())
-			_ = w.nc.PublishMsg(reply)
+			_ = w.nc.PublishMsg(wire.ErrorReply(msg.Reply, &wire.ToolError{Code: "ask_failed", Message: err.Error()}))
 			return
 		}
 		var sampled struct {
@@ -229,7 +224,35 @@ func (w *worker) serve(method string, msg *nats.Msg) {
 	}
 }
 
-// waitStarted waits for a wait call to begin and returns its request id.
+// askClient sends a request to the client of a kit session, as the worker SDK does
+// (workers.Call.Request), and returns the client's result.
+func askClient(ctx context.Context, nc *nats.Conn, session, method string, params any) (json.RawMessage, error) {
+	subj := wire.DefaultSubjects
+	id := "tg-" + nuid.Next()
+	body, err := wire.SessionRequest(id, method, params)
+	if err != nil {
+		return nil, err
+	}
+	replies, err := nc.SubscribeSync(subj.SessionReply(testTool, session, id))
+	if err != nil {
+		return nil, err
+	}
+	defer replies.Unsubscribe()
+	ack, err := nc.RequestWithContext(ctx, subj.SessionOut(testTool, session), body)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := wire.ReadAck(ack); err != nil {
+		return nil, err
+	}
+	answer, err := replies.NextMsgWithContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return wire.ReadSessionAnswer(answer.Data)
+}
+
+// waitStarted waits for a wait call to begin and returns its call id.
 func (w *worker) waitStarted(t *testing.T) string {
 	t.Helper()
 	select {
@@ -241,7 +264,7 @@ func (w *worker) waitStarted(t *testing.T) string {
 	}
 }
 
-// waitCancelled waits for the cancel of request id to reach the worker.
+// waitCancelled waits for the cancel of call id to reach the worker.
 func (w *worker) waitCancelled(t *testing.T, id string) {
 	t.Helper()
 	select {

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/registry"
 )
@@ -128,7 +129,7 @@ func httpStatus(err error) int {
 func toolFailure(tool, method string, err error) (string, bool) {
 	var verr *registry.ValidationError
 	var limited *gateway.RateLimitedError
-	var terr *bus.ToolError
+	var terr *wire.ToolError
 	var tooLarge *bus.PayloadTooLargeError
 	switch {
 	case errors.As(err, &verr):

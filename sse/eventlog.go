@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 )
 
 // Headers on event log records. A record without Tg-Event is a JSON-RPC message for
@@ -31,8 +31,8 @@ const (
 
 // eventLog is the JetStream stream that keeps every stream event of every session
 // for a while. A session's standalone stream (its legacy SSE stream, or its
-// Streamable HTTP GET stream) is the subject SessionOut(session); each POST answered
-// with a stream has the subject SessionOut(session).<post>. Anything published on
+// Streamable HTTP GET stream) is the subject SessionOut(tool, session); each POST
+// answered with a stream has the subject SessionPost(tool, session, post). Anything published on
 // those subjects, by an edge or a worker, is stored, and the stream republishes it
 // once stored, with its sequence, on the same subject under <prefix>.logged. The
 // edge holding a stream follows that with a plain subscription (one interest entry,
@@ -43,36 +43,24 @@ type eventLog struct {
 	js     jetstream.JetStream
 	nc     *nats.Conn
 	stream jetstream.Stream
-	subj   bus.Subjects
-	from   string // the subjects' common root: tg.sess.
-	to     string // where the log republishes them: tg.logged.sess.
+	subj   wire.Subjects
 }
 
-func eventStreamName(s bus.Subjects) string {
+func eventStreamName(s wire.Subjects) string {
 	p := s.Prefix
 	if p == "" {
-		p = bus.DefaultPrefix
+		p = wire.DefaultPrefix
 	}
 	return strings.NewReplacer(".", "-", "*", "-", ">", "-").Replace(p) + "-mcp-events"
-}
-
-// republished maps the subjects of the log to the ones it republishes stored
-// records on: tg.sess.<session>.out[.<post>] to tg.logged.sess.<session>.out[.<post>].
-func republished(s bus.Subjects) (from, to string) {
-	p := s.Prefix
-	if p == "" {
-		p = bus.DefaultPrefix
-	}
-	from = strings.TrimSuffix(s.SessionOut("*"), "*.out")
-	return from, p + ".logged." + strings.TrimPrefix(from, p+".")
 }
 
 // openEventLog creates the stream, or opens it as every edge shares it: a retention of
 // 0 takes the stream's own, and a retention or replica count that differs from the
 // stream's is refused unless update is set (the registry's --update-registry). What
-// only this code decides (subjects, republishing) is brought up to date. It retries
-// while a new cluster elects its JetStream leader.
-func openEventLog(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, subj bus.Subjects, replicas int, retention time.Duration, update bool) (*eventLog, error) {
+// only this code decides (subjects, republishing) is brought up to date: a log made
+// by an older version, with other subjects, takes this version's. It retries while a
+// new cluster elects its JetStream leader.
+func openEventLog(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, subj wire.Subjects, replicas int, retention time.Duration, update bool) (*eventLog, error) {
 	name := eventStreamName(subj)
 	var have *jetstream.StreamConfig
 	for {
@@ -115,7 +103,7 @@ func openEventLog(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, su
 	cfg := jetstream.StreamConfig{
 		Name:        name,
 		Description: "toolgate MCP stream events, kept for clients that resume with Last-Event-ID",
-		Subjects:    []string{subj.SessionOut("*"), subj.SessionOut("*") + ".*"},
+		Subjects:    subj.EventLog(),
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
 		MaxAge:      retention,
@@ -123,12 +111,11 @@ func openEventLog(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, su
 		Replicas:    replicas,
 		Duplicates:  min(2*time.Minute, retention),
 	}
-	from, to := republished(subj)
-	cfg.RePublish = &jetstream.RePublish{Source: from + ">", Destination: to + ">"}
+	cfg.RePublish = &jetstream.RePublish{Source: subj.SessionRoot() + ">", Destination: subj.LoggedRoot() + ">"}
 	for {
 		st, err := js.CreateOrUpdateStream(ctx, cfg)
 		if err == nil {
-			return &eventLog{js: js, nc: nc, stream: st, subj: subj, from: from, to: to}, nil
+			return &eventLog{js: js, nc: nc, stream: st, subj: subj}, nil
 		}
 		if !retryable(err) {
 			return nil, fmt.Errorf("sse: event log %s: %w", cfg.Name, err)
@@ -152,11 +139,13 @@ func retryable(err error) bool {
 }
 
 // standaloneSubject carries a session's standalone stream.
-func (l *eventLog) standaloneSubject(session string) string { return l.subj.SessionOut(session) }
+func (l *eventLog) standaloneSubject(tool, session string) string {
+	return l.subj.SessionOut(tool, session)
+}
 
 // postSubject carries the stream of one POST of a session.
-func (l *eventLog) postSubject(session, post string) string {
-	return l.subj.SessionOut(session) + "." + post
+func (l *eventLog) postSubject(tool, session, post string) string {
+	return l.subj.SessionPost(tool, session, post)
 }
 
 // appendRecord stores one record and returns its sequence. A msgID makes the append
@@ -244,7 +233,7 @@ type follower struct {
 // while the stream reads the store is delivered live if not read.
 func (l *eventLog) follow(subject string) (*follower, error) {
 	f := &follower{log: l, subject: subject, live: make(chan *nats.Msg, liveBuffer), next: 1, reconnects: l.nc.Stats().Reconnects}
-	sub, err := l.nc.ChanSubscribe(l.to+strings.TrimPrefix(subject, l.from), f.live)
+	sub, err := l.nc.ChanSubscribe(l.subj.Logged(subject), f.live)
 	if err != nil {
 		return nil, fmt.Errorf("sse: event log: follow %s: %w", subject, err)
 	}

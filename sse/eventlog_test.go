@@ -9,21 +9,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
-func testLog(t *testing.T) *eventLog {
+// testJetStream is a NATS server of the test's own, and JetStream on it.
+func testJetStream(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	srv := testenv.Server(t)
-	nc := testenv.Conn(t, srv.ClientURL())
+	nc := testenv.Conn(t, testenv.Server(t).ClientURL())
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := openEventLog(testenv.Context(t), js, nc, bus.DefaultSubjects, 1, time.Minute, false)
+	return nc, js
+}
+
+func testLog(t *testing.T) *eventLog {
+	t.Helper()
+	nc, js := testJetStream(t)
+	l, err := openEventLog(testenv.Context(t), js, nc, wire.DefaultSubjects, 1, time.Minute, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +93,7 @@ func want(from, to int) string {
 func TestFollowerHandsOverFromStoreToLive(t *testing.T) {
 	l := testLog(t)
 	ctx := testenv.Context(t)
-	subject := l.standaloneSubject("s1")
+	subject := l.standaloneSubject("kit", "s1")
 	appendN(t, l, subject, 0, 50)
 
 	f, err := l.follow(subject)
@@ -109,7 +116,7 @@ func TestFollowerHandsOverFromStoreToLive(t *testing.T) {
 func TestFollowerReadsWhatTheLiveFeedLost(t *testing.T) {
 	l := testLog(t)
 	ctx := testenv.Context(t)
-	subject := l.postSubject("s1", "p1")
+	subject := l.postSubject("kit", "s1", "p1")
 	f, err := l.follow(subject)
 	if err != nil {
 		t.Fatal(err)
@@ -133,18 +140,13 @@ func TestFollowerReadsWhatTheLiveFeedLost(t *testing.T) {
 // retention when it names none, refuses a retention or replica count that differs
 // without changing the log, and changes it only when told to.
 func TestEventLogKeepsItsSettings(t *testing.T) {
-	srv := testenv.Server(t)
-	nc := testenv.Conn(t, srv.ClientURL())
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := testJetStream(t)
 	ctx := testenv.Context(t)
 	open := func(replicas int, retention time.Duration, update bool) (*eventLog, error) {
-		return openEventLog(ctx, js, nc, bus.DefaultSubjects, replicas, retention, update)
+		return openEventLog(ctx, js, nc, wire.DefaultSubjects, replicas, retention, update)
 	}
 	maxAge := func() time.Duration {
-		st, err := js.Stream(ctx, eventStreamName(bus.DefaultSubjects))
+		st, err := js.Stream(ctx, eventStreamName(wire.DefaultSubjects))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,5 +174,49 @@ func TestEventLogKeepsItsSettings(t *testing.T) {
 		if maxAge() != 3*time.Minute {
 			t.Fatalf("a refused open changed the log's max age to %v", maxAge())
 		}
+	}
+}
+
+// TestEventLogTakesThisVersionsSubjects: a deployment's event log, made by a version
+// whose session subjects named no tool, takes this version's subjects and republishing
+// when an edge opens it, keeping its records; a record then goes through it.
+func TestEventLogTakesThisVersionsSubjects(t *testing.T) {
+	nc, js := testJetStream(t)
+	ctx := testenv.Context(t)
+	old, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: eventStreamName(wire.DefaultSubjects), Subjects: []string{"tg.sess.*.out", "tg.sess.*.out.*"},
+		MaxAge: time.Minute, Storage: jetstream.FileStorage, Replicas: 1, Duplicates: time.Minute,
+		RePublish: &jetstream.RePublish{Source: "tg.sess.>", Destination: "tg.logged.sess.>"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "tg.sess.s0.out", []byte("before")); err != nil {
+		t.Fatal(err)
+	}
+
+	l, err := openEventLog(ctx, js, nc, wire.DefaultSubjects, 1, 0, false)
+	if err != nil {
+		t.Fatalf("opening the older log: %v", err)
+	}
+	info, err := old.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(info.Config.Subjects), fmt.Sprint(wire.DefaultSubjects.EventLog()); got != want {
+		t.Errorf("subjects %s, want %s", got, want)
+	}
+	if info.State.Msgs != 1 || info.Config.MaxAge != time.Minute {
+		t.Errorf("the log kept %d records and max age %v, want its 1 and 1m", info.State.Msgs, info.Config.MaxAge)
+	}
+	subject := l.standaloneSubject("kit", "s1")
+	f, err := l.follow(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.stop()
+	appendN(t, l, subject, 0, 2)
+	if got := collect(t, ctx, f, 2, false); fmt.Sprint(got) != want(0, 2) {
+		t.Fatalf("live through the updated log: %v", got)
 	}
 }

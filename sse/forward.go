@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/nats-io/nats.go"
 
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -39,34 +38,34 @@ func (s *Server) forwards(r *rpcRequest) bool {
 }
 
 // forward sends r to the tool's workers on tg.mcp.<tool> and returns their result as
-// it is. A worker's JSON-RPC error comes back as the micro error code (a decimal
-// JSON-RPC code) and message, and reaches the client unchanged.
+// it is. A worker's JSON-RPC error reaches the client unchanged: its code travels as
+// a number.
 func (s *Server) forward(ctx context.Context, r *rpcRequest) (json.RawMessage, error) {
 	params := []byte(r.req.Params)
 	if len(params) == 0 || string(params) == "null" {
 		params = []byte("{}")
 	}
-	reply, err := bus.Do(ctx, s.nc, s.subj, bus.Request{
-		Subject:   s.subj.MCP(r.tool),
-		RequestID: registry.NewID("mcp-"),
-		Account:   r.p.Account,
-		Session:   sessionID(r.sess),
-		Deadline:  time.Now().Add(s.gw.Timeout(nil, 0)),
-		Data:      params,
-		Header:    nats.Header{bus.HeaderMethod: {r.req.Method}},
+	callID := registry.NewID("mcp-")
+	reply, err := bus.Do(ctx, s.nc, s.subj, &wire.Request{
+		Tool: r.tool, MCP: true, Method: r.req.Method,
+		CallID: callID, RequestID: callID, Account: r.p.Account, Session: sessionID(r.sess),
+		ClientCapabilities: clientCapabilities(r.sess),
+		Deadline:           time.Now().Add(s.gw.Timeout(nil, 0)),
+		Data:               params,
 	})
-	var te *bus.ToolError
+	var re *wire.RPCError
+	var te *wire.ToolError
 	switch {
-	case errors.As(err, &te):
-		code, perr := strconv.ParseInt(te.Code, 10, 64)
-		if perr != nil {
-			code = jsonrpc.CodeInternalError
-		}
-		pe := &protocolError{code: code, status: http.StatusOK, message: te.Message}
-		if len(te.Data) > 0 && json.Valid(te.Data) {
-			pe.data = json.RawMessage(te.Data)
+	case errors.As(err, &re):
+		pe := &protocolError{code: re.Code, status: http.StatusOK, message: re.Message}
+		if len(re.Data) > 0 {
+			pe.data = re.Data
 		}
 		return nil, pe
+	case errors.As(err, &te):
+		// Not the answer of an MCP handler (the SDK answers tg.mcp requests with
+		// JSON-RPC errors): the tool failed before its handler could answer.
+		return nil, &protocolError{code: jsonrpc.CodeInternalError, status: http.StatusOK, message: te.Message}
 	case errors.Is(err, bus.ErrNoResponders):
 		return nil, &protocolError{code: jsonrpc.CodeInternalError, status: http.StatusOK, message: "the tool is offline: no worker answers " + r.req.Method}
 	case errors.Is(err, bus.ErrTimeout):

@@ -254,13 +254,13 @@ func (s *Server) notification(r *rpcRequest) {
 	if err != nil || !id.IsValid() {
 		return
 	}
-	requestID := callRequestID(r.sess.ID, id)
-	if s.calls.cancel(requestID) {
+	callID := callRequestID(r.sess.ID, id)
+	if s.calls.cancel(callID) {
 		return
 	}
 	// The call runs on another edge, which follows the cancel subject as the
 	// worker does.
-	if err := s.nc.Publish(s.subj.Cancel(requestID), nil); err != nil {
+	if err := s.nc.Publish(s.subj.Cancel(r.tool, callID), nil); err != nil {
 		s.log.Warn("publishing cancel", "session", r.sess.ID, "err", err)
 	}
 }
@@ -278,7 +278,7 @@ func (s *Server) relayAnswer(sess *registry.Session, resp *jsonrpc.Response, raw
 	if !validToken(id) {
 		return invalidRequest("response id %v answers no request of this server", resp.ID.Raw())
 	}
-	msg := nats.NewMsg(s.subj.SessionReply(sess.ID, id))
+	msg := nats.NewMsg(s.subj.SessionReply(sess.Tool, sess.ID, id))
 	msg.Data = raw
 	if err := s.nc.PublishMsg(msg); err != nil {
 		return fmt.Errorf("sse: relay answer: %w", err)

@@ -39,7 +39,7 @@ const (
 // handler returned (see serveStream).
 func (s *Server) holdStandalone(w http.ResponseWriter, r *http.Request, sess *registry.Session, resume *eventID, newSession bool, opened func(ew *eventWriter, at string) error, done func(streamEnd)) {
 	ctx := r.Context()
-	subject := s.events.standaloneSubject(sess.ID)
+	subject := s.events.standaloneSubject(sess.Tool, sess.ID)
 	f, err := s.events.follow(subject)
 	if err != nil {
 		s.log.Error("following stream", "session", sess.ID, "err", err)
@@ -129,11 +129,11 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, run func(co
 
 // closeStandalone records that a session's standalone stream closed and no newer one
 // took over, so that the session's next stream delivers what comes meanwhile.
-func (s *Server) closeStandalone(session string) {
+func (s *Server) closeStandalone(sess *registry.Session) {
 	ctx, cancel := s.detached()
 	defer cancel()
-	if _, err := s.events.appendRecord(ctx, s.events.standaloneSubject(session), nil, nats.Header{headerEvent: {eventClose}}, ""); err != nil {
-		s.log.Warn("closing stream", "session", session, "err", err)
+	if _, err := s.events.appendRecord(ctx, s.events.standaloneSubject(sess.Tool, sess.ID), nil, nats.Header{headerEvent: {eventClose}}, ""); err != nil {
+		s.log.Warn("closing stream", "session", sess.ID, "err", err)
 	}
 }
 
@@ -143,7 +143,7 @@ func (s *Server) closeStandalone(session string) {
 func (s *Server) replayPost(w http.ResponseWriter, r *http.Request, sess *registry.Session, after eventID) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	subject := s.events.postSubject(sess.ID, after.post)
+	subject := s.events.postSubject(sess.Tool, sess.ID, after.post)
 	f, err := s.events.follow(subject)
 	if err != nil {
 		s.log.Error("following stream", "session", sess.ID, "err", err)

@@ -66,7 +66,7 @@ func (s *Server) ServeSSE(w http.ResponseWriter, r *http.Request, p registry.Pri
 		case why == endClient, why == endRefused && newSession:
 			s.endSession(sess.ID)
 		case why == endServer:
-			s.closeStandalone(sess.ID)
+			s.closeStandalone(sess)
 		}
 	})
 }
@@ -118,7 +118,7 @@ func (s *Server) ServeMessages(w http.ResponseWriter, r *http.Request, p registr
 			s.notification(rr)
 			break
 		}
-		rr.notify = func(b []byte) { s.sendToSession(sess.ID, b) }
+		rr.notify = func(b []byte) { s.sendToSession(sess, b) }
 		s.pending.add()
 		go func() {
 			defer s.pending.done()
@@ -129,20 +129,20 @@ func (s *Server) ServeMessages(w http.ResponseWriter, r *http.Request, p registr
 				return // a cancelled request is not answered
 			}
 			if err != nil {
-				s.sendToSession(sess.ID, encodeError(m.ID, rpcError(err)))
+				s.sendToSession(sess, encodeError(m.ID, rpcError(err)))
 				return
 			}
-			s.sendToSession(sess.ID, encodeResult(m.ID, result))
+			s.sendToSession(sess, encodeResult(m.ID, result))
 		}()
 	}
 	w.WriteHeader(http.StatusAccepted)
 }
 
 // sendToSession appends a message to a session's standalone stream.
-func (s *Server) sendToSession(session string, msg []byte) {
+func (s *Server) sendToSession(sess *registry.Session, msg []byte) {
 	ctx, cancel := s.detached()
 	defer cancel()
-	if _, err := s.events.appendRecord(ctx, s.events.standaloneSubject(session), msg, nil, ""); err != nil {
-		s.log.Error("sending to session", "session", session, "err", err)
+	if _, err := s.events.appendRecord(ctx, s.events.standaloneSubject(sess.Tool, sess.ID), msg, nil, ""); err != nil {
+		s.log.Error("sending to session", "session", sess.ID, "err", err)
 	}
 }

@@ -97,7 +97,7 @@ func (s *Server) announceToolChanges() {
 			s.listeners.notify(tool)
 			for _, id := range s.index.ofTool(tool) {
 				ctx, cancel := s.detached()
-				_, err := s.events.appendRecord(ctx, s.events.standaloneSubject(id), msg, nil, "tools-changed."+id+"."+key)
+				_, err := s.events.appendRecord(ctx, s.events.standaloneSubject(tool, id), msg, nil, "tools-changed."+id+"."+key)
 				cancel()
 				if err != nil {
 					s.log.Warn("announcing tool change", "tool", tool, "session", id, "err", err)

@@ -21,16 +21,17 @@ func callKey(id jsonrpc.ID) string {
 	return fmt.Sprintf("?:%v", id.Raw())
 }
 
-// callRequestID is the bus request id of a session's request. It is derived, not
-// drawn, so that the edge receiving a notifications/cancelled can cancel a call that
-// another edge runs: it publishes the cancel for the same id. A session never reuses
-// a request id, so neither does the bus.
+// callRequestID is the call id of a session's request. It is derived, not drawn, so
+// that the edge receiving a notifications/cancelled can cancel a call that another
+// edge runs: it publishes the cancel for the same id. A session never reuses a
+// request id, so neither does the bus; and the session id is a secret the gateway
+// made, so no caller can name another's call.
 func callRequestID(session string, id jsonrpc.ID) string {
 	sum := sha256.Sum256([]byte(session + "\x00" + callKey(id)))
 	return "mcp-" + hex.EncodeToString(sum[:16])
 }
 
-// callSet holds the calls running on this edge by their bus request ids, to cancel
+// callSet holds the calls running on this edge by their call ids, to cancel
 // them when the client asks (on this edge or, through the bus, on another), when
 // their session ends, or when the edge closes.
 type callSet struct {
@@ -45,22 +46,22 @@ type runningCall struct {
 
 func newCallSet() *callSet { return &callSet{calls: map[string]runningCall{}} }
 
-func (c *callSet) add(requestID, session string, cancel func()) {
+func (c *callSet) add(callID, session string, cancel func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.calls[requestID] = runningCall{session, cancel}
+	c.calls[callID] = runningCall{session, cancel}
 }
 
-func (c *callSet) remove(requestID string) {
+func (c *callSet) remove(callID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.calls, requestID)
+	delete(c.calls, callID)
 }
 
 // cancel cancels a call if it runs here, and reports whether it did.
-func (c *callSet) cancel(requestID string) bool {
+func (c *callSet) cancel(callID string) bool {
 	c.mu.Lock()
-	call, ok := c.calls[requestID]
+	call, ok := c.calls[callID]
 	c.mu.Unlock()
 	if ok {
 		call.cancel()

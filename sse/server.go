@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/registry"
 )
@@ -28,7 +27,7 @@ type Server struct {
 	store  *registry.Store
 	view   *registry.View
 	nc     *nats.Conn
-	subj   bus.Subjects
+	subj   wire.Subjects
 	log    *slog.Logger
 	events *eventLog
 	index  *sessionIndex
@@ -89,12 +88,13 @@ func New(ctx context.Context, gw *gateway.Gateway, store *registry.Store, cfg Co
 		return nil, err
 	}
 	// A client's notifications/cancelled may reach another edge, which publishes
-	// the cancel of the call's bus request. One subscription for every cancel, made
-	// now, spares each call a subscription of its own, and is in place across the
-	// cluster long before any cancel of a call.
-	prefix := subj.Cancel("")
+	// the call's cancel. One subscription for every cancel, made now, spares each
+	// call a subscription of its own, and is in place across the cluster long before
+	// any cancel of a call.
 	s.cancels, err = s.nc.Subscribe(subj.CancelAll(), func(m *nats.Msg) {
-		s.calls.cancel(strings.TrimPrefix(m.Subject, prefix))
+		if _, callID, ok := subj.ParseCancel(m.Subject); ok {
+			s.calls.cancel(callID)
+		}
 	})
 	if err != nil {
 		cancel()

@@ -118,7 +118,7 @@ func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, p registry.Pri
 		return ew.prime(at, s.cfg.RetryAfter)
 	}, func(why streamEnd) {
 		if why == endClient || why == endServer {
-			s.closeStandalone(sess.ID)
+			s.closeStandalone(sess)
 		}
 	})
 }
@@ -263,7 +263,7 @@ func (s *Server) awaitResume(subject string, from uint64, finished <-chan struct
 func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *rpcRequest, raw []byte) {
 	sess := rr.sess
 	post := registry.NewID("")
-	subject := s.events.postSubject(sess.ID, post)
+	subject := s.events.postSubject(sess.Tool, sess.ID, post)
 
 	actx, cancel := s.detached()
 	start, err := s.events.appendRecord(actx, subject, raw, nats.Header{headerEvent: {eventRequest}}, "")

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
 	"github.com/toolgate/toolgate/sse"
@@ -140,7 +139,7 @@ func TestStreamGetsWhatCameWhileNoneWasOpen(t *testing.T) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			_, err := bus.SessionRequest(ctx, e.worker.nc, bus.DefaultSubjects, session, "roots/list", map[string]any{"what": what})
+			_, err := askClient(ctx, e.worker.nc, session, "roots/list", map[string]any{"what": what})
 			done <- err
 		}()
 		return done

@@ -1,17 +1,15 @@
 package workers
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 )
 
 // Handler answers one call of a method. What it returns becomes the reply: a Raw is
@@ -27,14 +25,15 @@ type Call struct {
 	Method    string          // the method called; for an MCP request, the MCP method (resources/read, ...)
 	Params    json.RawMessage // the parameters, a JSON object as the caller sent it
 	Account   string          // the account the call is made for
-	RequestID string
-	Session   string      // the MCP session, for calls that come through one
-	Deadline  time.Time   // zero when the caller set none
-	Header    nats.Header // the request's headers, as they came
+	RequestID string          // the caller's request id, for logs
+	CallID    string          // the call's id on the bus, made by the gateway
+	Session   string          // the MCP session, for calls that come through one
+	Deadline  time.Time       // zero when the caller set none
+	Header    nats.Header     // the request's headers, as they came
 
-	nc       *nats.Conn
-	subjects bus.Subjects
-	progress bool
+	w        *Worker
+	req      wire.Request
+	progress bool // the caller follows the call's progress
 }
 
 // Bind decodes the parameters into v.
@@ -53,7 +52,7 @@ func (c *Call) Bind(v any) error {
 // the total is unknown), with an optional message. It does nothing when the caller
 // did not ask for progress.
 func (c *Call) Progress(progress, total float64, message string) error {
-	return c.notify(bus.Notification{Kind: bus.KindProgress, Progress: progress, Total: total, Message: message})
+	return c.notify(wire.Notification{Kind: wire.KindProgress, Progress: progress, Total: total, Message: message})
 }
 
 // Log sends the caller a log message of level (debug, info, notice, warning, error,
@@ -67,18 +66,19 @@ func (c *Call) Log(level, logger string, data any) error {
 	if err != nil {
 		return fmt.Errorf("workers: log data: %w", err)
 	}
-	return c.notify(bus.Notification{Kind: bus.KindLog, Level: level, Logger: logger, Data: b})
+	return c.notify(wire.Notification{Kind: wire.KindLog, Level: level, Logger: logger, Data: b})
 }
 
-func (c *Call) notify(n bus.Notification) error {
-	if !c.progress || c.RequestID == "" {
+func (c *Call) notify(n wire.Notification) error {
+	// A call id that is not one token was not made by a gateway: nobody follows it.
+	if !c.progress || !wire.ValidToken(c.CallID) {
 		return nil
 	}
-	b, err := json.Marshal(n)
+	b, err := n.Encode()
 	if err != nil {
-		return fmt.Errorf("workers: %s notification: %w", n.Kind, err)
+		return fmt.Errorf("workers: %w", err)
 	}
-	if err := c.nc.Publish(c.subjects.Progress(c.RequestID), b); err != nil {
+	if err := c.w.nc.Publish(c.w.cfg.subjects.Progress(c.Tool, c.CallID), b); err != nil {
 		return fmt.Errorf("workers: %s notification: %w", n.Kind, err)
 	}
 	return nil
@@ -93,11 +93,14 @@ type Raw struct {
 }
 
 // MCPResult is a result that is already an MCP CallToolResult, as JSON: what a
-// bridged MCP server answered. It is sent with Tg-Result: mcp-call-tool-result, so that
-// an MCP session passes it to its client unchanged (content, structuredContent,
-// isError) instead of wrapping it as the text of a new result; HTTP callers get the
-// JSON as it is.
+// bridged MCP server answered. It is sent as such, so that an MCP session passes it to
+// its client unchanged (content, structuredContent, isError) instead of wrapping it as
+// the text of a new result; HTTP callers get the JSON as it is.
 type MCPResult json.RawMessage
+
+// Capabilities are the MCP features a tool serves beyond tools. Resources, prompts
+// and completions need an MCP handler (HandleMCP).
+type Capabilities = wire.Capabilities
 
 // Error is a tool's own error. The caller sees its code and message; Status is the
 // HTTP status the tool asks for (the gateway's 502 when zero), and Data, when set,
@@ -118,21 +121,13 @@ func (e *Error) Error() string {
 
 // RPCError is a JSON-RPC error. An MCP handler returns one to answer with that error;
 // Call.Request returns one when the MCP client answered with an error.
-type RPCError struct {
-	Code    int64
-	Message string
-	Data    json.RawMessage // any JSON, or nil
-}
-
-func (e *RPCError) Error() string {
-	return fmt.Sprintf("JSON-RPC error %d: %s", e.Code, e.Message)
-}
+type RPCError = wire.RPCError
 
 // JSON-RPC error codes an MCP handler often answers with.
 const (
-	RPCMethodNotFound = -32601
-	RPCInvalidParams  = -32602
-	RPCInternalError  = -32603
+	RPCMethodNotFound = wire.RPCMethodNotFound
+	RPCInvalidParams  = wire.RPCInvalidParams
+	RPCInternalError  = wire.RPCInternalError
 )
 
 // ErrCancelled is the cause of a handler's context when the caller cancelled the
@@ -141,58 +136,37 @@ var ErrCancelled = errors.New("workers: the caller cancelled the call")
 
 // Codes of the errors the SDK itself sends.
 const (
-	CodeInternal       = "internal"       // the handler failed or panicked
-	CodeInvalidParams  = "invalid_params" // the parameters do not decode
-	CodeTimeout        = "timeout"        // the handler gave up at the caller's deadline
-	CodeCancelled      = "cancelled"      // the handler stopped because the caller cancelled
-	CodeReplyTooLarge  = "reply_too_large"
-	CodeMethodNotFound = "method_not_found" // the method was declared, and is no more (SetMethods)
+	CodeInternal       = wire.CodeInternal      // the handler failed or panicked
+	CodeInvalidParams  = wire.CodeInvalidParams // the parameters do not decode
+	CodeTimeout        = wire.CodeTimeout       // the handler gave up at the caller's deadline
+	CodeCancelled      = wire.CodeCancelled     // the handler stopped because the caller cancelled
+	CodeReplyTooLarge  = wire.CodeReplyTooLarge
+	CodeMethodNotFound = wire.CodeMethodNotFound // the method was declared, and is no more (SetMethods)
 )
 
 // reply turns what a handler returned into the reply message for subject.
 func reply(subject string, result any, err error) *nats.Msg {
-	msg := nats.NewMsg(subject)
 	if err != nil {
-		return errorReply(msg, toolError(err))
+		return errorReply(subject, toolError(err))
 	}
 	switch r := result.(type) {
 	case Raw:
-		return rawReply(msg, r)
+		return wire.RawReply(subject, r.Status, r.ContentType, r.Data)
 	case *Raw:
 		if r != nil {
-			return rawReply(msg, *r)
+			return wire.RawReply(subject, r.Status, r.ContentType, r.Data)
 		}
 	case MCPResult:
 		if !json.Valid(r) {
-			return errorReply(msg, &Error{Code: CodeInternal, Message: "the MCP result is not JSON"})
+			return errorReply(subject, &Error{Code: CodeInternal, Message: "the MCP result is not JSON"})
 		}
-		msg.Header.Set(bus.HeaderContentType, "application/json")
-		msg.Header.Set(bus.HeaderResult, bus.ResultMCP)
-		msg.Data = r
-		return msg
+		return wire.ToolResultReply(subject, json.RawMessage(r))
 	}
 	b, err := json.Marshal(result)
 	if err != nil {
-		return errorReply(msg, &Error{Code: CodeInternal, Message: "the result does not encode as JSON: " + err.Error()})
+		return errorReply(subject, &Error{Code: CodeInternal, Message: "the result does not encode as JSON: " + err.Error()})
 	}
-	msg.Header[bus.HeaderContentType] = applicationJSON
-	msg.Data = b
-	return msg
-}
-
-// applicationJSON is the Content-Type of every JSON reply, shared rather than made for
-// each (nats only reads it).
-var applicationJSON = []string{"application/json"}
-
-func rawReply(msg *nats.Msg, r Raw) *nats.Msg {
-	if r.ContentType != "" {
-		msg.Header.Set(bus.HeaderContentType, r.ContentType)
-	}
-	if r.Status != 0 {
-		msg.Header.Set(bus.HeaderStatus, fmt.Sprint(r.Status))
-	}
-	msg.Data = r.Data
-	return msg
+	return wire.JSONReply(subject, b)
 }
 
 // toolError is err as the caller will see it.
@@ -209,53 +183,30 @@ func toolError(err error) *Error {
 	return &Error{Code: CodeInternal, Message: err.Error()}
 }
 
-func errorReply(msg *nats.Msg, e *Error) *nats.Msg {
-	code, message := e.Code, e.Message
-	if code == "" {
-		code = CodeInternal
-	}
-	if message == "" {
-		message = code // nats micro requires a description
-	}
-	msg.Header.Set(bus.HeaderErrorCode, code)
-	msg.Header.Set(bus.HeaderError, message)
-	if e.Status != 0 {
-		msg.Header.Set(bus.HeaderStatus, fmt.Sprint(e.Status))
-	}
+func errorReply(subject string, e *Error) *nats.Msg {
+	out := &wire.ToolError{Code: e.Code, Message: e.Message, Status: e.Status}
 	if e.Data != nil {
 		if b, err := json.Marshal(e.Data); err == nil {
-			msg.Header.Set(bus.HeaderContentType, "application/json")
-			msg.Data = b
+			out.Data = b
 		}
 	}
-	return msg
+	return wire.ErrorReply(subject, out)
 }
 
 // mcpReply turns what an MCP handler returned into the reply message for subject: the
-// JSON-RPC result, or the nats micro error headers carrying the JSON-RPC error's code
-// (as a decimal) and message, with its data as the body.
+// JSON-RPC result, or the JSON-RPC error.
 func mcpReply(subject string, result any, err error) *nats.Msg {
-	msg := nats.NewMsg(subject)
 	if err == nil {
 		if result == nil {
 			result = struct{}{} // an MCP result is an object, never null
 		}
 		b, merr := json.Marshal(result)
 		if merr == nil {
-			msg.Header.Set(bus.HeaderContentType, "application/json")
-			msg.Data = b
-			return msg
+			return wire.JSONReply(subject, b)
 		}
 		err = fmt.Errorf("the result does not encode as JSON: %w", merr)
 	}
-	e := rpcError(err)
-	msg.Header.Set(bus.HeaderErrorCode, strconv.FormatInt(e.Code, 10))
-	msg.Header.Set(bus.HeaderError, cmp.Or(e.Message, "error"))
-	if len(e.Data) > 0 && json.Valid(e.Data) {
-		msg.Header.Set(bus.HeaderContentType, "application/json")
-		msg.Data = e.Data
-	}
-	return msg
+	return wire.RPCErrorReply(subject, rpcError(err))
 }
 
 // rpcError is err as an MCP client will see it.

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/workers"
 )
@@ -33,10 +34,8 @@ func TestHandlerSeesTheCaller(t *testing.T) {
 
 	ctx, span := otel.Tracer("test").Start(context.Background(), "edge")
 	deadline := time.Now().Add(3 * time.Second).Truncate(time.Millisecond)
-	_, err := bus.Do(ctx, e.nc, bus.DefaultSubjects, bus.Request{
-		Subject: bus.DefaultSubjects.Call("mirror", "look"), RequestID: "req-42", Account: "acme", Session: "sess-7",
-		Deadline: deadline, Data: []byte(`{"x":1}`),
-	})
+	_, err := bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{Tool: "mirror", Method: "look", CallID: "call-42", RequestID: "req-42", Account: "acme", Session: "sess-7",
+		Deadline: deadline, Data: []byte(`{"x":1}`)})
 	span.End()
 	if err != nil {
 		t.Fatal(err)
@@ -44,9 +43,9 @@ func TestHandlerSeesTheCaller(t *testing.T) {
 	c := <-seen
 	workerSpan := <-spanCtx
 
-	t.Run("the handler sees the account, request id, session and parameters", func(t *testing.T) {
-		if c.Account != "acme" || c.RequestID != "req-42" || c.Session != "sess-7" || string(c.Params) != `{"x":1}` {
-			t.Errorf("call: account %q, request %q, session %q, params %s", c.Account, c.RequestID, c.Session, c.Params)
+	t.Run("the handler sees the account, request and call ids, session and parameters", func(t *testing.T) {
+		if c.Account != "acme" || c.RequestID != "req-42" || c.CallID != "call-42" || c.Session != "sess-7" || string(c.Params) != `{"x":1}` {
+			t.Errorf("call: account %q, request %q, call %q, session %q, params %s", c.Account, c.RequestID, c.CallID, c.Session, c.Params)
 		}
 		if c.Tool != "mirror" || c.Method != "look" {
 			t.Errorf("call: tool %q, method %q", c.Tool, c.Method)
@@ -112,13 +111,11 @@ func TestCancelMessageCancelsTheHandler(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := bus.Do(ctx, e.nc, bus.DefaultSubjects, bus.Request{
-			Subject: bus.DefaultSubjects.Call("waiter", "wait"), RequestID: "req-cancel", Deadline: time.Now().Add(time.Minute),
-		})
+		_, err := bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{Tool: "waiter", Method: "wait", CallID: "call-cancel", RequestID: "req-cancel", Deadline: time.Now().Add(time.Minute)})
 		errc <- err
 	}()
 	<-started
-	cancel() // bus.Do publishes tg.cancel.req-cancel
+	cancel() // bus.Do publishes tg.cancel.waiter.call-cancel
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Errorf("bus.Do: %v, want context.Canceled", err)
 	}
@@ -132,10 +129,11 @@ func TestCancelMessageCancelsTheHandler(t *testing.T) {
 	}
 }
 
-// TestCancelReachesEveryCallOfARequestID: calls that share a request id are all
-// cancelled by its cancel message, and one that finishes first leaves the others
-// cancellable.
-func TestCancelReachesEveryCallOfARequestID(t *testing.T) {
+// TestCancelReachesEveryCallOfACallID: calls that share a call id (a request the bus
+// delivered twice) are all cancelled by its cancel message, and one that finishes
+// first leaves the others cancellable. A cancel that names the call by its request
+// id, or names another tool, cancels nothing.
+func TestCancelReachesEveryCallOfACallID(t *testing.T) {
 	e := newEnv(t)
 	started := make(chan string, 3)
 	causes := make(chan error, 3)
@@ -155,10 +153,8 @@ func TestCancelReachesEveryCallOfARequestID(t *testing.T) {
 	replies := make(chan error, 3)
 	send := func(params string) {
 		go func() {
-			_, err := bus.Do(context.Background(), e.nc, bus.DefaultSubjects, bus.Request{
-				Subject: bus.DefaultSubjects.Call("waiter", "wait"), RequestID: "req-shared",
-				Deadline: time.Now().Add(time.Minute), Data: []byte(params),
-			})
+			_, err := bus.Do(context.Background(), e.nc, wire.DefaultSubjects, &wire.Request{Tool: "waiter", Method: "wait", CallID: "call-shared", RequestID: "req-shared",
+				Deadline: time.Now().Add(time.Minute), Data: []byte(params)})
 			replies <- err
 		}()
 		<-started
@@ -169,7 +165,23 @@ func TestCancelReachesEveryCallOfARequestID(t *testing.T) {
 		t.Fatalf("the quick call: %v", err)
 	}
 	send(`{}`)
-	if err := e.nc.Publish(bus.DefaultSubjects.Cancel("req-shared"), nil); err != nil {
+	for _, wrong := range []string{wire.DefaultSubjects.Cancel("waiter", "req-shared"), wire.DefaultSubjects.Cancel("other", "call-shared")} {
+		if err := e.nc.Publish(wrong, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A call of the same tool, sent after the wrong cancels, is not cancelled by them:
+	// once it answers, the worker has heard them too and cancelled nothing.
+	send(`{"quick":true}`)
+	if err := <-replies; err != nil {
+		t.Fatalf("the second quick call: %v", err)
+	}
+	select {
+	case err := <-causes:
+		t.Fatalf("a cancel naming the request id, or another tool, cancelled a call: %v", err)
+	default:
+	}
+	if err := e.nc.Publish(wire.DefaultSubjects.Cancel("waiter", "call-shared"), nil); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -179,7 +191,7 @@ func TestCancelReachesEveryCallOfARequestID(t *testing.T) {
 				t.Errorf("cause %v, want ErrCancelled", err)
 			}
 		case <-time.After(2 * time.Second):
-			t.Fatal("a call of the request id was not cancelled")
+			t.Fatal("a call of the call id was not cancelled")
 		}
 	}
 }
@@ -211,16 +223,14 @@ func TestProgressAndLog(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			id := tt.id
-			sub, err := e.nc.SubscribeSync(bus.DefaultSubjects.Progress(id))
+			sub, err := e.nc.SubscribeSync(wire.DefaultSubjects.Progress("reporter", id))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer sub.Unsubscribe()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			if _, err := bus.Do(ctx, e.nc, bus.DefaultSubjects, bus.Request{
-				Subject: bus.DefaultSubjects.Call("reporter", "report"), RequestID: id, Progress: tt.progress,
-			}); err != nil {
+			if _, err := bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{Tool: "reporter", Method: "report", CallID: id, RequestID: "req-" + id, Progress: tt.progress}); err != nil {
 				t.Fatal(err)
 			}
 			if err := e.nc.Flush(); err != nil {
@@ -274,19 +284,17 @@ func TestCallOutcomes(t *testing.T) {
 	}
 	e.start(workers.Tool{ID: "outcomes"}, methods)
 
-	do := func(t *testing.T, method, params string, timeout time.Duration) (*bus.Reply, error) {
+	do := func(t *testing.T, method, params string, timeout time.Duration) (*wire.Reply, error) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		return bus.Do(ctx, e.nc, bus.DefaultSubjects, bus.Request{
-			Subject: bus.DefaultSubjects.Call("outcomes", method), RequestID: "r-" + method, Data: []byte(params),
-		})
+		return bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{Tool: "outcomes", Method: method, CallID: "r-" + method, RequestID: "r-" + method, Data: []byte(params)})
 	}
-	toolErr := func(t *testing.T, err error, code string, status int) *bus.ToolError {
+	toolErr := func(t *testing.T, err error, code string, status int) *wire.ToolError {
 		t.Helper()
-		var te *bus.ToolError
+		var te *wire.ToolError
 		if !errors.As(err, &te) {
-			t.Fatalf("got %v, want a *bus.ToolError", err)
+			t.Fatalf("got %v, want a *wire.ToolError", err)
 		}
 		if te.Code != code || te.Status != status {
 			t.Errorf("tool error code %q status %d, want %q %d (message %q)", te.Code, te.Status, code, status, te.Message)
@@ -317,8 +325,8 @@ func TestCallOutcomes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Status != 200 || r.ContentType != "application/json" || r.Header.Get(bus.HeaderResult) != bus.ResultMCP {
-			t.Errorf("reply %d %q, %s %q", r.Status, r.ContentType, bus.HeaderResult, r.Header.Get(bus.HeaderResult))
+		if r.Status != 200 || r.ContentType != "application/json" || !r.MCPResult {
+			t.Errorf("reply %d %q, MCP result %v", r.Status, r.ContentType, r.MCPResult)
 		}
 		if string(r.Data) != `{"content":[{"type":"text","text":"hi"}],"isError":true}` {
 			t.Errorf("body %s", r.Data)
@@ -386,7 +394,7 @@ func TestPayloadLimits(t *testing.T) {
 
 	t.Run("a request over max_payload is refused before it is sent", func(t *testing.T) {
 		params, _ := json.Marshal(map[string]string{"pad": strings.Repeat("x", 5000)})
-		_, err := bus.Do(ctx, e.nc, bus.DefaultSubjects, bus.Request{Subject: bus.DefaultSubjects.Call("sizes", "echo"), RequestID: "r1", Data: params})
+		_, err := bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{Tool: "sizes", Method: "echo", CallID: "r1", RequestID: "r1", Data: params})
 		var tooLarge *bus.PayloadTooLargeError
 		if !errors.As(err, &tooLarge) {
 			t.Fatalf("got %v, want *bus.PayloadTooLargeError", err)
@@ -396,14 +404,14 @@ func TestPayloadLimits(t *testing.T) {
 		}
 	})
 	t.Run("a request under max_payload goes through", func(t *testing.T) {
-		r, err := bus.Do(ctx, e.nc, bus.DefaultSubjects, bus.Request{Subject: bus.DefaultSubjects.Call("sizes", "echo"), RequestID: "r2", Data: []byte(`{"a":1}`)})
+		r, err := bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{Tool: "sizes", Method: "echo", CallID: "r2", RequestID: "r2", Data: []byte(`{"a":1}`)})
 		if err != nil || string(r.Data) != `{"a":1}` {
 			t.Fatalf("got %v %s", err, r.Data)
 		}
 	})
 	t.Run("a reply over max_payload becomes a reply_too_large error", func(t *testing.T) {
-		_, err := bus.Do(ctx, e.nc, bus.DefaultSubjects, bus.Request{Subject: bus.DefaultSubjects.Call("sizes", "big"), RequestID: "r3"})
-		var te *bus.ToolError
+		_, err := bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{Tool: "sizes", Method: "big", CallID: "r3", RequestID: "r3"})
+		var te *wire.ToolError
 		if !errors.As(err, &te) || te.Code != workers.CodeReplyTooLarge || te.Status != 502 {
 			t.Fatalf("got %v, want a reply_too_large tool error with status 502", err)
 		}
@@ -442,9 +450,7 @@ func newQueue(t *testing.T) *queue {
 
 // call sends a call of work and returns its outcome.
 func (q *queue) call(ctx context.Context, id, params string, deadline time.Time) error {
-	_, err := bus.Do(ctx, q.e.nc, bus.DefaultSubjects, bus.Request{
-		Subject: bus.DefaultSubjects.Call("queue", "work"), RequestID: id, Deadline: deadline, Data: []byte(params),
-	})
+	_, err := bus.Do(ctx, q.e.nc, wire.DefaultSubjects, &wire.Request{Tool: "queue", Method: "work", CallID: id, RequestID: id, Deadline: deadline, Data: []byte(params)})
 	return err
 }
 
@@ -494,7 +500,7 @@ func TestACallCancelledBeforeItStartsDoesNotRun(t *testing.T) {
 	queued := make(chan error, 1)
 	go func() { queued <- q.call(queuedCtx, "req-queued", `{}`, time.Now().Add(time.Minute)) }()
 	time.Sleep(50 * time.Millisecond) // let the call reach the worker's queue; the test holds if it has not
-	cancelQueued()                    // bus.Do publishes tg.cancel.req-queued
+	cancelQueued()                    // bus.Do publishes tg.cancel.queue.req-queued
 	if err := <-queued; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the queued call: %v, want context.Canceled", err)
 	}

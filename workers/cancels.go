@@ -9,10 +9,10 @@ import "time"
 // longer than the window is still stopped by its own deadline, checked before it runs.
 const (
 	DefaultCancelMemory    = time.Minute
-	DefaultCancelMemoryMax = 10_000 // request ids; the oldest go first past it
+	DefaultCancelMemoryMax = 10_000 // call ids; the oldest go first past it
 )
 
-// recentCancels is the set of request ids cancelled in the last window, at most max
+// recentCancels is the set of call ids cancelled in the last window, at most max
 // of them, in O(1) per cancel: a queue in arrival order, and a map for lookups.
 type recentCancels struct {
 	window time.Duration

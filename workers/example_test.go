@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/toolgate/toolgate/bus"
-	"github.com/toolgate/toolgate/registry"
+	"github.com/nats-io/nats.go"
+
 	"github.com/toolgate/toolgate/workers"
 )
 
@@ -31,17 +31,13 @@ type forecastOut struct {
 func Example() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	nc, err := bus.Connect("nats://127.0.0.1:4222", "weather-worker", nil)
+	nc, err := nats.Connect("nats://127.0.0.1:4222", nats.Name("weather-worker"), nats.MaxReconnects(-1))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer nc.Close()
-	store, err := registry.Open(ctx, nc, registry.DefaultOptions())
-	if err != nil {
-		log.Fatal(err)
-	}
 
-	w := workers.New(nc, store, workers.Tool{ID: "weather", Title: "Weather", Version: "1.0.0"})
+	w := workers.New(nc, workers.Tool{ID: "weather", Title: "Weather", Version: "1.0.0"})
 	w.Handle(workers.Func("forecast", "Forecast the weather in a city",
 		func(ctx context.Context, c *workers.Call, in forecastIn) (forecastOut, error) {
 			if in.City == "" {

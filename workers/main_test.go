@@ -66,9 +66,8 @@ func (e *env) start(tool workers.Tool, methods []workers.Method, opts ...workers
 func (e *env) startWith(tool workers.Tool, methods []workers.Method, declare func(*workers.Worker), opts ...workers.Option) *instance {
 	e.t.Helper()
 	nc := testenv.Conn(e.t, e.url)
-	store := testenv.Store(e.t, nc, e.store.Options().Replicas)
 	opts = append([]workers.Option{workers.WithLogger(testenv.Logger(e.t))}, opts...)
-	w := workers.New(nc, store, tool, opts...)
+	w := workers.New(nc, tool, opts...)
 	for _, m := range methods {
 		w.Handle(m)
 	}

@@ -7,18 +7,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/toolgate/toolgate/bus"
-	"github.com/toolgate/toolgate/registry"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/workers"
 )
 
 func TestMCPRequests(t *testing.T) {
 	e := newEnv(t)
 	seen := make(chan *workers.Call, 1)
-	tool := workers.Tool{ID: "library", Capabilities: registry.Capabilities{Resources: true, Prompts: true}}
+	tool := workers.Tool{ID: "library", Capabilities: workers.Capabilities{Resources: true, Prompts: true}}
 	e.startWith(tool, []workers.Method{greet()}, func(w *workers.Worker) {
 		w.HandleMCP(func(ctx context.Context, c *workers.Call, method string) (any, error) {
 			seen <- c
@@ -40,13 +39,13 @@ func TestMCPRequests(t *testing.T) {
 			return nil, &workers.RPCError{Code: workers.RPCMethodNotFound, Message: "no method " + method}
 		})
 	})
-	ask := func(t *testing.T, method, params string) (*bus.Reply, error) {
+	ask := func(t *testing.T, method, params string) (*wire.Reply, error) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		return bus.Do(ctx, e.nc, bus.DefaultSubjects, bus.Request{
-			Subject: bus.DefaultSubjects.MCP("library"), RequestID: "m-" + method, Account: "acme", Session: "s-1",
-			Data: []byte(params), Header: nats.Header{bus.HeaderMethod: []string{method}},
+		return bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{
+			Tool: "library", MCP: true, Method: method, CallID: "m-" + method, RequestID: "m-" + method,
+			Account: "acme", Session: "s-1", Data: []byte(params),
 		})
 	}
 
@@ -71,21 +70,23 @@ func TestMCPRequests(t *testing.T) {
 		}
 	})
 	for _, tt := range []struct {
-		name, method, params, code, message, data string
+		name, method, params string
+		code                 int64
+		message, data        string
 	}{
-		{"an RPCError carries its code, message and data", "resources/read", `{"uri":"book://2"}`, "-32002", "resource not found", `{"uri":"book://2"}`},
-		{"an unknown method is method not found", "tools/list", `{}`, "-32601", "no method tools/list", ""},
-		{"params that do not decode are invalid params", "resources/read", `{"uri":7}`, "-32602", "", ""},
+		{"an RPCError carries its code, message and data", "resources/read", `{"uri":"book://2"}`, -32002, "resource not found", `{"uri":"book://2"}`},
+		{"an unknown method is method not found", "tools/list", `{}`, workers.RPCMethodNotFound, "no method tools/list", ""},
+		{"params that do not decode are invalid params", "resources/read", `{"uri":7}`, workers.RPCInvalidParams, "", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := ask(t, tt.method, tt.params)
 			<-seen
-			var te *bus.ToolError
-			if !errors.As(err, &te) {
-				t.Fatalf("got %v, want a *bus.ToolError", err)
+			var re *workers.RPCError
+			if !errors.As(err, &re) {
+				t.Fatalf("got %v, want a JSON-RPC error", err)
 			}
-			if te.Code != tt.code || (tt.message != "" && te.Message != tt.message) || string(te.Data) != tt.data {
-				t.Errorf("error %q %q %s, want %q %q %s", te.Code, te.Message, te.Data, tt.code, tt.message, tt.data)
+			if re.Code != tt.code || (tt.message != "" && re.Message != tt.message) || string(re.Data) != tt.data {
+				t.Errorf("error %d %q %s, want %d %q %s", re.Code, re.Message, re.Data, tt.code, tt.message, tt.data)
 			}
 		})
 	}

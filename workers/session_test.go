@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/workers"
 )
@@ -26,13 +27,12 @@ func TestCallRequestAsksTheSessionsClient(t *testing.T) {
 		return map[string]any{}, nil
 	}}
 	e.start(workers.Tool{ID: "asker"}, []workers.Method{ask})
-	run := func(t *testing.T, session string, timeout time.Duration) outcome {
+	runWith := func(t *testing.T, session string, caps []string, timeout time.Duration) outcome {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		_, _ = bus.Do(ctx, e.nc, bus.DefaultSubjects, bus.Request{
-			Subject: bus.DefaultSubjects.Call("asker", "ask"), RequestID: "ask-" + session, Session: session, Data: []byte(`{}`),
-		})
+		_, _ = bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{Tool: "asker", Method: "ask", CallID: "ask-" + session,
+			RequestID: "ask-" + session, Session: session, ClientCapabilities: caps, Data: []byte(`{}`)})
 		select {
 		case o := <-outcomes:
 			return o
@@ -41,9 +41,13 @@ func TestCallRequestAsksTheSessionsClient(t *testing.T) {
 			return outcome{}
 		}
 	}
+	run := func(t *testing.T, session string, timeout time.Duration) outcome {
+		t.Helper()
+		return runWith(t, session, nil, timeout)
+	}
 
 	t.Run("the client's result comes back to the handler", func(t *testing.T) {
-		se := testenv.NewSessionEdge(t, e.nc, "sess-ok", func(id string) string {
+		se := testenv.NewSessionEdge(t, e.nc, "asker", "sess-ok", func(id string) string {
 			return `{"jsonrpc":"2.0","id":"` + id + `","result":{"action":"accept","content":{"name":"Ada"}}}`
 		})
 		o := run(t, "sess-ok", 5*time.Second)
@@ -59,13 +63,25 @@ func TestCallRequestAsksTheSessionsClient(t *testing.T) {
 		}
 	})
 	t.Run("the client's error is an RPCError", func(t *testing.T) {
-		testenv.NewSessionEdge(t, e.nc, "sess-no", func(id string) string {
+		testenv.NewSessionEdge(t, e.nc, "asker", "sess-no", func(id string) string {
 			return `{"jsonrpc":"2.0","id":"` + id + `","error":{"code":-1,"message":"User rejected"}}`
 		})
 		o := run(t, "sess-no", 5*time.Second)
 		var re *workers.RPCError
 		if !errors.As(o.err, &re) || re.Code != -1 || re.Message != "User rejected" {
 			t.Fatalf("got %v, want the client's JSON-RPC error", o.err)
+		}
+	})
+	t.Run("a client that did not declare the capability is not asked", func(t *testing.T) {
+		se := testenv.NewSessionEdge(t, e.nc, "asker", "sess-sampling-only", nil)
+		o := runWith(t, "sess-sampling-only", []string{"roots", "sampling"}, 5*time.Second)
+		if !errors.Is(o.err, workers.ErrNotDeclared) || !strings.Contains(o.err.Error(), "does not support elicitation") {
+			t.Fatalf("got %v, want ErrNotDeclared naming elicitation", o.err)
+		}
+		select {
+		case m := <-se.Sent:
+			t.Fatalf("the session was sent %v", m)
+		default:
 		}
 	})
 	t.Run("a call without a session cannot ask", func(t *testing.T) {
@@ -76,12 +92,12 @@ func TestCallRequestAsksTheSessionsClient(t *testing.T) {
 	t.Run("with nothing to store session messages it fails at once", func(t *testing.T) {
 		start := time.Now()
 		o := run(t, "sess-nowhere", 5*time.Second)
-		if !errors.Is(o.err, bus.ErrNoSessionLog) || time.Since(start) > time.Second {
+		if !errors.Is(o.err, workers.ErrNoSessionLog) || time.Since(start) > time.Second {
 			t.Fatalf("got %v after %v", o.err, time.Since(start))
 		}
 	})
 	t.Run("when the call ends first the client is told the request is cancelled", func(t *testing.T) {
-		se := testenv.NewSessionEdge(t, e.nc, "sess-slow", nil)
+		se := testenv.NewSessionEdge(t, e.nc, "asker", "sess-slow", nil)
 		o := run(t, "sess-slow", 300*time.Millisecond)
 		if o.err == nil {
 			t.Fatal("no error without an answer")

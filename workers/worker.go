@@ -1,14 +1,20 @@
 // Package workers is the SDK a tool team imports to put its tool behind toolgate:
-// declare the tool and its methods (schemas written out or inferred from Go types),
-// then Run. A running Worker keeps the tool's record and its own presence in the
-// registry, serves the methods' bus subjects in the tool's queue group as a nats micro
-// service (and, for a tool that serves resources, prompts or completion, its tg.mcp
-// subject), runs calls concurrently up to a bound, and on shutdown drains: the calls
-// it has taken finish and reply, new ones go to the tool's other instances.
+// take a NATS connection, declare the tool and its methods (schemas written out or
+// inferred from Go types), then Run. A running Worker writes the tool's record and
+// keeps its own presence in the registry, serves the methods' bus subjects in the
+// tool's queue group as a nats micro service (and, for a tool that serves resources,
+// prompts or completion, its tg.mcp subject), runs calls concurrently up to a bound,
+// and on shutdown drains: the calls it has taken finish and reply, new ones go to the
+// tool's other instances.
+//
+// Everything a worker of tool T sends or follows names T (see bus/wire), so the NATS
+// account it runs as can be limited to its own tool: its calls, its cancels, its
+// record and presence, its sessions' replies, and its own inbox.
 package workers
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,8 +37,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/toolgate/toolgate/bus"
-	"github.com/toolgate/toolgate/registry"
+	"github.com/toolgate/toolgate/bus/wire"
 )
 
 var tracer = otel.Tracer("github.com/toolgate/toolgate/workers")
@@ -47,7 +52,7 @@ type Tool struct {
 	Description  string
 	Version      string // a semantic version (a leading "v" is dropped); "0.0.0" when empty
 	Owner        string // the account that deploys the tool, if any
-	Capabilities registry.Capabilities
+	Capabilities Capabilities
 }
 
 // Method is one method of the tool and the handler that answers its calls.
@@ -80,9 +85,10 @@ type config struct {
 	concurrency  int
 	cancelWindow time.Duration
 	cancelMax    int
+	presenceTTL  time.Duration
 	heartbeat    time.Duration
 	log          *slog.Logger
-	subjects     bus.Subjects
+	subjects     wire.Subjects
 }
 
 // WithInstance names this instance in the presence bucket and in nats micro metadata
@@ -96,7 +102,7 @@ func WithInstance(name string) Option { return func(c *config) { c.instance = na
 // caller has already been answered.
 func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = n } }
 
-// WithCancelMemory sets how long, and for how many request ids at most, the instance
+// WithCancelMemory sets how long, and for how many call ids at most, the instance
 // remembers cancels that name no call running here, so that a call still waiting for
 // a slot, or on its way, never starts once its caller gave up (by default
 // DefaultCancelMemory and DefaultCancelMemoryMax; the oldest go first past the
@@ -105,24 +111,30 @@ func WithCancelMemory(window time.Duration, max int) Option {
 	return func(c *config) { c.cancelWindow, c.cancelMax = window, max }
 }
 
+// WithPresenceTTL sets how long the instance's presence outlives its last heartbeat:
+// how long after a crash the tool still shows it (wire.DefaultPresenceTTL by
+// default). The server counts whole seconds, at least one; the presence bucket's own
+// TTL bounds it, so a longer one lasts only that long.
+func WithPresenceTTL(d time.Duration) Option { return func(c *config) { c.presenceTTL = d } }
+
 // WithHeartbeat sets how often presence is refreshed; by default a third of the
-// registry's presence TTL, so that two lost heartbeats do not make the instance vanish.
+// presence TTL, so that two lost heartbeats do not make the instance vanish.
 func WithHeartbeat(d time.Duration) Option { return func(c *config) { c.heartbeat = d } }
 
 // WithLogger sets the logger (slog.Default() by default). Parameters and results are
 // never logged.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
-// WithSubjects sets the bus subjects' prefix (bus.DefaultSubjects by default).
-func WithSubjects(s bus.Subjects) Option { return func(c *config) { c.subjects = s } }
+// WithSubjects sets the bus subjects' prefix (wire.DefaultSubjects by default).
+func WithSubjects(s wire.Subjects) Option { return func(c *config) { c.subjects = s } }
 
 // Worker serves one instance of a tool.
 type Worker struct {
 	nc    *nats.Conn
-	store *registry.Store
 	tool  Tool
 	cfg   config
 	log   *slog.Logger
+	inbox *inbox // while Run runs
 
 	mu       sync.Mutex
 	methods  []Method
@@ -144,34 +156,35 @@ type Worker struct {
 	base     context.Context // the parent of every call's context: Run's values, never its end
 
 	cancelMu  sync.Mutex
-	running   map[string]map[*runningCall]struct{} // by request id
-	cancelled *recentCancels                       // request ids whose caller gave up
+	running   map[string]map[*runningCall]struct{} // by call id
+	cancelled *recentCancels                       // call ids whose caller gave up
 
 	stats map[string]*methodStats // by endpoint subject
 }
 
 type runningCall struct{ cancel context.CancelCauseFunc }
 
-// New returns a worker for tool on nc, registered in store. Declare its methods with
-// Handle, then call Run.
-func New(nc *nats.Conn, store *registry.Store, tool Tool, opts ...Option) *Worker {
+// New returns a worker for tool on nc. Declare its methods with Handle, then call Run.
+func New(nc *nats.Conn, tool Tool, opts ...Option) *Worker {
 	cfg := config{
 		concurrency:  DefaultConcurrency,
 		cancelWindow: DefaultCancelMemory,
 		cancelMax:    DefaultCancelMemoryMax,
-		heartbeat:    store.Options().PresenceTTL / 3,
+		presenceTTL:  wire.DefaultPresenceTTL,
 		log:          slog.Default(),
-		subjects:     bus.DefaultSubjects,
+		subjects:     wire.DefaultSubjects,
 	}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.heartbeat == 0 {
+		cfg.heartbeat = cfg.presenceTTL / 3
 	}
 	if cfg.instance == "" {
 		cfg.instance = defaultInstance()
 	}
 	return &Worker{
 		nc:        nc,
-		store:     store,
 		tool:      tool,
 		cfg:       cfg,
 		log:       cfg.log.With("tool", tool.ID, "instance", cfg.instance),
@@ -196,7 +209,7 @@ func defaultInstance() string {
 		}
 		return -1
 	}, host)
-	suffix := registry.NewID("")[:8]
+	suffix := strings.ToLower(rand.Text()[:8])
 	if host == "" {
 		return suffix
 	}
@@ -325,7 +338,10 @@ func (w *Worker) Ready() <-chan struct{} { return w.ready }
 // Run registers the tool, serves its methods until ctx ends, then drains: it stops
 // taking calls, lets every call it has taken finish and reply, removes its presence
 // and returns nil. If the connection closes under it, Run waits for its running
-// handlers and returns an error; its presence then expires with the registry's TTL.
+// handlers and returns an error; its presence then expires with its TTL.
+//
+// The registry must exist on the NATS system (an edge, or toolgate's bootstrap,
+// makes it): until it does, Run waits, saying so in its log.
 //
 // The drain fences the calls already delivered with a barrier on the whole
 // connection, so workers that share one connection also wait for the calls queued
@@ -346,6 +362,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if w.inbox, err = openInbox(w.nc, w.tool.ID); err != nil {
+		return fmt.Errorf("workers: tool %s: %w", w.tool.ID, err)
+	}
+	defer w.inbox.close()
 	if err := w.putTool(ctx, rec); err != nil {
 		if ctx.Err() != nil { // stopped before serving anything: a clean stop, not a failure
 			return nil
@@ -362,7 +382,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.base = context.WithoutCancel(ctx)
 	w.sem = make(chan struct{}, w.cfg.concurrency)
 	w.idle = make(chan job)
-	cancels, err := w.nc.Subscribe(w.cfg.subjects.CancelAll(), w.onCancel)
+	cancels, err := w.nc.Subscribe(w.cfg.subjects.CancelTool(w.tool.ID), w.onCancel)
 	if err != nil {
 		return fmt.Errorf("workers: tool %s: subscribe to cancellations: %w", w.tool.ID, err)
 	}
@@ -372,9 +392,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	presence := registry.Presence{Tool: w.tool.ID, Instance: w.cfg.instance, Version: w.tool.Version, StartedAt: time.Now().UTC()}
+	presence := &wire.Presence{Tool: w.tool.ID, Instance: w.cfg.instance, Version: w.tool.Version, StartedAt: time.Now().UTC()}
 	presence.Host, _ = os.Hostname()
-	if err := w.store.PutPresence(ctx, presence); err != nil {
+	if err := w.putPresence(ctx, presence); err != nil {
 		if ctx.Err() != nil { // stopped while starting: a clean stop, not a failure
 			return w.drain(svc, closed)
 		}
@@ -397,7 +417,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			return fmt.Errorf("workers: tool %s instance %s: %w", w.tool.ID, w.cfg.instance, nats.ErrConnectionClosed)
 		case <-heartbeat.C:
 			hctx, cancel := context.WithTimeout(ctx, w.cfg.heartbeat)
-			if err := w.store.PutPresence(hctx, presence); err != nil && ctx.Err() == nil {
+			if err := w.putPresence(hctx, presence); err != nil && ctx.Err() == nil {
 				w.log.Warn("presence heartbeat failed", "err", err)
 			}
 			cancel()
@@ -406,12 +426,12 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // record checks the declaration and returns the tool's registry record.
-func (w *Worker) record(methods []Method, hasMCP bool) (registry.Tool, error) {
-	fail := func(format string, args ...any) (registry.Tool, error) {
-		return registry.Tool{}, fmt.Errorf("workers: tool %s: "+format, append([]any{w.tool.ID}, args...)...)
+func (w *Worker) record(methods []Method, hasMCP bool) (wire.Tool, error) {
+	fail := func(format string, args ...any) (wire.Tool, error) {
+		return wire.Tool{}, fmt.Errorf("workers: tool %s: "+format, append([]any{w.tool.ID}, args...)...)
 	}
-	if err := bus.CheckToolID(w.tool.ID); err != nil {
-		return registry.Tool{}, fmt.Errorf("workers: %w", err)
+	if err := wire.CheckToolID(w.tool.ID); err != nil {
+		return wire.Tool{}, fmt.Errorf("workers: %w", err)
 	}
 	if !instancePattern.MatchString(w.cfg.instance) {
 		return fail("instance %q: must match %s", w.cfg.instance, instancePattern)
@@ -422,61 +442,109 @@ func (w *Worker) record(methods []Method, hasMCP bool) (registry.Tool, error) {
 	if w.cfg.cancelWindow <= 0 || w.cfg.cancelMax < 1 {
 		return fail("cancel memory: the window must be positive and the bound at least 1")
 	}
-	if ttl := w.store.Options().PresenceTTL; w.cfg.heartbeat <= 0 || w.cfg.heartbeat >= ttl {
+	if w.cfg.presenceTTL < time.Second {
+		return fail("presence TTL: must be at least a second")
+	}
+	if ttl := w.cfg.presenceTTL; w.cfg.heartbeat <= 0 || w.cfg.heartbeat >= ttl {
 		return fail("heartbeat: must be positive and shorter than the presence TTL (%v)", ttl)
 	}
 	if caps := w.tool.Capabilities; (caps.Resources || caps.Prompts || caps.Completions) && !hasMCP {
 		return fail("capabilities: resources, prompts and completions are served by an MCP handler; declare one with HandleMCP")
 	}
-	rec := registry.Tool{
+	rec := wire.Tool{
 		ID: w.tool.ID, Title: w.tool.Title, Description: w.tool.Description, Version: w.tool.Version,
-		Owner: w.tool.Owner, Capabilities: w.tool.Capabilities, Methods: []registry.Method{},
+		Owner: w.tool.Owner, Capabilities: w.tool.Capabilities, Methods: []wire.Method{},
 	}
-	seen := map[string]bool{}
 	for _, m := range methods {
 		switch {
 		case m.err != nil:
 			return fail("method %s: %v", m.Name, m.err)
 		case m.Handler == nil:
 			return fail("method %s: no handler", m.Name)
-		case seen[m.Name]:
-			return fail("method %s: declared twice", m.Name)
 		}
-		if err := bus.CheckMethodName(m.Name); err != nil {
-			return fail("%v", err)
-		}
-		for what, s := range map[string]json.RawMessage{"input": m.InputSchema, "output": m.OutputSchema, "annotations": m.Annotations} {
-			if len(s) > 0 && !json.Valid(s) {
-				return fail("method %s: %s: not JSON", m.Name, what)
-			}
-		}
-		seen[m.Name] = true
-		rec.Methods = append(rec.Methods, registry.Method{
+		rec.Methods = append(rec.Methods, wire.Method{
 			Name: m.Name, Title: m.Title, Description: m.Description, InputSchema: m.InputSchema,
-			OutputSchema: m.OutputSchema, Annotations: m.Annotations, Timeout: registry.Duration(m.Timeout),
+			OutputSchema: m.OutputSchema, Annotations: m.Annotations, Timeout: wire.Duration(m.Timeout),
 			MCPName: m.MCPName,
 		})
+	}
+	// The edges refuse a record that breaks these rules: refuse it here first, where
+	// the tool's team reads why.
+	if err := wire.CheckTool(&rec); err != nil {
+		return wire.Tool{}, fmt.Errorf("workers: %w", err)
+	}
+	if err := wire.CheckSchemas(&rec); err != nil {
+		return wire.Tool{}, fmt.Errorf("workers: %w", err)
 	}
 	return rec, nil
 }
 
 // putTool writes the tool's record unless the registry holds it already: every
 // instance writes it at start, and an unchanged tool should not look changed to the
-// edges (MCP sessions are told of every change).
-func (w *Worker) putTool(ctx context.Context, rec registry.Tool) error {
-	cur, err := w.store.Tool(ctx, rec.ID)
-	if err != nil && !errors.Is(err, registry.ErrNotFound) {
+// edges (MCP sessions are told of every change). Until the registry exists, it waits.
+func (w *Worker) putTool(ctx context.Context, rec wire.Tool) error {
+	return w.untilStored(ctx, "the tool's record", func() error {
+		get := nats.NewMsg(wire.ToolRecordGet(rec.ID))
+		answer, err := w.inbox.request(ctx, get)
+		if err != nil {
+			return fmt.Errorf("read the tool's record: %w", err)
+		}
+		cur, err := wire.ReadToolRecord(answer)
+		if err != nil {
+			return fmt.Errorf("read the tool's record: %w", err)
+		}
+		if cur != nil {
+			cur.UpdatedAt = time.Time{}
+			a, errA := json.Marshal(cur)
+			b, errB := json.Marshal(rec)
+			if errA == nil && errB == nil && string(a) == string(b) {
+				return nil
+			}
+		}
+		rec.UpdatedAt = time.Now().UTC().Truncate(time.Millisecond)
+		msg, err := wire.ToolRecordMsg(&rec)
+		if err != nil {
+			return err
+		}
+		if err := w.inbox.store(ctx, msg); err != nil {
+			return fmt.Errorf("write the tool's record: %w", err)
+		}
+		return nil
+	})
+}
+
+// putPresence writes (or refreshes) the instance's presence, to expire one TTL after.
+func (w *Worker) putPresence(ctx context.Context, p *wire.Presence) error {
+	msg, err := wire.PresenceMsg(p, w.cfg.presenceTTL)
+	if err != nil {
 		return err
 	}
-	if cur != nil {
-		cur.UpdatedAt = time.Time{}
-		a, errA := json.Marshal(cur)
-		b, errB := json.Marshal(rec)
-		if errA == nil && errB == nil && string(a) == string(b) {
-			return nil
+	return w.untilStored(ctx, "the instance's presence", func() error { return w.inbox.store(ctx, msg) })
+}
+
+// registryRetry is how often a worker looks again for a registry that is not there.
+const registryRetry = time.Second
+
+// untilStored runs write until it succeeds, fails for another reason than a missing
+// bucket, or ctx ends. A worker may start before the edges that make the registry;
+// it waits for them rather than failing, and says so once.
+func (w *Worker) untilStored(ctx context.Context, what string, write func() error) error {
+	logged := false
+	for {
+		err := write()
+		if !errors.Is(err, wire.ErrNotStored) {
+			return err
+		}
+		if !logged {
+			w.log.Warn("the registry is not on this NATS system yet; waiting for it", "writing", what)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w (the registry never appeared)", what, ctx.Err())
+		case <-time.After(registryRetry):
 		}
 	}
-	return w.store.PutTool(ctx, rec)
 }
 
 // serve starts the nats micro service with one endpoint per method, and one for the
@@ -530,7 +598,7 @@ func (w *Worker) addEndpoint(svc micro.Service, name, subject string, lookup fun
 // bound, waits for a slot, so the calls queue rather than being dropped.
 func (w *Worker) intake(lookup func() *Method, st *methodStats) micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
-		in := inbound{reply: req.Reply(), data: req.Data(), header: nats.Header(req.Headers())}
+		in := inbound{subject: req.Subject(), reply: req.Reply(), data: req.Data(), header: nats.Header(req.Headers())}
 		m := lookup()
 		if m == nil {
 			if in.reply != "" {
@@ -575,9 +643,10 @@ type job struct {
 }
 
 type inbound struct {
-	reply  string
-	data   []byte
-	header nats.Header
+	subject string
+	reply   string
+	data    []byte
+	header  nats.Header
 }
 
 // call runs one call and replies. It holds a slot of w.sem, which it gives back.
@@ -587,26 +656,24 @@ func (w *Worker) call(m *Method, st *methodStats, in inbound) {
 	defer st.inFlight.Add(-1)
 	start := time.Now()
 
-	respond, method := reply, m.Name
+	respond := reply
 	if m.mcp {
-		method = in.header.Get(bus.HeaderMethod)
 		respond = mcpReply
+	}
+	req, readErr := w.cfg.subjects.ReadRequest(in.subject, in.header, in.data)
+	method := m.Name
+	if m.mcp {
+		method = req.Method
 	}
 	c := &Call{
 		Tool: w.tool.ID, Method: method, Params: in.data, Header: in.header,
-		Account:   in.header.Get(bus.HeaderAccount),
-		RequestID: in.header.Get(bus.HeaderRequestID),
-		Session:   in.header.Get(bus.HeaderSession),
-		nc:        w.nc, subjects: w.cfg.subjects,
-		progress: in.header.Get(bus.HeaderProgress) != "",
-	}
-	if ms, err := strconv.ParseInt(in.header.Get(bus.HeaderDeadline), 10, 64); err == nil {
-		c.Deadline = time.UnixMilli(ms)
+		Account: req.Account, RequestID: req.RequestID, CallID: req.CallID, Session: req.Session,
+		Deadline: req.Deadline, w: w, req: req, progress: req.Progress,
 	}
 
-	ctx := bus.Propagator.Extract(w.base, bus.HeaderCarrier(in.header))
+	ctx := wire.Propagator.Extract(w.base, wire.HeaderCarrier(in.header))
 	var span trace.Span = noop.Span{}
-	if bus.Tracing() { // without a tracer provider the span would record nothing
+	if wire.Tracing() { // without a tracer provider the span would record nothing
 		spanName := "tool.call " + w.tool.ID + "." + m.Name
 		if m.mcp {
 			spanName = "tool.mcp " + w.tool.ID + " " + method
@@ -617,6 +684,7 @@ func (w *Worker) call(m *Method, st *methodStats, in inbound) {
 				attribute.String("toolgate.tool", w.tool.ID),
 				attribute.String("toolgate.method", method),
 				attribute.String("toolgate.request_id", c.RequestID),
+				attribute.String("toolgate.call_id", c.CallID),
 				attribute.String("toolgate.account", c.Account),
 				attribute.String("toolgate.instance", w.cfg.instance),
 			))
@@ -634,11 +702,15 @@ func (w *Worker) call(m *Method, st *methodStats, in inbound) {
 		ctx, stop = context.WithTimeout(ctx, m.Timeout)
 		defer stop()
 	}
-	defer w.track(c.RequestID, cancel)()
+	defer w.track(c.CallID, cancel)()
 
 	var result any
 	var err error
 	switch {
+	case readErr != nil:
+		// Only a gateway breaking the contract sends one: say so rather than guess.
+		err = &Error{Code: wire.CodeBadRequest, Message: readErr.Error()}
+		w.log.Warn("call not run: the request breaks the wire contract", "method", method, "err", readErr)
 	case ctx.Err() == nil:
 		result, err = w.invoke(ctx, m, c)
 	case errors.Is(context.Cause(ctx), ErrCancelled):
@@ -652,7 +724,7 @@ func (w *Worker) call(m *Method, st *methodStats, in inbound) {
 	}
 	msg := respond(in.reply, result, err)
 	if max := w.nc.MaxPayload(); max > 0 {
-		if size := bus.MessageSize(msg); size > max {
+		if size := wire.MessageSize(msg); size > max {
 			err = &Error{Code: CodeReplyTooLarge, Message: fmt.Sprintf("the reply of %d bytes exceeds the bus's max_payload of %d", size, max), Status: 502}
 			msg = respond(in.reply, nil, err)
 		}
@@ -703,20 +775,20 @@ func (w *Worker) invoke(ctx context.Context, m *Method, c *Call) (result any, er
 // track makes the call cancellable by a message on its cancel subject, until the
 // returned func is called. A call whose cancel came before it started is cancelled
 // at once.
-func (w *Worker) track(requestID string, cancel context.CancelCauseFunc) (untrack func()) {
-	if requestID == "" {
+func (w *Worker) track(callID string, cancel context.CancelCauseFunc) (untrack func()) {
+	if callID == "" {
 		return func() {}
 	}
 	rc := &runningCall{cancel: cancel}
 	w.cancelMu.Lock()
 	defer w.cancelMu.Unlock()
-	if w.cancelled.has(requestID, time.Now()) {
+	if w.cancelled.has(callID, time.Now()) {
 		cancel(ErrCancelled)
 	}
-	set := w.running[requestID]
+	set := w.running[callID]
 	if set == nil {
 		set = map[*runningCall]struct{}{}
-		w.running[requestID] = set
+		w.running[callID] = set
 	}
 	set[rc] = struct{}{}
 	return func() {
@@ -724,16 +796,19 @@ func (w *Worker) track(requestID string, cancel context.CancelCauseFunc) (untrac
 		defer w.cancelMu.Unlock()
 		delete(set, rc)
 		if len(set) == 0 {
-			delete(w.running, requestID)
+			delete(w.running, callID)
 		}
 	}
 }
 
 // onCancel cancels the running calls a cancel message names, and remembers it for
-// calls of the request that have yet to start (see WithCancelMemory). Every instance of
-// every tool hears every cancel; most name a call running elsewhere.
+// calls that have yet to start (see WithCancelMemory). Every instance of the tool
+// hears every cancel of the tool's calls; most name a call running elsewhere.
 func (w *Worker) onCancel(msg *nats.Msg) {
-	id := strings.TrimPrefix(msg.Subject, w.cfg.subjects.Cancel(""))
+	tool, id, ok := w.cfg.subjects.ParseCancel(msg.Subject)
+	if !ok || tool != w.tool.ID {
+		return
+	}
 	w.cancelMu.Lock()
 	defer w.cancelMu.Unlock()
 	for rc := range w.running[id] {
@@ -753,7 +828,7 @@ func (w *Worker) drain(svc micro.Service, closed <-chan nats.Status) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	presErr := w.store.DeletePresence(ctx, w.tool.ID, w.cfg.instance)
+	presErr := w.inbox.store(ctx, wire.PresenceDeleteMsg(w.tool.ID, w.cfg.instance))
 
 	// Once the server has answered a flush sent after the unsubscriptions, every call
 	// it routed here sits in the connection's pending queues; the barrier runs when the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
 	"github.com/toolgate/toolgate/workers"
@@ -38,18 +40,16 @@ func greet() workers.Method {
 	return m
 }
 
-func call(t *testing.T, e *env, tool, method, params string) (*bus.Reply, error) {
+func call(t *testing.T, e *env, tool, method, params string) (*wire.Reply, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return bus.Do(ctx, e.nc, bus.DefaultSubjects, bus.Request{
-		Subject: bus.DefaultSubjects.Call(tool, method), RequestID: registry.NewID("req_"), Account: "acme", Data: []byte(params),
-	})
+	return bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{Tool: tool, Method: method, CallID: registry.NewID("req_"), RequestID: registry.NewID("req_"), Account: "acme", Data: []byte(params)})
 }
 
 func TestWorkerInTheRegistry(t *testing.T) {
 	e := newEnv(t)
-	ttl := e.store.Options().PresenceTTL
+	const ttl = 2 * time.Second // the instances that leave below set it: the bucket allows 10s
 
 	t.Run("a started worker is in the view with its methods and schemas", func(t *testing.T) {
 		in := e.start(greetTool, []workers.Method{greet()})
@@ -173,7 +173,7 @@ func TestWorkerInTheRegistry(t *testing.T) {
 	})
 
 	t.Run("a worker that stops cleanly leaves presence at once", func(t *testing.T) {
-		in := e.start(workers.Tool{ID: "leaver"}, []workers.Method{greet()})
+		in := e.start(workers.Tool{ID: "leaver"}, []workers.Method{greet()}, workers.WithPresenceTTL(ttl))
 		testenv.Eventually(t, time.Second, "presence in the view", func() bool { return e.view.Snapshot().Instances("leaver") == 1 })
 		start := time.Now()
 		if err := in.stop(t); err != nil {
@@ -184,7 +184,7 @@ func TestWorkerInTheRegistry(t *testing.T) {
 	})
 
 	t.Run("a worker killed without drain leaves presence within its TTL", func(t *testing.T) {
-		in := e.start(workers.Tool{ID: "killed"}, []workers.Method{greet()})
+		in := e.start(workers.Tool{ID: "killed"}, []workers.Method{greet()}, workers.WithPresenceTTL(ttl))
 		testenv.Eventually(t, time.Second, "presence in the view", func() bool { return e.view.Snapshot().Instances("killed") == 1 })
 		start := time.Now()
 		in.nc.Close()
@@ -200,8 +200,8 @@ func TestWorkerInTheRegistry(t *testing.T) {
 		if e.view.Snapshot().Instances("killed") != 1 {
 			t.Fatal("presence gone at once: it should outlive the connection until its TTL")
 		}
-		// The key expires TTL after the last heartbeat; the server notices within a
-		// moment more, and the view within a moment after that.
+		// The key expires its own TTL after the last heartbeat; the server notices
+		// within a moment more, and the view within a moment after that.
 		testenv.Eventually(t, ttl+time.Second, "expired presence dropped", func() bool { return e.view.Snapshot().Instances("killed") == 0 })
 		t.Logf("presence left the view %v after the kill (TTL %v)", time.Since(start).Round(time.Millisecond), ttl)
 	})
@@ -249,16 +249,17 @@ func TestWorkerRefusesBadDeclarations(t *testing.T) {
 		{"an input schema that does not compile is refused", workers.Tool{ID: "t"}, []workers.Method{{Name: "m", Handler: ok, InputSchema: json.RawMessage(`{"type":"nope"}`)}}, nil, "input schema"},
 		{"parameters that are not an object are refused", workers.Tool{ID: "t"}, []workers.Method{workers.Func("m", "", func(context.Context, *workers.Call, string) (string, error) { return "", nil })}, nil, "JSON object"},
 		{"a version that is not semantic is refused", workers.Tool{ID: "t", Version: "latest"}, []workers.Method{{Name: "m", Handler: ok}}, nil, "version"},
-		{"resources without an MCP handler are refused", workers.Tool{ID: "t", Capabilities: registry.Capabilities{Resources: true}}, nil, nil, "HandleMCP"},
+		{"resources without an MCP handler are refused", workers.Tool{ID: "t", Capabilities: workers.Capabilities{Resources: true}}, nil, nil, "HandleMCP"},
 		{"a concurrency below one is refused", workers.Tool{ID: "t"}, nil, []workers.Option{workers.WithConcurrency(0)}, "concurrency"},
 		{"a cancel memory of no time is refused", workers.Tool{ID: "t"}, nil, []workers.Option{workers.WithCancelMemory(0, 10)}, "cancel memory"},
 		{"a cancel memory of no request ids is refused", workers.Tool{ID: "t"}, nil, []workers.Option{workers.WithCancelMemory(time.Minute, 0)}, "cancel memory"},
 		{"a heartbeat as long as the TTL is refused", workers.Tool{ID: "t"}, nil, []workers.Option{workers.WithHeartbeat(time.Hour)}, "heartbeat"},
+		{"a presence TTL under a second is refused", workers.Tool{ID: "t"}, nil, []workers.Option{workers.WithPresenceTTL(500 * time.Millisecond)}, "presence TTL"},
 		{"an instance name with a dot is refused", workers.Tool{ID: "t"}, nil, []workers.Option{workers.WithInstance("a.b")}, "instance"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w := workers.New(e.nc, e.store, tt.tool, tt.opts...)
+			w := workers.New(e.nc, tt.tool, tt.opts...)
 			for _, m := range tt.methods {
 				w.Handle(m)
 			}
@@ -436,7 +437,7 @@ func TestClusterR3(t *testing.T) {
 		testenv.Eventually(t, 2*time.Second, "presence in the view", func() bool { return e.view.Snapshot().Instances("greeter") == 1 })
 		// The worker's subscription reaches the caller's node over the cluster's routes,
 		// which may take a moment longer than its presence takes through JetStream.
-		var r *bus.Reply
+		var r *wire.Reply
 		var err error
 		testenv.Eventually(t, 2*time.Second, "the worker answers from another node", func() bool {
 			r, err = call(t, e, "greeter", "greet", `{"name":"Ada"}`)
@@ -504,19 +505,19 @@ func ExampleFunc() {
 
 func TestSubjectPrefix(t *testing.T) {
 	e := newEnv(t)
-	alt := bus.Subjects{Prefix: "alt"}
+	alt := wire.Subjects{Prefix: "alt"}
 	e.start(workers.Tool{ID: "prefixed"}, []workers.Method{greet()}, workers.WithSubjects(alt))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 
 	t.Run("a worker under another prefix answers on that prefix's subjects", func(t *testing.T) {
-		r, err := bus.Do(ctx, e.nc, alt, bus.Request{Subject: alt.Call("prefixed", "greet"), RequestID: "p1", Data: []byte(`{"name":"Ada"}`)})
+		r, err := bus.Do(ctx, e.nc, alt, &wire.Request{Tool: "prefixed", Method: "greet", CallID: "p1", RequestID: "p1", Data: []byte(`{"name":"Ada"}`)})
 		if err != nil || string(r.Data) != `{"greeting":"hello, Ada"}` {
 			t.Fatalf("got %v %v", err, r)
 		}
 	})
 	t.Run("and not on the default prefix", func(t *testing.T) {
-		_, err := bus.Do(ctx, e.nc, bus.DefaultSubjects, bus.Request{Subject: bus.DefaultSubjects.Call("prefixed", "greet"), RequestID: "p2", Data: []byte(`{"name":"Ada"}`)})
+		_, err := bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{Tool: "prefixed", Method: "greet", CallID: "p2", RequestID: "p2", Data: []byte(`{"name":"Ada"}`)})
 		if !errors.Is(err, bus.ErrNoResponders) {
 			t.Fatalf("got %v, want no responders", err)
 		}
@@ -564,7 +565,7 @@ func TestSetMethodsWhileServing(t *testing.T) {
 		}
 		testenv.Eventually(t, time.Second, "the record has only b", func() bool { return strings.Join(methods(), ",") == "b_dotted/" })
 		_, err := call(t, e, "shifty", "a", `{}`)
-		var te *bus.ToolError
+		var te *wire.ToolError
 		if !errors.As(err, &te) || te.Code != workers.CodeMethodNotFound || te.Status != 404 {
 			t.Fatalf("got %v, want a method_not_found tool error with status 404", err)
 		}
@@ -586,4 +587,46 @@ func TestSetMethodsWhileServing(t *testing.T) {
 			t.Fatal("SetMethods on a stopped worker succeeded")
 		}
 	})
+}
+
+// TestWorkerWaitsForTheRegistry: a worker started before any edge made the registry
+// says so in its log and waits; once the registry is there, it serves.
+func TestWorkerWaitsForTheRegistry(t *testing.T) {
+	srv := testenv.Server(t)
+	var logs testenv.Buffer
+	w := workers.New(testenv.Conn(t, srv.ClientURL()), greetTool, workers.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
+	w.Handle(greet())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	testenv.Eventually(t, 10*time.Second, "the worker says it waits for the registry", func() bool {
+		return strings.Contains(logs.String(), "the registry is not on this NATS system yet")
+	})
+	select {
+	case <-w.Ready():
+		t.Fatal("ready without a registry")
+	default:
+	}
+
+	e := newEnvAt(t, srv.ClientURL())
+	select {
+	case <-w.Ready():
+	case err := <-done:
+		t.Fatalf("Run returned %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("not ready 10s after the registry appeared")
+	}
+	testenv.Eventually(t, 5*time.Second, "the tool and its instance in the view", func() bool {
+		s := e.view.Snapshot()
+		return s.RawTool("greeter") != nil && s.Instances("greeter") == 1
+	})
+	if r, err := call(t, e, "greeter", "greet", `{"name":"Ada"}`); err != nil || string(r.Data) != `{"greeting":"hello, Ada"}` {
+		t.Fatalf("call: %v %v", err, r)
+	}
 }

@@ -17,9 +17,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 
 	"github.com/toolgate/toolgate/bench/load"
-	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 )
 
 // payload is what every path sends: a small JSON object the echo tool returns.
@@ -128,22 +129,16 @@ func bareCall(s *stack) load.Func {
 // busCall is the bus ceiling: a request to the echo worker straight over NATS, with
 // the headers an edge would set.
 func busCall(nc *nats.Conn) load.Func {
-	var n atomic.Int64
-	subject := bus.DefaultSubjects.Call("echo", "echo")
 	return func(ctx context.Context) error {
-		msg := nats.NewMsg(subject)
-		msg.Data = payload
-		msg.Header.Set(bus.HeaderRequestID, fmt.Sprintf("bench-%d", n.Add(1)))
-		msg.Header.Set(bus.HeaderAccount, "bench")
-		msg.Header.Set(bus.HeaderDeadline, fmt.Sprint(time.Now().Add(10*time.Second).UnixMilli()))
+		id := nuid.Next()
+		msg := wire.DefaultSubjects.Msg(ctx, &wire.Request{Tool: "echo", Method: "echo", CallID: id, RequestID: id,
+			Account: "bench", Deadline: time.Now().Add(10 * time.Second), Data: payload})
 		reply, err := nc.RequestMsgWithContext(ctx, msg)
 		if err != nil {
 			return err
 		}
-		if reply.Header.Get(bus.HeaderErrorCode) != "" {
-			return fmt.Errorf("tool error %s", reply.Header.Get(bus.HeaderError))
-		}
-		return nil
+		_, err = wire.ReadReply(reply)
+		return err
 	}
 }
 

@@ -67,7 +67,6 @@ func TestCredsCommands(t *testing.T) {
 
 	errs := make(chan error, 8)
 	worker, err := bus.Connect(url, "alpha", testenv.Logger(t), append(bus.ClientAuth{Creds: creds, CA: ca}.Options(),
-		nats.CustomInboxPrefix(busauth.WorkerInboxPrefix("alpha")),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))...)
 	if err != nil {
 		t.Fatal(err)

@@ -168,7 +168,7 @@ func serveDev(ctx context.Context, cfg devConfig, st *devState, ns *server.Serve
 	workerCtx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWorkers()
 	workersDone := make(chan error, 1)
-	go func() { workersDone <- demo.Run(workerCtx, nc, store, workers.WithLogger(log)) }()
+	go func() { workersDone <- demo.Run(workerCtx, nc, store.Options().Replicas, workers.WithLogger(log)) }()
 
 	o := defaultEdgeOptions()
 	o.Edge.Listen, o.Edge.BaseURL = cfg.Listen, cfg.BaseURL

@@ -42,7 +42,7 @@ type edgeOptions struct {
 	MCP            sse.Config
 }
 
-// replicasUsage describes --replicas, which the edge and the workers share.
+// replicasUsage describes the edge's --replicas.
 const replicasUsage = "replicas of the registry's buckets: 1 on a single node, 3 in a cluster; unset, as the buckets are (1 when creating them), and a number that differs from theirs stops the process"
 
 func defaultEdgeOptions() edgeOptions {

@@ -10,26 +10,23 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/bus"
-	"github.com/toolgate/toolgate/busauth"
-	"github.com/toolgate/toolgate/registry"
 	"github.com/toolgate/toolgate/workers"
 	"github.com/toolgate/toolgate/workers/demo"
 	"github.com/toolgate/toolgate/workers/mcpbridge"
 )
 
-// workerConfig is what a built-in worker needs to join a stack.
+// workerConfig is what a built-in worker needs to join a stack. A worker opens no
+// registry: it writes its own records over NATS (see workers).
 type workerConfig struct {
 	NATS     string // one URL or several, comma-separated
 	NATSAuth bus.ClientAuth
-	// Replicas of the registry's buckets when this process creates them; 0 takes them
-	// as they are (1 when creating them). A number that differs from the buckets'
-	// stops the process rather than changing them (registry.Options).
+	// Replicas of the demo email tool's outbox bucket when this process creates it;
+	// 0 for one.
 	Replicas int
 }
 
@@ -90,46 +87,33 @@ func newWorkerDemoCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&cfg.NATS, "nats", cfg.NATS, "NATS URL, or several comma-separated (env TOOLGATE_NATS)")
 	addNATSAuthFlags(f, &cfg.NATSAuth)
-	f.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, replicasUsage+" (env TOOLGATE_REPLICAS)")
+	f.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "replicas of the demo outbox bucket when this process creates it: 1 on a single node, 3 in a cluster (env TOOLGATE_REPLICAS)")
 	return cmd
 }
 
 // runDemoWorker serves the demo tools until ctx ends (SIGINT or SIGTERM), then drains.
 func runDemoWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) error {
-	// One connection serves the three tools; its inbox is under the first one's.
-	ctx, nc, store, stop, err := joinRegistry(ctx, cfg, "toolgate-worker-demo", "email", log)
+	ctx, nc, stop, err := joinBus(ctx, cfg, "toolgate-worker-demo", log)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 	defer stop()
-	return lost(ctx, demo.Run(ctx, nc, store, workers.WithLogger(log)))
+	return lost(ctx, demo.Run(ctx, nc, cfg.Replicas, workers.WithLogger(log)))
 }
 
-// joinRegistry is how a worker role starts: Go profiles if asked, a NATS connection
-// with the worker's credentials and its inbox under its tool's (which is all a tool's
-// credentials let it read), and the registry opened with the deployment's replica
-// count. The context returned ends when the connection is lost for good; call stop
-// before closing nc.
-func joinRegistry(ctx context.Context, cfg workerConfig, name, tool string, log *slog.Logger) (
-	context.Context, *nats.Conn, *registry.Store, context.CancelFunc, error) {
+// joinBus is how a worker role starts: Go profiles if asked, and a NATS connection
+// with the worker's credentials. The context returned ends when the connection is
+// lost for good (its credentials revoked); call stop before closing nc.
+func joinBus(ctx context.Context, cfg workerConfig, name string, log *slog.Logger) (context.Context, *nats.Conn, context.CancelFunc, error) {
 	if err := startPprof(ctx, log); err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("worker: %w", err)
+		return nil, nil, nil, fmt.Errorf("worker: %w", err)
 	}
-	nc, ctx, stop, err := connectNATS(ctx, cfg.NATS, name, cfg.NATSAuth, log, nats.CustomInboxPrefix(busauth.WorkerInboxPrefix(tool)))
+	nc, ctx, stop, err := connectNATS(ctx, cfg.NATS, name, cfg.NATSAuth, log)
 	if err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("worker: %w", err)
+		return nil, nil, nil, fmt.Errorf("worker: %w", err)
 	}
-	opts := registry.Options{Replicas: cfg.Replicas}
-	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	store, err := registry.Open(openCtx, nc, opts)
-	if err != nil {
-		stop()
-		nc.Close()
-		return nil, nil, nil, nil, fmt.Errorf("worker: %w", err)
-	}
-	return ctx, nc, store, stop, nil
+	return ctx, nc, stop, nil
 }
 
 func newWorkerMCPCmd() *cobra.Command {
@@ -163,7 +147,6 @@ func newWorkerMCPCmd() *cobra.Command {
 	f.SetInterspersed(false)
 	f.StringVar(&cfg.NATS, "nats", cfg.NATS, "NATS URL, or several comma-separated (env TOOLGATE_NATS)")
 	addNATSAuthFlags(f, &cfg.NATSAuth)
-	f.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, replicasUsage+" (env TOOLGATE_REPLICAS)")
 	f.StringVar(&bridge.Tool, "tool", "", "the tool's id")
 	f.StringVar(&bridge.Title, "title", "", "the tool's title (default: the server's own)")
 	f.IntVar(&bridge.Sessions, "sessions", bridge.Sessions, "upstream sessions calls are spread over; for a command, its processes")
@@ -177,11 +160,11 @@ func newWorkerMCPCmd() *cobra.Command {
 // runMCPWorker serves the MCP server as a tool until ctx ends (SIGINT or SIGTERM),
 // then drains and stops the server.
 func runMCPWorker(ctx context.Context, cfg workerConfig, bridge mcpbridge.Config, log *slog.Logger) error {
-	ctx, nc, store, stop, err := joinRegistry(ctx, cfg, "toolgate-worker-mcp-"+bridge.Tool, bridge.Tool, log)
+	ctx, nc, stop, err := joinBus(ctx, cfg, "toolgate-worker-mcp-"+bridge.Tool, log)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 	defer stop()
-	return lost(ctx, mcpbridge.New(nc, store, bridge, log).Run(ctx))
+	return lost(ctx, mcpbridge.New(nc, bridge, log).Run(ctx))
 }

@@ -18,7 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/edge/dashboard"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -140,31 +140,24 @@ func newEnv(t *testing.T, edit func(*dashboard.Config)) *env {
 func (e *env) serveEmail() {
 	t := e.t
 	testenv.KeepPresent(t, e.store, registry.Presence{Tool: "email", Instance: "i1", Host: "test", StartedAt: time.Now()})
-	subjects := bus.DefaultSubjects
+	subjects := wire.DefaultSubjects
 	sub, err := e.nc.QueueSubscribe(subjects.Call("email", "send"), subjects.QueueGroup("email"), func(m *nats.Msg) {
 		var p struct{ To, Subject string }
 		_ = json.Unmarshal(m.Data, &p)
 		e.calls.Add(1)
-		reply := nats.NewMsg(m.Reply)
 		if p.To == "bounce@example.com" {
-			reply.Header.Set(bus.HeaderErrorCode, "550")
-			reply.Header.Set(bus.HeaderError, "mailbox unavailable")
-			_ = m.RespondMsg(reply)
+			_ = m.RespondMsg(wire.ErrorReply(m.Reply, &wire.ToolError{Code: "550", Message: "mailbox unavailable"}))
 			return
 		}
-		reply.Header.Set(bus.HeaderContentType, "application/json")
-		reply.Data, _ = json.Marshal(map[string]string{"id": "msg_0001", "to": p.To, "status": "queued"})
-		_ = m.RespondMsg(reply)
+		body, _ := json.Marshal(map[string]string{"id": "msg_0001", "to": p.To, "status": "queued"})
+		_ = m.RespondMsg(wire.JSONReply(m.Reply, body))
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	sub2, err := e.nc.QueueSubscribe(subjects.Call("email", "status"), subjects.QueueGroup("email"), func(m *nats.Msg) {
-		reply := nats.NewMsg(m.Reply)
-		reply.Header.Set(bus.HeaderContentType, "text/plain; charset=utf-8")
-		reply.Data = []byte("mail service up")
-		_ = m.RespondMsg(reply)
+		_ = m.RespondMsg(wire.RawReply(m.Reply, 0, "text/plain; charset=utf-8", []byte("mail service up")))
 	})
 	if err != nil {
 		t.Fatal(err)

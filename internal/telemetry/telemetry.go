@@ -18,7 +18,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 )
 
 // Start installs the global propagator (W3C trace context and baggage, as on the bus)
@@ -33,7 +33,7 @@ import (
 //
 // The returned shutdown flushes and stops the exporters.
 func Start(ctx context.Context, service string) (shutdown func(context.Context) error, err error) {
-	otel.SetTextMapPropagator(bus.Propagator)
+	otel.SetTextMapPropagator(wire.Propagator)
 	exporters, err := exportersFromEnv(ctx)
 	if err != nil || len(exporters) == 0 {
 		return func(context.Context) error { return nil }, err

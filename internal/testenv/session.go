@@ -6,7 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 )
 
 // SessionEdge plays the edge side of server-initiated requests for one MCP session:
@@ -17,11 +17,11 @@ type SessionEdge struct {
 	Sent chan map[string]any
 }
 
-// NewSessionEdge starts a SessionEdge for session on nc; answer may be nil.
-func NewSessionEdge(t testing.TB, nc *nats.Conn, session string, answer func(id string) string) *SessionEdge {
+// NewSessionEdge starts a SessionEdge for a session of tool on nc; answer may be nil.
+func NewSessionEdge(t testing.TB, nc *nats.Conn, tool, session string, answer func(id string) string) *SessionEdge {
 	t.Helper()
 	se := &SessionEdge{Sent: make(chan map[string]any, 16)}
-	sub, err := nc.Subscribe(bus.DefaultSubjects.SessionOut(session), func(msg *nats.Msg) {
+	sub, err := nc.Subscribe(wire.DefaultSubjects.SessionOut(tool, session), func(msg *nats.Msg) {
 		var m map[string]any
 		_ = json.Unmarshal(msg.Data, &m)
 		se.Sent <- m
@@ -33,7 +33,7 @@ func NewSessionEdge(t testing.TB, nc *nats.Conn, session string, answer func(id 
 			return
 		}
 		if a := answer(id); a != "" {
-			_ = nc.Publish(bus.DefaultSubjects.SessionReply(session, id), []byte(a))
+			_ = nc.Publish(wire.DefaultSubjects.SessionReply(tool, session, id), []byte(a))
 		}
 	})
 	if err != nil {

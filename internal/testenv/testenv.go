@@ -183,12 +183,12 @@ func Context(t testing.TB) context.Context {
 	return ctx
 }
 
-// Store opens the registry on nc with options suited to tests (short presence TTL).
+// Store opens the registry on nc with replicas and the default options. (A test of
+// presence expiry gives its worker a short TTL of its own: workers.WithPresenceTTL.)
 func Store(t testing.TB, nc *nats.Conn, replicas int) *registry.Store {
 	t.Helper()
 	opts := registry.DefaultOptions()
 	opts.Replicas = replicas
-	opts.PresenceTTL = 2 * time.Second
 	st, err := registry.Open(Context(t), nc, opts)
 	if err != nil {
 		t.Fatalf("testenv: %v", err)

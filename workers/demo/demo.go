@@ -19,8 +19,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
-	"github.com/toolgate/toolgate/registry"
 	"github.com/toolgate/toolgate/workers"
 )
 
@@ -34,13 +34,14 @@ const OutboxBucket = "tg-demo-outbox"
 const OutboxTTL = 24 * time.Hour
 
 // Run serves the three demo tools on nc until ctx ends, then drains them. If one of
-// them cannot start, the others are stopped and Run returns why.
-func Run(ctx context.Context, nc *nats.Conn, store *registry.Store, opts ...workers.Option) error {
-	email, err := Email(ctx, nc, store, opts...)
+// them cannot start, the others are stopped and Run returns why. outboxReplicas is
+// the email tool's outbox bucket's replica count when Run creates it (0 for one).
+func Run(ctx context.Context, nc *nats.Conn, outboxReplicas int, opts ...workers.Option) error {
+	email, err := Email(ctx, nc, outboxReplicas, opts...)
 	if err != nil {
 		return err
 	}
-	all := []*workers.Worker{email, Echo(nc, store, opts...), Clock(nc, store, opts...)}
+	all := []*workers.Worker{email, Echo(nc, opts...), Clock(nc, opts...)}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make(chan error, len(all))
@@ -72,12 +73,15 @@ type Mail struct {
 type outbox struct{ kv jetstream.KeyValue }
 
 // Email returns the email tool's worker: send_email puts a message in the outbox,
-// list_sent lists the outbox. It opens the outbox bucket, creating it if need be.
-func Email(ctx context.Context, nc *nats.Conn, store *registry.Store, opts ...workers.Option) (*workers.Worker, error) {
-	js := store.JetStream()
+// list_sent lists the outbox. It opens the outbox bucket, creating it with replicas
+// if need be. The outbox is the tool's own state, not the registry's.
+func Email(ctx context.Context, nc *nats.Conn, replicas int, opts ...workers.Option) (*workers.Worker, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("demo: jetstream: %w", err)
+	}
 	cfg := jetstream.KeyValueConfig{
-		Bucket: OutboxBucket, Description: "toolgate demo email outbox", TTL: OutboxTTL,
-		Replicas: store.Options().Replicas,
+		Bucket: OutboxBucket, Description: "toolgate demo email outbox", TTL: OutboxTTL, Replicas: replicas,
 	}
 	kv, err := js.CreateKeyValue(ctx, cfg)
 	if errors.Is(err, jetstream.ErrBucketExists) {
@@ -88,7 +92,7 @@ func Email(ctx context.Context, nc *nats.Conn, store *registry.Store, opts ...wo
 	}
 	o := &outbox{kv: kv}
 
-	w := workers.New(nc, store, workers.Tool{
+	w := workers.New(nc, workers.Tool{
 		ID: "email", Title: "Email", Version: Version,
 		Description: "Sends e-mail. A demo: mail is kept in an outbox for a day and never leaves it.",
 	}, opts...)
@@ -132,7 +136,7 @@ func (o *outbox) send(ctx context.Context, _ *workers.Call, in sendIn) (sendOut,
 	if strings.ContainsAny(in.Subject, "\r\n") {
 		return sendOut{}, invalidParams("subject: must be one line")
 	}
-	m := Mail{ID: registry.NewID("msg_"), To: in.To, Subject: in.Subject, Body: in.Body, QueuedAt: time.Now().UTC()}
+	m := Mail{ID: "msg_" + nuid.Next(), To: in.To, Subject: in.Subject, Body: in.Body, QueuedAt: time.Now().UTC()}
 	b, err := json.Marshal(m)
 	if err != nil {
 		return sendOut{}, err
@@ -189,8 +193,8 @@ read:
 }
 
 // Echo returns the echo tool's worker: echo answers with the object it is sent.
-func Echo(nc *nats.Conn, store *registry.Store, opts ...workers.Option) *workers.Worker {
-	w := workers.New(nc, store, workers.Tool{
+func Echo(nc *nats.Conn, opts ...workers.Option) *workers.Worker {
+	w := workers.New(nc, workers.Tool{
 		ID: "echo", Title: "Echo", Version: Version, Description: "Answers with the object it is sent.",
 	}, opts...)
 	anyObject := json.RawMessage(`{"type":"object","additionalProperties":true}`)
@@ -208,8 +212,8 @@ func Echo(nc *nats.Conn, store *registry.Store, opts ...workers.Option) *workers
 }
 
 // Clock returns the clock tool's worker: now tells the time in a time zone.
-func Clock(nc *nats.Conn, store *registry.Store, opts ...workers.Option) *workers.Worker {
-	w := workers.New(nc, store, workers.Tool{
+func Clock(nc *nats.Conn, opts ...workers.Option) *workers.Worker {
+	w := workers.New(nc, workers.Tool{
 		ID: "clock", Title: "Clock", Version: Version, Description: "Tells the time anywhere.",
 	}, opts...)
 	w.Handle(workers.Func("now", "The current time in a time zone, as RFC 3339.", now))

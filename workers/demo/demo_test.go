@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
 	"github.com/toolgate/toolgate/workers"
@@ -20,7 +21,7 @@ type stack struct {
 	nc    *nats.Conn
 	store *registry.Store
 	view  *registry.View
-	call  func(t testing.TB, tool, method, params string) (*bus.Reply, error)
+	call  func(t testing.TB, tool, method, params string) (*wire.Reply, error)
 }
 
 // start serves the demo tools on an embedded server until the test ends.
@@ -32,7 +33,7 @@ func start(t testing.TB) *stack {
 	view := testenv.View(t, store)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- demo.Run(ctx, nc, store, workers.WithLogger(testenv.Logger(t))) }()
+	go func() { done <- demo.Run(ctx, nc, 1, workers.WithLogger(testenv.Logger(t))) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -43,19 +44,17 @@ func start(t testing.TB) *stack {
 		s := view.Snapshot()
 		return s.Instances("email") == 1 && s.Instances("echo") == 1 && s.Instances("clock") == 1
 	})
-	return &stack{nc: nc, store: store, view: view, call: func(t testing.TB, tool, method, params string) (*bus.Reply, error) {
+	return &stack{nc: nc, store: store, view: view, call: func(t testing.TB, tool, method, params string) (*wire.Reply, error) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		return bus.Do(ctx, nc, bus.DefaultSubjects, bus.Request{
-			Subject: bus.DefaultSubjects.Call(tool, method), RequestID: registry.NewID("req_"), Account: "dev", Data: []byte(params),
-		})
+		return bus.Do(ctx, nc, wire.DefaultSubjects, &wire.Request{Tool: tool, Method: method, CallID: registry.NewID("req_"), RequestID: registry.NewID("req_"), Account: "dev", Data: []byte(params)})
 	}}
 }
 
 func wantToolError(t *testing.T, err error, code string, status int) {
 	t.Helper()
-	var te *bus.ToolError
+	var te *wire.ToolError
 	if !errors.As(err, &te) {
 		t.Fatalf("got %v, want a tool error %s", err, code)
 	}
@@ -64,7 +63,7 @@ func wantToolError(t *testing.T, err error, code string, status int) {
 	}
 }
 
-func decode[T any](t *testing.T, r *bus.Reply, err error) T {
+func decode[T any](t *testing.T, r *wire.Reply, err error) T {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -201,7 +200,7 @@ func TestRunDrainsEveryTool(t *testing.T) {
 	view := testenv.View(t, store)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- demo.Run(ctx, nc, store, workers.WithLogger(testenv.Logger(t))) }()
+	go func() { done <- demo.Run(ctx, nc, 1, workers.WithLogger(testenv.Logger(t))) }()
 	testenv.Eventually(t, 5*time.Second, "the demo tools are live", func() bool {
 		return view.Snapshot().Instances("email")+view.Snapshot().Instances("echo")+view.Snapshot().Instances("clock") == 3
 	})
@@ -224,14 +223,13 @@ func TestRunDrainsEveryTool(t *testing.T) {
 // part of every tool call behind the edge.
 func BenchmarkEcho(b *testing.B) {
 	s := start(b)
-	req := bus.Request{
-		Subject: bus.DefaultSubjects.Call("echo", "echo"), RequestID: "req_bench", Account: "dev",
+	req := &wire.Request{Tool: "echo", Method: "echo", CallID: "req_bench", RequestID: "req_bench", Account: "dev",
 		Data: []byte(`{"message":"hello, gateway","n":42}`),
 	}
 	b.ReportAllocs()
 	for b.Loop() {
 		req.Deadline = time.Now().Add(5 * time.Second)
-		r, err := bus.Do(context.Background(), s.nc, bus.DefaultSubjects, req)
+		r, err := bus.Do(context.Background(), s.nc, wire.DefaultSubjects, req)
 		if err != nil || r.Status != 200 {
 			b.Fatal(r, err)
 		}

@@ -39,7 +39,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 
-	"github.com/toolgate/toolgate/registry"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/workers"
 )
 
@@ -65,7 +65,6 @@ const stableAfter = 10 * time.Second
 // Bridge runs one MCP server as one instance of a tool.
 type Bridge struct {
 	nc     *nats.Conn
-	store  *registry.Store
 	cfg    Config
 	log    *slog.Logger
 	opts   []workers.Option
@@ -111,12 +110,12 @@ type inflight struct {
 
 // New returns a bridge for cfg, which must be valid. log is the worker's log (the
 // children's stderr goes there too); opts adjust the worker.
-func New(nc *nats.Conn, store *registry.Store, cfg Config, log *slog.Logger, opts ...workers.Option) *Bridge {
+func New(nc *nats.Conn, cfg Config, log *slog.Logger, opts ...workers.Option) *Bridge {
 	if log == nil {
 		log = slog.Default()
 	}
 	b := &Bridge{
-		nc: nc, store: store, cfg: cfg, log: log.With("tool", cfg.Tool),
+		nc: nc, cfg: cfg, log: log.With("tool", cfg.Tool),
 		opts:     append([]workers.Option{workers.WithLogger(log), workers.WithSubjects(cfg.Subjects)}, opts...),
 		ready:    make(chan struct{}),
 		changed:  make(chan struct{}, 1),
@@ -134,14 +133,14 @@ func New(nc *nats.Conn, store *registry.Store, cfg Config, log *slog.Logger, opt
 		Capabilities: &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}},
 		CreateMessageWithToolsHandler: func(ctx context.Context, req *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
 			var res mcp.CreateMessageWithToolsResult
-			if err := b.ask(ctx, req.Session, "sampling/createMessage", "sampling", req.Params, &res); err != nil {
+			if err := b.ask(ctx, req.Session, "sampling/createMessage", req.Params, &res); err != nil {
 				return nil, err
 			}
 			return &res, nil
 		},
 		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			var res mcp.ElicitResult
-			if err := b.ask(ctx, req.Session, "elicitation/create", "elicitation", req.Params, &res); err != nil {
+			if err := b.ask(ctx, req.Session, "elicitation/create", req.Params, &res); err != nil {
 				return nil, err
 			}
 			return &res, nil
@@ -179,7 +178,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	b.mu.Lock()
 	info := first.cs.InitializeResult()
 	b.mu.Unlock()
-	w := workers.New(b.nc, b.store, b.tool(info), b.opts...)
+	w := workers.New(b.nc, b.tool(info), b.opts...)
 	if err := w.SetMethods(ctx, b.methods()); err != nil {
 		return err
 	}
@@ -213,7 +212,7 @@ func (b *Bridge) tool(info *mcp.InitializeResult) workers.Tool {
 		}
 	}
 	if caps := info.Capabilities; caps != nil {
-		t.Capabilities = registry.Capabilities{
+		t.Capabilities = workers.Capabilities{
 			Resources: caps.Resources != nil, Prompts: caps.Prompts != nil,
 			Completions: caps.Completions != nil, Logging: caps.Logging != nil,
 		}
@@ -500,7 +499,7 @@ func (b *Bridge) methods() []workers.Method {
 			m.Annotations = rawJSON(t.Annotations)
 			m.Title = cmp.Or(m.Title, t.Annotations.Title)
 		}
-		if err := registry.CheckInputSchema(m.InputSchema); len(m.InputSchema) > 0 && err != nil {
+		if err := wire.CheckInputSchema(m.InputSchema); len(m.InputSchema) > 0 && err != nil {
 			// The gateway could not check calls against it, and would refuse the whole
 			// tool; the server still checks its own arguments.
 			if !b.dropped[name] {

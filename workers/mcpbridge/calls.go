@@ -10,9 +10,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nuid"
 
-	"github.com/toolgate/toolgate/bus"
-	"github.com/toolgate/toolgate/registry"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/workers"
 )
 
@@ -73,8 +73,8 @@ func (b *Bridge) acquire(ctx context.Context, c *workers.Call, tool string) (*in
 	}
 	in := &inflight{c: c, ctx: ctx, s: best, cs: best.cs}
 	best.calls[in] = struct{}{}
-	if tool != "" && c.Header.Get(bus.HeaderProgress) != "" {
-		in.token = registry.NewID("tg-")
+	if tool != "" && c.Header.Get(wire.HeaderProgress) != "" {
+		in.token = "tg-" + nuid.Next()
 		b.progress[in.token] = in
 	}
 	return in, nil
@@ -128,7 +128,7 @@ func (b *Bridge) sole(s *session) (*inflight, error) {
 
 // ask forwards a server's request (sampling, elicitation) to the MCP client of the
 // call running on the session it came on, and decodes the client's result into out.
-func (b *Bridge) ask(ctx context.Context, cs *mcp.ClientSession, method, capability string, params, out any) error {
+func (b *Bridge) ask(ctx context.Context, cs *mcp.ClientSession, method string, params, out any) error {
 	b.mu.Lock()
 	s := b.byClient[cs]
 	b.mu.Unlock()
@@ -141,9 +141,6 @@ func (b *Bridge) ask(ctx context.Context, cs *mcp.ClientSession, method, capabil
 	}
 	if in.c.Session == "" {
 		return fmt.Errorf("%s: the call came through the HTTP API, not an MCP session: there is no client to ask", method)
-	}
-	if sess, err := b.store.Session(ctx, in.c.Session); err == nil && !hasCapability(sess.Capabilities, capability) {
-		return fmt.Errorf("%s: the caller's MCP client does not support %s", method, capability)
 	}
 	// The question ends with the call as well as with the server's own cancellation.
 	ctx, cancel := context.WithCancel(ctx)
@@ -161,15 +158,6 @@ func (b *Bridge) ask(ctx context.Context, cs *mcp.ClientSession, method, capabil
 		return fmt.Errorf("%s: the client's result: %w", method, err)
 	}
 	return nil
-}
-
-func hasCapability(caps json.RawMessage, name string) bool {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(caps, &m) != nil {
-		return true // unknown: let the client answer
-	}
-	_, ok := m[name]
-	return ok
 }
 
 // onProgress forwards a progress notification to the call whose token it carries.

@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 )
 
 // Config says which MCP server to deploy, and as which tool.
@@ -38,8 +38,8 @@ type Config struct {
 	// keeps failing.
 	RestartMin, RestartMax time.Duration
 
-	// Subjects names the bus subjects (bus.DefaultSubjects unless set).
-	Subjects bus.Subjects
+	// Subjects names the bus subjects (wire.DefaultSubjects unless set).
+	Subjects wire.Subjects
 }
 
 // DefaultConfig is four sessions, a minute to start, and restarts from 100ms backing
@@ -50,13 +50,13 @@ func DefaultConfig() Config {
 		StartTimeout: time.Minute,
 		RestartMin:   100 * time.Millisecond,
 		RestartMax:   30 * time.Second,
-		Subjects:     bus.DefaultSubjects,
+		Subjects:     wire.DefaultSubjects,
 	}
 }
 
 // Validate names the first field that is wrong.
 func (c Config) Validate() error {
-	if err := bus.CheckToolID(c.Tool); err != nil {
+	if err := wire.CheckToolID(c.Tool); err != nil {
 		return fmt.Errorf("mcp: tool: %w", err)
 	}
 	switch {

@@ -78,7 +78,7 @@ func TestReferenceServerFromNPM(t *testing.T) {
 	})
 	t.Run("a long operation reports progress", func(t *testing.T) {
 		id := "req-everything-progress"
-		notes := e.notes(t, id)
+		notes := e.notes(t, "everything", id)
 		e.result(t, tctx, "everything", call{method: "trigger-long-running-operation", params: `{"duration":1,"steps":2}`, progress: true, requestID: id})
 		if n := notes(); len(n) < 2 {
 			t.Errorf("%d progress notifications, want 2", len(n))

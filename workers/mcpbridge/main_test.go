@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/internal/mcpfixture"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -75,12 +76,11 @@ type bridge struct {
 func (e *env) start(cfg mcpbridge.Config) *bridge {
 	e.t.Helper()
 	nc := testenv.Conn(e.t, e.url)
-	store := testenv.Store(e.t, nc, 1)
 	if _, err := e.store.Connect(testenv.Context(e.t), account, cfg.Tool, testenv.LinkSigner(e.t)); err != nil && !errors.Is(err, registry.ErrExists) {
 		e.t.Fatal(err)
 	}
 	mark := e.logs.mark()
-	b := &bridge{Bridge: mcpbridge.New(nc, store, cfg, e.logs.logger()), done: make(chan error, 1)}
+	b := &bridge{Bridge: mcpbridge.New(nc, cfg, e.logs.logger()), done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
 	go func() { b.done <- b.Run(ctx) }()
@@ -123,17 +123,19 @@ var requests atomic.Int64
 type call struct {
 	method, params string
 	session        string
+	caps           []string // what the session's client declared; nil for unknown
 	progress       bool
-	requestID      string
+	requestID      string // the call's id too, which its progress subject names
 }
 
-func (e *env) do(ctx context.Context, tool string, c call) (*bus.Reply, error) {
+func (e *env) do(ctx context.Context, tool string, c call) (*wire.Reply, error) {
 	if c.requestID == "" {
 		c.requestID = fmt.Sprintf("req-%d", requests.Add(1))
 	}
 	return e.gw.Do(ctx, &gateway.Call{
 		Principal: registry.Principal{Account: account}, Tool: tool, Method: c.method, Params: []byte(c.params),
-		RequestID: c.requestID, Session: c.session, Progress: c.progress, Timeout: 20 * time.Second,
+		CallID: c.requestID, RequestID: c.requestID, Session: c.session, ClientCapabilities: c.caps,
+		Progress: c.progress, Timeout: 20 * time.Second,
 	})
 }
 
@@ -144,8 +146,8 @@ func (e *env) result(t *testing.T, ctx context.Context, tool string, c call) map
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Header.Get(bus.HeaderResult) != bus.ResultMCP || r.ContentType != "application/json" || r.Status != 200 {
-		t.Fatalf("reply %d %q, %s %q: %s", r.Status, r.ContentType, bus.HeaderResult, r.Header.Get(bus.HeaderResult), r.Data)
+	if !r.MCPResult || r.ContentType != "application/json" || r.Status != 200 {
+		t.Fatalf("reply %d %q, MCP result %v: %s", r.Status, r.ContentType, r.MCPResult, r.Data)
 	}
 	var m map[string]any
 	if err := json.Unmarshal(r.Data, &m); err != nil {
@@ -167,30 +169,30 @@ func texts(res map[string]any) []string {
 }
 
 // askMCP sends an MCP request on the tool's tg.mcp subject, as the edge does.
-func (e *env) askMCP(ctx context.Context, tool, method, params, session string) (*bus.Reply, error) {
-	return bus.Do(ctx, e.nc, bus.DefaultSubjects, bus.Request{
-		Subject: bus.DefaultSubjects.MCP(tool), RequestID: fmt.Sprintf("mcp-%d", requests.Add(1)), Account: account,
+func (e *env) askMCP(ctx context.Context, tool, method, params, session string) (*wire.Reply, error) {
+	id := fmt.Sprintf("mcp-%d", requests.Add(1))
+	return bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{
+		Tool: tool, MCP: true, Method: method, CallID: id, RequestID: id, Account: account,
 		Session: session, Deadline: time.Now().Add(10 * time.Second), Data: []byte(params),
-		Header: nats.Header{bus.HeaderMethod: []string{method}},
 	})
 }
 
-// notes collects the progress and log notifications of request id.
-func (e *env) notes(t *testing.T, id string) func() []bus.Notification {
+// notes collects the progress and log notifications of the call id of tool.
+func (e *env) notes(t *testing.T, tool, id string) func() []wire.Notification {
 	t.Helper()
-	sub, err := e.nc.SubscribeSync(bus.DefaultSubjects.Progress(id))
+	sub, err := e.nc.SubscribeSync(wire.DefaultSubjects.Progress(tool, id))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sub.Unsubscribe() })
-	return func() []bus.Notification {
-		var out []bus.Notification
+	return func() []wire.Notification {
+		var out []wire.Notification
 		for {
 			msg, err := sub.NextMsg(200 * time.Millisecond)
 			if err != nil {
 				return out
 			}
-			var n bus.Notification
+			var n wire.Notification
 			if err := json.Unmarshal(msg.Data, &n); err != nil {
 				t.Fatal(err)
 			}
@@ -200,9 +202,9 @@ func (e *env) notes(t *testing.T, id string) func() []bus.Notification {
 }
 
 // toolError asserts err is the tool's error with code and status.
-func toolError(t *testing.T, err error, code string, status int) *bus.ToolError {
+func toolError(t *testing.T, err error, code string, status int) *wire.ToolError {
 	t.Helper()
-	var te *bus.ToolError
+	var te *wire.ToolError
 	if !errors.As(err, &te) {
 		t.Fatalf("got %v, want a tool error %s", err, code)
 	}

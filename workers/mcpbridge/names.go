@@ -5,7 +5,7 @@ import (
 	"encoding/hex"
 	"strings"
 
-	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 )
 
 // maxMethodName is the longest method name (^[A-Za-z0-9_-]{1,128}$).
@@ -22,7 +22,7 @@ func methodNames(tools []string) map[string]string {
 	taken := map[string]int{}
 	sanitized := map[string]string{}
 	for _, name := range tools {
-		if bus.ValidMethodName(name) {
+		if wire.ValidMethodName(name) {
 			out[name] = name
 			taken[name]++
 			continue

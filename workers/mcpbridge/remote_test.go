@@ -13,7 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/internal/mcpfixture"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
@@ -95,11 +95,11 @@ func TestRemoteStreamableHTTPServer(t *testing.T) {
 			{"test_tool_with_logging", `log "Tool execution started", log "Tool processing data", log "Tool execution completed"`},
 		} {
 			id := "req-remote-" + tt.method
-			notes := e.notes(t, id)
+			notes := e.notes(t, "remote", id)
 			e.result(t, ctx, "remote", call{method: tt.method, params: `{}`, progress: true, requestID: id})
 			var got []string
 			for _, n := range notes() {
-				if n.Kind == bus.KindLog {
+				if n.Kind == wire.KindLog {
 					got = append(got, "log "+string(n.Data))
 				} else {
 					got = append(got, "progress "+jsonNumber(n.Progress)+"/"+jsonNumber(n.Total))
@@ -146,7 +146,7 @@ func TestRemoteStreamableHTTPServer(t *testing.T) {
 		if _, err := e.store.CreateSession(ctx, registry.Session{ID: session, Account: account, Tool: "remote"}); err != nil {
 			t.Fatal(err)
 		}
-		out, err := e.nc.SubscribeSync(bus.DefaultSubjects.SessionOut(session))
+		out, err := e.nc.SubscribeSync(wire.DefaultSubjects.SessionOut("remote", session))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,7 +195,7 @@ func TestRemoteLegacySSEServer(t *testing.T) {
 		t.Errorf("texts %q", got)
 	}
 	id := "req-legacy-progress"
-	notes := e.notes(t, id)
+	notes := e.notes(t, "legacy", id)
 	e.result(t, ctx, "legacy", call{method: "test_tool_with_progress", params: `{}`, progress: true, requestID: id})
 	if n := notes(); len(n) != 3 {
 		t.Errorf("%d progress notifications, want 3", len(n))
@@ -207,7 +207,7 @@ func jsonNumber(f float64) string {
 	return string(b)
 }
 
-func data(r *bus.Reply) []byte {
+func data(r *wire.Reply) []byte {
 	if r == nil {
 		return nil
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolgate/toolgate/registry"
 	"github.com/toolgate/toolgate/workers"
 )
 
@@ -165,13 +164,7 @@ func (b *Bridge) onResourceUpdated(ctx context.Context, req *mcp.ResourceUpdated
 	}
 	b.mu.Unlock()
 	for _, id := range sessions {
-		if _, err := b.store.Session(ctx, id); errors.Is(err, registry.ErrNotFound) {
-			b.mu.Lock()
-			delete(b.subs[req.Params.URI], id)
-			b.mu.Unlock()
-			continue
-		}
-		if err := b.nc.Publish(b.cfg.Subjects.SessionOut(id), note); err != nil {
+		if err := b.nc.Publish(b.cfg.Subjects.SessionOut(b.cfg.Tool, id), note); err != nil {
 			b.log.Warn("resource update not sent", "session", id, "err", err)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/internal/mcpfixture"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
@@ -117,7 +117,7 @@ func TestStdioServer(t *testing.T) {
 
 	t.Run("progress notifications reach a caller that asks", func(t *testing.T) {
 		id := "req-progress"
-		notes := e.notes(t, id)
+		notes := e.notes(t, "fixture", id)
 		e.result(t, ctx, "fixture", call{method: "test_tool_with_progress", params: `{}`, progress: true, requestID: id})
 		var got []string
 		for _, n := range notes() {
@@ -130,7 +130,7 @@ func TestStdioServer(t *testing.T) {
 
 	t.Run("log messages reach a caller that asks", func(t *testing.T) {
 		id := "req-logging"
-		notes := e.notes(t, id)
+		notes := e.notes(t, "fixture", id)
 		e.result(t, ctx, "fixture", call{method: "test_tool_with_logging", params: `{}`, progress: true, requestID: id})
 		var got []string
 		for _, n := range notes() {
@@ -144,7 +144,7 @@ func TestStdioServer(t *testing.T) {
 
 	t.Run("a cancelled call is cancelled on the server", func(t *testing.T) {
 		id := "req-cancel"
-		sub, err := e.nc.SubscribeSync(bus.DefaultSubjects.Progress(id))
+		sub, err := e.nc.SubscribeSync(wire.DefaultSubjects.Progress("fixture", id))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +159,7 @@ func TestStdioServer(t *testing.T) {
 			t.Fatalf("the sleep did not start: %v", err)
 		}
 		cancelled := time.Now()
-		cancel() // bus.Do publishes tg.cancel.<id>; the bridge's CallTool context ends
+		cancel() // bus.Do publishes tg.cancel.fixture.<id>; the bridge's CallTool context ends
 		if err := <-errc; !errors.Is(err, context.Canceled) {
 			t.Errorf("the call returned %v, want context.Canceled", err)
 		}
@@ -189,23 +189,27 @@ func TestStdioServer(t *testing.T) {
 	})
 
 	t.Run("MCP errors come back as JSON-RPC errors", func(t *testing.T) {
-		for _, tt := range []struct{ method, params, code, message, data string }{
+		for _, tt := range []struct {
+			method, params string
+			code           int64
+			message, data  string
+		}{
 			// The server's own error, as it gave it (the SDK follows SEP-2164: -32602).
-			{"resources/read", `{"uri":"test://nowhere"}`, "-32602", "Resource not found", `{"uri":"test://nowhere"}`},
-			{"tools/list", `{}`, "-32601", "method not found: tools/list", ""},
-			{"prompts/get", `{"name":7}`, "-32602", "", ""},
+			{"resources/read", `{"uri":"test://nowhere"}`, -32602, "Resource not found", `{"uri":"test://nowhere"}`},
+			{"tools/list", `{}`, -32601, "method not found: tools/list", ""},
+			{"prompts/get", `{"name":7}`, -32602, "", ""},
 		} {
 			_, err := e.askMCP(ctx, "fixture", tt.method, tt.params, "")
-			var te *bus.ToolError
-			if !errors.As(err, &te) || te.Code != tt.code || (tt.message != "" && te.Message != tt.message) || string(te.Data) != tt.data {
-				t.Errorf("%s %s: got %v (data %s), want JSON-RPC error %s %q %s", tt.method, tt.params, err, te.Data, tt.code, tt.message, tt.data)
+			var re *wire.RPCError
+			if !errors.As(err, &re) || re.Code != tt.code || (tt.message != "" && re.Message != tt.message) || string(re.Data) != tt.data {
+				t.Errorf("%s %s: got %v, want JSON-RPC error %d %q %s", tt.method, tt.params, err, tt.code, tt.message, tt.data)
 			}
 		}
 	})
 
 	t.Run("the server's elicitation reaches the caller's MCP session", func(t *testing.T) {
 		session := "sess-elicit"
-		edge := testenv.NewSessionEdge(t, e.nc, session, answerWith(`{"action":"accept","content":{"username":"ada","email":"ada@example.com"}}`))
+		edge := testenv.NewSessionEdge(t, e.nc, "fixture", session, answerWith(`{"action":"accept","content":{"username":"ada","email":"ada@example.com"}}`))
 		res := e.result(t, ctx, "fixture", call{method: "test_elicitation", params: `{"message":"Who are you?"}`, session: session})
 		want := `User response: action=accept, content={"email":"ada@example.com","username":"ada"}`
 		if got := texts(res); len(got) != 1 || got[0] != want {
@@ -219,7 +223,7 @@ func TestStdioServer(t *testing.T) {
 
 	t.Run("so does sampling", func(t *testing.T) {
 		session := "sess-sample"
-		testenv.NewSessionEdge(t, e.nc, session, answerWith(`{"role":"assistant","model":"m","content":{"type":"text","text":"4"}}`))
+		testenv.NewSessionEdge(t, e.nc, "fixture", session, answerWith(`{"role":"assistant","model":"m","content":{"type":"text","text":"4"}}`))
 		res := e.result(t, ctx, "fixture", call{method: "test_sampling", params: `{"prompt":"2+2?"}`, session: session})
 		if got := texts(res); len(got) != 1 || got[0] != "LLM response: 4" {
 			t.Errorf("texts %q", got)
@@ -228,12 +232,8 @@ func TestStdioServer(t *testing.T) {
 
 	t.Run("a session whose client cannot elicit is not asked", func(t *testing.T) {
 		session := "sess-no-elicitation"
-		_, err := e.store.CreateSession(ctx, registry.Session{ID: session, Account: account, Tool: "fixture", Capabilities: json.RawMessage(`{"sampling":{}}`)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		edge := testenv.NewSessionEdge(t, e.nc, session, answerWith(`{"action":"accept","content":{}}`))
-		_, err = e.do(ctx, "fixture", call{method: "test_elicitation", params: `{"message":"Who?"}`, session: session})
+		edge := testenv.NewSessionEdge(t, e.nc, "fixture", session, answerWith(`{"action":"accept","content":{}}`))
+		_, err := e.do(ctx, "fixture", call{method: "test_elicitation", params: `{"message":"Who?"}`, session: session, caps: []string{"sampling"}})
 		te := toolError(t, err, mcpbridge.CodeServerError, 502)
 		if !strings.Contains(te.Message, "does not support elicitation") {
 			t.Errorf("message %q", te.Message)
@@ -285,7 +285,7 @@ func TestChildCrashMidCall(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 
 	id := "req-crash"
-	sub, err := e.nc.SubscribeSync(bus.DefaultSubjects.Progress(id))
+	sub, err := e.nc.SubscribeSync(wire.DefaultSubjects.Progress("crashy", id))
 	if err != nil {
 		t.Fatal(err)
 	}

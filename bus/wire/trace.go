@@ -1,4 +1,4 @@
-package bus
+package wire
 
 import (
 	"strings"
@@ -42,5 +42,5 @@ var unset = otel.GetTracerProvider()
 // starting it still costs allocations on every call, so the call path starts its spans
 // only when Tracing is true. Skipping them changes nothing that leaves the process: the
 // trace context a request came with is in its context either way, and goes on across
-// the bus (see Message).
+// the bus (see Request.Msg).
 func Tracing() bool { return otel.GetTracerProvider() != unset }

@@ -1,4 +1,4 @@
-package bus
+package wire
 
 import (
 	"fmt"
@@ -31,4 +31,20 @@ func CheckMethodName(name string) error {
 		return fmt.Errorf("method name %q: must match %s", name, methodNamePattern)
 	}
 	return nil
+}
+
+// ValidToken reports whether s may stand in a subject as one token made by toolgate:
+// a call id, a session id, a session request's id. Letters, digits, '-' and '_', at
+// most 128 of them.
+func ValidToken(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }

@@ -1,0 +1,53 @@
+package wire
+
+// Headers on request messages. Trace context travels as the lower-case W3C names
+// traceparent and tracestate (see HeaderCarrier).
+const (
+	// HeaderCallID names the call on the bus: its cancel and progress subjects. Only
+	// the gateway makes call ids, never from anything a caller sends.
+	HeaderCallID = "Tg-Call-Id"
+	// HeaderRequestID is the caller's request id (X-Request-Id), for logs only.
+	HeaderRequestID = "Tg-Request-Id"
+	HeaderAccount   = "Tg-Account"
+	HeaderDeadline  = "Tg-Deadline" // unix milliseconds
+	HeaderSession   = "Tg-Session"  // the MCP session a call came through
+	HeaderProgress  = "Tg-Progress" // "1" when the caller wants progress notifications
+	HeaderMethod    = "Tg-Method"   // the MCP method of a request on MCP(tool)
+	// HeaderClientCapabilities lists, comma-separated, the capabilities the MCP
+	// client of the call's session declared (sampling, elicitation, roots, ...). It is
+	// present, perhaps empty, when the session's capabilities are known, so a worker
+	// sends a client no request it cannot answer.
+	HeaderClientCapabilities = "Tg-Client-Capabilities"
+)
+
+// Headers on reply messages.
+const (
+	HeaderContentType = "Content-Type"
+	HeaderStatus      = "Tg-Status" // the HTTP status the tool asks for; 200 if absent
+	// HeaderResult names what a reply's body is when it is not the method's plain
+	// result: ResultMCP or ResultRPCError.
+	HeaderResult = "Tg-Result"
+	// The nats micro error headers: a tool's own error. On a JSON-RPC error reply
+	// they are set too, for nats micro tooling; the body is what counts.
+	HeaderErrorCode = "Nats-Service-Error-Code"
+	HeaderError     = "Nats-Service-Error"
+)
+
+// HeaderResult values.
+const (
+	// ResultMCP: the body is an MCP CallToolResult, as a bridged MCP server returns
+	// it; MCP sessions pass it through unchanged, HTTP callers get it as JSON.
+	ResultMCP = "mcp-call-tool-result"
+	// ResultRPCError: the body is a JSON-RPC error object, {code, message, data?}, the
+	// answer of a request on MCP(tool) that failed.
+	ResultRPCError = "jsonrpc-error"
+)
+
+// Headers of the JetStream messages a worker writes and reads.
+const (
+	headerTTL        = "Nats-TTL"           // a presence record's own time to live
+	headerKVOp       = "KV-Operation"       // DEL or PURGE on a key's delete marker
+	headerMarker     = "Nats-Marker-Reason" // a marker the server left when it removed a key
+	headerNATSStatus = "Status"             // 503 no responders, 404 no message
+	headerSequence   = "Nats-Sequence"
+)

@@ -1,0 +1,194 @@
+package wire
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Tool is a deployed tool's record in the tools bucket, under its id: what the tool's
+// workers declare about it. Workers write it; edges check what they read (CheckTool)
+// and ignore a record that breaks the rules.
+type Tool struct {
+	ID           string       `json:"id"`
+	Title        string       `json:"title,omitempty"`
+	Description  string       `json:"description,omitempty"`
+	Version      string       `json:"version,omitempty"`
+	Owner        string       `json:"owner,omitempty"` // the account that deploys it, if any
+	Methods      []Method     `json:"methods"`
+	Capabilities Capabilities `json:"capabilities,omitzero"`
+	UpdatedAt    time.Time    `json:"updated_at"`
+}
+
+// Method is one callable method of a tool.
+type Method struct {
+	Name         string          `json:"name"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	// Timeout bounds one call; 0 means the gateway's default.
+	Timeout Duration `json:"timeout,omitempty"`
+	// MCPName is the method's name on an MCP server when it differs from Name
+	// (MCP tool names may hold characters a subject token cannot).
+	MCPName     string          `json:"mcp_name,omitempty"`
+	Title       string          `json:"title,omitempty"`
+	Annotations json.RawMessage `json:"annotations,omitempty"`
+}
+
+// Capabilities are the MCP features a tool's workers serve beyond tools.
+type Capabilities struct {
+	Resources   bool `json:"resources,omitempty"`
+	Prompts     bool `json:"prompts,omitempty"`
+	Completions bool `json:"completions,omitempty"`
+	Logging     bool `json:"logging,omitempty"`
+}
+
+// Method returns the method named name, or nil.
+func (t *Tool) Method(name string) *Method {
+	for i := range t.Methods {
+		if t.Methods[i].Name == name {
+			return &t.Methods[i]
+		}
+	}
+	return nil
+}
+
+// CheckTool returns why t cannot be a tool record, or nil: its id, its method names
+// (each once), and that its schemas and annotations are JSON. Whether an input schema
+// compiles is CheckSchemas'.
+func CheckTool(t *Tool) error {
+	if err := CheckToolID(t.ID); err != nil {
+		return err
+	}
+	seen := make(map[string]bool, len(t.Methods))
+	for i := range t.Methods {
+		m := &t.Methods[i]
+		if err := CheckMethodName(m.Name); err != nil {
+			return fmt.Errorf("tool %s: %w", t.ID, err)
+		}
+		if seen[m.Name] {
+			return fmt.Errorf("tool %s: method %s: declared twice", t.ID, m.Name)
+		}
+		seen[m.Name] = true
+		for _, f := range []struct {
+			what string
+			raw  json.RawMessage
+		}{{"input schema", m.InputSchema}, {"output schema", m.OutputSchema}, {"annotations", m.Annotations}} {
+			if len(f.raw) > 0 && !json.Valid(f.raw) {
+				return fmt.Errorf("tool %s: method %s: %s: not JSON", t.ID, m.Name, f.what)
+			}
+		}
+	}
+	return nil
+}
+
+// CheckSchemas returns why one of t's input schemas does not compile, or nil.
+func CheckSchemas(t *Tool) error {
+	for i := range t.Methods {
+		m := &t.Methods[i]
+		if len(m.InputSchema) == 0 {
+			continue
+		}
+		if _, err := CompileSchema(m.InputSchema, SchemaURL(t.ID, m.Name)); err != nil {
+			return fmt.Errorf("tool %s: method %s: input schema: %w", t.ID, m.Name, err)
+		}
+	}
+	return nil
+}
+
+// Duration is a time.Duration that reads and writes JSON as milliseconds.
+type Duration time.Duration
+
+// MarshalJSON writes milliseconds.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).Milliseconds())
+}
+
+// UnmarshalJSON reads milliseconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var ms int64
+	if err := json.Unmarshal(b, &ms); err != nil {
+		return err
+	}
+	*d = Duration(time.Duration(ms) * time.Millisecond)
+	return nil
+}
+
+// Presence says one worker instance of a tool is alive, under the key
+// <tool>.<instance> of the presence bucket. The worker refreshes it; it expires with
+// its own time to live (or the bucket's, which bounds it) when the worker stops.
+type Presence struct {
+	Tool      string    `json:"tool"`
+	Instance  string    `json:"instance"`
+	Host      string    `json:"host,omitempty"`
+	Version   string    `json:"version,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// DefaultPresenceTTL is how long a worker's presence outlives its last heartbeat
+// unless it says otherwise, and the presence bucket's own bound unless the deployment
+// says otherwise.
+const DefaultPresenceTTL = 10 * time.Second
+
+// ToolRecordMsg is the message that writes t's record.
+func ToolRecordMsg(t *Tool) (*nats.Msg, error) {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return nil, fmt.Errorf("wire: tool %s: record: %w", t.ID, err)
+	}
+	msg := nats.NewMsg(ToolRecord(t.ID))
+	msg.Data = b
+	return msg, nil
+}
+
+// ReadToolRecord decodes the answer of ToolRecordGet: the record, or nil when the tool
+// has none (never written, deleted, or expired).
+func ReadToolRecord(msg *nats.Msg) (*Tool, error) {
+	if len(msg.Data) == 0 {
+		switch status := msg.Header.Get(headerNATSStatus); status {
+		case "404":
+			return nil, nil
+		case "":
+		case "503":
+			return nil, ErrNotStored
+		default:
+			return nil, fmt.Errorf("wire: tool record: status %s %s", status, msg.Header.Get("Description"))
+		}
+	}
+	if msg.Header.Get(headerKVOp) != "" || msg.Header.Get(headerMarker) != "" {
+		return nil, nil
+	}
+	if msg.Header.Get(headerSequence) == "" {
+		return nil, fmt.Errorf("wire: tool record: the answer is no stored message")
+	}
+	var t Tool
+	if err := json.Unmarshal(msg.Data, &t); err != nil {
+		return nil, fmt.Errorf("wire: tool record: %w", err)
+	}
+	return &t, nil
+}
+
+// PresenceMsg is the message that writes (or refreshes) p, to expire ttl after it is
+// stored. The server counts whole seconds, at least one: ttl is rounded up to them.
+func PresenceMsg(p *Presence, ttl time.Duration) (*nats.Msg, error) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("wire: presence %s.%s: %w", p.Tool, p.Instance, err)
+	}
+	msg := nats.NewMsg(PresenceRecord(p.Tool, p.Instance))
+	secs := max(1, int64((ttl+time.Second-1)/time.Second))
+	msg.Header.Set(headerTTL, strconv.FormatInt(secs, 10)+"s")
+	msg.Data = b
+	return msg, nil
+}
+
+// PresenceDeleteMsg is the message that removes an instance's presence at once, as a
+// clean stop does: the key's delete marker.
+func PresenceDeleteMsg(tool, instance string) *nats.Msg {
+	msg := nats.NewMsg(PresenceRecord(tool, instance))
+	msg.Header.Set(headerKVOp, "DEL")
+	return msg
+}

@@ -1,0 +1,144 @@
+package wire
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Request is one message from an edge to a tool's workers: a call of a method, or an
+// MCP request other than a tool call.
+type Request struct {
+	Tool string
+	// Method is the method called; on an MCP request, the MCP method
+	// (resources/read, prompts/get, ...).
+	Method string
+	// MCP marks a request on MCP(Tool) rather than a call on Call(Tool, Method).
+	MCP bool
+	// CallID names the call on the bus (HeaderCallID): made by the gateway, never
+	// taken from a caller.
+	CallID string
+	// RequestID is the caller's request id (HeaderRequestID), for logs.
+	RequestID string
+	Account   string
+	Session   string // the MCP session, if any
+	// ClientCapabilities are the capabilities the session's MCP client declared; nil
+	// when unknown (no session, or none recorded).
+	ClientCapabilities []string
+	Deadline           time.Time // zero means the context's deadline, if any
+	Progress           bool      // the caller follows Progress(Tool, CallID)
+	Data               []byte
+	// Header holds extra headers, copied onto the message first.
+	Header nats.Header
+}
+
+// Subject is the subject r travels on.
+func (s Subjects) Subject(r *Request) string {
+	if r.MCP {
+		return s.MCP(r.Tool)
+	}
+	return s.Call(r.Tool, r.Method)
+}
+
+// Msg encodes r as the NATS message its tool's workers read, with the trace context of
+// ctx injected.
+func (s Subjects) Msg(ctx context.Context, r *Request) *nats.Msg {
+	msg := nats.NewMsg(s.Subject(r))
+	msg.Data = r.Data
+	for k, v := range r.Header {
+		msg.Header[k] = v
+	}
+	// Direct assignments, not Set: the names are canonical already, and the call path
+	// pays for every allocation.
+	set := func(k, v string) {
+		if v != "" {
+			msg.Header[k] = []string{v}
+		}
+	}
+	set(HeaderCallID, r.CallID)
+	set(HeaderRequestID, r.RequestID)
+	set(HeaderAccount, r.Account)
+	set(HeaderSession, r.Session)
+	if r.MCP {
+		set(HeaderMethod, r.Method)
+	}
+	if r.ClientCapabilities != nil {
+		msg.Header[HeaderClientCapabilities] = []string{strings.Join(r.ClientCapabilities, ",")}
+	}
+	deadline := r.Deadline
+	if deadline.IsZero() {
+		deadline, _ = ctx.Deadline()
+	}
+	if !deadline.IsZero() {
+		set(HeaderDeadline, strconv.FormatInt(deadline.UnixMilli(), 10))
+	}
+	if r.Progress {
+		set(HeaderProgress, "1")
+	}
+	Propagator.Inject(ctx, HeaderCarrier(msg.Header))
+	return msg
+}
+
+// ReadRequest decodes a request a worker received on subject. Header is kept as it
+// came, for the trace context and any header the SDK does not read.
+func (s Subjects) ReadRequest(subject string, h nats.Header, data []byte) (Request, error) {
+	r := Request{Data: data, Header: h}
+	root := s.prefix() + "."
+	switch rest, _ := strings.CutPrefix(subject, root); {
+	case strings.HasPrefix(rest, "call."):
+		tool, method, ok := strings.Cut(strings.TrimPrefix(rest, "call."), ".")
+		if !ok {
+			return r, fmt.Errorf("wire: request subject %q: no method", subject)
+		}
+		r.Tool, r.Method = tool, method
+	case strings.HasPrefix(rest, "mcp."):
+		r.Tool, r.MCP, r.Method = strings.TrimPrefix(rest, "mcp."), true, h.Get(HeaderMethod)
+	default:
+		return r, fmt.Errorf("wire: %q is no request subject under %q", subject, s.prefix())
+	}
+	r.CallID = h.Get(HeaderCallID)
+	r.RequestID = h.Get(HeaderRequestID)
+	r.Account = h.Get(HeaderAccount)
+	r.Session = h.Get(HeaderSession)
+	r.Progress = h.Get(HeaderProgress) != ""
+	if caps, ok := h[HeaderClientCapabilities]; ok {
+		r.ClientCapabilities = []string{}
+		if len(caps) > 0 && caps[0] != "" {
+			r.ClientCapabilities = strings.Split(caps[0], ",")
+		}
+	}
+	if v := h.Get(HeaderDeadline); v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return r, fmt.Errorf("wire: %s %q: not unix milliseconds", HeaderDeadline, v)
+		}
+		r.Deadline = time.UnixMilli(ms)
+	}
+	return r, nil
+}
+
+// Declared reports whether the session's client declared capability: true when its
+// capabilities are unknown, so that the client answers for itself.
+func (r *Request) Declared(capability string) bool {
+	return r.ClientCapabilities == nil || slices.Contains(r.ClientCapabilities, capability)
+}
+
+// MessageSize is the number of bytes msg takes against the server's max_payload:
+// its data plus its encoded headers.
+func MessageSize(msg *nats.Msg) int64 {
+	size := int64(len(msg.Data))
+	if len(msg.Header) > 0 {
+		size += int64(len("NATS/1.0\r\n\r\n"))
+		for k, vs := range msg.Header {
+			for _, v := range vs {
+				size += int64(len(k) + len(": ") + len(v) + len("\r\n"))
+			}
+		}
+	}
+	return size
+}

@@ -1,0 +1,148 @@
+package wire
+
+import "strings"
+
+// DefaultPrefix is the first token of every toolgate subject.
+const DefaultPrefix = "tg"
+
+// Subjects names every subject under one prefix, so a deployment can run several
+// gateways on one NATS system. Every subject a worker of a tool uses carries the
+// tool's id, so that the NATS server can hold each tool's workers to their own.
+type Subjects struct {
+	Prefix string
+}
+
+// DefaultSubjects uses DefaultPrefix.
+var DefaultSubjects = Subjects{Prefix: DefaultPrefix}
+
+func (s Subjects) prefix() string {
+	if s.Prefix == "" {
+		return DefaultPrefix
+	}
+	return s.Prefix
+}
+
+// join makes prefix.token1.token2...; it is on every call's path, so in one allocation.
+func (s Subjects) join(tokens ...string) string {
+	p := s.prefix()
+	n := len(p)
+	for _, t := range tokens {
+		n += 1 + len(t)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(p)
+	for _, t := range tokens {
+		b.WriteByte('.')
+		b.WriteString(t)
+	}
+	return b.String()
+}
+
+// Call is the subject a tool's method is called on: edge to the tool's workers, in
+// the tool's queue group.
+func (s Subjects) Call(tool, method string) string { return s.join("call", tool, method) }
+
+// CallAll matches every method of a tool.
+func (s Subjects) CallAll(tool string) string { return s.join("call", tool, ">") }
+
+// QueueGroup is the queue group the instances of one tool share.
+func (s Subjects) QueueGroup(tool string) string { return s.join(tool) }
+
+// MCP carries the MCP methods other than tools (resources, prompts, completion) to a
+// tool's workers: the request's data is the JSON-RPC params, HeaderMethod names the
+// method, and the reply is the JSON-RPC result or error (see RPCResultReply).
+func (s Subjects) MCP(tool string) string { return s.join("mcp", tool) }
+
+// Cancel tells the workers of tool, and every edge, to stop the call callID: its
+// caller left or its deadline passed.
+func (s Subjects) Cancel(tool, callID string) string { return s.join("cancel", tool, callID) }
+
+// CancelTool matches the cancels of one tool's calls: what its workers follow.
+func (s Subjects) CancelTool(tool string) string { return s.join("cancel", tool, ">") }
+
+// CancelAll matches every cancel: what edges follow, to stop an MCP call another edge
+// was asked to cancel.
+func (s Subjects) CancelAll() string { return s.join("cancel", ">") }
+
+// ParseCancel reads the tool and call id out of a cancel subject.
+func (s Subjects) ParseCancel(subject string) (tool, callID string, ok bool) {
+	rest, ok := strings.CutPrefix(subject, s.prefix()+".cancel.")
+	if !ok {
+		return "", "", false
+	}
+	tool, callID, ok = strings.Cut(rest, ".")
+	if !ok || tool == "" || callID == "" || strings.Contains(callID, ".") {
+		return "", "", false
+	}
+	return tool, callID, true
+}
+
+// Progress carries the progress and log notifications of the call callID of tool,
+// from the worker running it to the edge serving it.
+func (s Subjects) Progress(tool, callID string) string { return s.join("progress", tool, callID) }
+
+// SessionOut carries messages for the client of an MCP session of tool, on its
+// standalone stream, into the session event log.
+func (s Subjects) SessionOut(tool, session string) string {
+	return s.join("sess", tool, session, "out")
+}
+
+// SessionPost carries the messages of the stream of one POST of an MCP session.
+func (s Subjects) SessionPost(tool, session, post string) string {
+	return s.join("sess", tool, session, "out", post)
+}
+
+// SessionReply carries a client's answer to the request id a worker sent it, back to
+// the worker.
+func (s Subjects) SessionReply(tool, session, id string) string {
+	return s.join("sess", tool, session, "reply", id)
+}
+
+// SessionReplies matches the answers to every session request of tool's workers.
+func (s Subjects) SessionReplies(tool string) string { return s.join("sess", tool, "*", "reply", ">") }
+
+// EventLog lists the subjects the session event log stores: the standalone streams
+// and the POST streams of every session of every tool.
+func (s Subjects) EventLog() []string {
+	return []string{s.join("sess", "*", "*", "out"), s.join("sess", "*", "*", "out", "*")}
+}
+
+// SessionRoot is what every session subject starts with; Logged replaces it.
+func (s Subjects) SessionRoot() string { return s.join("sess") + "." }
+
+// LoggedRoot is where the event log republishes what it stored: a record stored on
+// tg.sess.<tool>.<session>.out[.<post>] is republished on
+// tg.logged.sess.<tool>.<session>.out[.<post>], for the edge holding the stream.
+func (s Subjects) LoggedRoot() string { return s.join("logged", "sess") + "." }
+
+// Logged is the subject the event log republishes a record of subject on.
+func (s Subjects) Logged(subject string) string {
+	return s.LoggedRoot() + strings.TrimPrefix(subject, s.SessionRoot())
+}
+
+// The registry buckets a worker writes to. Their names are the deployment's, not the
+// subject prefix's.
+const (
+	BucketTools    = "tg-tools"
+	BucketPresence = "tg-presence"
+)
+
+// ToolRecord is the subject a worker publishes its tool's record on: the key tool of
+// the tools bucket.
+func ToolRecord(tool string) string { return "$KV." + BucketTools + "." + tool }
+
+// ToolRecordGet is the direct-get subject that answers with the last record of tool.
+func ToolRecordGet(tool string) string {
+	return "$JS.API.DIRECT.GET.KV_" + BucketTools + "." + ToolRecord(tool)
+}
+
+// PresenceRecord is the subject a worker instance publishes its presence on.
+func PresenceRecord(tool, instance string) string {
+	return "$KV." + BucketPresence + "." + tool + "." + instance
+}
+
+// WorkerInbox is the root of the subjects a worker of tool waits for answers on (acks
+// of its writes, its session requests' acks): its own, so that a worker never needs
+// the whole of _INBOX.
+func WorkerInbox(tool string) string { return "_INBOX.tool." + tool + "." }
