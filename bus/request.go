@@ -52,7 +52,13 @@ func Do(ctx context.Context, nc *nats.Conn, subjects wire.Subjects, req *wire.Re
 		}
 	}
 	sent := time.Now()
-	reply, err := nc.RequestMsgWithContext(ctx, msg)
+	var reply *nats.Msg
+	var err error
+	if req.ReplyTo == "" {
+		reply, err = nc.RequestMsgWithContext(ctx, msg)
+	} else {
+		reply, err = requestTo(ctx, nc, msg, req.ReplyTo)
+	}
 	elapsed := time.Since(sent)
 	if err != nil {
 		err = mapRequestError(ctx, err)
@@ -77,6 +83,29 @@ func Do(ctx context.Context, nc *nats.Conn, subjects wire.Subjects, req *wire.Re
 		span.SetAttributes(attribute.Int("toolgate.status", r.Status))
 	}
 	return r, nil
+}
+
+// requestTo sends msg as a request whose reply goes to subject. A server that finds
+// no subscriber for msg answers, on this connection's subscription to subject, with
+// the no-responders status, as it does to an inbox.
+func requestTo(ctx context.Context, nc *nats.Conn, msg *nats.Msg, subject string) (*nats.Msg, error) {
+	sub, err := nc.SubscribeSync(subject)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	msg.Reply = subject
+	if err := nc.PublishMsg(msg); err != nil {
+		return nil, err
+	}
+	reply, err := sub.NextMsgWithContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(reply.Data) == 0 && reply.Header.Get("Status") == "503" {
+		return nil, nats.ErrNoResponders
+	}
+	return reply, nil
 }
 
 func mapRequestError(ctx context.Context, err error) error {

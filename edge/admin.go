@@ -407,11 +407,12 @@ func decodeStrict(r io.Reader, v any) error {
 func decodeError(err error) error {
 	var (
 		mbe *http.MaxBytesError
+		he  *httpError
 		ute *json.UnmarshalTypeError
 		se  *json.SyntaxError
 	)
 	switch {
-	case errors.As(err, &mbe):
+	case errors.As(err, &mbe), errors.As(err, &he):
 		return err
 	case errors.As(err, &se), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return newHTTPError(http.StatusBadRequest, CodeInvalidJSON, "the body must be one JSON object")

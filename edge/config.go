@@ -36,6 +36,13 @@ type Config struct {
 	TimeoutHeader string
 	// ShutdownTimeout is how long Serve waits for in-flight requests when its context ends.
 	ShutdownTimeout time.Duration
+	// ReadHeaderTimeout bounds how long a client may take to send a request's headers.
+	ReadHeaderTimeout time.Duration
+	// ReadBodyTimeout bounds how long a client may take to send a request's body, from
+	// the end of its headers; a body still arriving then is a 408 and the connection is
+	// closed. A request without a body, or one whose body has been read, is not
+	// bounded by it: a stream may stay open for hours.
+	ReadBodyTimeout time.Duration
 	// MCP serves the MCP routes; nil leaves them answering 404.
 	MCP MCP
 	// Dashboard serves every path under DashboardPath (package edge/dashboard, whose
@@ -46,14 +53,23 @@ type Config struct {
 // DashboardPath is where the deployment dashboard is served.
 const DashboardPath = "/dashboard/"
 
+// The default bounds on how long a client may take to send a request: its headers,
+// then its body. The body's allows a 1 MiB body at about 35 KB/s.
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadBodyTimeout   = 30 * time.Second
+)
+
 // DefaultConfig serves on 127.0.0.1:8080 with 1 MiB bodies and no admin API.
 func DefaultConfig() Config {
 	return Config{
-		Listen:          "127.0.0.1:8080",
-		BaseURL:         "http://127.0.0.1:8080",
-		MaxBodyBytes:    DefaultMaxBodyBytes,
-		TimeoutHeader:   "Tg-Timeout",
-		ShutdownTimeout: 15 * time.Second,
+		Listen:            "127.0.0.1:8080",
+		BaseURL:           "http://127.0.0.1:8080",
+		MaxBodyBytes:      DefaultMaxBodyBytes,
+		TimeoutHeader:     "Tg-Timeout",
+		ShutdownTimeout:   15 * time.Second,
+		ReadHeaderTimeout: DefaultReadHeaderTimeout,
+		ReadBodyTimeout:   DefaultReadBodyTimeout,
 	}
 }
 
@@ -80,6 +96,12 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		return errors.New("edge: shutdown-timeout: must not be negative")
+	}
+	if c.ReadHeaderTimeout <= 0 {
+		return errors.New("edge: read-header-timeout: must be positive")
+	}
+	if c.ReadBodyTimeout <= 0 {
+		return errors.New("edge: read-body-timeout: must be positive")
 	}
 	return nil
 }

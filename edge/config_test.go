@@ -24,6 +24,8 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{"an admin key instead of its hash", func(c *edge.Config) { c.AdminKeyHash = "tg_abc" }, "edge: admin-key-hash:"},
 		{"a timeout header with a space", func(c *edge.Config) { c.TimeoutHeader = "Tg Timeout" }, "edge: timeout-header:"},
 		{"a negative shutdown timeout", func(c *edge.Config) { c.ShutdownTimeout = -1 }, "edge: shutdown-timeout:"},
+		{"no time for headers", func(c *edge.Config) { c.ReadHeaderTimeout = 0 }, "edge: read-header-timeout:"},
+		{"no time for a body", func(c *edge.Config) { c.ReadBodyTimeout = 0 }, "edge: read-body-timeout:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := edge.DefaultConfig()

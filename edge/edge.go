@@ -177,7 +177,7 @@ func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancelBase()
 	srv := &http.Server{
 		Handler:           e.router,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: e.cfg.ReadHeaderTimeout, // a body's time is bounded per request: limitBody
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return base },

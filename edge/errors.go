@@ -44,6 +44,7 @@ const (
 	CodeInvalidJSON          = "invalid_json"
 	CodeInvalidParams        = "invalid_params"
 	CodeInvalidRequest       = "invalid_request"
+	CodeRequestTimeout       = "request_timeout"
 	CodeUnauthenticated      = "unauthenticated"
 	CodeForbidden            = "forbidden"
 	CodeToolNotFound         = "tool_not_found"

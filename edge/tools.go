@@ -297,11 +297,14 @@ func readBody(buf *bytes.Buffer, r *http.Request) error {
 		buf.Grow(int(r.ContentLength))
 	}
 	_, err := buf.ReadFrom(r.Body)
-	var tooLarge *http.MaxBytesError
+	var (
+		tooLarge *http.MaxBytesError
+		he       *httpError
+	)
 	switch {
 	case err == nil, errors.Is(err, io.EOF):
 		return nil
-	case errors.As(err, &tooLarge):
+	case errors.As(err, &tooLarge), errors.As(err, &he):
 		return err
 	}
 	return newHTTPError(http.StatusBadRequest, CodeInvalidRequest, "the body could not be read")

@@ -146,6 +146,8 @@ type Call struct {
 	// ClientCapabilities are what the session's MCP client declared, when known.
 	ClientCapabilities []string
 	Header             nats.Header
+	// ReplyTo is where the tool answers, when not this edge's inbox alone (wire.Request).
+	ReplyTo string
 	// Entry is the method, when the caller has already found it visible to Principal
 	// in the view (the edge does, to answer in the documented order); Check then does
 	// not look it up again.
@@ -154,7 +156,8 @@ type Call struct {
 
 // Check runs every check a call must pass before it is sent, against the current
 // registry, and returns the method it calls. ctx bounds taking a lease of the caller's
-// rate from its shared bucket.
+// rate from its shared bucket. It leaves in c.Params what the tool is sent: whole
+// numbers in their integer form (registry.IntegerForm).
 func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, error) {
 	m := c.Entry
 	if m == nil {
@@ -172,6 +175,7 @@ func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, er
 	if err := g.allow(ctx, c.Principal); err != nil {
 		return nil, err
 	}
+	c.Params = registry.IntegerForm(c.Params)
 	return m, nil
 }
 
@@ -198,6 +202,7 @@ func (g *Gateway) Do(ctx context.Context, c *Call) (*wire.Reply, error) {
 		Progress:           c.Progress,
 		Data:               c.Params,
 		Header:             c.Header,
+		ReplyTo:            c.ReplyTo,
 	})
 }
 

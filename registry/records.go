@@ -99,4 +99,7 @@ type Session struct {
 	Capabilities    json.RawMessage `json:"capabilities,omitempty"`
 	LogLevel        string          `json:"log_level,omitempty"`
 	CreatedAt       time.Time       `json:"created_at"`
+	// Credential names the key or link that opened the session: the only one that may
+	// use it, and the session ends when it is revoked (see package sse).
+	Credential string `json:"credential,omitempty"`
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -115,8 +116,10 @@ func (s *inputSchema) compiled(tool, method string) (*jsonschema.Schema, error) 
 	return s.s, s.err
 }
 
-// IsObject reports whether b is one JSON object, whitespace around it allowed.
+// IsObject reports whether b is one JSON object, whitespace around it allowed, in
+// UTF-8 as JSON must be (RFC 8259): encoding/json's own check lets invalid bytes inside
+// strings through, and a tool would receive them.
 func IsObject(b []byte) bool {
 	b = bytes.TrimLeft(b, " \t\r\n")
-	return len(b) > 0 && b[0] == '{' && json.Valid(b)
+	return len(b) > 0 && b[0] == '{' && utf8.Valid(b) && json.Valid(b)
 }

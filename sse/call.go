@@ -89,7 +89,7 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 		reply, err := s.gw.Do(ctx, &gateway.Call{
 			Principal: r.p, Tool: r.tool, Method: m.Name, Params: args, Entry: t.Method(m.Name),
 			CallID: callID, RequestID: callID, Session: sessionID(r.sess), Progress: wantNotes,
-			ClientCapabilities: clientCapabilities(r.sess),
+			ClientCapabilities: clientCapabilities(r.sess), ReplyTo: r.replyTo,
 		})
 		return outcome{reply, err}
 	}
@@ -112,18 +112,25 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 			s.relayNote(r, token, level, <-notes)
 		}
 	}
-	if out.err != nil {
-		if text, ok := toolFailure(r.tool, m.Name, out.err); ok {
+	return toolAnswer(r.tool, m, out.reply, out.err)
+}
+
+// toolAnswer is the tools/call result of a call of method m of tool, from what the bus
+// gave back. The edge running a call and an edge that finishes the call's stream for it
+// (finishStream) make the same answer from the same reply.
+func toolAnswer(tool string, m *registry.Method, reply *wire.Reply, err error) (any, error) {
+	if err != nil {
+		if text, ok := toolFailure(tool, m.Name, err); ok {
 			return newToolResult(text, true), nil
 		}
-		return nil, out.err
+		return nil, err
 	}
-	if out.reply.MCPResult && json.Valid(out.reply.Data) {
-		return json.RawMessage(out.reply.Data), nil
+	if reply.MCPResult && json.Valid(reply.Data) {
+		return json.RawMessage(reply.Data), nil
 	}
-	res := newToolResult(string(out.reply.Data), out.reply.Status >= 400)
-	if !res.IsError && len(m.OutputSchema) > 0 && json.Valid(out.reply.Data) {
-		res.StructuredContent = json.RawMessage(out.reply.Data)
+	res := newToolResult(string(reply.Data), reply.Status >= 400)
+	if !res.IsError && len(m.OutputSchema) > 0 && json.Valid(reply.Data) {
+		res.StructuredContent = json.RawMessage(reply.Data)
 	}
 	return res, nil
 }

@@ -306,7 +306,15 @@ type edge struct {
 	url  string // http://127.0.0.1:port
 	srv  *sse.Server
 	http *http.Server
+	nc   *nats.Conn
 	once sync.Once
+}
+
+// kill takes the edge away as a crash would: its NATS connection, then every HTTP
+// connection, closed with nothing drained and nothing said to anyone.
+func (ed *edge) kill() {
+	ed.nc.Close()
+	_ = ed.http.Close()
 }
 
 func (e *env) startEdge(t testing.TB, node int, edit func(*sse.Config)) *edge {
@@ -342,7 +350,7 @@ func (e *env) startEdge(t testing.TB, node int, edit func(*sse.Config)) *edge {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ed := &edge{url: "http://" + ln.Addr().String(), srv: srv, http: &http.Server{Handler: routes(view, srv)}}
+	ed := &edge{url: "http://" + ln.Addr().String(), srv: srv, http: &http.Server{Handler: routes(view, srv)}, nc: nc}
 	go ed.http.Serve(ln)
 	t.Cleanup(ed.stop)
 	return ed

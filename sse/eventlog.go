@@ -148,19 +148,19 @@ func (l *eventLog) postSubject(tool, session, post string) string {
 	return l.subj.SessionPost(tool, session, post)
 }
 
+// replySubject is where the tool answers the call of a POST stream's subject: kept in
+// the log beside the stream, not on it, since the tool's reply is not a message for the
+// client. '~' never occurs in a post id, so no POST's stream is named so.
+func (l *eventLog) replySubject(postSubject string) string { return postSubject + "~reply" }
+
 // appendRecord stores one record and returns its sequence. A msgID makes the append
 // idempotent across edges that all decide to write the same record.
 func (l *eventLog) appendRecord(ctx context.Context, subject string, data []byte, hdr nats.Header, msgID string) (uint64, error) {
-	msg := nats.NewMsg(subject)
-	msg.Data = data
-	for k, v := range hdr {
-		msg.Header[k] = v
-	}
 	var opts []jetstream.PublishOpt
 	if msgID != "" {
 		opts = append(opts, jetstream.WithMsgID(msgID))
 	}
-	ack, err := l.js.PublishMsg(ctx, msg, opts...)
+	ack, err := l.publish(ctx, subject, data, hdr, opts...)
 	var apiErr *jetstream.APIError
 	if msgID != "" && errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrDuplicateInProcess {
 		// Another edge is storing the same record right now.
@@ -170,6 +170,16 @@ func (l *eventLog) appendRecord(ctx context.Context, subject string, data []byte
 		return 0, fmt.Errorf("sse: event log: append to %s: %w", subject, err)
 	}
 	return ack.Sequence, nil
+}
+
+// publish stores one record, as opts allow.
+func (l *eventLog) publish(ctx context.Context, subject string, data []byte, hdr nats.Header, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	msg := nats.NewMsg(subject)
+	msg.Data = data
+	for k, v := range hdr {
+		msg.Header[k] = v
+	}
+	return l.js.PublishMsg(ctx, msg, opts...)
 }
 
 // unheard returns where a new standalone stream starts, given the sequence of its

@@ -27,6 +27,9 @@ type rpcRequest struct {
 	// notify sends a notification about this request to its client; nil drops them
 	// (a JSON response has no room for any).
 	notify func(msg []byte)
+	// replyTo is where the tool answers a tools/call answered with a stream: the event
+	// log, so that any edge can finish the stream should this one be lost.
+	replyTo string
 
 	call    *mcp.CallToolParamsRaw // the params of a tools/call, once read
 	callErr error

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -139,7 +140,8 @@ func (s *Server) closeStandalone(sess *registry.Session) {
 
 // replayPost resumes the stream of one POST after the event id the client last
 // got, on any edge: the call may still run on the edge that took the POST, which
-// keeps appending to the log; the stream ends after the response.
+// keeps appending to the log; the stream ends after the response. Should that edge be
+// gone, this one puts the response on the stream (finishStream).
 func (s *Server) replayPost(w http.ResponseWriter, r *http.Request, sess *registry.Session, after eventID) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -163,6 +165,10 @@ func (s *Server) replayPost(w http.ResponseWriter, r *http.Request, sess *regist
 	if ew.prime(after.String(), s.cfg.RetryAfter) != nil {
 		return
 	}
+	// The edge running the call may be gone: then this one finishes the stream.
+	var finishing sync.WaitGroup
+	finishing.Go(func() { s.finishStream(ctx, sess, after.post) })
+	defer func() { cancel(); finishing.Wait() }()
 	s.pump(ctx, ew, sess, f, true, ended, func(rec record) (bool, streamEnd) {
 		if rec.header.Get(headerEvent) != "" {
 			return false, 0

@@ -47,6 +47,7 @@ type Server struct {
 	listeners *listenerSet
 	streams   *streamSet
 	changes   *toolChanges
+	sweep     *sweeper
 	stopView  func()
 
 	touchMu   sync.Mutex
@@ -101,11 +102,19 @@ func New(ctx context.Context, gw *gateway.Gateway, store *registry.Store, cfg Co
 		return nil, fmt.Errorf("sse: follow cancels: %w", err)
 	}
 	s.changes = newToolChanges(s.view.Snapshot())
-	s.stopView = s.view.OnChange(func(c registry.Change) { s.changes.note(c, s.view.Snapshot()) })
-	s.bg.Add(1)
+	s.sweep = newSweeper()
+	s.stopView = s.view.OnChange(func(c registry.Change) {
+		s.changes.note(c, s.view.Snapshot())
+		s.sweep.note(c)
+	})
+	s.bg.Add(2)
 	go func() {
 		defer s.bg.Done()
 		s.announceToolChanges()
+	}()
+	go func() {
+		defer s.bg.Done()
+		s.endRevokedSessions()
 	}()
 	return s, nil
 }

@@ -132,6 +132,17 @@ func (x *sessionIndex) remove(id string, rev uint64) bool {
 	return true
 }
 
+// sessions returns a copy of every session the index knows, as the bucket shows it.
+func (x *sessionIndex) sessions() []registry.Session {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := make([]registry.Session, 0, len(x.byID))
+	for _, e := range x.byID {
+		out = append(out, e.seen)
+	}
+	return out
+}
+
 func (x *sessionIndex) ofTool(tool string) []string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -286,6 +297,7 @@ func (s *Server) newSession(ctx context.Context, p registry.Principal, tool, ver
 	sess := &registry.Session{
 		ID: registry.NewID(""), Account: p.Account, Tool: tool, ProtocolVersion: version,
 		ClientInfo: clientInfo, Capabilities: caps, CreatedAt: time.Now().UTC(),
+		Credential: credential(s.view.Snapshot(), p, tool),
 	}
 	rev, err := s.store.CreateSession(ctx, *sess)
 	if err != nil {
@@ -344,14 +356,15 @@ func (s *Server) updateSession(ctx context.Context, sess *registry.Session, chan
 	}
 }
 
-// session finds the session id for p on tool. A session of another account or tool
-// is not found, like one that never existed.
+// session finds the session id for p on tool. A session of another account or tool,
+// or opened with another key or link (see credential), is not found, like one that
+// never existed.
 func (s *Server) session(ctx context.Context, p registry.Principal, tool, id string) (*registry.Session, error) {
 	sess, err := s.lookup(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if sess.Account != p.Account || sess.Tool != tool {
+	if sess.Account != p.Account || sess.Tool != tool || sess.Credential != credential(s.view.Snapshot(), p, tool) {
 		return nil, registry.ErrNotFound
 	}
 	return sess, nil

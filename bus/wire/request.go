@@ -35,6 +35,10 @@ type Request struct {
 	Data               []byte
 	// Header holds extra headers, copied onto the message first.
 	Header nats.Header
+	// ReplyTo is where the tool answers, when the answer must be kept where others can
+	// read it (an MCP call's stream, in the event log) rather than go to the caller's
+	// inbox alone: the message's reply subject, which the caller subscribes to.
+	ReplyTo string
 }
 
 // Subject is the subject r travels on.

@@ -79,9 +79,13 @@ func newDevCmd() *cobra.Command {
 type devState struct {
 	key        string // the dev account's API key
 	keyCreated bool
+	keyRecord  registry.Key // as the registry holds it: revoked, perhaps
 	adminKey   string
 	linkSecret string
 }
+
+// devKeyID is the id of the dev account's first key.
+const devKeyID = "key_dev"
 
 func runDev(ctx context.Context, cfg devConfig, out io.Writer, log *slog.Logger) error {
 	if err := startPprof(ctx, log); err != nil {
@@ -142,7 +146,7 @@ func setupDev(ctx context.Context, cfg devConfig, store *registry.Store) (*devSt
 	if st.key, st.keyCreated, err = loadOrCreateSecret(filepath.Join(cfg.Data, "dev-key"), registry.NewKey); err != nil {
 		return nil, fmt.Errorf("dev: key: %w", err)
 	}
-	if err := store.ImportKey(ctx, st.key, registry.Key{ID: "key_dev", Account: devAccount, Name: "dev"}); err != nil {
+	if st.keyRecord, err = importDevKey(ctx, store, st.key); err != nil {
 		return nil, fmt.Errorf("dev: key: %w", err)
 	}
 	signer, err := registry.NewLinkSigner([]byte(st.linkSecret))
@@ -155,6 +159,29 @@ func setupDev(ctx context.Context, cfg devConfig, store *registry.Store) (*devSt
 		}
 	}
 	return st, nil
+}
+
+// importDevKey files the dev key in the registry unless it is there already, and
+// returns its record. A key made after the first was revoked gets an id of its own:
+// the revoked one keeps devKeyID.
+func importDevKey(ctx context.Context, store *registry.Store, key string) (registry.Key, error) {
+	keys, err := store.Keys(ctx, devAccount)
+	if err != nil {
+		return registry.Key{}, err
+	}
+	if k, ok := keys[registry.Hash(key)]; ok {
+		return k, nil
+	}
+	k := registry.Key{ID: devKeyID, Account: devAccount, Name: "dev"}
+	for _, other := range keys {
+		if other.ID == devKeyID {
+			k.ID = registry.NewID("key_")
+		}
+	}
+	if err := store.ImportKey(ctx, key, k); err != nil {
+		return registry.Key{}, err
+	}
+	return k, nil
 }
 
 // serveDev runs the demo tools and an edge (with the dashboard) on the embedded
@@ -181,12 +208,9 @@ func serveDev(ctx context.Context, cfg devConfig, st *devState, ns *server.Serve
 }
 
 // printDevBanner says what a newcomer needs: where everything is, the key, and a
-// first call to make.
+// first call to make; or, when the key in the data directory no longer works, that it
+// does not and how to make a new one.
 func printDevBanner(out io.Writer, cfg devConfig, st *devState, base, natsURL string) {
-	how := "kept from the last start"
-	if st.keyCreated {
-		how = "new"
-	}
 	fmt.Fprintf(out, `
 toolgate dev is running.
 
@@ -194,16 +218,43 @@ toolgate dev is running.
   dashboard   %[1]s/dashboard/
   NATS        %[2]s  (toolgate worker demo --nats %[2]s joins it)
   data        %[3]s  (admin key in %[3]s/admin-key)
+`, base, natsURL, cfg.Data)
+	if why := unusable(st.keyRecord, time.Now()); why != "" {
+		fmt.Fprintf(out, `
+The API key in %[1]s/dev-key (%[2]s...) %[3]s: it no longer works.
+To make a new one, stop toolgate dev, delete %[1]s/dev-key and start it again;
+or, while it runs, create one for account %[4]q (printed once):
 
-API key for account %[4]q (%[5]s; also in %[3]s/dev-key):
+    toolgate keys create %[4]s --name dev --url %[5]s
 
-    %[6]s
+`, cfg.Data, st.keyRecord.Prefix, why, devAccount, base)
+		return
+	}
+	how := "kept from the last start"
+	if st.keyCreated {
+		how = "new"
+	}
+	fmt.Fprintf(out, `
+API key for account %[3]q (%[4]s; also in %[2]s/dev-key):
+
+    %[5]s
 
 Try it:
 
-    curl -s %[1]s/get-tools -H 'SERVICE_API_KEY: %[6]s'
-    curl -s -X POST %[1]s/tool-call/echo/echo -H 'SERVICE_API_KEY: %[6]s' \
+    curl -s %[1]s/get-tools -H 'SERVICE_API_KEY: %[5]s'
+    curl -s -X POST %[1]s/tool-call/echo/echo -H 'SERVICE_API_KEY: %[5]s' \
          -H 'Content-Type: application/json' -d '{"hello":"world"}'
 
-`, base, natsURL, cfg.Data, devAccount, how, st.key)
+`, base, cfg.Data, devAccount, how, st.key)
+}
+
+// unusable says why key no longer authenticates at now, or "" while it does.
+func unusable(k registry.Key, now time.Time) string {
+	switch {
+	case k.RevokedAt != nil:
+		return "was revoked at " + k.RevokedAt.UTC().Format(time.RFC3339)
+	case k.ExpiresAt != nil && !now.Before(*k.ExpiresAt):
+		return "expired at " + k.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	return ""
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -33,13 +35,25 @@ type devStack struct {
 // startDevStack runs `toolgate dev` on data with free ports.
 func startDevStack(t *testing.T, data string) devStack {
 	t.Helper()
+	stack, banner := startDevStackBanner(t, data)
+	if !bannerKey.MatchString(banner) {
+		t.Fatalf("the banner shows no key:\n%s", banner)
+	}
+	stack.key = bannerKey.FindStringSubmatch(banner)[1]
+	return stack
+}
+
+// startDevStackBanner runs `toolgate dev` on data with free ports, and returns it with
+// its banner.
+func startDevStackBanner(t *testing.T, data string) (devStack, string) {
+	t.Helper()
 	cfg := devConfig{Data: data, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0"}
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &testenv.Buffer{}
 	done := make(chan error, 1)
 	go func() { done <- runDev(ctx, cfg, out, testenv.Logger(t)) }()
 	testenv.Eventually(t, 30*time.Second, "dev stack prints its banner", func() bool {
-		return bannerKey.MatchString(out.String()) && bannerEdge.MatchString(out.String())
+		return bannerEdge.MatchString(out.String())
 	})
 	stop := func() error {
 		cancel()
@@ -53,9 +67,8 @@ func startDevStack(t *testing.T, data string) devStack {
 	}
 	banner := out.String()
 	return devStack{
-		edgeURL: bannerEdge.FindStringSubmatch(banner)[1], natsURL: bannerNATS.FindStringSubmatch(banner)[1],
-		key: bannerKey.FindStringSubmatch(banner)[1], stop: stop,
-	}
+		edgeURL: bannerEdge.FindStringSubmatch(banner)[1], natsURL: bannerNATS.FindStringSubmatch(banner)[1], stop: stop,
+	}, banner
 }
 
 func call(t *testing.T, method, url, key, body string) (int, string) {
@@ -181,4 +194,61 @@ func TestDevStack(t *testing.T) {
 			return status == 200
 		})
 	})
+}
+
+// TestDevStackWithARevokedKey: a dev key that was revoked is not offered as the key to
+// use; the banner says it is revoked and how to make a new one, and the way it gives
+// makes a key that works, with an id of its own.
+func TestDevStackWithARevokedKey(t *testing.T) {
+	data := t.TempDir()
+	first := startDevStack(t, data)
+	adminKey, err := os.ReadFile(filepath.Join(data, "admin-key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, first.edgeURL+"/admin/keys/"+devKeyID, nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(adminKey)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("revoking the dev key: status %d", resp.StatusCode)
+	}
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	again, banner := startDevStackBanner(t, data)
+	if bannerKey.MatchString(banner) || strings.Contains(banner, first.key) {
+		again.stop()
+		t.Fatalf("the banner offers the revoked key:\n%s", banner)
+	}
+	for _, want := range []string{"dev-key (" + first.key[:registry.KeyPrefixLen] + "...) was revoked at ", "it no longer works",
+		"delete " + data + "/dev-key and start it again", "toolgate keys create dev --name dev --url " + again.edgeURL} {
+		if !strings.Contains(banner, want) {
+			again.stop()
+			t.Fatalf("the banner does not say %q:\n%s", want, banner)
+		}
+	}
+	if err := again.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := os.Remove(filepath.Join(data, "dev-key")); err != nil {
+		t.Fatal(err)
+	}
+	fresh := startDevStack(t, data)
+	defer fresh.stop()
+	if fresh.key == first.key {
+		t.Fatal("the new dev key is the revoked one")
+	}
+	testenv.Eventually(t, 10*time.Second, "the new key works", func() bool {
+		status, _ := call(t, http.MethodPost, fresh.edgeURL+"/tool-call/echo/echo", fresh.key, `{}`)
+		return status == http.StatusOK
+	})
+	if status, body := call(t, http.MethodGet, fresh.edgeURL+"/get-tools", first.key, ""); status != http.StatusUnauthorized {
+		t.Fatalf("the revoked key: %d %s", status, body)
+	}
 }

@@ -110,6 +110,8 @@ var edgeEnv = map[string]string{
 	"burst":               "TOOLGATE_BURST",
 	"edge-rates":          "TOOLGATE_EDGE_RATES",
 	"shutdown-timeout":    "TOOLGATE_SHUTDOWN_TIMEOUT",
+	"read-header-timeout": "TOOLGATE_READ_HEADER_TIMEOUT",
+	"read-body-timeout":   "TOOLGATE_READ_BODY_TIMEOUT",
 	"dashboard":           "TOOLGATE_DASHBOARD",
 	"mcp-keep-alive":      "TOOLGATE_MCP_KEEP_ALIVE",
 	"mcp-max-sessions":    "TOOLGATE_MCP_MAX_SESSIONS",
@@ -155,6 +157,8 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.IntVar(&o.Gateway.Burst, "burst", o.Gateway.Burst, "calls a key may make at once above the rate")
 	f.BoolVar(&o.EdgeRates, "edge-rates", o.EdgeRates, "keep each key's rate in this edge alone (N edges then allow N times the rate) instead of in the registry's shared buckets")
 	f.DurationVar(&o.Edge.ShutdownTimeout, "shutdown-timeout", o.Edge.ShutdownTimeout, "how long in-flight requests get at shutdown")
+	f.DurationVar(&o.Edge.ReadHeaderTimeout, "read-header-timeout", o.Edge.ReadHeaderTimeout, "how long a client may take to send a request's headers")
+	f.DurationVar(&o.Edge.ReadBodyTimeout, "read-body-timeout", o.Edge.ReadBodyTimeout, "how long a client may take to send a request's body once its headers are in (408 past it)")
 	f.BoolVar(&o.Dashboard, "dashboard", o.Dashboard, "serve the deployment dashboard under "+edge.DashboardPath)
 	f.DurationVar(&o.MCP.KeepAlive, "mcp-keep-alive", o.MCP.KeepAlive, "how often an idle MCP stream gets a keep-alive comment")
 	f.IntVar(&o.MCP.MaxSessionsPerAccount, "mcp-max-sessions", o.MCP.MaxSessionsPerAccount, "MCP sessions one account may hold at once (an account's limits override it)")

@@ -34,18 +34,37 @@ func run(t *testing.T, ctx context.Context, args ...string) (string, error) {
 // pass it; the admin commands read the same variable.
 func startEdge(t *testing.T, natsURL string, flags ...string) (url, adminKey string) {
 	t.Helper()
+	sec := newDeploymentSecrets(t)
+	return startEdgeWith(t, natsURL, sec, flags...), sec.adminKey
+}
+
+// deploymentSecrets are the files every edge of one deployment reads: the link secret
+// and the admin key.
+type deploymentSecrets struct {
+	linkSecretFile, adminKeyFile, adminKey string
+}
+
+// newDeploymentSecrets writes a deployment's secrets, and points the admin commands
+// at its admin key.
+func newDeploymentSecrets(t *testing.T) deploymentSecrets {
+	t.Helper()
 	dir := t.TempDir()
-	linkSecret := filepath.Join(dir, "link-secret")
-	adminKeyFile := filepath.Join(dir, "admin-key")
-	adminKey = registry.NewKey()
-	if err := os.WriteFile(linkSecret, []byte(registry.NewLinkSecret()+"\n"), 0o600); err != nil {
+	sec := deploymentSecrets{linkSecretFile: filepath.Join(dir, "link-secret"), adminKeyFile: filepath.Join(dir, "admin-key"), adminKey: registry.NewKey()}
+	if err := os.WriteFile(sec.linkSecretFile, []byte(registry.NewLinkSecret()+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(adminKeyFile, []byte(adminKey+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(sec.adminKeyFile, []byte(sec.adminKey+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("TOOLGATE_ADMIN_KEY_FILE", adminKeyFile)
-	out := startCommand(t, append([]string{"edge", "--nats", natsURL, "--listen", "127.0.0.1:0", "--link-secret-file", linkSecret}, flags...)...)
+	t.Setenv("TOOLGATE_ADMIN_KEY_FILE", sec.adminKeyFile)
+	return sec
+}
+
+// startEdgeWith runs `toolgate edge` with a deployment's secrets until the test ends,
+// and returns its URL once it is ready.
+func startEdgeWith(t *testing.T, natsURL string, sec deploymentSecrets, flags ...string) (url string) {
+	t.Helper()
+	out := startCommand(t, append([]string{"edge", "--nats", natsURL, "--listen", "127.0.0.1:0", "--link-secret-file", sec.linkSecretFile}, flags...)...)
 	listening := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
 	testenv.Eventually(t, 10*time.Second, "toolgate edge listens", func() bool {
 		m := listening.FindStringSubmatch(out.String())
@@ -62,7 +81,7 @@ func startEdge(t *testing.T, natsURL string, flags ...string) (url, adminKey str
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return url, adminKey
+	return url
 }
 
 // admin runs one admin command against url and returns what it printed.

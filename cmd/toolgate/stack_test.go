@@ -12,14 +12,19 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
+// startWorkerDemo runs `toolgate worker demo` on natsURL until the test ends.
+func startWorkerDemo(t *testing.T, natsURL string) {
+	t.Helper()
+	startCommand(t, "worker", "demo", "--nats", natsURL)
+}
+
 // TestStackServesTheDemoTools runs the stack as an operator would, each role its own
 // command on one NATS server: `toolgate edge`, `toolgate worker demo`, and the admin
 // commands; then calls the demo tools over HTTP as the README's quickstart does.
 func TestStackServesTheDemoTools(t *testing.T) {
 	srv := testenv.Server(t)
 	url, _ := startEdge(t, srv.ClientURL())
-
-	startCommand(t, "worker", "demo", "--nats", srv.ClientURL())
+	startWorkerDemo(t, srv.ClientURL())
 
 	admin(t, url, "accounts", "create", "acme")
 	admin(t, url, "tools", "connect", "acme", "email")
