@@ -99,3 +99,36 @@ func TestEdgeRunsOnItsOwnCredentials(t *testing.T) {
 		t.Fatalf("the server refused the stack:\n%s", strings.Join(v, "\n"))
 	}
 }
+
+// TestDevOnASecuredNATS runs the dev stack on a NATS system of its own rather than
+// the embedded server, with the admin role's credentials over TLS; without them it
+// stops saying what it lacks.
+func TestDevOnASecuredNATS(t *testing.T) {
+	sec := testenv.NewSecurity(t)
+	srv := testenv.SecureServer(t, sec, true)
+	serverLog := testenv.RecordServerLog(srv, false)
+	ca := filepath.Join(sec.CertDir, busauth.CAFile)
+
+	out, err := run(t, testenv.Context(t), "dev", "--nats", srv.ClientURL(), "--nats-tls-ca", ca, "--data", t.TempDir(), "--listen", "127.0.0.1:0")
+	if err == nil || !strings.Contains(err.Error(), "dev: bus: connect") || !strings.Contains(err.Error(), "--nats-creds") {
+		t.Fatalf("without credentials: %v\n%s", err, out)
+	}
+
+	banner := startCommand(t, "dev", "--nats", srv.ClientURL(), "--nats-creds", sec.Deployment.CredsFile(busauth.RoleAdmin), "--nats-tls-ca", ca,
+		"--data", t.TempDir(), "--listen", "127.0.0.1:0")
+	testenv.Eventually(t, 30*time.Second, "the dev stack prints its banner", func() bool { return bannerKey.MatchString(banner.String()) })
+	url, key := bannerEdge.FindStringSubmatch(banner.String())[1], bannerKey.FindStringSubmatch(banner.String())[1]
+	if !strings.Contains(banner.String(), srv.ClientURL()) {
+		t.Errorf("the banner does not name the NATS system:\n%s", banner)
+	}
+	testenv.Eventually(t, 20*time.Second, "the demo tools are online", func() bool {
+		status, body := call(t, http.MethodGet, url+"/get-tools", key, "")
+		return status == http.StatusOK && strings.Count(body, `"status":"online"`) == 3
+	})
+	if status, body := call(t, http.MethodPost, url+"/tool-call/echo/echo", key, `{"a":1}`); status != http.StatusOK {
+		t.Fatalf("echo: %d %s", status, body)
+	}
+	if v := serverLog.Violations(); len(v) > 0 {
+		t.Fatalf("the server refused the dev stack:\n%s", strings.Join(v, "\n"))
+	}
+}
