@@ -3,15 +3,21 @@ package busauth_test
 import (
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/busauth"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // files maps every file under dir to its content.
@@ -176,5 +182,48 @@ func TestCertificatesAreMadeOnceAndCoverTheHosts(t *testing.T) {
 	}
 	if cert(busauth.CAFile).SerialNumber.Cmp(ca.SerialNumber) != 0 || cert(busauth.ServerCertFile).VerifyHostname("nats-4") != nil {
 		t.Fatal("the CA changed, or the new certificate misses the new host")
+	}
+}
+
+// TestNATSServerConfIsWhatTheOfficialServerTakes starts a server from a
+// configuration that includes nats-server.conf, as an operator of the official
+// nats-server would, and connects to it as the edge role.
+func TestNATSServerConfIsWhatTheOfficialServerTakes(t *testing.T) {
+	sec := testenv.NewSecurity(t)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "nats.conf")
+	include, err := filepath.Rel(dir, filepath.Join(sec.Deployment.ServerDir(), "nats-server.conf")) // includes are relative to the file
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := fmt.Sprintf("listen: 127.0.0.1:-1\njetstream: {store_dir: %q}\ninclude %q\n", filepath.Join(dir, "js"), include)
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(opts.TrustedOperators) != 1 || opts.SystemAccount == "" || opts.MaxControlLine != bus.MaxControlLine {
+		t.Fatalf("operators %d, system account %q, max_control_line %d", len(opts.TrustedOperators), opts.SystemAccount, opts.MaxControlLine)
+	}
+	t.Chdir(dir) // the resolver's directory is relative: the server's working directory
+	opts.NoSigs, opts.NoLog = true, true
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("not ready")
+	}
+	nc := testenv.SecureConn(t, s.ClientURL(), sec.Client(sec.Deployment.CredsFile(busauth.RoleEdge), false))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateKeyValue(testenv.Context(t), jetstream.KeyValueConfig{Bucket: "tg-keys"}); err != nil {
+		t.Fatalf("the edge makes a bucket: %v", err)
 	}
 }
