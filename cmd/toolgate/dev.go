@@ -24,12 +24,13 @@ import (
 type devConfig struct {
 	Data       string // state: NATS store, secrets
 	NATSListen string // so separately started workers can join
+	Listen     string // the edge
+	BaseURL    string // how clients reach the edge; derived from Listen when empty
+
 	// NATS, when set, is a NATS system to run on instead of the embedded server, joined
 	// with NATSAuth (the admin role's credentials: the stack makes its account and keys).
 	NATS     string
 	NATSAuth bus.ClientAuth
-	Listen     string // the edge
-	BaseURL    string // how clients reach the edge; derived from Listen when empty
 }
 
 func defaultDevConfig() devConfig {
