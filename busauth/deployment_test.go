@@ -200,6 +200,7 @@ func TestNATSServerConfIsWhatTheOfficialServerTakes(t *testing.T) {
 	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	t.Chdir(dir) // the resolver's directory is relative: the server's working directory
 	opts, err := server.ProcessConfigFile(conf)
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +208,6 @@ func TestNATSServerConfIsWhatTheOfficialServerTakes(t *testing.T) {
 	if len(opts.TrustedOperators) != 1 || opts.SystemAccount == "" || opts.MaxControlLine != bus.MaxControlLine {
 		t.Fatalf("operators %d, system account %q, max_control_line %d", len(opts.TrustedOperators), opts.SystemAccount, opts.MaxControlLine)
 	}
-	t.Chdir(dir) // the resolver's directory is relative: the server's working directory
 	opts.NoSigs, opts.NoLog = true, true
 	s, err := server.NewServer(opts)
 	if err != nil {
