@@ -9,9 +9,9 @@ import (
 )
 
 // edgeBuckets are the buckets of the registry and of the dashboard's sign-ins: what
-// an edge reads and writes. They are named here rather than taken from the packages
-// that own them, which would bring the whole edge into every command that makes
-// credentials; a test holds the two lists together.
+// an edge reads and writes. They are named here rather than imported from registry
+// and edge/dashboard, which sit above the bus's security; a test holds the lists
+// together.
 var edgeBuckets = []string{
 	wire.BucketTools, "tg-accounts", "tg-keys", "tg-connections", "tg-links",
 	wire.BucketPresence, "tg-sessions", "tg-rates", "tg-dashboard-sessions",
