@@ -30,6 +30,13 @@ func TestConnectNamesWhyItWasRefused(t *testing.T) {
 		cfg.TLS.VerifyClients = true
 	})
 	open := testenv.Server(t)
+	otherName := t.TempDir() // certificates for another host name than the one connected to
+	if _, err := busauth.Certificates(otherName, []string{"nats-1"}); err != nil {
+		t.Fatal(err)
+	}
+	misnamed := testenv.ServerWith(t, func(cfg *bus.ServerConfig) {
+		cfg.TLS = bus.ServerTLS{Cert: filepath.Join(otherName, busauth.ServerCertFile), Key: filepath.Join(otherName, busauth.ServerKeyFile)}
+	})
 	other := testenv.NewSecurity(t) // another deployment
 	edgeCreds := sec.Deployment.CredsFile(busauth.RoleEdge)
 	ca := filepath.Join(sec.CertDir, busauth.CAFile)
@@ -44,6 +51,7 @@ func TestConnectNamesWhyItWasRefused(t *testing.T) {
 		{"another deployment's credentials", secured.ClientURL(), bus.ClientAuth{Creds: other.Deployment.CredsFile(busauth.RoleEdge), CA: ca}, bus.ErrCredentialsRefused},
 		{"no CA for a TLS-only server", secured.ClientURL(), bus.ClientAuth{Creds: edgeCreds}, bus.ErrServerNotTrusted},
 		{"another CA", secured.ClientURL(), bus.ClientAuth{Creds: edgeCreds, CA: filepath.Join(other.CertDir, busauth.CAFile)}, bus.ErrServerNotTrusted},
+		{"a server certificate for another name", misnamed.ClientURL(), bus.ClientAuth{CA: filepath.Join(otherName, busauth.CAFile)}, bus.ErrServerName},
 		{"TLS asked of a server without it", open.ClientURL(), bus.ClientAuth{CA: ca}, bus.ErrNoTLS},
 		{"no client certificate for a server that verifies clients", verifying.ClientURL(), bus.ClientAuth{Creds: edgeCreds, CA: ca}, bus.ErrClientCertRequired},
 	}

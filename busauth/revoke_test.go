@@ -3,6 +3,8 @@ package busauth_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -115,4 +117,39 @@ func TestRevokingAgainOnlyPushesAgain(t *testing.T) {
 	if _, _, err := sec.Deployment.Revoke("nosuch", ""); !errors.Is(err, busauth.ErrNoGrant) || !strings.Contains(err.Error(), "nosuch") {
 		t.Fatalf("a tool nobody was issued: %v", err)
 	}
+}
+
+// TestExpiredCredentialsEndTheConnection: credentials issued with an expiry are
+// ended by the server when they expire, and the role is told.
+func TestExpiredCredentialsEndTheConnection(t *testing.T) {
+	sec := testenv.NewSecurity(t)
+	srv := testenv.SecureServer(t, sec, false)
+	creds, g, err := sec.Deployment.IssueWorker([]string{"alpha"}, "", 2*time.Second)
+	if err != nil || g.ExpiresAt == nil {
+		t.Fatalf("%+v %v", g, err)
+	}
+	path := filepath.Join(t.TempDir(), "alpha.creds")
+	if err := os.WriteFile(path, creds, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nc := testenv.SecureConn(t, srv.ClientURL(), sec.Client(path, false))
+	watched, stop := bus.Watch(context.Background(), nc)
+	defer stop()
+	select {
+	case <-watched.Done():
+		if cause := context.Cause(watched); !errors.Is(cause, bus.ErrConnectionLost) {
+			t.Fatalf("the role is told %v", cause)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("still connected 20s after credentials of 2s (%v)", nc.Status())
+	}
+	// Expiry is in whole seconds: within the second it falls in, a server may still
+	// let the user in, for no longer than that second.
+	testenv.Eventually(t, 5*time.Second, "expired credentials are refused", func() bool {
+		nc, err := bus.Connect(srv.ClientURL(), "expired", testenv.Logger(t), sec.Client(path, false).Options()...)
+		if err == nil {
+			nc.Close()
+		}
+		return errors.Is(err, bus.ErrCredentialsRefused)
+	})
 }
