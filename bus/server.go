@@ -20,6 +20,10 @@ type ServerConfig struct {
 	StoreDir  string // JetStream storage; required with JetStream
 	// MaxPayload is the largest message the server accepts (bytes); 0 keeps the server's 1 MiB.
 	MaxPayload int32
+	// MonitorHost and MonitorPort serve the server's HTTP monitoring endpoints
+	// (/healthz, /varz, /jsz); a port of 0 serves none.
+	MonitorHost string
+	MonitorPort int
 
 	Cluster ClusterConfig
 
@@ -122,6 +126,8 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		JetStream:  cfg.JetStream,
 		StoreDir:   cfg.StoreDir,
 		MaxPayload: cfg.MaxPayload,
+		HTTPHost:   cfg.MonitorHost,
+		HTTPPort:   cfg.MonitorPort,
 		NoSigs:     true,
 		NoLog:      true,
 	}

@@ -8,7 +8,6 @@ package connect
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,10 +16,11 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/mcphttp"
 )
 
 // Config says where to relay to.
@@ -45,10 +45,6 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// protocolVersionStateless is the first MCP revision without the standalone GET
-// stream.
-const protocolVersionStateless = "2026-07-28"
-
 // Run relays between the local transport and cfg.Link until the local side closes
 // its input (a clean exit, nil) or the remote connection fails.
 func Run(ctx context.Context, local mcp.Transport, cfg Config) error {
@@ -60,18 +56,11 @@ func Run(ctx context.Context, local mcp.Transport, cfg Config) error {
 		link:   link,
 		redact: newRedactor(link),
 		log:    cfg.Logger,
+		client: cfg.HTTPClient,
+		header: cfg.Header,
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
-	}
-	base := http.DefaultTransport
-	if cfg.HTTPClient != nil && cfg.HTTPClient.Transport != nil {
-		base = cfg.HTTPClient.Transport
-	}
-	r.headers = &headerTransport{base: base, header: cfg.Header}
-	r.client = &http.Client{Transport: r.headers}
-	if cfg.HTTPClient != nil {
-		r.client.Timeout = cfg.HTTPClient.Timeout
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -86,18 +75,14 @@ func Run(ctx context.Context, local mcp.Transport, cfg Config) error {
 }
 
 type relay struct {
-	link    *url.URL
-	redact  redactor
-	log     *slog.Logger
-	client  *http.Client
-	headers *headerTransport
+	link   *url.URL
+	redact redactor
+	log    *slog.Logger
+	client *http.Client
+	header http.Header
 
-	local      mcp.Connection
-	remote     mcp.Connection
-	streamable bool
-
-	mu     sync.Mutex
-	initID jsonrpc.ID // the client's initialize request, whose answer names the protocol version
+	local  mcp.Connection
+	remote mcp.Connection
 }
 
 func (r *relay) run(ctx context.Context, cancel context.CancelFunc) error {
@@ -105,11 +90,17 @@ func (r *relay) run(ctx context.Context, cancel context.CancelFunc) error {
 	if err != nil {
 		return r.localEnded(ctx, err)
 	}
-	r.observeLocal(first)
-	r.remote, err = r.open(ctx, first)
+	cfg := mcphttp.Config{Endpoint: r.link.String(), Header: r.header, HTTPClient: r.client, Logger: r.log}
+	// A legacy SSE stream may be at the link itself, as the specification suggests,
+	// or at the link's /sse, where the toolgate edge serves it.
+	var legacy bool
+	r.remote, legacy, err = mcphttp.Open(ctx, cfg, first, sseEndpoints(r.link)...)
 	if err != nil {
 		r.reject(ctx, first, err)
 		return fmt.Errorf("connect: %w", r.redact.err(err))
+	}
+	if legacy {
+		r.log.Info("relaying over legacy SSE: the link refused Streamable HTTP")
 	}
 
 	var wg sync.WaitGroup
@@ -119,7 +110,7 @@ func (r *relay) run(ctx context.Context, cancel context.CancelFunc) error {
 		wg.Wait()
 	}()
 	remoteDone := make(chan error, 1)
-	wg.Go(func() { remoteDone <- r.pumpRemote(ctx, &wg) })
+	wg.Go(func() { remoteDone <- r.pumpRemote(ctx) })
 	localDone := make(chan error, 1)
 	wg.Go(func() { localDone <- r.pumpLocal(ctx, &wg) })
 
@@ -140,57 +131,8 @@ func (r *relay) localEnded(ctx context.Context, err error) error {
 	return fmt.Errorf("connect: reading the client: %w", err)
 }
 
-// open connects to the link with the client's first message: over Streamable HTTP,
-// or over legacy SSE when the link refuses that POST with a 4xx, as the MCP
-// specification's backwards-compatibility section describes.
-func (r *relay) open(ctx context.Context, first jsonrpc.Message) (mcp.Connection, error) {
-	st := &mcp.StreamableClientTransport{Endpoint: r.link.String(), HTTPClient: r.client}
-	conn, err := st.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	werr := conn.Write(ctx, first)
-	if werr == nil {
-		r.streamable = true
-		return conn, nil
-	}
-	conn.Close()
-	status := r.headers.lastPostStatus()
-	if !refusesStreamable(status) {
-		return nil, fmt.Errorf("the link did not answer over Streamable HTTP: %w", werr)
-	}
-	r.log.Info("the link refused Streamable HTTP; trying legacy SSE", "status", status)
-	var errs []error
-	for _, endpoint := range sseEndpoints(r.link) {
-		sc := &mcp.SSEClientTransport{Endpoint: endpoint, HTTPClient: r.client}
-		conn, err := sc.Connect(ctx)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := conn.Write(ctx, first); err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("legacy SSE: %w", err)
-		}
-		return conn, nil
-	}
-	return nil, fmt.Errorf("the link refused Streamable HTTP (%d %s) and legacy SSE: %w",
-		status, http.StatusText(status), errors.Join(errs...))
-}
-
-// refusesStreamable reports whether a POST's status means the server does not
-// speak Streamable HTTP there, rather than that it refused the caller.
-func refusesStreamable(status int) bool {
-	switch status {
-	case http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed,
-		http.StatusNotAcceptable, http.StatusUnsupportedMediaType:
-		return true
-	}
-	return false
-}
-
-// sseEndpoints are where a legacy SSE stream may be: the link itself, as the
-// specification suggests, then the link's /sse, where the toolgate edge serves it.
+// sseEndpoints are where a legacy SSE stream may be: the link itself, then the
+// link's /sse.
 func sseEndpoints(link *url.URL) []string {
 	out := []string{link.String()}
 	if !strings.HasSuffix(link.Path, "/sse") {
@@ -202,14 +144,15 @@ func sseEndpoints(link *url.URL) []string {
 	return out
 }
 
-// pumpLocal forwards the client's messages until its input ends.
+// pumpLocal forwards the client's messages until its input ends. A message the
+// link does not take fails alone: a call is answered with the error, anything else
+// is logged, and the relay goes on.
 func (r *relay) pumpLocal(ctx context.Context, wg *sync.WaitGroup) error {
 	for {
 		msg, err := r.local.Read(ctx)
 		if err != nil {
 			return r.localEnded(ctx, err)
 		}
-		r.observeLocal(msg)
 		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
 			// A call's POST may be held open until its result is ready, so it must
 			// not hold up the messages behind it (a cancellation, say). Other
@@ -228,8 +171,8 @@ func (r *relay) pumpLocal(ctx context.Context, wg *sync.WaitGroup) error {
 	}
 }
 
-// pumpRemote forwards the server's messages until the connection ends.
-func (r *relay) pumpRemote(ctx context.Context, wg *sync.WaitGroup) error {
+// pumpRemote forwards the link's messages until the connection ends.
+func (r *relay) pumpRemote(ctx context.Context) error {
 	for {
 		msg, err := r.remote.Read(ctx)
 		if err != nil {
@@ -241,48 +184,10 @@ func (r *relay) pumpRemote(ctx context.Context, wg *sync.WaitGroup) error {
 			}
 			return fmt.Errorf("connect: the link's connection failed: %w", r.redact.err(err))
 		}
-		if version, ok := r.initialized(msg); ok {
-			r.headers.setVersion(version)
-			if r.streamable && version < protocolVersionStateless {
-				sessionID := r.remote.SessionID()
-				wg.Go(func() { r.listen(ctx, sessionID) })
-			}
-		}
 		if err := r.local.Write(ctx, msg); err != nil {
 			return r.localEnded(ctx, err)
 		}
 	}
-}
-
-// observeLocal notes the client's initialize request.
-func (r *relay) observeLocal(msg jsonrpc.Message) {
-	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && req.Method == "initialize" {
-		r.mu.Lock()
-		r.initID = req.ID
-		r.mu.Unlock()
-	}
-}
-
-// initialized reports the protocol version when msg answers the client's
-// initialize request.
-func (r *relay) initialized(msg jsonrpc.Message) (string, bool) {
-	resp, ok := msg.(*jsonrpc.Response)
-	if !ok || resp.Error != nil {
-		return "", false
-	}
-	r.mu.Lock()
-	match := r.initID.IsValid() && resp.ID == r.initID
-	r.mu.Unlock()
-	if !match {
-		return "", false
-	}
-	var result struct {
-		ProtocolVersion string `json:"protocolVersion"`
-	}
-	if err := json.Unmarshal(resp.Result, &result); err != nil || result.ProtocolVersion == "" {
-		return "", false
-	}
-	return result.ProtocolVersion, true
 }
 
 // reject answers a call that could not be delivered, so that the client does not
@@ -306,55 +211,6 @@ func (r *relay) reject(ctx context.Context, msg jsonrpc.Message, err error) {
 // codeRejected is the code of the SDK's own "rejected by transport" error, which
 // says nothing the wrapped error does not.
 const codeRejected = -32005
-
-// headerTransport adds the user's headers to every request, and the negotiated
-// protocol version where the SDK would add it itself had its own client
-// initialized the session. It remembers the status of the last POST, which tells
-// a link that refuses Streamable HTTP from one that refuses the caller.
-type headerTransport struct {
-	base   http.RoundTripper
-	header http.Header
-
-	mu       sync.Mutex
-	version  string
-	postCode int
-}
-
-const protocolVersionHeader = "Mcp-Protocol-Version"
-
-func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	for k, vs := range t.header {
-		if req.Header.Get(k) == "" {
-			req.Header[k] = vs
-		}
-	}
-	t.mu.Lock()
-	version := t.version
-	t.mu.Unlock()
-	if version != "" && req.Header.Get(protocolVersionHeader) == "" {
-		req.Header.Set(protocolVersionHeader, version)
-	}
-	resp, err := t.base.RoundTrip(req)
-	if err == nil && req.Method == http.MethodPost {
-		t.mu.Lock()
-		t.postCode = resp.StatusCode
-		t.mu.Unlock()
-	}
-	return resp, err
-}
-
-func (t *headerTransport) setVersion(v string) {
-	t.mu.Lock()
-	t.version = v
-	t.mu.Unlock()
-}
-
-func (t *headerTransport) lastPostStatus() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.postCode
-}
 
 // redactor hides the link's secret path in text meant for logs and errors.
 type redactor struct{ secrets []string }
@@ -383,82 +239,4 @@ func (r redactor) string(s string) string {
 // err rewrites err's text without the secret.
 func (r redactor) err(err error) error {
 	return errors.New(r.string(err.Error()))
-}
-
-// listenRetries bounds reconnections of the standalone stream without progress.
-const listenRetries = 5
-
-// listen holds the standalone GET stream of a Streamable HTTP session open, so
-// that messages the server sends outside any request (tools/list_changed, say)
-// reach the client. The SDK opens this stream only for sessions its own client
-// initialized, and here the client is at the other end of stdin.
-func (r *relay) listen(ctx context.Context, sessionID string) {
-	lastID := ""
-	failures := 0
-	for ctx.Err() == nil {
-		progressed, done := r.listenOnce(ctx, sessionID, &lastID)
-		if done || ctx.Err() != nil {
-			return
-		}
-		if progressed {
-			failures = 0
-		} else if failures++; failures > listenRetries {
-			r.log.Warn("the link's event stream keeps failing; server-initiated messages outside requests are no longer relayed")
-			return
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Duration(failures) * time.Second):
-		}
-	}
-}
-
-// listenOnce reads one GET stream. done is set when the server offers no stream.
-func (r *relay) listenOnce(ctx context.Context, sessionID string, lastID *string) (progressed, done bool) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.link.String(), nil)
-	if err != nil {
-		return false, true
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	if sessionID != "" {
-		req.Header.Set("Mcp-Session-Id", sessionID)
-	}
-	if *lastID != "" {
-		req.Header.Set("Last-Event-ID", *lastID)
-	}
-	resp, err := r.client.Do(req)
-	if err != nil {
-		return false, false
-	}
-	defer resp.Body.Close()
-	ctype, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
-	if resp.StatusCode >= 400 && resp.StatusCode < 500 || resp.StatusCode < 300 && strings.TrimSpace(ctype) != "text/event-stream" {
-		// 405 is how a server says it offers no such stream; some say it otherwise.
-		return false, true
-	}
-	if resp.StatusCode >= 300 {
-		return false, false
-	}
-	for ev, err := range events(resp.Body) {
-		if err != nil {
-			break
-		}
-		if ev.id != "" {
-			*lastID = ev.id
-			progressed = true
-		}
-		if len(ev.data) == 0 || ev.name != "" && ev.name != "message" {
-			continue
-		}
-		msg, err := jsonrpc.DecodeMessage(ev.data)
-		if err != nil {
-			r.log.Warn("the link sent a message that is not JSON-RPC", "error", err.Error())
-			continue
-		}
-		progressed = true
-		if err := r.local.Write(ctx, msg); err != nil {
-			return progressed, true
-		}
-	}
-	return progressed, false
 }

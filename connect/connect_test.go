@@ -3,6 +3,7 @@ package connect_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -12,7 +13,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -315,5 +318,112 @@ func TestConfigRefusesALinkThatIsNotAnHTTPURL(t *testing.T) {
 				t.Errorf("error %v does not name the link", err)
 			}
 		})
+	}
+}
+
+// recorder wraps an endpoint and notes what it was sent: the methods POSTed, with
+// their Mcp-Method and Mcp-Name headers. refuse names a method the endpoint answers
+// with a bare HTTP 400, as a proxy or an older server would.
+type recorder struct {
+	next   http.Handler
+	refuse string
+	mu     sync.Mutex
+	posts  []string // "method|Mcp-Method|Mcp-Name"
+}
+
+func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var m struct {
+			Method string `json:"method"`
+		}
+		_ = json.Unmarshal(body, &m)
+		rec.mu.Lock()
+		rec.posts = append(rec.posts, m.Method+"|"+r.Header.Get("Mcp-Method")+"|"+r.Header.Get("Mcp-Name"))
+		rec.mu.Unlock()
+		if m.Method != "" && m.Method == rec.refuse {
+			http.Error(w, "not here", http.StatusBadRequest)
+			return
+		}
+	}
+	rec.next.ServeHTTP(w, r)
+}
+
+func (rec *recorder) sent() []string {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return slices.Clone(rec.posts)
+}
+
+func TestConnectLivesOnWhenTheLinkRefusesAMessage(t *testing.T) {
+	for _, p := range protocols {
+		t.Run("with "+p.says+", a refused request fails alone", func(t *testing.T) {
+			server := newEmailServer()
+			rec := &recorder{next: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil), refuse: "tools/list"}
+			base, _ := gateway(t, "/mcp/"+secret, rec)
+			cs, stderr := session(t, nil, p.version, base+"/mcp/"+secret)
+			defer cs.Close()
+
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, err := cs.ListTools(ctx, nil); err == nil {
+				t.Fatal("tools/list, which the link refused, succeeded")
+			}
+			if got := callSend(t, cs); !strings.Contains(got, "sent to ada@example.com") {
+				t.Errorf("after a refused request the tool answered %q\nstderr:\n%s", got, stderr)
+			}
+		})
+	}
+}
+
+func TestConnectCancelsAStatelessCallByClosingItsRequest(t *testing.T) {
+	server := newEmailServer()
+	cancelled := make(chan struct{}, 1)
+	started := make(chan struct{}, 1)
+	mcp.AddTool(server, &mcp.Tool{Name: "wait", Description: "Waits until cancelled"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, sendOut, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			cancelled <- struct{}{}
+			return nil, sendOut{}, ctx.Err()
+		})
+	rec := &recorder{next: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true})}
+	base, _ := gateway(t, "/mcp/"+secret, rec)
+	cs, stderr := session(t, nil, "2026-07-28", base+"/mcp/"+secret)
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("the client speaks %s", v)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "wait", Arguments: map[string]any{}})
+		done <- err
+	}()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the call never reached the server\nstderr:\n%s", stderr)
+	}
+	cancel()
+	select {
+	case <-cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the server's handler was never cancelled; the link was sent %q\nstderr:\n%s", rec.sent(), stderr)
+	}
+	<-done
+	if got := callSend(t, cs); !strings.Contains(got, "sent to ada@example.com") {
+		t.Errorf("after a cancelled call the tool answered %q\nstderr:\n%s", got, stderr)
+	}
+	for _, p := range rec.sent() {
+		method, headers, _ := strings.Cut(p, "|")
+		if method == "notifications/cancelled" {
+			t.Errorf("notifications/cancelled was POSTed to a 2026-07-28 link")
+		}
+		if method == "tools/call" && headers != "tools/call|send_email" && headers != "tools/call|wait" {
+			t.Errorf("tools/call was POSTed with Mcp-Method|Mcp-Name %q", headers)
+		}
 	}
 }

@@ -98,7 +98,10 @@ type Session struct {
 	ClientInfo      json.RawMessage `json:"client_info,omitempty"`
 	Capabilities    json.RawMessage `json:"capabilities,omitempty"`
 	LogLevel        string          `json:"log_level,omitempty"`
-	CreatedAt       time.Time       `json:"created_at"`
+	// Stream says the session's client holds its standalone stream open on some
+	// edge, which refreshes the session while it does.
+	Stream    bool      `json:"stream,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
 	// Credential names the key or link that opened the session: the only one that may
 	// use it, and the session ends when it is revoked (see package sse).
 	Credential string `json:"credential,omitempty"`

@@ -153,7 +153,7 @@ type existingBucket struct {
 // findBucket returns the bucket named bucket as it is, or nil when there is none.
 func findBucket(ctx context.Context, js jetstream.JetStream, bucket string) (*existingBucket, error) {
 	var found *existingBucket
-	err := retry(ctx, bucket, func() error {
+	err := retry(ctx, bucket, func(ctx context.Context) error {
 		kv, err := js.KeyValue(ctx, bucket)
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
 			return nil
@@ -178,7 +178,7 @@ func openBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyVa
 	for {
 		var kv jetstream.KeyValue
 		if found == nil {
-			err := retry(ctx, cfg.Bucket, func() (err error) {
+			err := retry(ctx, cfg.Bucket, func(ctx context.Context) (err error) {
 				kv, err = js.CreateKeyValue(ctx, cfg)
 				return err
 			})
@@ -198,7 +198,7 @@ func openBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyVa
 		if !update {
 			return nil, mismatch
 		}
-		err := retry(ctx, cfg.Bucket, func() (err error) {
+		err := retry(ctx, cfg.Bucket, func(ctx context.Context) (err error) {
 			kv, err = js.UpdateKeyValue(ctx, cfg)
 			return err
 		})
@@ -225,11 +225,18 @@ func settingsDiffer(have, want jetstream.KeyValueConfig) *MismatchError {
 	return nil
 }
 
+// attemptTimeout bounds one request of retry's: a request sent while a cluster forms
+// (its routes not all up) may never be answered, and must not hold the whole wait.
+const attemptTimeout = 5 * time.Second
+
 // retry runs op until it succeeds or fails in a way waiting will not mend; a new
-// cluster answers "not ready" while it elects its JetStream leader.
-func retry(ctx context.Context, bucket string, op func() error) error {
+// cluster answers "not ready" while it elects its JetStream leader. Each attempt has
+// attemptTimeout at most.
+func retry(ctx context.Context, bucket string, op func(context.Context) error) error {
 	for {
-		err := op()
+		attempt, cancel := context.WithTimeout(ctx, attemptTimeout)
+		err := op(attempt)
+		cancel()
 		if err == nil || !retryable(err) {
 			if err != nil {
 				return fmt.Errorf("registry: bucket %s: %w", bucket, err)
@@ -312,6 +319,16 @@ func createJSONRev(ctx context.Context, kv jetstream.KeyValue, key string, v any
 // updateJSON applies change to the record at key with compare-and-set, retrying when
 // another writer got there first.
 func updateJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, change func(*T) error) (*T, error) {
+	return updateJSONWith(ctx, kv, key, change, func(b []byte, rev uint64, _ *T) error {
+		_, err := kv.Update(ctx, key, b, rev)
+		return err
+	})
+}
+
+// updateJSONWith is updateJSON with its own write of the changed record v, encoded as
+// b, as the revision after rev: an error that is jetstream.ErrKeyExists says another
+// writer wrote first, and the change is made again on what it wrote.
+func updateJSONWith[T any](ctx context.Context, kv jetstream.KeyValue, key string, change func(*T) error, write func(b []byte, rev uint64, v *T) error) (*T, error) {
 	for {
 		v, rev, err := getJSON[T](ctx, kv, key)
 		if err != nil {
@@ -324,7 +341,7 @@ func updateJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, c
 		if err != nil {
 			return nil, fmt.Errorf("registry: encode %s/%s: %w", kv.Bucket(), key, err)
 		}
-		_, err = kv.Update(ctx, key, b, rev)
+		err = write(b, rev, v)
 		if err == nil {
 			return v, nil
 		}
@@ -636,17 +653,70 @@ func (s *Store) DeletePresence(ctx context.Context, tool, instance string) error
 	return deleteKey(ctx, s.presence, presenceKey(tool, instance))
 }
 
+// A SessionWrite adjusts one write of a session.
+type SessionWrite func(*sessionWrite)
+
+type sessionWrite struct{ ttl time.Duration }
+
+// IdleExpiry gives a session written without an open stream (Stream false) a life
+// of its own, shorter than the bucket's TTL: it expires d after this write unless
+// written again. A session written with Stream set, or without IdleExpiry, expires
+// the bucket's TTL (Options.SessionTTL) after its last write.
+func IdleExpiry(d time.Duration) SessionWrite { return func(w *sessionWrite) { w.ttl = d } }
+
+func sessionWriteOf(opts []SessionWrite) sessionWrite {
+	var w sessionWrite
+	for _, o := range opts {
+		o(&w)
+	}
+	return w
+}
+
 // CreateSession writes a new MCP session and returns the bucket's revision of the
 // write; ErrExists if its id is taken.
-func (s *Store) CreateSession(ctx context.Context, sess Session) (uint64, error) {
-	return createJSONRev(ctx, s.sessions, sess.ID, sess)
+func (s *Store) CreateSession(ctx context.Context, sess Session, opts ...SessionWrite) (uint64, error) {
+	b, err := json.Marshal(sess)
+	if err != nil {
+		return 0, fmt.Errorf("registry: encode %s/%s: %w", BucketSessions, sess.ID, err)
+	}
+	var create []jetstream.KVCreateOpt
+	if w := sessionWriteOf(opts); w.ttl > 0 && !sess.Stream {
+		create = append(create, jetstream.KeyTTL(w.ttl))
+	}
+	rev, err := s.sessions.Create(ctx, sess.ID, b, create...)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return 0, ErrExists
+	}
+	if err != nil {
+		return 0, fmt.Errorf("registry: create %s/%s: %w", BucketSessions, sess.ID, err)
+	}
+	return rev, nil
 }
 
 // UpdateSession changes an MCP session with change, compare-and-set, which also
-// refreshes its idle TTL, and returns it as written. A session deleted or expired
+// refreshes its TTL, and returns it as written. A session deleted or expired
 // meanwhile stays so: ErrNotFound.
-func (s *Store) UpdateSession(ctx context.Context, id string, change func(*Session) error) (*Session, error) {
-	return updateJSON(ctx, s.sessions, id, change)
+func (s *Store) UpdateSession(ctx context.Context, id string, change func(*Session) error, opts ...SessionWrite) (*Session, error) {
+	w := sessionWriteOf(opts)
+	if w.ttl == 0 {
+		return updateJSON(ctx, s.sessions, id, change)
+	}
+	// The bucket's Update cannot give a revision a TTL of its own; a publish to the
+	// key's subject, compare-and-set on its last revision, can.
+	return updateJSONWith(ctx, s.sessions, id, change, func(b []byte, rev uint64, sess *Session) error {
+		msg := nats.NewMsg("$KV." + BucketSessions + "." + id)
+		msg.Data = b
+		publish := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(rev)}
+		if !sess.Stream {
+			publish = append(publish, jetstream.WithMsgTTL(w.ttl))
+		}
+		_, err := s.js.PublishMsg(ctx, msg, publish...)
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			return fmt.Errorf("%w: %w", jetstream.ErrKeyExists, err)
+		}
+		return err
+	})
 }
 
 // Session reads an MCP session; ErrNotFound once it has expired or been deleted.

@@ -236,3 +236,42 @@ func TestAnEndedSessionStaysEnded(t *testing.T) {
 		t.Fatalf("the deleted session after a refresh: %+v, %v; want it still gone", s, err)
 	}
 }
+
+// TestASessionWrittenWithALifeOfItsOwn: a session written with IdleExpiry expires
+// that long after its last write, well before the bucket's TTL; each write with it
+// starts the time again, and one that says a stream is open gives the session the
+// bucket's TTL.
+func TestASessionWrittenWithALifeOfItsOwn(t *testing.T) {
+	env := testenv.NewRegistry(t)
+	store, ctx := env.Store, env.Ctx
+	const life = 2 * time.Second
+	gone := func(id string) bool {
+		_, err := store.Session(ctx, id)
+		return errors.Is(err, registry.ErrNotFound)
+	}
+
+	short := registry.Session{ID: registry.NewID(""), Account: "acme", Tool: "echo", CreatedAt: time.Now().UTC()}
+	if _, err := store.CreateSession(ctx, short, registry.IdleExpiry(life)); err != nil {
+		t.Fatal(err)
+	}
+	// Refreshed twice within its life, it outlives the first life by far.
+	for range 3 {
+		time.Sleep(life / 2)
+		if _, err := store.UpdateSession(ctx, short.ID, func(*registry.Session) error { return nil }, registry.IdleExpiry(life)); err != nil {
+			t.Fatalf("refreshing the session at %v: %v", life/2, err)
+		}
+	}
+	testenv.Eventually(t, 10*life, "the session left alone expired", func() bool { return gone(short.ID) })
+
+	long := registry.Session{ID: registry.NewID(""), Account: "acme", Tool: "echo", CreatedAt: time.Now().UTC()}
+	if _, err := store.CreateSession(ctx, long, registry.IdleExpiry(life)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.UpdateSession(ctx, long.ID, func(s *registry.Session) error { s.Stream = true; return nil }, registry.IdleExpiry(life)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * life)
+	if gone(long.ID) {
+		t.Fatalf("a session last written with its stream open expired after %v; the bucket's TTL is %v", 3*life, store.Options().SessionTTL)
+	}
+}

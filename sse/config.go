@@ -13,10 +13,18 @@ type Config struct {
 	// KeepAlive is how often an idle stream gets an SSE comment, so that proxies and
 	// clients do not take a quiet stream for a dead one.
 	KeepAlive time.Duration
-	// SessionIdleTTL is how long a session without traffic or an open stream lives.
-	// Sessions are registry records, so it is the registry's session TTL
-	// (registry.Options.SessionTTL): 0 takes that, any other value must equal it.
-	SessionIdleTTL time.Duration
+	// SessionIdle is how long a session lives after its last request while its client
+	// holds no stream and no request of it is in flight: a client that went away
+	// without ending its session (no DELETE, as many do) frees its slot of the
+	// account's sessions this long after its last request. A client that pauses
+	// longer gets 404 and initializes a new session, as MCP asks clients to.
+	SessionIdle time.Duration
+	// SessionTTL is how long a session whose client holds its standalone stream
+	// lives without the edge holding the stream refreshing it (it does every third
+	// of it): the most a session outlives an edge that died. Sessions are registry
+	// records, so it is the registry's session TTL (registry.Options.SessionTTL): 0
+	// takes that, any other value must equal it.
+	SessionTTL time.Duration
 	// MaxSessionsPerAccount bounds the MCP sessions one account holds at once; an
 	// account's Limits.Sessions overrides it. The bound holds across every edge.
 	MaxSessionsPerAccount int
@@ -48,12 +56,19 @@ type Config struct {
 // without being told.
 const DefaultEventRetention = 10 * time.Minute
 
-// DefaultConfig: keep-alives every 15 s, the registry's session TTL, 100 sessions per
-// account, the event log's retention as it is, 4 MiB messages, clients told to reconnect after
-// 1 s and given 10 s to resume a broken call stream.
+// DefaultSessionIdle is Config.SessionIdle unless told otherwise: long enough for a
+// person to read an answer and ask again, short enough that clients that leave
+// without ending their sessions do not fill an account's limit.
+const DefaultSessionIdle = 5 * time.Minute
+
+// DefaultConfig: keep-alives every 15 s, sessions without a stream ending 5 min
+// after their last request, the registry's session TTL, 100 sessions per account, the
+// event log's retention as it is, 4 MiB messages, clients told to reconnect after 1 s
+// and given 10 s to resume a broken call stream.
 func DefaultConfig() Config {
 	return Config{
 		KeepAlive:             15 * time.Second,
+		SessionIdle:           DefaultSessionIdle,
 		MaxSessionsPerAccount: 100,
 		MaxMessageBytes:       4 << 20,
 		RetryAfter:            time.Second,
@@ -68,8 +83,12 @@ func (c Config) Validate() error {
 	switch {
 	case c.KeepAlive <= 0:
 		return errors.New("sse: keep-alive: must be positive")
-	case c.SessionIdleTTL < 0:
-		return errors.New("sse: session-idle-ttl: must not be negative")
+	case c.SessionIdle < time.Second:
+		return errors.New("sse: session-idle: must be at least 1s")
+	case c.SessionTTL < 0:
+		return errors.New("sse: session-ttl: must not be negative")
+	case c.SessionTTL > 0 && c.SessionIdle > c.SessionTTL:
+		return errors.New("sse: session-idle: must not be longer than the session TTL")
 	case c.MaxSessionsPerAccount < 1:
 		return errors.New("sse: max-sessions-per-account: must be at least 1")
 	case c.EventRetention != 0 && c.EventRetention < time.Second:

@@ -16,6 +16,8 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 	}{
 		{"the defaults are valid", func(*sse.Config) {}, ""},
 		{"keep-alives need an interval", func(c *sse.Config) { c.KeepAlive = 0 }, "keep-alive"},
+		{"a session without a stream lives a while", func(c *sse.Config) { c.SessionIdle = 500 * time.Millisecond }, "session-idle"},
+		{"a session without a stream lives no longer than one with", func(c *sse.Config) { c.SessionTTL = time.Minute; c.SessionIdle = 2 * time.Minute }, "session-idle"},
 		{"an account may hold a session", func(c *sse.Config) { c.MaxSessionsPerAccount = 0 }, "max-sessions-per-account"},
 		{"events are kept a while", func(c *sse.Config) { c.EventRetention = time.Millisecond }, "event-retention"},
 		{"a client gets time to resume", func(c *sse.Config) { c.ResumeGrace = c.RetryAfter / 2 }, "resume-grace"},

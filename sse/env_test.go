@@ -33,14 +33,13 @@ const (
 // env is a NATS system with the registry, one account connected to the kit tool, and
 // a worker serving it.
 type env struct {
-	t          testing.TB
-	urls       []string // client URL of each NATS node
-	replicas   int
-	sessionTTL time.Duration // the registry's session TTL; 0 for its default
-	log        *slog.Logger  // the edges' logger; nil for the test's log
-	store      *registry.Store
-	link       string // the link token of acme's connection to kit
-	worker     *worker
+	t        testing.TB
+	urls     []string // client URL of each NATS node
+	replicas int
+	log      *slog.Logger // the edges' logger; nil for the test's log
+	store    *registry.Store
+	link     string // the link token of acme's connection to kit
+	worker   *worker
 }
 
 func newEnv(t testing.TB) *env {
@@ -277,21 +276,6 @@ func (w *worker) waitCancelled(t *testing.T, id string) {
 	}
 }
 
-// openStore opens the registry as the env's edges do.
-func (e *env) openStore(t testing.TB, nc *nats.Conn) *registry.Store {
-	t.Helper()
-	if e.sessionTTL == 0 {
-		return testenv.Store(t, nc, e.replicas)
-	}
-	// The env's registry was made with the default session TTL: change it, as an
-	// operator changing the TTL would.
-	store, err := registry.Open(testenv.Context(t), nc, registry.Options{Replicas: e.replicas, SessionTTL: e.sessionTTL, Update: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return store
-}
-
 // addMethod gives kit one more method, as a redeployed worker would.
 func (e *env) addMethod(t *testing.T, name string) {
 	t.Helper()
@@ -320,7 +304,7 @@ func (ed *edge) kill() {
 func (e *env) startEdge(t testing.TB, node int, edit func(*sse.Config)) *edge {
 	t.Helper()
 	nc := testenv.Conn(t, e.urls[node])
-	store := e.openStore(t, nc)
+	store := testenv.Store(t, nc, e.replicas)
 	view := testenv.View(t, store)
 	gw, err := gateway.New(nc, view, gateway.DefaultConfig())
 	if err != nil {

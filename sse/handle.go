@@ -64,16 +64,12 @@ func (r *rpcRequest) metaVersion() string {
 func (s *Server) handle(ctx context.Context, r *rpcRequest) (json.RawMessage, error) {
 	var result any
 	var err error
+	// A request of 2026-07-28 naming a method that revision removed never gets
+	// here (serveModern answers it).
 	switch r.req.Method {
 	case methodInitialize:
-		if r.modern {
-			return nil, invalidRequest("initialize is not part of protocol version %s: send requests with their _meta (server/discover lists what this server supports: %v)", r.meta.ProtocolVersion, supportedVersions)
-		}
 		result, err = s.initialize(ctx, r)
 	case methodPing:
-		if r.modern {
-			return nil, methodNotFound(r.req.Method, http.StatusNotFound)
-		}
 		result = struct{}{}
 	case methodDiscover:
 		if !r.modern {
@@ -87,9 +83,6 @@ func (s *Server) handle(ctx context.Context, r *rpcRequest) (json.RawMessage, er
 	case methodToolsCall:
 		result, err = s.callTool(ctx, r)
 	case methodSetLevel:
-		if r.modern {
-			return nil, methodNotFound(r.req.Method, http.StatusNotFound)
-		}
 		result, err = s.setLevel(ctx, r)
 	default:
 		if s.forwards(r) {
@@ -108,27 +101,38 @@ func (s *Server) handle(ctx context.Context, r *rpcRequest) (json.RawMessage, er
 	return s.encodeResult(result, r)
 }
 
-// encodeResult marshals a result; on 2026-07-28 every result says it is complete and
-// who produced it.
+// encodeResult marshals a result in the shape of the request's revision: on
+// 2026-07-28 every result says whether it is complete (unless the tool said it needs
+// input) and who produced it; cacheable results carry the caching hints of 2026-07-28
+// and only there.
 func (s *Server) encodeResult(result any, r *rpcRequest) (json.RawMessage, error) {
 	b, err := json.Marshal(result)
 	if err != nil {
 		return nil, fmt.Errorf("sse: encode %s result: %w", r.req.Method, err)
 	}
-	if !r.modern {
+	isCacheable := cacheable[r.req.Method]
+	if !r.modern && !isCacheable {
 		return b, nil
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(b, &fields); err != nil {
 		return nil, fmt.Errorf("sse: encode %s result: %w", r.req.Method, err)
 	}
-	meta := map[string]json.RawMessage{}
-	if m, ok := fields["_meta"]; ok {
-		_ = json.Unmarshal(m, &meta)
+	if isCacheable {
+		shapeCacheable(fields, r.modern)
 	}
-	meta[mcp.MetaKeyServerInfo], _ = json.Marshal(s.serverInfo(s.toolTitle(r)))
-	fields["_meta"], _ = json.Marshal(meta)
-	fields["resultType"] = json.RawMessage(`"complete"`)
+	if r.modern {
+		meta := map[string]json.RawMessage{}
+		if m, ok := fields["_meta"]; ok {
+			_ = json.Unmarshal(m, &meta)
+		}
+		meta[mcp.MetaKeyServerInfo], _ = json.Marshal(s.serverInfo(s.toolTitle(r)))
+		fields["_meta"], _ = json.Marshal(meta)
+		var rt string
+		if json.Unmarshal(fields["resultType"], &rt) != nil || rt == "" {
+			fields["resultType"] = json.RawMessage(`"complete"`)
+		}
+	}
 	return json.Marshal(fields)
 }
 
@@ -142,7 +146,16 @@ func (s *Server) toolTitle(r *rpcRequest) string {
 	return r.tool
 }
 
-func (s *Server) initialize(ctx context.Context, r *rpcRequest) (*mcp.InitializeResult, error) {
+// initializeResult answers initialize. Capabilities are raw: they carry what the
+// tool's MCP server declared beyond what the SDK's types know (tasks).
+type initializeResult struct {
+	ProtocolVersion string              `json:"protocolVersion"`
+	Capabilities    json.RawMessage     `json:"capabilities"`
+	ServerInfo      *mcp.Implementation `json:"serverInfo"`
+	Instructions    string              `json:"instructions,omitempty"`
+}
+
+func (s *Server) initialize(ctx context.Context, r *rpcRequest) (*initializeResult, error) {
 	var params struct {
 		ProtocolVersion string          `json:"protocolVersion"`
 		Capabilities    json.RawMessage `json:"capabilities"`
@@ -159,7 +172,7 @@ func (s *Server) initialize(ctx context.Context, r *rpcRequest) (*mcp.Initialize
 	}
 	version := negotiate(params.ProtocolVersion)
 	if r.sess == nil {
-		sess, err := s.newSession(ctx, r.p, r.tool, version, params.ClientInfo, params.Capabilities)
+		sess, err := s.newSession(ctx, r.p, r.tool, version, params.ClientInfo, params.Capabilities, false)
 		if err != nil {
 			return nil, err
 		}
@@ -176,23 +189,27 @@ func (s *Server) initialize(ctx context.Context, r *rpcRequest) (*mcp.Initialize
 	if title == "" {
 		title = t.Tool.ID
 	}
-	return &mcp.InitializeResult{
+	return &initializeResult{
 		ProtocolVersion: version,
-		Capabilities:    capabilities(t.Tool),
+		Capabilities:    capabilities(t.Tool, false),
 		ServerInfo:      s.serverInfo(title),
 		Instructions:    t.Tool.Description,
 	}, nil
 }
 
-func (s *Server) discover(r *rpcRequest) (*mcp.DiscoverResult, error) {
+// discoverResult answers server/discover, with raw capabilities as initialize.
+type discoverResult struct {
+	SupportedVersions []string        `json:"supportedVersions"`
+	Capabilities      json.RawMessage `json:"capabilities"`
+	Instructions      string          `json:"instructions,omitempty"`
+}
+
+func (s *Server) discover(r *rpcRequest) (*discoverResult, error) {
 	t, err := s.view.Snapshot().Tool(r.p, r.tool)
 	if err != nil {
 		return nil, err
 	}
-	res := &mcp.DiscoverResult{SupportedVersions: supportedVersions, Capabilities: capabilities(t.Tool), Instructions: t.Tool.Description}
-	// What a link reaches depends on whose link it is.
-	res.CacheScope = "private"
-	return res, nil
+	return &discoverResult{SupportedVersions: supportedVersions, Capabilities: capabilities(t.Tool, true), Instructions: t.Tool.Description}, nil
 }
 
 // mcpName is a method's name as MCP clients see it.
@@ -226,9 +243,7 @@ func (s *Server) listTools(r *rpcRequest) (*mcp.ListToolsResult, error) {
 		}
 		tools = append(tools, mt)
 	}
-	res := &mcp.ListToolsResult{Tools: tools}
-	res.CacheScope = "private"
-	return res, nil
+	return &mcp.ListToolsResult{Tools: tools}, nil
 }
 
 func (s *Server) setLevel(ctx context.Context, r *rpcRequest) (any, error) {

@@ -77,7 +77,7 @@ func (s *Server) holdStandalone(w http.ResponseWriter, r *http.Request, sess *re
 		if err := opened(ew, at.String()); err != nil {
 			return endClient
 		}
-		return s.pump(ctx, ew, sess, f, f.next <= openSeq, ended, func(rec record) (bool, streamEnd) {
+		return s.pump(ctx, ew, sess, f, f.next <= openSeq, true, ended, func(rec record) (bool, streamEnd) {
 			switch rec.header.Get(headerEvent) {
 			case "":
 				if ew.event(eventID{session: sess.ID, seq: rec.seq}.String(), "message", rec.data) != nil {
@@ -169,7 +169,7 @@ func (s *Server) replayPost(w http.ResponseWriter, r *http.Request, sess *regist
 	var finishing sync.WaitGroup
 	finishing.Go(func() { s.finishStream(ctx, sess, after.post) })
 	defer func() { cancel(); finishing.Wait() }()
-	s.pump(ctx, ew, sess, f, true, ended, func(rec record) (bool, streamEnd) {
+	s.pump(ctx, ew, sess, f, true, false, ended, func(rec record) (bool, streamEnd) {
 		if rec.header.Get(headerEvent) != "" {
 			return false, 0
 		}
@@ -183,8 +183,10 @@ func (s *Server) replayPost(w http.ResponseWriter, r *http.Request, sess *regist
 
 // pump writes a stream's records until write says stop, the client leaves, the
 // session ends or the edge stops; it keeps the stream and the session alive
-// meanwhile. With replay it first writes what the log holds from f.next on.
-func (s *Server) pump(ctx context.Context, ew *eventWriter, sess *registry.Session, f *follower, replay bool, ended <-chan struct{}, write func(record) (bool, streamEnd)) streamEnd {
+// meanwhile. With replay it first writes what the log holds from f.next on. A
+// standalone stream also keeps its session marked as holding one: the mark may have
+// been taken off by an older stream of the session ending after this one opened.
+func (s *Server) pump(ctx context.Context, ew *eventWriter, sess *registry.Session, f *follower, replay, standalone bool, ended <-chan struct{}, write func(record) (bool, streamEnd)) streamEnd {
 	var why streamEnd
 	deliver := func(rec record) bool {
 		done, w := write(rec)
@@ -204,8 +206,15 @@ func (s *Server) pump(ctx context.Context, ew *eventWriter, sess *registry.Sessi
 	}
 	keepAlive := time.NewTicker(s.cfg.KeepAlive)
 	defer keepAlive.Stop()
-	refresh := time.NewTicker(max(s.cfg.SessionIdleTTL/3, time.Second))
+	// The session is looked at every third of its shorter life, and written to
+	// when it must be: a session holding a stream every third of the longer one.
+	refresh := time.NewTicker(max(min(s.cfg.SessionTTL, s.cfg.SessionIdle)/3, time.Second))
 	defer refresh.Stop()
+	refreshEvery := s.cfg.SessionIdle / 3
+	if standalone {
+		refreshEvery = s.cfg.SessionTTL / 3
+	}
+	refreshed := time.Now()
 	for {
 		select {
 		case m := <-f.live:
@@ -229,8 +238,14 @@ func (s *Server) pump(ctx context.Context, ew *eventWriter, sess *registry.Sessi
 			if errors.Is(err, registry.ErrNotFound) {
 				return endSession
 			}
-			if err == nil {
+			switch {
+			case err != nil:
+			case standalone && !cur.Stream:
+				s.streamHeld(cur, true)
+				refreshed = time.Now()
+			case time.Since(refreshed) >= refreshEvery:
 				s.touch(ctx, cur)
+				refreshed = time.Now()
 			}
 			// A record whose republish was lost shows in no later one's predecessor
 			// while the stream is quiet.

@@ -134,7 +134,8 @@ func TestRequestsTurnedAway(t *testing.T) {
 		{"a foreign Host is refused on a loopback listener", "POST", mcpURL, map[string]string{"Host": "evil.example.com"}, initialize, 403, -32600, "host"},
 		{"the edge's own origin is let in", "POST", mcpURL, map[string]string{"Origin": ed.url, "Accept": "application/json"}, initialize, 200, 0, "serverInfo"},
 		{"localhost by name is let in", "POST", mcpURL, map[string]string{"Host": "localhost", "Accept": "application/json"}, initialize, 200, 0, "serverInfo"},
-		{"an unknown session is not found", "POST", mcpURL, with(map[string]string{"Mcp-Session-Id": "NoSuchSession0000000000"}), toolsList, 404, -32600, "session"},
+		{"an unknown session is not found, answering the request's id", "POST", mcpURL, with(map[string]string{"Mcp-Session-Id": "NoSuchSession0000000000"}), toolsList, 404, -32600, `"id":2`},
+		{"a request without a session is refused with its id", "POST", mcpURL, map[string]string{"Mcp-Protocol-Version": "2025-11-25"}, toolsList, 400, -32600, `"id":2`},
 		{"an unknown legacy session is not found", "POST", e.messagesURL(ed.url, "NoSuchSession0000000000"), nil, toolsList, 404, -32600, "session"},
 		{"a request without a session is a bad request", "POST", mcpURL, map[string]string{"Mcp-Protocol-Version": "2025-11-25"}, toolsList, 400, -32600, "Mcp-Session-Id"},
 		{"the legacy endpoint needs its session_id", "POST", ed.url + "/mcp/" + e.link + "/messages", nil, toolsList, 400, -32600, "session_id"},
@@ -254,6 +255,27 @@ func TestStatelessRequests(t *testing.T) {
 			_, b := modern("ping", "")
 			return b
 		}, 404, -32601},
+		{"a ping without _meta asks nothing to check and is answered", func(h map[string]string) string {
+			h["Mcp-Method"] = "ping"
+			return `{"jsonrpc":"2.0","id":7,"method":"ping"}`
+		}, 200, 0},
+		{"a request without _meta is invalid params", func(h map[string]string) string {
+			h["Mcp-Method"] = "server/discover"
+			return `{"jsonrpc":"2.0","id":7,"method":"server/discover","params":{}}`
+		}, 400, -32602},
+		{"_meta without its protocol version is invalid params", func(h map[string]string) string {
+			h["Mcp-Method"] = "server/discover"
+			return `{"jsonrpc":"2.0","id":7,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{}}}}`
+		}, 400, -32602},
+		{"initialize is not a method of this revision", func(h map[string]string) string {
+			h["Mcp-Method"] = "initialize"
+			return initialize // the same body as a session's
+		}, 404, -32601},
+		{"logging/setLevel is gone", func(h map[string]string) string {
+			h["Mcp-Method"] = "logging/setLevel"
+			_, b := modern("logging/setLevel", `"level":"debug"`)
+			return b
+		}, 404, -32601},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -266,6 +288,12 @@ func TestStatelessRequests(t *testing.T) {
 			}
 			if code, _ := x.rpcError(); code != tt.code {
 				t.Fatalf("code %d, want %d (%s)", code, tt.code, x.body)
+			}
+			var id struct {
+				ID json.RawMessage `json:"id"`
+			}
+			if err := json.Unmarshal(x.body, &id); err != nil || len(id.ID) == 0 {
+				t.Fatalf("the answer names no id: %s", x.body)
 			}
 		})
 	}
@@ -530,4 +558,83 @@ func sessionLimitAcrossEdges(t *testing.T, e *env, node1, node2 int) {
 		keys, err := kv.Keys(ctx)
 		return err == nil && len(keys) == limit
 	})
+}
+
+// TestResultsInTheShapeOfTheirRevision: caching hints (ttlMs, cacheScope) are
+// 2026-07-28's and only there, valid; a session of 2025-11-25 sees none. What the
+// tool's MCP server declared (list changes, tasks, extensions) reaches a session's
+// client; at 2026-07-28 what that revision dropped does not, and methods it removed
+// are unknown even where the tool serves them.
+func TestResultsInTheShapeOfTheirRevision(t *testing.T) {
+	e := newEnv(t)
+	tool := kitTool()
+	tool.Capabilities = registry.Capabilities{Resources: true, Prompts: true,
+		MCP: json.RawMessage(`{"prompts":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},"tasks":{"list":{}},"extensions":{"io.example/thing":{}}}`)}
+	if err := e.store.PutTool(testenv.Context(t), tool); err != nil {
+		t.Fatal(err)
+	}
+	ed := e.startEdge(t, 0, nil)
+	url := e.streamableURL(ed.url)
+	session := initSession(t, url)
+
+	fields := func(x exchange) map[string]json.RawMessage {
+		t.Helper()
+		var m struct {
+			Result map[string]json.RawMessage `json:"result"`
+		}
+		if x.status != 200 || json.Unmarshal(x.body, &m) != nil || m.Result == nil {
+			t.Fatalf("%d %s", x.status, x.body)
+		}
+		return m.Result
+	}
+	legacy := fields(do(t, "POST", url, map[string]string{"Accept": "application/json", "Mcp-Session-Id": session, "Mcp-Protocol-Version": "2025-11-25"},
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`))
+	if _, ok := legacy["ttlMs"]; ok {
+		t.Errorf("a 2025-11-25 session's tools/list carries ttlMs: %s", legacy)
+	}
+	if _, ok := legacy["cacheScope"]; ok {
+		t.Errorf("a 2025-11-25 session's tools/list carries cacheScope: %s", legacy)
+	}
+	h, body := modern("tools/list", "")
+	h["Accept"] = "application/json"
+	stateless := fields(do(t, "POST", url, h, body))
+	if string(stateless["cacheScope"]) != `"private"` || string(stateless["ttlMs"]) != "0" {
+		t.Errorf("a 2026-07-28 tools/list has cacheScope %s and ttlMs %s, want \"private\" and a number", stateless["cacheScope"], stateless["ttlMs"])
+	}
+
+	x := do(t, "POST", url, map[string]string{"Accept": "application/json"}, initialize)
+	var init struct {
+		Result struct {
+			Capabilities map[string]json.RawMessage `json:"capabilities"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(x.body, &init); err != nil {
+		t.Fatal(err)
+	}
+	caps := init.Result.Capabilities
+	for name, want := range map[string]string{
+		"prompts": `{"listChanged":true}`, "resources": `{"listChanged":true,"subscribe":true}`, "tasks": `{"list":{}}`,
+		"extensions": `{"io.example/thing":{}}`, "tools": `{"listChanged":true}`, "logging": `{}`,
+	} {
+		if string(caps[name]) != want {
+			t.Errorf("initialize declares %s %s, want %s", name, caps[name], want)
+		}
+	}
+	h, body = modern("server/discover", "")
+	discovered := fields(do(t, "POST", url, h, body))
+	var discoverCaps map[string]json.RawMessage
+	_ = json.Unmarshal(discovered["capabilities"], &discoverCaps)
+	if _, ok := discoverCaps["tasks"]; ok || string(discoverCaps["resources"]) != `{}` || string(discoverCaps["prompts"]) != `{}` ||
+		string(discoverCaps["extensions"]) != `{"io.example/thing":{}}` {
+		t.Errorf("server/discover declares %s", discovered["capabilities"])
+	}
+
+	for _, method := range []string{"resources/subscribe", "resources/unsubscribe"} {
+		h, body := modern(method, `"uri":"test://x"`)
+		h["Accept"] = "application/json"
+		x := do(t, "POST", url, h, body)
+		if code, _ := x.rpcError(); x.status != 404 || code != -32601 {
+			t.Errorf("%s at 2026-07-28: %d %s, want 404 and -32601", method, x.status, x.body)
+		}
+	}
 }

@@ -47,7 +47,7 @@ func (s *Server) ServeSSE(w http.ResponseWriter, r *http.Request, p registry.Pri
 	}
 	if sess == nil {
 		var err error
-		sess, err = s.newSession(r.Context(), p, tool, version20241105, nil, nil)
+		sess, err = s.newSession(r.Context(), p, tool, version20241105, nil, nil, true)
 		if err != nil {
 			writeRPCError(w, jsonrpc.ID{}, err)
 			return

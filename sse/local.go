@@ -3,23 +3,12 @@ package sse
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-)
 
-// callKey names a request within its session: the client's JSON-RPC id, whose type
-// matters (1 and "1" are different ids).
-func callKey(id jsonrpc.ID) string {
-	switch v := id.Raw().(type) {
-	case string:
-		return "s:" + v
-	case int64:
-		return fmt.Sprintf("n:%d", v)
-	}
-	return fmt.Sprintf("?:%v", id.Raw())
-}
+	"github.com/toolgate/toolgate/internal/mcphttp"
+)
 
 // callRequestID is the call id of a session's request. It is derived, not drawn, so
 // that the edge receiving a notifications/cancelled can cancel a call that another
@@ -27,7 +16,7 @@ func callKey(id jsonrpc.ID) string {
 // request id, so neither does the bus; and the session id is a secret the gateway
 // made, so no caller can name another's call.
 func callRequestID(session string, id jsonrpc.ID) string {
-	sum := sha256.Sum256([]byte(session + "\x00" + callKey(id)))
+	sum := sha256.Sum256([]byte(session + "\x00" + mcphttp.IDKey(id)))
 	return "mcp-" + hex.EncodeToString(sum[:16])
 }
 

@@ -2,16 +2,16 @@ package sse
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/internal/mcphttp"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -23,6 +23,18 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, p registry.
 		// This revision defines no client notifications over HTTP; take them
 		// without effect (a client may still send notifications/cancelled).
 		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if removedIn2026[req.Method] && (req.Method != methodPing || hasMeta(req.Params)) {
+		// Methods this revision removed are unknown here, whatever their _meta
+		// says: a client probing with initialize learns to drop it.
+		writeRPCError(w, req.ID, methodNotFound(req.Method, http.StatusNotFound))
+		return
+	}
+	if req.Method == methodPing {
+		// A ping without _meta (some SDKs keep pinging at this revision) asks
+		// nothing that needs checking: answer it as the revisions that have it do.
+		writeJSON(w, http.StatusOK, encodeResult(req.ID, json.RawMessage(`{}`)))
 		return
 	}
 	meta, err := checkModern(r.Header, req)
@@ -67,10 +79,13 @@ func checkModern(h http.Header, req *jsonrpc.Request) (requestMeta, error) {
 	meta := readMeta(req.Params)
 	hv := h.Get(headerProtocolVersion)
 	switch {
+	case meta.ProtocolVersion == "":
+		// A malformed request rather than a disagreement: the body lacks what every
+		// request of this revision carries.
+		return meta, &protocolError{code: jsonrpc.CodeInvalidParams, status: http.StatusBadRequest,
+			message: fmt.Sprintf("params._meta needs %s: requests of protocol version %s carry their metadata in _meta", mcp.MetaKeyProtocolVersion, hv)}
 	case hv == "":
 		return meta, headerMismatch("MCP-Protocol-Version header required with %s %q", mcp.MetaKeyProtocolVersion, meta.ProtocolVersion)
-	case meta.ProtocolVersion == "":
-		return meta, headerMismatch("MCP-Protocol-Version is %q but params._meta has no %s", hv, mcp.MetaKeyProtocolVersion)
 	case hv != meta.ProtocolVersion:
 		return meta, headerMismatch("MCP-Protocol-Version %q does not match %s %q", hv, mcp.MetaKeyProtocolVersion, meta.ProtocolVersion)
 	case !slices.Contains(supportedVersions, meta.ProtocolVersion):
@@ -82,8 +97,8 @@ func checkModern(h http.Header, req *jsonrpc.Request) (requestMeta, error) {
 	case hm != req.Method:
 		return meta, headerMismatch("Mcp-Method header value %q does not match body value %q", hm, req.Method)
 	}
-	if want, ok := nameOf(req); ok {
-		got, ok := decodeHeaderValue(h.Get(headerName))
+	if want, ok := mcphttp.Name(req.Method, req.Params); ok {
+		got, ok := mcphttp.DecodeHeaderValue(h.Get(headerName))
 		switch {
 		case h.Get(headerName) == "":
 			return meta, headerMismatch("Mcp-Name header required for %s", req.Method)
@@ -98,41 +113,6 @@ func checkModern(h http.Header, req *jsonrpc.Request) (requestMeta, error) {
 			message: "params._meta needs " + mcp.MetaKeyClientCapabilities + " (an empty object declares none)"}
 	}
 	return meta, nil
-}
-
-// nameOf is what Mcp-Name mirrors: params.name of tools/call and prompts/get,
-// params.uri of resources/read.
-func nameOf(req *jsonrpc.Request) (string, bool) {
-	var p struct {
-		Name string `json:"name"`
-		URI  string `json:"uri"`
-	}
-	_ = json.Unmarshal(req.Params, &p)
-	switch req.Method {
-	case methodToolsCall, "prompts/get":
-		return p.Name, true
-	case "resources/read":
-		return p.URI, true
-	}
-	return "", false
-}
-
-// decodeHeaderValue undoes the =?base64?...?= wrapping of header values that are not
-// plain ASCII.
-func decodeHeaderValue(v string) (string, bool) {
-	inner, ok := strings.CutPrefix(v, "=?base64?")
-	if !ok {
-		return v, true
-	}
-	inner, ok = strings.CutSuffix(inner, "?=")
-	if !ok {
-		return v, true
-	}
-	b, err := base64.StdEncoding.DecodeString(inner)
-	if err != nil {
-		return "", false
-	}
-	return string(b), true
 }
 
 // listen serves subscriptions/listen: a stream that carries the change notifications

@@ -59,6 +59,13 @@ const (
 	notifySubscriptionAck = "notifications/subscriptions/acknowledged"
 )
 
+// removedIn2026 are the requests 2026-07-28 dropped: a request of that revision
+// naming one is answered as any unknown method is.
+var removedIn2026 = map[string]bool{
+	methodInitialize: true, methodPing: true, methodSetLevel: true,
+	"resources/subscribe": true, "resources/unsubscribe": true,
+}
+
 // HTTP headers of the MCP transports.
 const (
 	headerSessionID       = "Mcp-Session-Id"
@@ -89,6 +96,14 @@ type requestMeta struct {
 	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
 	LogLevel           string          `json:"io.modelcontextprotocol/logLevel"`
 	ProgressToken      any             `json:"progressToken"`
+}
+
+// hasMeta reports whether params carry a _meta member at all.
+func hasMeta(params json.RawMessage) bool {
+	var p struct {
+		Meta json.RawMessage `json:"_meta"`
+	}
+	return json.Unmarshal(params, &p) == nil && len(p.Meta) > 0 && string(p.Meta) != "null"
 }
 
 // readMeta reads params._meta; a missing or malformed one reads as empty.
@@ -181,22 +196,70 @@ func (s *Server) serverInfo(title string) *mcp.Implementation {
 	return &mcp.Implementation{Name: s.cfg.ServerName, Title: title, Version: s.cfg.ServerVersion}
 }
 
-// capabilities are what a link offers: tools that may change and logging always;
-// resources, prompts and completion when the tool's workers serve them (they answer
-// those requests themselves, on tg.mcp.<tool>).
-func capabilities(t *registry.Tool) *mcp.ServerCapabilities {
-	c := &mcp.ServerCapabilities{
-		Tools:   &mcp.ToolCapabilities{ListChanged: true},
-		Logging: &mcp.LoggingCapabilities{},
+// capabilities are what a link offers, as JSON: tools that may change and logging
+// always; resources, prompts and completion when the tool's workers serve them (they
+// answer those requests themselves, on tg.mcp.<tool>), with what the MCP server
+// behind the tool said of them; and what else that server declared (tasks,
+// extensions), which the gateway passes on. At 2026-07-28 the features that revision
+// dropped are left out: resource subscriptions, the tasks capability of 2025-11-25,
+// and list changes of prompts and resources, which a subscriptions/listen stream of
+// this gateway does not carry.
+func capabilities(t *registry.Tool, modern bool) json.RawMessage {
+	c := map[string]json.RawMessage{}
+	if len(t.Capabilities.MCP) > 0 {
+		_ = json.Unmarshal(t.Capabilities.MCP, &c)
 	}
-	if t.Capabilities.Resources {
-		c.Resources = &mcp.ResourceCapabilities{Subscribe: true}
+	feature := func(name string, on bool, fallback string, drop ...string) {
+		if !on {
+			delete(c, name)
+			return
+		}
+		f := map[string]json.RawMessage{}
+		if json.Unmarshal(c[name], &f) != nil || f == nil {
+			f = map[string]json.RawMessage{}
+			_ = json.Unmarshal([]byte(fallback), &f)
+		}
+		for _, k := range drop {
+			delete(f, k)
+		}
+		c[name], _ = json.Marshal(f)
 	}
-	if t.Capabilities.Prompts {
-		c.Prompts = &mcp.PromptCapabilities{}
+	var stateless []string
+	if modern {
+		stateless = []string{"subscribe", "listChanged"}
+		delete(c, "tasks")
 	}
-	if t.Capabilities.Completions {
-		c.Completions = &mcp.CompletionCapabilities{}
+	c["tools"] = json.RawMessage(`{"listChanged":true}`)
+	c["logging"] = json.RawMessage(`{}`)
+	feature("resources", t.Capabilities.Resources, `{"subscribe":true}`, stateless...)
+	feature("prompts", t.Capabilities.Prompts, `{}`, stateless...)
+	feature("completions", t.Capabilities.Completions, `{}`)
+	b, _ := json.Marshal(c)
+	return b
+}
+
+// cacheable are the results 2026-07-28 gives caching hints (ttlMs, cacheScope),
+// which the revisions before it do not have.
+var cacheable = map[string]bool{
+	methodToolsList: true, "prompts/list": true, "resources/list": true,
+	"resources/templates/list": true, "resources/read": true, methodDiscover: true,
+}
+
+// shapeCacheable gives a cacheable result the hints its revision wants: at
+// 2026-07-28 a ttlMs and a cacheScope of public or private (private unless the tool
+// said public: what a link reaches is the link's account's), before it neither.
+func shapeCacheable(fields map[string]json.RawMessage, modern bool) {
+	if !modern {
+		delete(fields, "ttlMs")
+		delete(fields, "cacheScope")
+		return
 	}
-	return c
+	var ttl float64
+	if json.Unmarshal(fields["ttlMs"], &ttl) != nil || ttl < 0 {
+		fields["ttlMs"] = json.RawMessage(`0`)
+	}
+	var scope string
+	if json.Unmarshal(fields["cacheScope"], &scope) != nil || scope != "public" && scope != "private" {
+		fields["cacheScope"] = json.RawMessage(`"private"`)
+	}
 }

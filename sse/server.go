@@ -65,10 +65,13 @@ func New(ctx context.Context, gw *gateway.Gateway, store *registry.Store, cfg Co
 		log = slog.Default()
 	}
 	ttl := store.Options().SessionTTL
-	if cfg.SessionIdleTTL == 0 {
-		cfg.SessionIdleTTL = ttl
-	} else if cfg.SessionIdleTTL != ttl {
-		return nil, fmt.Errorf("sse: session-idle-ttl: %v differs from the registry's session TTL %v; open the registry with SessionTTL %v", cfg.SessionIdleTTL, ttl, cfg.SessionIdleTTL)
+	if cfg.SessionTTL == 0 {
+		cfg.SessionTTL = ttl
+	} else if cfg.SessionTTL != ttl {
+		return nil, fmt.Errorf("sse: session-ttl: %v differs from the registry's session TTL %v; open the registry with SessionTTL %v", cfg.SessionTTL, ttl, cfg.SessionTTL)
+	}
+	if cfg.SessionIdle > cfg.SessionTTL {
+		return nil, fmt.Errorf("sse: session-idle: %v is longer than the registry's session TTL %v", cfg.SessionIdle, cfg.SessionTTL)
 	}
 	subj := gw.Config().Subjects
 	events, err := openEventLog(ctx, store.JetStream(), gw.Conn(), subj, store.Options().Replicas, cfg.EventRetention, store.Options().Update)

@@ -289,17 +289,19 @@ func (s *Server) sessionLimit(account string) int {
 // edge or others: once this edge's copy has caught up with the write, the account's
 // sessions written before it are all known here, and the session is taken back if
 // they already fill the limit.
-func (s *Server) newSession(ctx context.Context, p registry.Principal, tool, version string, clientInfo, caps json.RawMessage) (*registry.Session, error) {
+//
+// A session of the legacy transport is its stream: it opens with its stream held.
+func (s *Server) newSession(ctx context.Context, p registry.Principal, tool, version string, clientInfo, caps json.RawMessage, stream bool) (*registry.Session, error) {
 	limit := s.sessionLimit(p.Account)
 	if s.index.count(p.Account) >= limit {
 		return nil, &SessionLimitError{Account: p.Account, Limit: limit}
 	}
 	sess := &registry.Session{
 		ID: registry.NewID(""), Account: p.Account, Tool: tool, ProtocolVersion: version,
-		ClientInfo: clientInfo, Capabilities: caps, CreatedAt: time.Now().UTC(),
+		ClientInfo: clientInfo, Capabilities: caps, Stream: stream, CreatedAt: time.Now().UTC(),
 		Credential: credential(s.view.Snapshot(), p, tool),
 	}
-	rev, err := s.store.CreateSession(ctx, *sess)
+	rev, err := s.store.CreateSession(ctx, *sess, registry.IdleExpiry(s.cfg.SessionIdle))
 	if err != nil {
 		return nil, err
 	}
@@ -326,7 +328,8 @@ func (s *Server) newSession(ctx context.Context, p registry.Principal, tool, ver
 const admitWait = 2 * time.Second
 
 // updateSession applies change to the session as the bucket holds it, compare-and-set
-// (which refreshes its idle TTL), and leaves the result in sess. A session that ended
+// (which refreshes its TTL: SessionIdle without a stream open, SessionTTL with one),
+// and leaves the result in sess. A session that ended
 // meanwhile, deleted by its client through another edge or expired, is not brought
 // back: registry.ErrNotFound.
 func (s *Server) updateSession(ctx context.Context, sess *registry.Session, change func(*registry.Session)) error {
@@ -335,7 +338,7 @@ func (s *Server) updateSession(ctx context.Context, sess *registry.Session, chan
 		got, err := s.store.UpdateSession(ctx, sess.ID, func(cur *registry.Session) error {
 			change(cur)
 			return nil
-		})
+		}, registry.IdleExpiry(s.cfg.SessionIdle))
 		if err == nil {
 			*sess = *got
 			s.index.wrote(got, 0)
@@ -403,17 +406,60 @@ func (s *Server) lookup(ctx context.Context, id string) (*registry.Session, erro
 // looked for before it is refused.
 const unknownSessionGrace = 500 * time.Millisecond
 
-// touch refreshes a session's idle TTL, at most every tenth of it from this edge.
+// touch refreshes a session's TTL, at most every tenth of SessionIdle from this
+// edge: a session without a stream lives SessionIdle after its last request, give or
+// take that tenth.
 func (s *Server) touch(ctx context.Context, sess *registry.Session) {
 	s.touchMu.Lock()
 	last := s.lastTouch[sess.ID]
 	s.touchMu.Unlock()
-	if time.Since(last) < s.cfg.SessionIdleTTL/10 {
+	if time.Since(last) < s.cfg.SessionIdle/10 {
 		return
 	}
 	err := s.updateSession(ctx, sess, func(*registry.Session) {})
 	if err != nil && !errors.Is(err, registry.ErrNotFound) { // an ended session is for its request to find
 		s.log.Warn("refreshing session", "session", sess.ID, "err", err)
+	}
+}
+
+// sustain keeps a session alive while one of its requests runs, however long that
+// is, until the returned func is called: a request in flight holds its session as a
+// stream does.
+func (s *Server) sustain(sess *registry.Session) (stop func()) {
+	if sess == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(max(s.cfg.SessionIdle/3, time.Second))
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				s.touch(s.ctx, sess)
+			case <-done:
+				return
+			case <-s.ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
+}
+
+// streamHeld records on a session whether its client holds its standalone stream:
+// with it open the session lives SessionTTL from each refresh of the stream's edge,
+// without it SessionIdle from its last request.
+func (s *Server) streamHeld(sess *registry.Session, held bool) {
+	ctx, cancel := s.detached()
+	defer cancel()
+	if err := s.updateSession(ctx, sess, func(cur *registry.Session) { cur.Stream = held }); err != nil && !errors.Is(err, registry.ErrNotFound) {
+		s.log.Warn("recording the session's stream", "session", sess.ID, "held", held, "err", err)
 	}
 }
 

@@ -45,7 +45,7 @@ func (s *Server) ServeStreamable(w http.ResponseWriter, r *http.Request, p regis
 	case http.MethodGet:
 		s.serveGet(w, r, p, tool)
 	case http.MethodDelete:
-		sess, ok := s.requireSession(w, r, p, tool)
+		sess, ok := s.requireSession(w, r, p, tool, jsonrpc.ID{})
 		if !ok {
 			return
 		}
@@ -57,20 +57,25 @@ func (s *Server) ServeStreamable(w http.ResponseWriter, r *http.Request, p regis
 }
 
 // requireSession finds the session a request names in Mcp-Session-Id: 400 without
-// one, 404 for one that ended, expired or never was.
-func (s *Server) requireSession(w http.ResponseWriter, r *http.Request, p registry.Principal, tool string) (*registry.Session, bool) {
+// one, 404 for one that ended, expired or never was. The refusal answers rpcID, the
+// JSON-RPC request the HTTP request carries, when it carries one: a client matches
+// an error to its call by the id.
+func (s *Server) requireSession(w http.ResponseWriter, r *http.Request, p registry.Principal, tool string, rpcID jsonrpc.ID) (*registry.Session, bool) {
+	refuse := func(status int, msg string) {
+		writeJSON(w, status, encodeError(rpcID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: msg}))
+	}
 	id := r.Header.Get(headerSessionID)
 	if id == "" {
-		s.refuse(w, http.StatusBadRequest, "Bad Request: Mcp-Session-Id header required; initialize first")
+		refuse(http.StatusBadRequest, "Bad Request: Mcp-Session-Id header required; initialize first")
 		return nil, false
 	}
 	sess, err := s.session(r.Context(), p, tool, id)
 	if errors.Is(err, registry.ErrNotFound) {
-		s.refuse(w, http.StatusNotFound, "Not Found: session ended or expired; initialize a new one")
+		refuse(http.StatusNotFound, "Not Found: session ended or expired; initialize a new one")
 		return nil, false
 	}
 	if err != nil {
-		s.refuse(w, http.StatusServiceUnavailable, "the session store is unavailable; retry")
+		refuse(http.StatusServiceUnavailable, "the session store is unavailable; retry")
 		return nil, false
 	}
 	s.touch(r.Context(), sess)
@@ -97,7 +102,7 @@ func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, p registry.Pri
 	if !s.checkVersionHeader(w, r) {
 		return
 	}
-	sess, ok := s.requireSession(w, r, p, tool)
+	sess, ok := s.requireSession(w, r, p, tool, jsonrpc.ID{})
 	if !ok {
 		return
 	}
@@ -115,10 +120,14 @@ func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, p registry.Pri
 		resume = &last
 	}
 	s.holdStandalone(w, r, sess, resume, false, func(ew *eventWriter, at string) error {
+		if !sess.Stream {
+			s.streamHeld(sess, true)
+		}
 		return ew.prime(at, s.cfg.RetryAfter)
 	}, func(why streamEnd) {
 		if why == endClient || why == endServer {
 			s.closeStandalone(sess)
+			s.streamHeld(sess, false)
 		}
 	})
 }
@@ -135,11 +144,9 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 	}
 	req, isReq := msg.(*jsonrpc.Request)
 	rr := &rpcRequest{p: p, tool: tool, req: req}
-	if isReq && req.Method != methodInitialize {
-		if isModern(r.Header.Get(headerProtocolVersion)) || isModern(rr.metaVersion()) {
-			s.serveModern(w, r, p, tool, req, accept)
-			return
-		}
+	if isReq && (isModern(r.Header.Get(headerProtocolVersion)) || req.Method != methodInitialize && isModern(rr.metaVersion())) {
+		s.serveModern(w, r, p, tool, req, accept)
+		return
 	}
 	if !s.checkVersionHeader(w, r) {
 		return
@@ -154,7 +161,11 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 		s.answer(w, accept, req.ID, result, err)
 		return
 	}
-	sess, ok := s.requireSession(w, r, p, tool)
+	var rpcID jsonrpc.ID
+	if isReq {
+		rpcID = req.ID
+	}
+	sess, ok := s.requireSession(w, r, p, tool, rpcID)
 	if !ok {
 		return
 	}
@@ -175,6 +186,7 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
+	defer s.sustain(sess)()
 	if req.Method == methodToolsCall && accept.events && (!accept.json || s.mayNotify(rr)) {
 		s.streamCall(ctx, w, rr, raw)
 		return

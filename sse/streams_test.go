@@ -59,27 +59,67 @@ func TestLegacyClientLeaving(t *testing.T) {
 	})
 }
 
-// TestIdleSessionsExpire: a session nobody uses is gone after the idle TTL, and its
-// id is then unknown (404).
-func TestIdleSessionsExpire(t *testing.T) {
+// TestSessionLifetimes tests the session policy at its edges: a session whose
+// client holds no stream and has no request in flight ends SessionIdle after its last
+// request, and is then unknown (404); requests within it keep it, as does a request
+// that runs longer than it, and a standalone stream, for as long as it is open.
+func TestSessionLifetimes(t *testing.T) {
+	const idle = 2 * time.Second
 	e := newEnv(t)
-	e.sessionTTL = time.Second
-	ed := e.startEdge(t, 0, nil)
+	ed := e.startEdge(t, 0, func(c *sse.Config) { c.SessionIdle = idle })
 	url := e.streamableURL(ed.url)
-	session := initSession(t, url)
 	ctx := testenv.Context(t)
-	testenv.Eventually(t, 10*time.Second, "the idle session expired", func() bool {
+	gone := func(session string) bool {
 		_, err := e.store.Session(ctx, session)
 		return errors.Is(err, registry.ErrNotFound)
-	})
-	// The edge learns of the expiry from its copy of the bucket, a moment after it.
-	testenv.Eventually(t, 5*time.Second, "the edge answers 404 for the expired session", func() bool {
-		x := do(t, "POST", url, map[string]string{"Mcp-Session-Id": session}, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
-		return x.status == http.StatusNotFound
-	})
-	if _, err := e.store.Session(ctx, session); !errors.Is(err, registry.ErrNotFound) {
-		t.Fatalf("the expired session after a request of it: %v; want it still gone", err)
 	}
+	list := func(session string) exchange {
+		return do(t, "POST", url, map[string]string{"Mcp-Session-Id": session, "Accept": "application/json"}, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	}
+
+	t.Run("a session left alone ends after the idle time, and is then unknown", func(t *testing.T) {
+		session := initSession(t, url)
+		start := time.Now()
+		testenv.Eventually(t, 10*idle, "the idle session ended", func() bool { return gone(session) })
+		if lived := time.Since(start); lived < idle*9/10 {
+			t.Fatalf("the session ended after %v, before its idle time %v", lived, idle)
+		}
+		// The edge learns of the end from its copy of the bucket, a moment after it.
+		testenv.Eventually(t, 5*time.Second, "the edge answers 404", func() bool { return list(session).status == http.StatusNotFound })
+		if !gone(session) {
+			t.Fatal("a request of the ended session brought it back")
+		}
+	})
+	t.Run("requests within the idle time keep a session", func(t *testing.T) {
+		session := initSession(t, url)
+		for range 6 {
+			time.Sleep(idle / 2)
+			if x := list(session); x.status != http.StatusOK {
+				t.Fatalf("a session in use ended: %d %s", x.status, x.body)
+			}
+		}
+	})
+	t.Run("a request in flight longer than the idle time keeps its session", func(t *testing.T) {
+		session := initSession(t, url)
+		x := do(t, "POST", url, map[string]string{"Mcp-Session-Id": session, "Accept": "application/json"},
+			fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":%d}}}`, (3*idle).Milliseconds()))
+		if x.status != http.StatusOK || !strings.Contains(string(x.body), "slept") {
+			t.Fatalf("the long call: %d %s", x.status, x.body)
+		}
+		if gone(session) {
+			t.Fatal("the session ended while its request ran")
+		}
+	})
+	t.Run("an open stream keeps a session; once closed the idle time runs", func(t *testing.T) {
+		session := initSession(t, url)
+		stream := openStream(t, "GET", url, map[string]string{"Accept": "text/event-stream", "Mcp-Session-Id": session}, "")
+		time.Sleep(3 * idle)
+		if gone(session) {
+			t.Fatal("a session holding a stream ended after the idle time")
+		}
+		stream.close()
+		testenv.Eventually(t, 10*idle, "the session ended once its stream closed", func() bool { return gone(session) })
+	})
 }
 
 // TestBrokenCallStreamResumes: a call's stream breaks; the client resumes it on

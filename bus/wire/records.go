@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -44,6 +45,11 @@ type Capabilities struct {
 	Prompts     bool `json:"prompts,omitempty"`
 	Completions bool `json:"completions,omitempty"`
 	Logging     bool `json:"logging,omitempty"`
+	// MCP is the capabilities object of the MCP server behind the tool, as that
+	// server declared it (a bridged server): what it says of each feature
+	// (listChanged, subscribe), and features the gateway passes through without
+	// knowing them (tasks, extensions, experimental).
+	MCP json.RawMessage `json:"mcp,omitempty"`
 }
 
 // Method returns the method named name, or nil.
@@ -81,6 +87,9 @@ func CheckTool(t *Tool) error {
 				return fmt.Errorf("tool %s: method %s: %s: not JSON", t.ID, m.Name, f.what)
 			}
 		}
+	}
+	if mcp := bytes.TrimSpace(t.Capabilities.MCP); len(mcp) > 0 && (mcp[0] != '{' || !json.Valid(mcp)) {
+		return fmt.Errorf("tool %s: capabilities: mcp: not a JSON object", t.ID)
 	}
 	return nil
 }

@@ -81,7 +81,7 @@ sends the JWT again.`,
 // pushAccount sends the account JWT to the servers as the system account's user.
 func pushAccount(ctx context.Context, url string, auth bus.ClientAuth, token string, logTo io.Writer) ([]busauth.Stored, error) {
 	log := slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	nc, _, stop, err := connectNATS(ctx, url, "toolgate-creds", auth, log)
+	nc, _, stop, err := connectNATS(ctx, url, "toolgate-creds", auth, 0, log)
 	if err != nil {
 		return nil, err
 	}

@@ -127,7 +127,7 @@ func runDev(ctx context.Context, cfg devConfig, out io.Writer, log *slog.Logger)
 	} else {
 		opts = registry.Options{}
 	}
-	nc, ctx, stop, err := connectNATS(ctx, natsURL, "toolgate-dev", cfg.NATSAuth, log)
+	nc, ctx, stop, err := connectNATS(ctx, natsURL, "toolgate-dev", cfg.NATSAuth, 0, log)
 	if err != nil {
 		return fmt.Errorf("dev: %w", err)
 	}
@@ -140,7 +140,7 @@ func runDev(ctx context.Context, cfg devConfig, out io.Writer, log *slog.Logger)
 	if err != nil {
 		return lost(ctx, err)
 	}
-	state, err := setupDev(setupCtx, cfg, store)
+	state, err := setupDev(setupCtx, cfg.Data, store)
 	if err != nil {
 		return lost(ctx, err)
 	}
@@ -148,21 +148,23 @@ func runDev(ctx context.Context, cfg devConfig, out io.Writer, log *slog.Logger)
 }
 
 // setupDev makes (or finds again) the dev account, its key, its connections, and the
-// stack's secrets. The plain key lives only in <data>/dev-key; the registry holds its
-// hash, re-imported on each start so a wiped store and a kept key still agree.
-func setupDev(ctx context.Context, cfg devConfig, store *registry.Store) (*devState, error) {
+// stack's secrets, kept in the directory data. The plain key lives only in
+// <data>/dev-key; the registry holds its hash, re-imported on each start so a wiped
+// store and a kept key still agree. `toolgate bootstrap` sets up a compose stack with
+// it too.
+func setupDev(ctx context.Context, data string, store *registry.Store) (*devState, error) {
 	st := &devState{}
 	var err error
-	if st.linkSecret, _, err = loadOrCreateSecret(filepath.Join(cfg.Data, "link-secret"), registry.NewLinkSecret); err != nil {
+	if st.linkSecret, _, err = loadOrCreateSecret(filepath.Join(data, "link-secret"), registry.NewLinkSecret); err != nil {
 		return nil, fmt.Errorf("dev: link secret: %w", err)
 	}
-	if st.adminKey, _, err = loadOrCreateSecret(filepath.Join(cfg.Data, "admin-key"), registry.NewKey); err != nil {
+	if st.adminKey, _, err = loadOrCreateSecret(filepath.Join(data, "admin-key"), registry.NewKey); err != nil {
 		return nil, fmt.Errorf("dev: admin key: %w", err)
 	}
 	if _, err := store.CreateAccount(ctx, registry.Account{ID: devAccount, Name: "Local development"}); err != nil && !errors.Is(err, registry.ErrExists) {
 		return nil, fmt.Errorf("dev: account: %w", err)
 	}
-	if st.key, st.keyCreated, err = loadOrCreateSecret(filepath.Join(cfg.Data, "dev-key"), registry.NewKey); err != nil {
+	if st.key, st.keyCreated, err = loadOrCreateSecret(filepath.Join(data, "dev-key"), registry.NewKey); err != nil {
 		return nil, fmt.Errorf("dev: key: %w", err)
 	}
 	if st.keyRecord, err = importDevKey(ctx, store, st.key); err != nil {

@@ -39,6 +39,7 @@ type edgeOptions struct {
 	AdminKeyFile   string
 	Dashboard      bool // serve the deployment dashboard under /dashboard/
 	EdgeRates      bool // keep rate limits per edge instead of in the shared buckets
+	Wait           time.Duration
 	MCP            sse.Config
 }
 
@@ -64,6 +65,9 @@ func (o edgeOptions) Validate() error {
 	}
 	if o.LinkSecretFile == "" {
 		return errors.New("edge: link-secret-file: required; every edge of a deployment reads the same secret (at least 32 bytes)")
+	}
+	if o.Wait < 0 {
+		return errors.New("edge: wait: must not be negative")
 	}
 	if o.Replicas < 0 || o.Replicas > 5 {
 		return errors.New("edge: replicas: must be from 1 to 5, or 0 for the registry's own")
@@ -102,6 +106,7 @@ var edgeEnv = map[string]string{
 	"link-secret-file":    "TOOLGATE_LINK_SECRET_FILE",
 	"admin-key-file":      "TOOLGATE_ADMIN_KEY_FILE",
 	"replicas":            "TOOLGATE_REPLICAS",
+	"wait":                "TOOLGATE_WAIT",
 	"update-registry":     "TOOLGATE_UPDATE_REGISTRY",
 	"max-body-bytes":      "TOOLGATE_MAX_BODY_BYTES",
 	"default-timeout":     "TOOLGATE_DEFAULT_TIMEOUT",
@@ -115,6 +120,7 @@ var edgeEnv = map[string]string{
 	"dashboard":           "TOOLGATE_DASHBOARD",
 	"mcp-keep-alive":      "TOOLGATE_MCP_KEEP_ALIVE",
 	"mcp-max-sessions":    "TOOLGATE_MCP_MAX_SESSIONS",
+	"mcp-session-idle":    "TOOLGATE_MCP_SESSION_IDLE",
 	"mcp-event-retention": "TOOLGATE_MCP_EVENT_RETENTION",
 	"mcp-allowed-origins": "TOOLGATE_MCP_ALLOWED_ORIGINS",
 	"mcp-allowed-hosts":   "TOOLGATE_MCP_ALLOWED_HOSTS",
@@ -149,6 +155,7 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.StringVar(&o.LinkSecretFile, "link-secret-file", "", "file holding the deployment's link secret (required; the same on every edge)")
 	f.StringVar(&o.AdminKeyFile, "admin-key-file", "", "file holding the admin key (empty: no admin API)")
 	f.IntVar(&o.Replicas, "replicas", o.Replicas, replicasUsage)
+	f.DurationVar(&o.Wait, "wait", o.Wait, waitUsage)
 	f.BoolVar(&o.UpdateRegistry, "update-registry", o.UpdateRegistry, "change the registry's existing buckets and the MCP event log to --replicas (and --mcp-event-retention), instead of refusing to start when they differ")
 	f.Int64Var(&o.Edge.MaxBodyBytes, "max-body-bytes", o.Edge.MaxBodyBytes, "largest request body (never above NATS max_payload less 4 KiB)")
 	f.DurationVar(&o.Gateway.DefaultTimeout, "default-timeout", o.Gateway.DefaultTimeout, "deadline of a call whose method names none")
@@ -162,6 +169,7 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.BoolVar(&o.Dashboard, "dashboard", o.Dashboard, "serve the deployment dashboard under "+edge.DashboardPath)
 	f.DurationVar(&o.MCP.KeepAlive, "mcp-keep-alive", o.MCP.KeepAlive, "how often an idle MCP stream gets a keep-alive comment")
 	f.IntVar(&o.MCP.MaxSessionsPerAccount, "mcp-max-sessions", o.MCP.MaxSessionsPerAccount, "MCP sessions one account may hold at once (an account's limits override it)")
+	f.DurationVar(&o.MCP.SessionIdle, "mcp-session-idle", o.MCP.SessionIdle, "how long an MCP session lives after its last request while its client holds no stream (one that holds a stream lives while it does)")
 	f.DurationVar(&o.MCP.EventRetention, "mcp-event-retention", o.MCP.EventRetention, "how long MCP stream events are kept for clients that reconnect; unset, as the shared event log keeps them (10m when creating it), and a value that differs from the log's stops the edge unless --update-registry")
 	f.StringSliceVar(&o.MCP.AllowedOrigins, "mcp-allowed-origins", nil, "browser origins allowed to use MCP links besides the edge's own (\"*\" for any)")
 	f.StringSliceVar(&o.MCP.AllowedHosts, "mcp-allowed-hosts", nil, "Host values accepted on a loopback listener besides localhost (DNS rebinding protection)")
@@ -173,7 +181,7 @@ func runEdge(ctx context.Context, o edgeOptions, out io.Writer, log *slog.Logger
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	linkSecret, err := readSecretFile(o.LinkSecretFile)
+	linkSecret, err := readSecretFileWithin(ctx, o.LinkSecretFile, o.Wait, log)
 	if err != nil {
 		return fmt.Errorf("edge: link-secret-file: %w", err)
 	}
@@ -182,7 +190,7 @@ func runEdge(ctx context.Context, o edgeOptions, out io.Writer, log *slog.Logger
 		return fmt.Errorf("edge: link-secret-file: %w", err)
 	}
 	if o.AdminKeyFile != "" {
-		adminKey, err := readSecretFile(o.AdminKeyFile)
+		adminKey, err := readSecretFileWithin(ctx, o.AdminKeyFile, o.Wait, log)
 		if err != nil {
 			return fmt.Errorf("edge: admin-key-file: %w", err)
 		}
@@ -202,13 +210,13 @@ func runEdge(ctx context.Context, o edgeOptions, out io.Writer, log *slog.Logger
 		_ = stopTracing(flush)
 	}()
 
-	nc, ctx, stop, err := connectNATS(ctx, o.NATS, "toolgate-edge", o.NATSAuth, log)
+	nc, ctx, stop, err := connectNATS(ctx, o.NATS, "toolgate-edge", o.NATSAuth, o.Wait, log)
 	if err != nil {
 		return fmt.Errorf("edge: %w", err)
 	}
 	defer nc.Close()
 	defer stop()
-	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
+	setup, cancel := context.WithTimeout(ctx, max(registryWait, o.Wait))
 	defer cancel()
 	store, err := registry.Open(setup, nc, registry.Options{Replicas: o.Replicas, Update: o.UpdateRegistry})
 	if err != nil {

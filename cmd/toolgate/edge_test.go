@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +34,7 @@ func run(t *testing.T, ctx context.Context, args ...string) (string, error) {
 func startEdge(t *testing.T, natsURL string, flags ...string) (url, adminKey string) {
 	t.Helper()
 	sec := newDeploymentSecrets(t)
-	return startEdgeWith(t, natsURL, sec, flags...), sec.adminKey
+	return startDeploymentEdge(t, natsURL, sec, flags...), sec.adminKey
 }
 
 // deploymentSecrets are the files every edge of one deployment reads: the link secret
@@ -60,28 +59,11 @@ func newDeploymentSecrets(t *testing.T) deploymentSecrets {
 	return sec
 }
 
-// startEdgeWith runs `toolgate edge` with a deployment's secrets until the test ends,
-// and returns its URL once it is ready.
-func startEdgeWith(t *testing.T, natsURL string, sec deploymentSecrets, flags ...string) (url string) {
+// startDeploymentEdge runs `toolgate edge` with a deployment's secrets until the test
+// ends, and returns its URL once it is ready.
+func startDeploymentEdge(t *testing.T, natsURL string, sec deploymentSecrets, flags ...string) (url string) {
 	t.Helper()
-	out := startCommand(t, append([]string{"edge", "--nats", natsURL, "--listen", "127.0.0.1:0", "--link-secret-file", sec.linkSecretFile}, flags...)...)
-	listening := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
-	testenv.Eventually(t, 10*time.Second, "toolgate edge listens", func() bool {
-		m := listening.FindStringSubmatch(out.String())
-		if m != nil {
-			url = m[1]
-		}
-		return m != nil
-	})
-	testenv.Eventually(t, 5*time.Second, "the edge is ready", func() bool {
-		resp, err := http.Get(url + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return url
+	return startEdgeWith(t, append([]string{"--nats", natsURL, "--link-secret-file", sec.linkSecretFile}, flags...)...)
 }
 
 // admin runs one admin command against url and returns what it printed.

@@ -10,6 +10,9 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	// CA roots compiled in, used when the system has none: the image is FROM scratch,
+	// and a worker bridging a remote MCP server must still verify its certificate.
+	_ "golang.org/x/crypto/x509roots/fallback"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -46,6 +49,8 @@ func newRootCmd() *cobra.Command {
 		newWorkerCmd(),
 		newCredsCmd(),
 		newCertsCmd(),
+		newBootstrapCmd(),
+		newHealthCmd(),
 	)
 	return root
 }

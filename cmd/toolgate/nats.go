@@ -14,7 +14,7 @@ import (
 // nats-server binary. Three of them with --cluster and --routes make a JetStream cluster.
 func newNATSCmd() *cobra.Command {
 	cfg := bus.DefaultServerConfig()
-	var listen, clusterListen, routes, authDir string
+	var listen, clusterListen, routes, monitorListen, authDir string
 	var tlsFiles bus.ClientAuth
 	cmd := &cobra.Command{
 		Use:   "nats",
@@ -33,6 +33,11 @@ other against --nats-tls-ca, and with --tls-verify so are clients.`,
 			}
 			if cfg.Port == 0 {
 				cfg.Port = -1 // nats-server reads 0 as its default port; the user asked for any free one
+			}
+			if monitorListen != "" {
+				if cfg.MonitorHost, cfg.MonitorPort, err = splitHostPort(monitorListen); err != nil {
+					return fmt.Errorf("nats: monitor-listen: %w", err)
+				}
 			}
 			if cfg.Cluster.Name != "" {
 				if cfg.Cluster.Host, cfg.Cluster.Port, err = splitHostPort(clusterListen); err != nil {
@@ -68,6 +73,7 @@ other against --nats-tls-ca, and with --tls-verify so are clients.`,
 	f.StringVar(&cfg.Cluster.Name, "cluster", envOr("TOOLGATE_NATS_CLUSTER", ""), "cluster name (empty: a single node)")
 	f.StringVar(&clusterListen, "cluster-listen", envOr("TOOLGATE_NATS_CLUSTER_LISTEN", "127.0.0.1:6222"), "cluster route listen address")
 	f.StringVar(&routes, "routes", envOr("TOOLGATE_NATS_ROUTES", ""), "comma-separated nats-route://host:port of the other nodes")
+	f.StringVar(&monitorListen, "monitor-listen", envOr("TOOLGATE_NATS_MONITOR_LISTEN", ""), "HTTP monitoring address: /healthz for health checks, /varz, /jsz (empty: none)")
 	f.StringVar(&authDir, "auth", envOr("TOOLGATE_NATS_AUTH", ""), "the deployment's server directory (<creds dir>/server, from toolgate creds init): admit only its users (empty: anyone)")
 	addNATSTLSFlags(f, &tlsFiles)
 	f.BoolVar(&cfg.TLS.VerifyClients, "tls-verify", envOr("TOOLGATE_NATS_TLS_VERIFY", "") == "true", "require clients to present a certificate signed by --nats-tls-ca (env TOOLGATE_NATS_TLS_VERIFY)")

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/pflag"
@@ -27,17 +29,26 @@ func addNATSTLSFlags(f *pflag.FlagSet, a *bus.ClientAuth) {
 	f.StringVar(&a.Key, "nats-tls-key", envOr("TOOLGATE_NATS_TLS_KEY", ""), "the certificate's key (PEM) (env TOOLGATE_NATS_TLS_KEY)")
 }
 
-// connectNATS connects a role to NATS with its credentials and TLS files. A refusal
-// retrying cannot cure is returned naming its cause and the flag that would fix it.
-// The context returned ends when the connection is lost for good (credentials revoked
-// while running): the role stops and exits with lost(ctx). Call stop before closing
-// the connection.
-func connectNATS(ctx context.Context, url, name string, auth bus.ClientAuth, log *slog.Logger, extra ...nats.Option) (
+// connectNATS connects a role to NATS with its credentials and TLS files, waiting up
+// to wait for those files and for a server to answer (see waitUsage). A refusal that
+// waiting cannot cure is returned at once, naming its cause and the flag that would
+// fix it. The context returned ends when the connection is lost for good (credentials
+// revoked while running): the role stops and exits with lost(ctx). Call stop before
+// closing the connection.
+func connectNATS(ctx context.Context, url, name string, auth bus.ClientAuth, wait time.Duration, log *slog.Logger, extra ...nats.Option) (
 	nc *nats.Conn, watched context.Context, stop context.CancelFunc, err error) {
+	for _, f := range []string{auth.Creds, auth.CA, auth.Cert, auth.Key} {
+		if f == "" {
+			continue
+		}
+		if err := waitForFile(ctx, f, wait, log); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, nil, err
+		}
+	}
 	if err := auth.Validate(); err != nil {
 		return nil, nil, nil, err
 	}
-	nc, err = bus.Connect(url, name, log, append(auth.Options(), extra...)...)
+	nc, err = connectWithin(ctx, url, name, log, wait, append(auth.Options(), extra...)...)
 	if err != nil {
 		return nil, nil, nil, withHint(err)
 	}

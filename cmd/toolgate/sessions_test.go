@@ -125,8 +125,8 @@ func onEdge(t *testing.T, url, base string) string {
 func TestSessionsEndWithTheirCredential(t *testing.T) {
 	srv := testenv.Server(t)
 	sec := newDeploymentSecrets(t)
-	a := startEdgeWith(t, srv.ClientURL(), sec)
-	b := startEdgeWith(t, srv.ClientURL(), sec)
+	a := startDeploymentEdge(t, srv.ClientURL(), sec)
+	b := startDeploymentEdge(t, srv.ClientURL(), sec)
 	startWorkerDemo(t, srv.ClientURL())
 
 	newKey := func(account string) edge.NewKey {

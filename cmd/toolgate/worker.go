@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
@@ -28,6 +29,9 @@ type workerConfig struct {
 	// Replicas of the demo email tool's outbox bucket when this process creates it;
 	// 0 for one.
 	Replicas int
+	Wait     time.Duration // see waitUsage
+	// HealthListen is where GET /healthz is served (see serveWorkerHealth); empty: nowhere.
+	HealthListen string
 }
 
 func defaultWorkerConfig() workerConfig {
@@ -42,6 +46,14 @@ func defaultWorkerConfig() workerConfig {
 		}
 		cfg.Replicas = n
 	}
+	if v, ok := os.LookupEnv("TOOLGATE_WAIT"); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			d = -1 // Validate names the bad value
+		}
+		cfg.Wait = d
+	}
+	cfg.HealthListen = os.Getenv(healthEnv)
 	return cfg
 }
 
@@ -58,6 +70,9 @@ func (c workerConfig) Validate() error {
 	}
 	if c.Replicas < 0 || c.Replicas > 5 {
 		return errors.New("worker: replicas: must be from 1 to 5, or 0 for the registry's own")
+	}
+	if c.Wait < 0 {
+		return errors.New("worker: wait: must be a duration, not negative (TOOLGATE_WAIT)")
 	}
 	return nil
 }
@@ -88,6 +103,8 @@ func newWorkerDemoCmd() *cobra.Command {
 	f.StringVar(&cfg.NATS, "nats", cfg.NATS, "NATS URL, or several comma-separated (env TOOLGATE_NATS)")
 	addNATSAuthFlags(f, &cfg.NATSAuth)
 	f.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "replicas of the demo outbox bucket when this process creates it: 1 on a single node, 3 in a cluster (env TOOLGATE_REPLICAS)")
+	f.DurationVar(&cfg.Wait, "wait", cfg.Wait, waitUsage+" (env TOOLGATE_WAIT)")
+	f.StringVar(&cfg.HealthListen, "health-listen", cfg.HealthListen, "address to serve GET /healthz on, for container health checks (env "+healthEnv+"; empty: none)")
 	return cmd
 }
 
@@ -109,9 +126,14 @@ func joinBus(ctx context.Context, cfg workerConfig, name string, log *slog.Logge
 	if err := startPprof(ctx, log); err != nil {
 		return nil, nil, nil, fmt.Errorf("worker: %w", err)
 	}
-	nc, ctx, stop, err := connectNATS(ctx, cfg.NATS, name, cfg.NATSAuth, log)
+	nc, ctx, stop, err := connectNATS(ctx, cfg.NATS, name, cfg.NATSAuth, cfg.Wait, log)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("worker: %w", err)
+	}
+	if err := serveWorkerHealth(ctx, cfg.HealthListen, nc, log); err != nil {
+		stop()
+		nc.Close()
+		return nil, nil, nil, err
 	}
 	return ctx, nc, stop, nil
 }
@@ -147,6 +169,8 @@ func newWorkerMCPCmd() *cobra.Command {
 	f.SetInterspersed(false)
 	f.StringVar(&cfg.NATS, "nats", cfg.NATS, "NATS URL, or several comma-separated (env TOOLGATE_NATS)")
 	addNATSAuthFlags(f, &cfg.NATSAuth)
+	f.DurationVar(&cfg.Wait, "wait", cfg.Wait, waitUsage+" (env TOOLGATE_WAIT)")
+	f.StringVar(&cfg.HealthListen, "health-listen", cfg.HealthListen, "address to serve GET /healthz on, for container health checks (env "+healthEnv+"; empty: none)")
 	f.StringVar(&bridge.Tool, "tool", "", "the tool's id")
 	f.StringVar(&bridge.Title, "title", "", "the tool's title (default: the server's own)")
 	f.IntVar(&bridge.Sessions, "sessions", bridge.Sessions, "upstream sessions calls are spread over; for a command, its processes")

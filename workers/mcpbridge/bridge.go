@@ -215,6 +215,7 @@ func (b *Bridge) tool(info *mcp.InitializeResult) workers.Tool {
 		t.Capabilities = workers.Capabilities{
 			Resources: caps.Resources != nil, Prompts: caps.Prompts != nil,
 			Completions: caps.Completions != nil, Logging: caps.Logging != nil,
+			MCP: rawJSON(caps),
 		}
 	}
 	return t

@@ -1,4 +1,4 @@
-package connect
+package mcphttp
 
 import (
 	"bufio"
@@ -6,6 +6,8 @@ import (
 	"io"
 	"iter"
 	"slices"
+	"strconv"
+	"time"
 )
 
 // maxEventSize bounds one line of an event stream, as the SDK bounds one event.
@@ -13,9 +15,10 @@ const maxEventSize = 16 << 20
 
 // event is one Server-Sent Event.
 type event struct {
-	name string
-	id   string
-	data []byte
+	name  string
+	id    string
+	data  []byte
+	retry time.Duration // the reconnection delay the server asked for with it; 0 for none
 }
 
 // events reads Server-Sent Events from r until it ends. A stream that breaks off
@@ -51,6 +54,10 @@ func events(r io.Reader) iter.Seq2[event, error] {
 				data, pending = append(data, slices.Clone(value)), true
 			case "id":
 				ev.id, pending = string(value), true
+			case "retry":
+				if ms, err := strconv.Atoi(string(value)); err == nil && ms >= 0 {
+					ev.retry, pending = time.Duration(ms)*time.Millisecond, true
+				}
 			}
 		}
 		if err := sc.Err(); err != nil {

@@ -1,0 +1,227 @@
+// Package compose tests docker-compose.yml: the file as Compose loads it, and the
+// stack it describes running in real containers (Podman and podman-compose), under
+// load through both edges while containers are killed, cut off and restarted.
+package compose
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// stack is the compose stack brought up once for the container tests: its own
+// project name, ports and key directory, so that it never meets a stack of the
+// user's.
+type stack struct {
+	t       *testing.T
+	project string
+	env     []string // for podman-compose: image, ports, key directory
+	edges   []string // base URLs of edge-1 and edge-2
+	keys    string   // the key directory
+	devKey  string
+	admin   string
+}
+
+// image is the tag the tests build and run, apart from the user's toolgate:latest.
+const image = "toolgate:compose-test"
+
+// repoRoot is the repository's root, where the Makefile and docker-compose.yml are.
+var repoRoot, _ = filepath.Abs("../..")
+
+// needPodman skips the test, saying why, when Podman cannot run the stack here: the
+// Makefile's test-deps installs podman, podman-compose and runc where apt-get can.
+func needPodman(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("the compose stack's container tests take minutes; not with -short")
+	}
+	for _, bin := range []string{"podman", "podman-compose", "runc"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("%s is not installed (make test-deps installs podman, podman-compose and runc where apt-get can): the compose stack's container tests do not run", bin)
+		}
+	}
+	if os.Getenv("CONTAINERS_CONF") == "" {
+		t.Setenv("CONTAINERS_CONF", filepath.Join(repoRoot, "deploy", "containers.conf"))
+	}
+}
+
+// command runs name with args (and the stack's environment) and returns its output;
+// a failure fails the test.
+func (s *stack) command(timeout time.Duration, name string, args ...string) string {
+	s.t.Helper()
+	out, err := s.try(timeout, name, args...)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func (s *stack) try(timeout time.Duration, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = repoRoot
+	cmd.Env = append(os.Environ(), s.env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+func (s *stack) compose(args ...string) string {
+	s.t.Helper()
+	return s.command(5*time.Minute, "podman-compose", append([]string{"-p", s.project}, args...)...)
+}
+
+// container names a service's container, found by the labels Compose gives it.
+func (s *stack) container(service string) string {
+	s.t.Helper()
+	out := strings.Fields(s.command(time.Minute, "podman", "ps", "-a",
+		"--filter", "label=com.docker.compose.project="+s.project,
+		"--filter", "label=com.docker.compose.service="+service, "--format", "{{.Names}}"))
+	if len(out) != 1 {
+		s.t.Fatalf("service %s has containers %v", service, out)
+	}
+	return out[0]
+}
+
+func (s *stack) podman(args ...string) string {
+	s.t.Helper()
+	return s.command(2*time.Minute, "podman", args...)
+}
+
+// network is the stack's network, as Compose names it.
+func (s *stack) network() string { return s.project + "_default" }
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// startStack builds the image from this tree and brings the stack up, as `make
+// compose-up` does; it is brought down, volumes and all, when the test ends.
+func startStack(t *testing.T) *stack {
+	t.Helper()
+	port1, port2 := freePort(t), freePort(t)
+	s := &stack{
+		t:       t,
+		project: fmt.Sprintf("tgtest%d", os.Getpid()),
+		keys:    t.TempDir(),
+		edges:   []string{"http://127.0.0.1:" + port1, "http://127.0.0.1:" + port2},
+	}
+	s.env = []string{"TOOLGATE_IMAGE=" + image, "TOOLGATE_PORT=" + port1, "TOOLGATE_PORT_2=" + port2, "TOOLGATE_COMPOSE_DIR=" + s.keys}
+	began := time.Now()
+	s.command(10*time.Minute, "make", "image", "ENGINE=podman", "IMAGE="+image)
+	t.Logf("image built in %s", time.Since(began).Round(time.Second))
+	t.Cleanup(func() {
+		if t.Failed() {
+			s.logs()
+		}
+		if out, err := s.try(5*time.Minute, "podman-compose", "-p", s.project, "down", "-v"); err != nil {
+			t.Errorf("podman-compose down: %v\n%s", err, out)
+		}
+	})
+	s.up()
+	t.Logf("stack up and serving in %s", time.Since(began).Round(time.Second))
+	return s
+}
+
+// up starts the stack and waits until both edges serve the demo tools, with both
+// workers' instances, to the dev key.
+func (s *stack) up() {
+	s.t.Helper()
+	s.compose("up", "-d")
+	s.waitReady(3 * time.Minute)
+	s.devKey, s.admin = s.readKey("dev-key"), s.readKey("admin-key")
+	for _, e := range s.edges {
+		eventually(s.t, 2*time.Minute, e+" shows echo online with 2 instances", func() bool {
+			status, body := get(e+"/get-tools", s.devKey)
+			return status == http.StatusOK && strings.Contains(body, `"id":"echo"`) && strings.Contains(body, `"status":"online","instances":2`)
+		})
+	}
+}
+
+// waitReady waits until both edges answer /readyz.
+func (s *stack) waitReady(within time.Duration) {
+	s.t.Helper()
+	for _, e := range s.edges {
+		eventually(s.t, within, e+" is ready", func() bool {
+			status, _ := get(e+"/readyz", "")
+			return status == http.StatusOK
+		})
+	}
+}
+
+func (s *stack) readKey(name string) string {
+	s.t.Helper()
+	path := filepath.Join(s.keys, name)
+	var b []byte
+	eventually(s.t, time.Minute, "the bootstrap writes "+name, func() bool {
+		var err error
+		b, err = os.ReadFile(path)
+		return err == nil && len(bytes.TrimSpace(b)) > 0
+	})
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		s.t.Fatalf("%s: %v, mode %v: want 0600", path, err, fi.Mode().Perm())
+	}
+	return string(bytes.TrimSpace(b))
+}
+
+// logs prints the end of every container's log, to say why a test failed.
+func (s *stack) logs() {
+	out, _ := s.try(time.Minute, "podman", "ps", "-a", "--filter", "label=com.docker.compose.project="+s.project, "--format", "{{.Names}} {{.Status}}")
+	s.t.Logf("containers:\n%s", out)
+	for _, name := range strings.Fields(out) {
+		if !strings.HasPrefix(name, s.project) {
+			continue
+		}
+		l, _ := s.try(time.Minute, "podman", "logs", "--tail", "15", name)
+		s.t.Logf("%s:\n%s", name, l)
+	}
+}
+
+func get(url, key string) (int, string) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err.Error()
+	}
+	if key != "" {
+		req.Header.Set("SERVICE_API_KEY", key)
+	}
+	resp, err := quick.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(resp.Body)
+	return resp.StatusCode, b.String()
+}
+
+// quick is a client for probes: a stuck answer is no answer.
+var quick = &http.Client{Timeout: 5 * time.Second}
+
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", within, what)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
