@@ -42,10 +42,15 @@ const (
 	dirServer      = "server"
 	operatorJWT    = "operator.jwt"
 	accountsDir    = "accounts"
-	natsServerConf = "nats-server.conf"
+	natsServerConf = ServerConfFile
 	grantsFile     = "issued.json"
 	lockFile       = ".lock"
 )
+
+// ServerConfFile is the include file for the official nats-server in the server
+// directory. Init writes it last, so a node waiting for a deployment's security can
+// wait for it.
+const ServerConfFile = "nats-server.conf"
 
 // ErrNoGrant is Revoke finding nothing issued that matches.
 var ErrNoGrant = errors.New("busauth: no credentials issued that match")

@@ -21,6 +21,23 @@ var defaultCertHosts = []string{
 	"*.toolgate-nats-headless", "*.toolgate-nats-headless.toolgate.svc", "*.toolgate-nats-headless.toolgate.svc.cluster.local",
 }
 
+// makeCertificates makes what is missing of the CA and certificates in dir (see
+// busauth.Certificates), run as root giving them to the directory's owner, and
+// returns the paths of the files it made.
+func makeCertificates(dir string, hosts []string) ([]string, error) {
+	made, err := busauth.Certificates(dir, hosts)
+	if err != nil {
+		return nil, err
+	}
+	if err := giveTreeToDirOwner(dir); err != nil {
+		return nil, fmt.Errorf("certs: %w", err)
+	}
+	for i, f := range made {
+		made[i] = filepath.Join(dir, f)
+	}
+	return made, nil
+}
+
 func newCertsCmd() *cobra.Command {
 	dir := envOr("TOOLGATE_CERTS_DIR", filepath.Join(defaultCredsDir, "tls"))
 	var hosts []string
@@ -43,7 +60,7 @@ does not cover every --host, and any certificate within 30 days of its end.`,
 			if !only {
 				all = append(slices.Clone(defaultCertHosts), hosts...)
 			}
-			made, err := busauth.Certificates(dir, all)
+			made, err := makeCertificates(dir, all)
 			if err != nil {
 				return err
 			}
@@ -51,13 +68,13 @@ does not cover every --host, and any certificate within 30 days of its end.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "certs: %s is complete; nothing made\n", dir)
 			}
 			for _, f := range made {
-				fmt.Fprintf(cmd.OutOrStdout(), "certs: made %s\n", filepath.Join(dir, f))
+				fmt.Fprintf(cmd.OutOrStdout(), "certs: made %s\n", f)
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", dir, "where the CA and certificates are kept (env TOOLGATE_CERTS_DIR)")
-	cmd.Flags().StringSliceVar(&hosts, "host", nil, "a name or address the servers' certificate must also be valid for (repeatable)")
+	cmd.Flags().StringSliceVar(&hosts, "host", envList("TOOLGATE_CERTS_HOSTS"), "a name or address the servers' certificate must also be valid for (repeatable; env TOOLGATE_CERTS_HOSTS, comma-separated)")
 	cmd.Flags().BoolVar(&only, "only-hosts", false, "make the servers' certificate valid for the --host names alone, not the defaults too")
 	return cmd
 }

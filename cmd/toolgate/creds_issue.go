@@ -43,6 +43,9 @@ recorded in --dir's issued.json; toolgate creds revoke takes it away again.`,
 			if err != nil {
 				return err
 			}
+			if err := giveTreeToDirOwner(d.Dir()); err != nil { // the record, rewritten
+				return fmt.Errorf("creds issue: %w", err)
+			}
 			if out == "-" {
 				_, err := cmd.OutOrStdout().Write(creds)
 				return err
@@ -56,6 +59,9 @@ recorded in --dir's issued.json; toolgate creds revoke takes it away again.`,
 				return fmt.Errorf("creds issue: -o: %w", err)
 			}
 			if err := f.Close(); err != nil {
+				return fmt.Errorf("creds issue: -o: %w", err)
+			}
+			if err := giveToDirOwner(out); err != nil {
 				return fmt.Errorf("creds issue: -o: %w", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "creds: wrote %s (mode 0600): user %s for %v\n", out, g.User, g.Tools)

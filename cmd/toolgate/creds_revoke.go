@@ -48,6 +48,9 @@ sends the JWT again.`,
 			if err != nil {
 				return err
 			}
+			if err := giveTreeToDirOwner(d.Dir()); err != nil { // the account's JWT and the record, rewritten
+				return fmt.Errorf("creds revoke: %w", err)
+			}
 			out := cmd.OutOrStdout()
 			for _, g := range revoked {
 				fmt.Fprintf(out, "creds: revoked %s user %s (%s), issued %s\n", g.Role, g.User, g.Name, g.IssuedAt.Format(time.RFC3339))

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -16,6 +21,7 @@ func newNATSCmd() *cobra.Command {
 	cfg := bus.DefaultServerConfig()
 	var listen, clusterListen, routes, monitorListen, authDir string
 	var tlsFiles bus.ClientAuth
+	var wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "nats",
 		Short: "Run one embedded NATS server node (JetStream on; clusterable)",
@@ -27,6 +33,9 @@ and --nats-tls-key it serves clients and routes over TLS only; routes verify eac
 other against --nats-tls-ca, and with --tls-verify so are clients.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := flagsFromEnv(cmd.Flags(), map[string]string{"wait": "TOOLGATE_WAIT"}); err != nil {
+				return err
+			}
 			var err error
 			if cfg.Host, cfg.Port, err = splitHostPort(listen); err != nil {
 				return fmt.Errorf("nats: listen: %w", err)
@@ -45,6 +54,21 @@ other against --nats-tls-ca, and with --tls-verify so are clients.`,
 				}
 				if routes != "" {
 					cfg.Cluster.Routes = strings.Split(routes, ",")
+				}
+			}
+			// In a stack the step that makes the bus's security may still be at work:
+			// wait for its last file, and for the certificate and key.
+			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
+			waitFor := []string{tlsFiles.CA, tlsFiles.Cert, tlsFiles.Key}
+			if authDir != "" {
+				waitFor = append(waitFor, filepath.Join(authDir, busauth.ServerConfFile))
+			}
+			for _, f := range waitFor {
+				if f == "" {
+					continue
+				}
+				if err := waitForFile(cmd.Context(), f, wait, log); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return fmt.Errorf("nats: %w", err)
 				}
 			}
 			if authDir != "" {
@@ -76,6 +100,7 @@ other against --nats-tls-ca, and with --tls-verify so are clients.`,
 	f.StringVar(&monitorListen, "monitor-listen", envOr("TOOLGATE_NATS_MONITOR_LISTEN", ""), "HTTP monitoring address: /healthz for health checks, /varz, /jsz (empty: none)")
 	f.StringVar(&authDir, "auth", envOr("TOOLGATE_NATS_AUTH", ""), "the deployment's server directory (<creds dir>/server, from toolgate creds init): admit only its users (empty: anyone)")
 	addNATSTLSFlags(f, &tlsFiles)
+	f.DurationVar(&wait, "wait", wait, "how long to wait at start for the files of --auth and the TLS files, which a stack's init step may still be making (env TOOLGATE_WAIT)")
 	f.BoolVar(&cfg.TLS.VerifyClients, "tls-verify", envOr("TOOLGATE_NATS_TLS_VERIFY", "") == "true", "require clients to present a certificate signed by --nats-tls-ca (env TOOLGATE_NATS_TLS_VERIFY)")
 	return cmd
 }

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -81,4 +84,43 @@ func lost(ctx context.Context, err error) error {
 		return errors.Join(withHint(cause), err)
 	}
 	return err
+}
+
+// giveTreeToDirOwner gives dir and everything in it to the owner of the directory dir
+// is in, when run as root (see giveToDirOwner): a credentials command run as root in a
+// container writes into a volume whose files the roles read as the image's user.
+func giveTreeToDirOwner(dir string) error {
+	// WalkDir visits a directory before what it holds, so each path takes the owner
+	// its directory was just given.
+	return filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return giveToDirOwner(path)
+	})
+}
+
+// exportFile copies a public file (a CA's certificate) to path, mode 0600, belonging
+// to the owner of path's directory, and returns path when it made or changed it.
+func exportFile(from, path string) ([]string, error) {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return nil, err
+	}
+	if have, err := os.ReadFile(path); err == nil && string(have) == string(b) {
+		return nil, nil
+	}
+	if err := writeSecretFile(path, strings.TrimSpace(string(b))); err != nil {
+		return nil, err
+	}
+	return []string{path}, giveToDirOwner(path)
+}
+
+// envList is a comma-separated variable as a list; nil when it is unset or empty.
+func envList(name string) []string {
+	v := strings.TrimSpace(os.Getenv(name))
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
 }
