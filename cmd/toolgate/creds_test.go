@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -208,4 +210,35 @@ func TestRolesExitNamingWhyNATSRefusedThem(t *testing.T) {
 			t.Fatal("the edge still runs 20s after its credentials were revoked")
 		}
 	})
+}
+
+// TestCredsInitWithCertsIsOneStep: a stack's init makes the credentials, the CA and
+// the certificates, and exports the CA's certificate, in one command; a second run
+// makes nothing.
+func TestCredsInitWithCertsIsOneStep(t *testing.T) {
+	base := t.TempDir()
+	args := []string{"creds", "init", "--dir", filepath.Join(base, "auth"), "--certs", filepath.Join(base, "tls"),
+		"--host", "nats-9.example", "--export", filepath.Join(base, "export")}
+	out, err := run(t, context.Background(), args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, f := range []string{"auth/creds/edge.creds", "tls/ca.pem", "tls/server-key.pem", "export/ca.pem"} {
+		if !strings.Contains(out, "made "+filepath.Join(base, f)) {
+			t.Errorf("%s not made:\n%s", f, out)
+		}
+	}
+	ca, _ := os.ReadFile(filepath.Join(base, "tls", busauth.CAFile))
+	exported, err := os.ReadFile(filepath.Join(base, "export", busauth.CAFile))
+	if err != nil || string(exported) != string(ca) {
+		t.Fatalf("the exported CA differs: %v", err)
+	}
+	cert, _ := os.ReadFile(filepath.Join(base, "tls", busauth.ServerCertFile))
+	block, _ := pem.Decode(cert)
+	if c, err := x509.ParseCertificate(block.Bytes); err != nil || c.VerifyHostname("nats-9.example") != nil || c.VerifyHostname("nats-1") != nil {
+		t.Fatalf("the servers' certificate does not cover the hosts: %v", err)
+	}
+	if out, err := run(t, context.Background(), args...); err != nil || strings.Contains(out, "made ") {
+		t.Fatalf("a second run: %v\n%s", err, out)
+	}
 }

@@ -110,6 +110,9 @@ func exportFile(from, path string) ([]string, error) {
 	if have, err := os.ReadFile(path); err == nil && string(have) == string(b) {
 		return nil, nil
 	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
 	if err := writeSecretFile(path, strings.TrimSpace(string(b))); err != nil {
 		return nil, err
 	}
