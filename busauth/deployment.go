@@ -43,6 +43,7 @@ const (
 	operatorJWT    = "operator.jwt"
 	accountsDir    = "accounts"
 	natsServerConf = ServerConfFile
+	authConf       = "auth.conf"
 	grantsFile     = "issued.json"
 	lockFile       = ".lock"
 )
@@ -83,7 +84,8 @@ type Grant struct {
 //	creds/     edge.creds, admin.creds and system.creds (0600)
 //	server/    operator.jwt, accounts/SYS.jwt, accounts/toolgate.jwt: what a NATS node
 //	           needs (toolgate nats --auth), all public; and nats-server.conf, the same
-//	           for the official nats-server (include it from its configuration)
+//	           for the official nats-server (include it from its configuration), with
+//	           auth.conf, which it includes, for a server that has its own resolver block
 //	issued.json every user issued: role, tools, public key, when; never a seed
 //
 // A file that does not match the keys (another operator's JWT) stops it, naming the
@@ -160,7 +162,7 @@ func Init(dir string) (*Deployment, []string, error) {
 	if changed, err := d.writeServerConf(); err != nil {
 		return nil, nil, err
 	} else if changed {
-		made = append(made, filepath.Join(dirServer, natsServerConf))
+		made = append(made, filepath.Join(dirServer, authConf), filepath.Join(dirServer, natsServerConf))
 	}
 	return d, made, nil
 }
@@ -456,23 +458,24 @@ func (d *Deployment) keepOrWrite(rel string, make func() (string, error)) (bool,
 }
 
 // writeServerConf writes the settings the official nats-server needs for this
-// deployment, as an include file, and reports whether they changed.
+// deployment, as include files, and reports whether any changed: auth.conf holds
+// the operator, the system account and the accounts' JWTs to start with (what a
+// NATS Helm chart that makes its own resolver block includes), nats-server.conf that
+// and the NATS-based resolver, for a server configured by hand. nats-server.conf is
+// written last (ServerConfFile).
 func (d *Deployment) writeServerConf() (bool, error) {
 	sys, _ := d.system.PublicKey()
 	op, err := os.ReadFile(filepath.Join(d.dir, dirServer, operatorJWT))
 	if err != nil {
 		return false, fmt.Errorf("busauth: %w", err)
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "# The bus security of a toolgate deployment, made by `toolgate creds init`:\n")
-	fmt.Fprintf(&b, "# include it from a nats-server configuration. Every node keeps account JWTs in\n")
-	fmt.Fprintf(&b, "# its own resolver directory and takes updates (revocations) at run time.\n")
-	fmt.Fprintf(&b, "operator: %s\n", strings.TrimSpace(string(op)))
-	fmt.Fprintf(&b, "system_account: %s\n", sys)
-	fmt.Fprintf(&b, "# users' JWTs travel in their CONNECT lines; the edge's is longer than the default 4 KiB\n")
-	fmt.Fprintf(&b, "max_control_line: %d\n", bus.MaxControlLine)
-	fmt.Fprintf(&b, "resolver: {\n  type: full\n  dir: \"./jwt\"\n  allow_delete: false\n  interval: \"30s\"\n}\n")
-	fmt.Fprintf(&b, "resolver_preload: {\n")
+	var auth strings.Builder
+	fmt.Fprintf(&auth, "# The operator and accounts of a toolgate deployment, made by `toolgate creds init`.\n")
+	fmt.Fprintf(&auth, "operator: %s\n", strings.TrimSpace(string(op)))
+	fmt.Fprintf(&auth, "system_account: %s\n", sys)
+	fmt.Fprintf(&auth, "# users' JWTs travel in their CONNECT lines; the edge's is longer than the default 4 KiB\n")
+	fmt.Fprintf(&auth, "max_control_line: %d\n", bus.MaxControlLine)
+	fmt.Fprintf(&auth, "resolver_preload: {\n")
 	for _, n := range []string{SystemAccountName, AccountName} {
 		ac, err := d.accountClaims(n)
 		if err != nil {
@@ -482,17 +485,29 @@ func (d *Deployment) writeServerConf() (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("busauth: %w", err)
 		}
-		fmt.Fprintf(&b, "  # %s\n  %s: %s\n", n, ac.Subject, strings.TrimSpace(string(token)))
+		fmt.Fprintf(&auth, "  # %s\n  %s: %s\n", n, ac.Subject, strings.TrimSpace(string(token)))
 	}
-	fmt.Fprintf(&b, "}\n")
-	path := filepath.Join(d.dir, dirServer, natsServerConf)
-	if old, err := os.ReadFile(path); err == nil && string(old) == b.String() {
-		return false, nil
+	fmt.Fprintf(&auth, "}\n")
+
+	var conf strings.Builder
+	fmt.Fprintf(&conf, "# The bus security of a toolgate deployment, made by `toolgate creds init`:\n")
+	fmt.Fprintf(&conf, "# include it from a nats-server configuration. Every node keeps account JWTs in\n")
+	fmt.Fprintf(&conf, "# its own resolver directory and takes updates (revocations) at run time.\n")
+	fmt.Fprintf(&conf, "include ./%s\n", authConf)
+	fmt.Fprintf(&conf, "resolver: {\n  type: full\n  dir: \"./jwt\"\n  allow_delete: false\n  interval: \"30s\"\n}\n")
+
+	changed := false
+	for _, f := range []struct{ name, body string }{{authConf, auth.String()}, {natsServerConf, conf.String()}} {
+		path := filepath.Join(d.dir, dirServer, f.name)
+		if old, err := os.ReadFile(path); err == nil && string(old) == f.body {
+			continue
+		}
+		if err := writeFile(path, []byte(f.body), 0o644); err != nil {
+			return false, fmt.Errorf("busauth: %w", err)
+		}
+		changed = true
 	}
-	if err := writeFile(path, []byte(b.String()), 0o644); err != nil {
-		return false, fmt.Errorf("busauth: %w", err)
-	}
-	return true, nil
+	return changed, nil
 }
 
 // ServerAuth reads what a NATS node needs from a deployment's server directory (or

@@ -46,12 +46,12 @@ func TestInitMakesTheDeploymentOnceAndKeepsIt(t *testing.T) {
 	}
 	before := files(t, dir)
 	for _, f := range []string{"keys/operator.nk", "keys/SYS.nk", "keys/toolgate.nk", "creds/edge.creds", "creds/admin.creds", "creds/system.creds",
-		"server/operator.jwt", "server/accounts/SYS.jwt", "server/accounts/toolgate.jwt", "server/nats-server.conf", "issued.json"} {
+		"server/operator.jwt", "server/accounts/SYS.jwt", "server/accounts/toolgate.jwt", "server/auth.conf", "server/nats-server.conf", "issued.json"} {
 		if _, ok := before[f]; !ok {
 			t.Errorf("no %s", f)
 		}
 	}
-	if len(made) != 10 {
+	if len(made) != 11 {
 		t.Errorf("made %v", made)
 	}
 
@@ -98,9 +98,10 @@ func TestInitMakesTheDeploymentOnceAndKeepsIt(t *testing.T) {
 		if op == nil || sys == nil || acc == nil || op.SystemAccount != sys.Subject || sys.Limits.IsJSEnabled() || !acc.Limits.IsJSEnabled() {
 			t.Fatalf("operator %+v\nsystem %+v\naccount %+v", op, sys, acc)
 		}
-		if !strings.Contains(before["server/nats-server.conf"], "system_account: "+sys.Subject) ||
-			!strings.Contains(before["server/nats-server.conf"], acc.Subject+": ") || !strings.Contains(before["server/nats-server.conf"], "type: full") {
-			t.Fatalf("nats-server.conf:\n%s", before["server/nats-server.conf"])
+		auth, conf := before["server/auth.conf"], before["server/nats-server.conf"]
+		if !strings.Contains(auth, "system_account: "+sys.Subject) || !strings.Contains(auth, acc.Subject+": ") ||
+			!strings.Contains(conf, "include ./auth.conf") || !strings.Contains(conf, "type: full") {
+			t.Fatalf("auth.conf:\n%s\nnats-server.conf:\n%s", auth, conf)
 		}
 	})
 	t.Run("the record holds the roles' users and never a seed", func(t *testing.T) {

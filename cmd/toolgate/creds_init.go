@@ -24,6 +24,7 @@ func newCredsInitCmd(dir *string) *cobra.Command {
                   (pushes revocations to the servers)
   server/         operator.jwt and accounts/*.jwt for toolgate nats --auth, and
                   nats-server.conf to include from an official nats-server's configuration
+                  (auth.conf, which it includes, alone for a server with a resolver of its own)
   issued.json     the record of every credentials issued (never a seed)
 
 With --certs it makes the CA and certificates there too, as toolgate certs does, so
