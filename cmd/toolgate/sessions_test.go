@@ -214,10 +214,12 @@ func TestSessionsEndWithTheirCredential(t *testing.T) {
 		admin(t, a, "accounts", "create", "acme")
 		connect("acme")
 		again := newKey("acme").Secret
-		testenv.Eventually(t, 10*time.Second, "edge b knows the new account's key", func() bool {
-			status, _ := call(t, http.MethodGet, b+"/tools/echo", again, "")
-			return status == http.StatusOK
-		})
+		for _, base := range []string{a, b} {
+			testenv.Eventually(t, 10*time.Second, base+" knows the new account's key", func() bool {
+				status, _ := call(t, http.MethodGet, base+"/tools/echo", again, "")
+				return status == http.StatusOK
+			})
+		}
 		for _, base := range []string{a, b} {
 			if status := (mcpClient{t, again}).listTools(base+byKey, session); status != http.StatusNotFound {
 				t.Fatalf("the old account's session with the new account's key on %s: status %d, want 404", base, status)
