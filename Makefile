@@ -21,7 +21,7 @@ endif
 # Where the compose stack's bootstrap writes the admin key and the dev key.
 export TOOLGATE_COMPOSE_DIR ?= $(CURDIR)/.toolgate-compose
 
-.PHONY: help build run test test-deps lint bench conformance image compose-up compose-down
+.PHONY: help build run test test-deps lint bench conformance chaos image compose-up compose-down
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
@@ -48,6 +48,9 @@ test-deps: ## install what the tests need beyond Go (Chromium, Podman, where apt
 	  (command -v apt-get >/dev/null 2>&1 && apt-get update -qq && \
 	   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman podman-compose runc) || \
 	  echo "test-deps: no podman, and it could not be installed; the compose stack's tests will skip"
+
+chaos: ## kill a NATS node, an edge and a worker under load, and print how calls fared (part of make test)
+	$(GO) test -count=1 -v -run TestChaos ./chaos/
 
 lint: ## go vet and staticcheck
 	$(GO) vet ./...

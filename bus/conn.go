@@ -86,10 +86,20 @@ func (a ClientAuth) Options() []nats.Option {
 	return opts
 }
 
+// How often a connection asks its server for a sign of life, and how many asks may go
+// unanswered before it is given up.
+const (
+	PingInterval = 2 * time.Second
+	MaxPingsOut  = 2
+)
+
 // Connect dials NATS with the options every toolgate role wants: reconnect forever
 // (an edge or worker that gives up is worse than one that waits), a name that shows in
 // server monitoring, and logged connection changes. A refusal that retrying cannot
 // cure (credentials, TLS) is named in the error: see ErrNoCredentials and the others.
+// A server that stops answering without closing the connection (it hangs, or the
+// network between is cut) is given up after about PingInterval × (MaxPingsOut + 1),
+// not the client's default of minutes, and another node of the cluster is tried.
 func Connect(url, name string, log *slog.Logger, extra ...nats.Option) (*nats.Conn, error) {
 	if log == nil {
 		log = slog.Default()
@@ -107,6 +117,8 @@ func Connect(url, name string, log *slog.Logger, extra ...nats.Option) (*nats.Co
 		// Long enough for a server to look up an account it does not know (up to 2s)
 		// and refuse the user by name, rather than the client timing out first.
 		nats.Timeout(5 * time.Second),
+		nats.PingInterval(PingInterval),
+		nats.MaxPingsOutstanding(MaxPingsOut),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				log.Warn("nats disconnected", "err", err)
@@ -132,6 +144,7 @@ func Connect(url, name string, log *slog.Logger, extra ...nats.Option) (*nats.Co
 	if err != nil {
 		return nil, fmt.Errorf("bus: connect %s: %w", url, explain(err, o.UserJWT != nil || o.User != "" || o.Token != "" || o.Nkey != ""))
 	}
+	log.Info("nats connected", "url", nc.ConnectedUrlRedacted())
 	return nc, nil
 }
 

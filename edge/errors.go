@@ -159,6 +159,9 @@ func classify(err error) answer {
 	case errors.Is(err, bus.ErrNoResponders):
 		return answer{status: http.StatusServiceUnavailable, code: CodeToolUnavailable,
 			message: "no worker of the tool is running", retryAfter: UnavailableRetryAfter}
+	case errors.Is(err, bus.ErrCallLost):
+		return answer{status: http.StatusServiceUnavailable, code: CodeToolUnavailable,
+			message: "the worker running the call stopped, or the call was lost on its way; it was cancelled", retryAfter: UnavailableRetryAfter}
 	case errors.Is(err, bus.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		return answer{status: http.StatusGatewayTimeout, code: CodeToolTimeout, message: "the tool did not answer in time"}
 	case errors.Is(err, context.Canceled):

@@ -63,7 +63,6 @@ func (c *slowClient) answer() result {
 	return result{status: resp.StatusCode, header: resp.Header, body: b}
 }
 
-// closed reports whether the edge closed the connection, once it has answered.
 // closed reports whether the edge closed the connection: a read ends in EOF, or in a
 // reset when the caller's own trickle reached the closed socket first. A read that
 // only times out, or that finds more bytes, means the connection was left open.

@@ -77,8 +77,10 @@ type Gateway struct {
 	cfg    Config
 	shared *registry.Store // the shared rate buckets; nil keeps them in this process
 	log    *slog.Logger
+	calls  *bus.Watcher // gives up the calls whose worker died
 
 	fallbackLogged atomic.Int64 // unix seconds of the last warning that the shared buckets failed
+	sharedDown     atomic.Int64 // unix nanoseconds until which the shared buckets are left alone
 
 	mu       sync.RWMutex
 	limiters map[limiterKey]*limiter
@@ -101,6 +103,16 @@ func WithSharedRates(store *registry.Store, log *slog.Logger) Option {
 // and how long it keeps what it has not spent.
 const LeaseTime = 100 * time.Millisecond
 
+// A call waits at most SharedRateTimeout for a lease from a shared bucket; past it, or
+// on any failure, the edge's own buckets apply, and the shared ones are tried again
+// SharedRateRetry later. A shared bucket is out of reach while its stream elects a
+// new leader (a NATS node died): calls must not wait for that, one after the other
+// behind the key's lease.
+const (
+	SharedRateTimeout = 250 * time.Millisecond
+	SharedRateRetry   = time.Second
+)
+
 // New returns a Gateway that calls tools over nc and checks calls against view.
 func New(nc *nats.Conn, view *registry.View, cfg Config, opts ...Option) (*Gateway, error) {
 	if err := cfg.Validate(); err != nil {
@@ -112,6 +124,10 @@ func New(nc *nats.Conn, view *registry.View, cfg Config, opts ...Option) (*Gatew
 	}
 	if g.log == nil {
 		g.log = slog.Default()
+	}
+	var err error
+	if g.calls, err = bus.NewWatcher(nc, cfg.Subjects); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	return g, nil
 }
@@ -180,7 +196,8 @@ func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, er
 }
 
 // Do checks c and sends it to the tool, returning the tool's reply or a typed error
-// (registry, gateway or bus errors).
+// (registry, gateway or bus errors). A call of a tool whose workers name the calls
+// they hold fails with bus.ErrCallLost once its worker stops naming it.
 func (g *Gateway) Do(ctx context.Context, c *Call) (*wire.Reply, error) {
 	m, err := g.Check(ctx, c)
 	if err != nil {
@@ -190,7 +207,7 @@ func (g *Gateway) Do(ctx context.Context, c *Call) (*wire.Reply, error) {
 	if callID == "" {
 		callID = nuid.Next()
 	}
-	return bus.Do(ctx, g.nc, g.cfg.Subjects, &wire.Request{
+	return g.calls.Do(ctx, &wire.Request{
 		Tool:               c.Tool,
 		Method:             c.Method,
 		CallID:             callID,
@@ -203,7 +220,7 @@ func (g *Gateway) Do(ctx context.Context, c *Call) (*wire.Reply, error) {
 		Data:               c.Params,
 		Header:             c.Header,
 		ReplyTo:            c.ReplyTo,
-	})
+	}, m.Tool.Holding)
 }
 
 // Timeout is how long a call of m may take: the method's own timeout (or the
@@ -298,8 +315,16 @@ func (g *Gateway) allowShared(ctx context.Context, id limiterKey, lim *limiter) 
 	if id.key != "" {
 		rid = registry.KeyRateID(id.key)
 	}
-	took, wait, err := g.shared.TakeTokens(ctx, rid, lim.rate, lim.burst, want, lim.tokens, now)
+	if now.UnixNano() < g.sharedDown.Load() {
+		return false, nil // it failed a moment ago: see SharedRateRetry
+	}
+	tctx, cancel := context.WithTimeout(ctx, SharedRateTimeout)
+	took, wait, err := g.shared.TakeTokens(tctx, rid, lim.rate, lim.burst, want, lim.tokens, now)
+	cancel()
 	if err != nil {
+		if ctx.Err() == nil {
+			g.sharedDown.Store(now.Add(SharedRateRetry).UnixNano())
+		}
 		if last := g.fallbackLogged.Load(); ctx.Err() == nil && now.Unix()-last >= 60 && g.fallbackLogged.CompareAndSwap(last, now.Unix()) {
 			g.log.Warn("rate limit: the shared bucket cannot be reached; each edge's own bucket applies (logged at most once a minute)", "err", err)
 		}

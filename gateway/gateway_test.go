@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -193,5 +194,60 @@ func TestSharedRateFallsBackToTheEdgesOwn(t *testing.T) {
 	var rl *gateway.RateLimitedError
 	if _, err := gw.Check(env.Ctx, call); !errors.As(err, &rl) {
 		t.Fatalf("call 3 of a burst of 2 without the shared bucket: %v, want a RateLimitedError", err)
+	}
+}
+
+// TestCallsDoNotWaitForAnUnreachableSharedBucket: the shared rate buckets stop
+// answering (their stream's leader hangs, or its node is cut off: here the edge's
+// connection stalls, through a proxy that stops passing bytes). Calls go on at once
+// with the edge's own bucket, instead of each waiting, one after the other behind the
+// key's lease, for an answer that does not come.
+func TestCallsDoNotWaitForAnUnreachableSharedBucket(t *testing.T) {
+	srv := testenv.Server(t)
+	proxy := testenv.NewStallingProxy(t, srv.Addr().String())
+	nc := testenv.Conn(t, "nats://"+proxy.Addr)
+	store := testenv.Store(t, nc, 1)
+	view := testenv.View(t, store)
+	ctx := testenv.Context(t)
+	if _, err := store.CreateAccount(ctx, registry.Account{ID: "acme", Limits: registry.Limits{Rate: 10, Burst: 20}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.PutTool(ctx, registry.Tool{ID: "echo", Methods: []registry.Method{{Name: "echo"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Connect(ctx, "acme", "echo", testenv.LinkSigner(t)); err != nil {
+		t.Fatal(err)
+	}
+	_, secret, err := store.CreateKey(ctx, registry.NewKeyRequest{Account: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p registry.Principal
+	testenv.Eventually(t, 5*time.Second, "key and tool visible", func() bool {
+		p, err = view.Snapshot().AuthenticateKey(secret, time.Now())
+		return err == nil && len(view.Snapshot().Tools(p)) == 1
+	})
+	gw, err := gateway.New(nc, view, gateway.DefaultConfig(), gateway.WithSharedRates(store, testenv.Logger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := &gateway.Call{Principal: p, Tool: "echo", Method: "echo", Params: []byte(`{}`)}
+	if _, err := gw.Check(ctx, call); err != nil {
+		t.Fatalf("a call with the bucket in reach: %v", err)
+	}
+
+	proxy.Stall()
+	// At 10 a second a lease is one token: every call asks the shared bucket.
+	const calls = 10
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for i := range calls {
+		if _, err := gw.Check(cctx, call); err != nil {
+			t.Fatalf("call %d while the shared bucket does not answer: %v", i+1, err)
+		}
+	}
+	if took := time.Since(start); took > calls*gateway.SharedRateTimeout+2*time.Second {
+		t.Fatalf("%d calls took %v to be let through, more than %v each: they waited for the shared bucket", calls, took, gateway.SharedRateTimeout)
 	}
 }

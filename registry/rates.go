@@ -8,6 +8,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -41,6 +42,10 @@ func (s *Store) TakeTokens(ctx context.Context, id string, rate float64, burst, 
 		e, err := s.rates.Get(ctx, id)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case errors.Is(err, nats.ErrNoResponders):
+			// No stream keeps the bucket: gone with a NATS restart (it is in memory).
+			// Made again, the next take finds it.
+			return 0, 0, errors.Join(fmt.Errorf("registry: rate %s: %w", id, err), s.remake(ctx, BucketRates))
 		case err != nil:
 			return 0, 0, fmt.Errorf("registry: rate %s: %w", id, err)
 		default:

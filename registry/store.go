@@ -79,6 +79,7 @@ type Store struct {
 	presence jetstream.KeyValue
 	sessions jetstream.KeyValue
 	rates    jetstream.KeyValue
+	configs  map[string]jetstream.KeyValueConfig // each bucket's, by name, as Open made or found it
 }
 
 // Open creates the buckets that are missing (it is safe for many processes to do so at
@@ -133,6 +134,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 		{&s.rates, jetstream.KeyValueConfig{Bucket: BucketRates, Description: "toolgate rate limits, by key or link",
 			TTL: time.Hour, Storage: jetstream.MemoryStorage}},
 	}
+	s.configs = map[string]jetstream.KeyValueConfig{}
 	for _, b := range buckets {
 		b.cfg.Replicas = opts.Replicas
 		kv, err := openBucket(ctx, js, b.cfg, found[b.cfg.Bucket], opts.Update)
@@ -140,8 +142,29 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 			return nil, err
 		}
 		*b.kv = kv
+		s.configs[b.cfg.Bucket] = b.cfg
 	}
 	return s, nil
+}
+
+// remake makes bucket again, empty, as Open made it, if it is gone: a NATS server
+// that restarts alone keeps no bucket in memory storage, and nothing else would
+// make it again while this process runs. On a cluster it does nothing: a cluster
+// keeps its buckets' definitions, and one recovering from a restart may say a bucket
+// is missing before it has read them.
+func (s *Store) remake(ctx context.Context, bucket string) error {
+	if s.js.Conn().ConnectedClusterName() != "" {
+		return nil
+	}
+	cfg, ok := s.configs[bucket]
+	if !ok {
+		return fmt.Errorf("registry: bucket %s: not one of the registry's", bucket)
+	}
+	_, err := s.js.CreateKeyValue(ctx, cfg)
+	if err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
+		return fmt.Errorf("registry: bucket %s: make it again: %w", bucket, err)
+	}
+	return nil
 }
 
 // existingBucket is a bucket as it is: its handle and its configuration.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -147,20 +148,30 @@ func NewView(ctx context.Context, store *Store, log *slog.Logger) (*View, error)
 // seconds at most while a node fails, instead of the many seconds of a KV watch.
 const followHeartbeat = time.Second
 
+// followAttempt bounds one attempt to (re)start a bucket's consumer.
+const followAttempt = 2 * time.Second
+
 // follow feeds one bucket's changes into updates until ctx ends: the latest value
-// of every key, then a nil entry to mark the end of those, then every change.
+// of every key, then a markLoaded update, then every change.
 //
 // Two things restart the bucket's consumer, each time from the revision after the
 // last one forwarded: missed heartbeats (the node holding the consumer died), and
 // the connection coming back after a loss (a pull that was pending on the old
-// server is not always resumed).
+// server is not always resumed). After a loss, the bucket may not hold what the view
+// saw any more (see lost): it is then loaded again from scratch.
 func (v *View) follow(ctx context.Context, bucket int, kv jetstream.KeyValue, updates chan<- update) {
 	nc := v.store.js.Conn()
 	reconnected := nc.StatusChanged(nats.CONNECTED)
 	defer nc.RemoveStatusListener(reconnected)
+	disconnected := nc.StatusChanged(nats.RECONNECTING, nats.DISCONNECTED)
+	defer nc.RemoveStatusListener(disconnected)
 	f := &follower{view: v, bucket: bucket, name: kv.Bucket(), updates: updates, ctx: ctx}
 	for ctx.Err() == nil {
-		cc, err := f.start()
+		// Each attempt is short: a cluster that just restarted answers nothing for a
+		// while, and the first attempt after it does should not be seconds away.
+		actx, cancel := context.WithTimeout(ctx, followAttempt)
+		cc, err := f.start(actx)
+		cancel()
 		if err != nil {
 			v.log.Warn("registry: watch failed; retrying", "bucket", f.name, "err", err)
 			select {
@@ -172,8 +183,39 @@ func (v *View) follow(ctx context.Context, bucket int, kv jetstream.KeyValue, up
 		select {
 		case <-ctx.Done():
 		case <-reconnected:
+		case <-disconnected:
+		}
+		// What the consumer delivers from now on may come from a server that
+		// restarted with the bucket emptied: it is dropped, and the consumer made once
+		// the connection is back decides where to go on from. A restart disconnects
+		// and reconnects more than once: go by the connection as it is, not by the
+		// changes queued.
+		f.mu.Lock()
+		f.generation++
+		f.mu.Unlock()
+		for ctx.Err() == nil {
+			drain(reconnected)
+			drain(disconnected)
+			if nc.Status() == nats.CONNECTED {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-reconnected:
+			}
 		}
 		cc.Stop()
+	}
+}
+
+// drain empties a channel of status changes.
+func drain(ch <-chan nats.Status) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
 	}
 }
 
@@ -186,12 +228,30 @@ type follower struct {
 	ctx     context.Context
 
 	mu         sync.Mutex
-	generation int    // bumped per consumer, so a stopped one's late messages are dropped
-	last       uint64 // last revision forwarded
-	synced     bool   // the initial values have been forwarded
+	generation int       // bumped per consumer, so a stopped one's late messages are dropped
+	last       uint64    // last revision forwarded
+	lastTime   time.Time // when the server stored it
+	loaded     bool      // the initial values have been forwarded
+	reloading  bool      // the bucket is being loaded again (see lost)
 }
 
-func (f *follower) start() (jetstream.ConsumeContext, error) {
+func (f *follower) start(ctx context.Context) (jetstream.ConsumeContext, error) {
+	f.mu.Lock()
+	resuming := f.last > 0
+	f.mu.Unlock()
+	if resuming {
+		lost, err := f.lost(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if lost {
+			f.view.log.Warn("registry: the bucket no longer holds what this view saw (NATS restarted?); loading it again", "bucket", f.name)
+			f.mu.Lock()
+			f.last, f.lastTime, f.reloading = 0, time.Time{}, true
+			f.mu.Unlock()
+			f.sendMark(markReload)
+		}
+	}
 	prefix := "$KV." + f.name + "."
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{prefix + ">"}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy}
 	f.mu.Lock()
@@ -201,12 +261,19 @@ func (f *follower) start() (jetstream.ConsumeContext, error) {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, f.last+1
 	}
 	f.mu.Unlock()
-	cons, err := f.view.store.js.OrderedConsumer(f.ctx, "KV_"+f.name, cfg)
+	cons, err := f.view.store.js.OrderedConsumer(ctx, "KV_"+f.name, cfg)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		// Gone with a NATS restart: a single node keeps no bucket in memory.
+		if rerr := f.view.store.remake(ctx, f.name); rerr != nil {
+			return nil, errors.Join(err, rerr)
+		}
+		return nil, err
+	}
 	if err != nil {
 		return nil, err
 	}
 	if info := cons.CachedInfo(); info == nil || info.NumPending == 0 {
-		f.markSynced()
+		f.caughtUp()
 	}
 	return cons.Consume(func(m jetstream.Msg) {
 		md, err := m.Metadata()
@@ -218,12 +285,12 @@ func (f *follower) start() (jetstream.ConsumeContext, error) {
 			f.mu.Unlock()
 			return
 		}
-		f.last = md.Sequence.Stream
+		f.last, f.lastTime = md.Sequence.Stream, md.Timestamp
 		f.mu.Unlock()
-		f.send(&entry{bucket: f.name, key: strings.TrimPrefix(m.Subject(), prefix), value: m.Data(),
-			revision: md.Sequence.Stream, created: md.Timestamp, op: entryOp(m.Headers())})
+		f.send(update{bucket: f.bucket, entry: &entry{bucket: f.name, key: strings.TrimPrefix(m.Subject(), prefix), value: m.Data(),
+			revision: md.Sequence.Stream, created: md.Timestamp, op: entryOp(m.Headers())}})
 		if md.NumPending == 0 {
-			f.markSynced()
+			f.caughtUp()
 		}
 	}, jetstream.PullHeartbeat(followHeartbeat), jetstream.PullExpiry(10*followHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
@@ -231,20 +298,48 @@ func (f *follower) start() (jetstream.ConsumeContext, error) {
 		}))
 }
 
-// markSynced forwards the end-of-initial-values marker, once.
-func (f *follower) markSynced() {
+// lost reports whether the bucket's stream may no longer hold what the view has seen,
+// so that going on from the last revision seen would miss what changed: the stream
+// was made again (a NATS restart empties a bucket kept in memory), its revisions went
+// backwards, or it holds nothing as old as the last revision seen (it was emptied
+// and filled again, or every key changed meanwhile: loading it again is exact either
+// way).
+func (f *follower) lost(ctx context.Context) (bool, error) {
+	st, err := f.view.store.js.Stream(ctx, "KV_"+f.name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return true, nil // start makes it again
+	}
+	if err != nil {
+		return false, err
+	}
+	state := st.CachedInfo().State
 	f.mu.Lock()
-	done := f.synced
-	f.synced = true
+	defer f.mu.Unlock()
+	return state.LastSeq < f.last || state.Msgs == 0 || state.FirstTime.After(f.lastTime), nil
+}
+
+// caughtUp forwards the end of a load, once per load: markLoaded for the first,
+// markReloaded for one after lost.
+func (f *follower) caughtUp() {
+	f.mu.Lock()
+	var m mark
+	switch {
+	case !f.loaded:
+		f.loaded, m = true, markLoaded
+	case f.reloading:
+		f.reloading, m = false, markReloaded
+	}
 	f.mu.Unlock()
-	if !done {
-		f.send(nil)
+	if m != 0 {
+		f.sendMark(m)
 	}
 }
 
-func (f *follower) send(e jetstream.KeyValueEntry) {
+func (f *follower) sendMark(m mark) { f.send(update{bucket: f.bucket, name: f.name, mark: m}) }
+
+func (f *follower) send(u update) {
 	select {
-	case f.updates <- update{bucket: f.bucket, entry: e}:
+	case f.updates <- u:
 	case <-f.ctx.Done():
 	}
 }
@@ -284,15 +379,28 @@ func (e *entry) Created() time.Time              { return e.created }
 func (e *entry) Delta() uint64                   { return 0 }
 func (e *entry) Operation() jetstream.KeyValueOp { return e.op }
 
+// An update is an entry of a bucket, or, without one, a mark of where a load of the
+// bucket's contents begins or ends.
 type update struct {
 	bucket int
-	entry  jetstream.KeyValueEntry // nil marks the end of a bucket's initial values
+	entry  jetstream.KeyValueEntry
+	name   string // the bucket's, with a mark
+	mark   mark
 }
+
+type mark int
+
+const (
+	markLoaded   mark = iota + 1 // the end of the bucket's initial values
+	markReload                   // the bucket is loaded again from scratch: what it no longer holds goes
+	markReloaded                 // the end of that load
+)
 
 // apply is the one goroutine that changes the view: it applies each batch of updates
 // to a working copy and publishes it as the next snapshot.
 func (v *View) apply(ctx context.Context, buckets int, updates <-chan update, synced chan struct{}) {
 	pending := buckets
+	reloading := map[int]map[string]bool{} // bucket -> the keys its reload has brought so far
 	work := *v.snap.Load()
 	for {
 		var batch []update
@@ -313,15 +421,36 @@ func (v *View) apply(ctx context.Context, buckets int, updates <-chan update, sy
 		}
 		dirty := map[int]bool{}
 		var changes []Change
+		own := func(b int) { // the working copy's own maps for bucket b
+			if !dirty[b] {
+				dirty[b] = true
+				work.cloneBucket(b)
+			}
+		}
 		for _, u := range batch {
-			if u.entry == nil {
+			switch u.mark {
+			case markLoaded:
 				pending--
 				continue
+			case markReload:
+				reloading[u.bucket] = map[string]bool{}
+				continue
+			case markReloaded:
+				own(u.bucket)
+				for _, key := range work.keysOf(u.bucket) {
+					if !reloading[u.bucket][key] {
+						if c, ok := work.applyEntry(u.bucket, &entry{bucket: u.name, key: key, op: jetstream.KeyValueDelete}, v.log); ok {
+							changes = append(changes, c)
+						}
+					}
+				}
+				delete(reloading, u.bucket)
+				continue
 			}
-			if !dirty[u.bucket] {
-				dirty[u.bucket] = true
-				work.cloneBucket(u.bucket)
+			if seen := reloading[u.bucket]; seen != nil {
+				seen[u.entry.Key()] = true
 			}
+			own(u.bucket)
 			if c, ok := work.applyEntry(u.bucket, u.entry, v.log); ok {
 				changes = append(changes, c)
 			}
@@ -369,6 +498,37 @@ func (s *Snapshot) cloneBucket(b int) {
 	case bPresence:
 		s.presence = maps.Clone(s.presence)
 	}
+}
+
+// keysOf lists the keys bucket b holds in s, as the bucket files them.
+func (s *Snapshot) keysOf(b int) []string {
+	var out []string
+	switch b {
+	case bTools:
+		out = slices.Collect(maps.Keys(s.tools))
+	case bAccounts:
+		out = slices.Collect(maps.Keys(s.accounts))
+	case bKeys:
+		out = slices.Collect(maps.Keys(s.keys))
+	case bConns:
+		out = nestedKeys(s.conns)
+	case bLinks:
+		out = slices.Collect(maps.Keys(s.links))
+	case bPresence:
+		out = nestedKeys(s.presence)
+	}
+	return out
+}
+
+// nestedKeys lists the keys of a map filed as "<outer>.<inner>" (see setNested).
+func nestedKeys[T any](m map[string]map[string]*T) []string {
+	var out []string
+	for outer, inner := range m {
+		for k := range inner {
+			out = append(out, outer+"."+k)
+		}
+	}
+	return out
 }
 
 func decode[T any](e jetstream.KeyValueEntry, log *slog.Logger) (*T, bool) {

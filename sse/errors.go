@@ -138,6 +138,8 @@ func toolFailure(tool, method string, err error) (string, bool) {
 		return fmt.Sprintf("%s: rate limited; retry after %v", method, limited.RetryAfter.Round(time.Millisecond)), true
 	case errors.Is(err, bus.ErrNoResponders):
 		return fmt.Sprintf("%s: tool %s is offline: no worker is serving it", method, tool), true
+	case errors.Is(err, bus.ErrCallLost):
+		return fmt.Sprintf("%s: the worker of tool %s running the call stopped, or the call was lost on its way; it was cancelled", method, tool), true
 	case errors.Is(err, bus.ErrTimeout):
 		return fmt.Sprintf("%s: tool %s did not answer before the deadline", method, tool), true
 	case errors.As(err, &tooLarge):

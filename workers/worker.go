@@ -96,8 +96,12 @@ type config struct {
 func WithInstance(name string) Option { return func(c *config) { c.instance = name } }
 
 // WithConcurrency bounds how many calls the instance runs at once (DefaultConcurrency
-// by default). At the bound the worker takes no more calls until one finishes; the
-// server keeps routing to it, and the calls wait in the connection's pending queue.
+// by default). At the bound the calls taken wait for a slot, in order, and are named
+// on the tool's Holding subject as running ones are (see wire.HoldingAfter); past 16
+// waiting per slot the worker takes no more until one finishes, and the server's
+// routing and the connection's pending queue hold the rest. Those are not named: an
+// edge gives them up after wire.HoldingLost (its caller gets a 503 and may try again
+// later) and cancels them, so that they do not run once their caller was answered.
 // A waiting call whose deadline passes, or whose caller cancels it, never runs: its
 // caller has already been answered.
 func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = n } }
@@ -147,13 +151,11 @@ type Worker struct {
 	table atomic.Pointer[map[string]*Method] // the methods calls are dispatched to, by name
 	setMu sync.Mutex                         // one SetMethods at a time
 
-	ready    chan struct{}
-	done     chan struct{} // closed when Run returns
-	sem      chan struct{} // one token per call running
-	idle     chan job      // hands a call to a runner waiting for one
-	dead     chan struct{} // closed when the connection closed under the worker
-	deadOnce sync.Once
-	base     context.Context // the parent of every call's context: Run's values, never its end
+	ready chan struct{}
+	done  chan struct{}   // closed when Run returns
+	slots *slots          // the calls taken: running, or waiting for a slot
+	idle  chan job        // hands a call to a runner waiting for one
+	base  context.Context // the parent of every call's context: Run's values, never its end
 
 	cancelMu  sync.Mutex
 	running   map[string]map[*runningCall]struct{} // by call id
@@ -190,7 +192,6 @@ func New(nc *nats.Conn, tool Tool, opts ...Option) *Worker {
 		log:       cfg.log.With("tool", tool.ID, "instance", cfg.instance),
 		ready:     make(chan struct{}),
 		done:      make(chan struct{}),
-		dead:      make(chan struct{}),
 		served:    map[string]bool{},
 		running:   map[string]map[*runningCall]struct{}{},
 		cancelled: newRecentCancels(cfg.cancelWindow, cfg.cancelMax),
@@ -380,8 +381,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 
 	w.base = context.WithoutCancel(ctx)
-	w.sem = make(chan struct{}, w.cfg.concurrency)
+	w.slots = newSlots(w.cfg.concurrency)
 	w.idle = make(chan job)
+	holding, stopHolding := context.WithCancel(context.Background())
+	announced := make(chan struct{})
+	go func() {
+		defer close(announced)
+		w.announceHolding(holding)
+	}()
+	defer func() { stopHolding(); <-announced }()
 	cancels, err := w.nc.Subscribe(w.cfg.subjects.CancelTool(w.tool.ID), w.onCancel)
 	if err != nil {
 		return fmt.Errorf("workers: tool %s: subscribe to cancellations: %w", w.tool.ID, err)
@@ -454,6 +462,7 @@ func (w *Worker) record(methods []Method, hasMCP bool) (wire.Tool, error) {
 	rec := wire.Tool{
 		ID: w.tool.ID, Title: w.tool.Title, Description: w.tool.Description, Version: w.tool.Version,
 		Owner: w.tool.Owner, Capabilities: w.tool.Capabilities, Methods: []wire.Method{},
+		Holding: true, // see announceHolding
 	}
 	for _, m := range methods {
 		switch {
@@ -594,8 +603,8 @@ func (w *Worker) addEndpoint(svc micro.Service, name, subject string, lookup fun
 }
 
 // intake is the endpoint's micro handler. nats micro calls it for one message at a
-// time per endpoint; it hands each call to a runner and, at the concurrency
-// bound, waits for a slot, so the calls queue rather than being dropped.
+// time per endpoint; it hands each call to a runner and, at the concurrency bound,
+// queues it for a slot (see slots), so the calls queue rather than being dropped.
 func (w *Worker) intake(lookup func() *Method, st *methodStats) micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
 		in := inbound{subject: req.Subject(), reply: req.Reply(), data: req.Data(), header: nats.Header(req.Headers())}
@@ -606,15 +615,14 @@ func (w *Worker) intake(lookup func() *Method, st *methodStats) micro.Handler {
 			}
 			return
 		}
-		select {
-		case w.sem <- struct{}{}:
-		case <-w.dead:
-			return // nobody can hear the reply
+		j := job{m, st, in, in.header.Get(wire.HeaderCallID)}
+		if run, taken := w.slots.take(j); !taken || !run {
+			return // queued for a slot, or nobody can hear the reply: the connection is gone
 		}
 		select {
-		case w.idle <- job{m, st, in}: // a runner done with its last call takes it
+		case w.idle <- j: // a runner done with its last call takes it
 		default:
-			go w.runner(job{m, st, in})
+			go w.runner(j)
 		}
 	})
 }
@@ -623,11 +631,16 @@ func (w *Worker) intake(lookup func() *Method, st *methodStats) micro.Handler {
 // until Run returns. Runners outlive their calls so that a call pays neither for a new
 // goroutine nor for its stack growing again through the handler, the encoding and the
 // reply (both showed in the worker's profile under load). A runner is started only
-// when none waits, and each running call holds a slot of w.sem, so there are about as
+// when none waits, and runs the queued calls before it waits, so there are about as
 // many runners as the most calls ever run at once.
 func (w *Worker) runner(j job) {
 	for {
 		w.call(j.m, j.st, j.in)
+		next, ok := w.slots.next(j)
+		if ok {
+			j = next
+			continue
+		}
 		select {
 		case j = <-w.idle:
 		case <-w.done:
@@ -637,9 +650,10 @@ func (w *Worker) runner(j job) {
 }
 
 type job struct {
-	m  *Method
-	st *methodStats
-	in inbound
+	m      *Method
+	st     *methodStats
+	in     inbound
+	callID string
 }
 
 type inbound struct {
@@ -649,9 +663,8 @@ type inbound struct {
 	header  nats.Header
 }
 
-// call runs one call and replies. It holds a slot of w.sem, which it gives back.
+// call runs one call and replies, in a slot of w.slots.
 func (w *Worker) call(m *Method, st *methodStats, in inbound) {
-	defer func() { <-w.sem }()
 	st.inFlight.Add(1)
 	defer st.inFlight.Add(-1)
 	start := time.Now()
@@ -858,15 +871,11 @@ func (w *Worker) drain(svc micro.Service, closed <-chan nats.Status) error {
 
 // abandon gives up on the calls not yet taken: the connection is gone, so nobody
 // would hear their replies.
-func (w *Worker) abandon() { w.deadOnce.Do(func() { close(w.dead) }) }
+func (w *Worker) abandon() { w.slots.die() }
 
-// waitIdle returns when no call is running. It holds every slot of w.sem when it
-// returns, so it is called only when no more calls will be taken.
-func (w *Worker) waitIdle() {
-	for range cap(w.sem) {
-		w.sem <- struct{}{}
-	}
-}
+// waitIdle returns when no call runs or waits for a slot; it is called only when no
+// more calls will be taken.
+func (w *Worker) waitIdle() { w.slots.waitIdle() }
 
 type methodStats struct {
 	inFlight, calls, errors, nanos atomic.Int64

@@ -209,7 +209,7 @@ func TestGoldenNotificationsAndSessions(t *testing.T) {
 }
 
 func TestGoldenRecords(t *testing.T) {
-	tool := wire.Tool{ID: "email", Title: "Email", Version: "1.0.0", Capabilities: wire.Capabilities{Resources: true},
+	tool := wire.Tool{ID: "email", Title: "Email", Version: "1.0.0", Capabilities: wire.Capabilities{Resources: true}, Holding: true,
 		Methods:   []wire.Method{{Name: "send_email", InputSchema: json.RawMessage(`{"type":"object"}`), Timeout: wire.Duration(5 * time.Second)}},
 		UpdatedAt: deadline.UTC()}
 	rec, err := wire.ToolRecordMsg(&tool)
@@ -224,6 +224,25 @@ func TestGoldenRecords(t *testing.T) {
 	golden(t, "records", render(rec)+render(pres)+render(wire.PresenceDeleteMsg("email", "host-1")))
 }
 
+func TestGoldenHolding(t *testing.T) {
+	s := wire.DefaultSubjects
+	msg, err := s.HoldingMsg("email", &wire.Holding{Instance: "host-1", Calls: []string{"Nx1", "mcp-3f1c0a9e"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "holding", render(msg))
+	tool, ok := s.ParseHolding(msg.Subject)
+	h, err := wire.ReadHolding(msg.Data)
+	if !ok || tool != "email" || err != nil || h.Instance != "host-1" || len(h.Calls) != 2 {
+		t.Fatalf("read back: tool %q (%v), %+v, %v", tool, ok, h, err)
+	}
+	for _, subject := range []string{s.Progress("email", "Nx1"), "tg.progress.email.x.holding", "tg.progress..holding"} {
+		if _, ok := s.ParseHolding(subject); ok {
+			t.Errorf("%s read as a Holding subject", subject)
+		}
+	}
+}
+
 // TestGoldenSubjects lists every subject of the contract for one tool, call and session.
 func TestGoldenSubjects(t *testing.T) {
 	s := wire.DefaultSubjects
@@ -236,6 +255,8 @@ func TestGoldenSubjects(t *testing.T) {
 		"cancels of a tool " + s.CancelTool("email"),
 		"every cancel " + s.CancelAll(),
 		"progress " + s.Progress("email", "Nx1"),
+		"holding " + s.Holding("email"),
+		"every holding " + s.HoldingAll(),
 		"session out " + s.SessionOut("email", "S1"),
 		"session post " + s.SessionPost("email", "S1", "P1"),
 		"session reply " + s.SessionReply("email", "S1", "tg-R1"),

@@ -21,7 +21,10 @@ type Tool struct {
 	Owner        string       `json:"owner,omitempty"` // the account that deploys it, if any
 	Methods      []Method     `json:"methods"`
 	Capabilities Capabilities `json:"capabilities,omitzero"`
-	UpdatedAt    time.Time    `json:"updated_at"`
+	// Holding says the tool's workers name the calls they hold (see HoldingAfter):
+	// edges then give up a call they hear nothing of, instead of waiting its deadline.
+	Holding   bool      `json:"holding,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Method is one callable method of a tool.

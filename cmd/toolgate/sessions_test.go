@@ -117,6 +117,19 @@ func onEdge(t *testing.T, url, base string) string {
 	return base + u.Path
 }
 
+// knowKey waits until every edge takes key and shows the echo tool online with it.
+func knowKey(t *testing.T, key string, edges ...string) {
+	t.Helper()
+	testenv.Eventually(t, 10*time.Second, "every edge knows the key and the echo tool is online", func() bool {
+		for _, base := range edges {
+			if status, body := call(t, http.MethodGet, base+"/tools/echo", key, ""); status != http.StatusOK || !strings.Contains(body, `"online"`) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // TestSessionsEndWithTheirCredential: an MCP session belongs to the key or link that
 // opened it. Revoking the key, rotating the link, or deleting the account ends the
 // session on every edge (a stream another edge holds closes), and nothing else opens
@@ -149,16 +162,8 @@ func TestSessionsEndWithTheirCredential(t *testing.T) {
 	conn := connect("acme")
 	key, other := newKey("acme").Secret, newKey("acme").Secret
 	byKey := "/tools/echo/mcp"
-	testenv.Eventually(t, 10*time.Second, "both edges know the keys and the echo tool is online", func() bool {
-		for _, base := range []string{a, b} {
-			for _, k := range []string{key, other} {
-				if status, body := call(t, http.MethodGet, base+"/tools/echo", k, ""); status != http.StatusOK || !strings.Contains(body, `"online"`) {
-					return false
-				}
-			}
-		}
-		return true
-	})
+	knowKey(t, key, a, b)
+	knowKey(t, other, a, b)
 
 	t.Run("another key of the account does not open a session", func(t *testing.T) {
 		session := mcpClient{t, key}.open(a + byKey)
@@ -172,10 +177,7 @@ func TestSessionsEndWithTheirCredential(t *testing.T) {
 
 	t.Run("revoking a key ends its sessions on every edge", func(t *testing.T) {
 		revoked := newKey("acme")
-		testenv.Eventually(t, 10*time.Second, "edge b knows the key", func() bool {
-			status, _ := call(t, http.MethodGet, b+"/tools/echo", revoked.Secret, "")
-			return status == http.StatusOK
-		})
+		knowKey(t, revoked.Secret, a, b)
 		client := mcpClient{t, revoked.Secret}
 		session := client.open(a + byKey)
 		ended := client.stream(b+byKey, session)
@@ -214,12 +216,7 @@ func TestSessionsEndWithTheirCredential(t *testing.T) {
 		admin(t, a, "accounts", "create", "acme")
 		connect("acme")
 		again := newKey("acme").Secret
-		for _, base := range []string{a, b} {
-			testenv.Eventually(t, 10*time.Second, base+" knows the new account's key", func() bool {
-				status, _ := call(t, http.MethodGet, base+"/tools/echo", again, "")
-				return status == http.StatusOK
-			})
-		}
+		knowKey(t, again, a, b)
 		for _, base := range []string{a, b} {
 			if status := (mcpClient{t, again}).listTools(base+byKey, session); status != http.StatusNotFound {
 				t.Fatalf("the old account's session with the new account's key on %s: status %d, want 404", base, status)

@@ -68,17 +68,17 @@ func NewCluster(t testing.TB) *Cluster {
 // newCluster starts the cluster after edit has adjusted each node's config.
 func newCluster(t testing.TB, edit func(*bus.ServerConfig)) *Cluster {
 	t.Helper()
-	ports := freePorts(t, 3)
+	ports := freePorts(t, 6) // routes, then clients: fixed, so that a node starts again where it was
 	c := &Cluster{}
 	for i := range 3 {
 		var routes []string
-		for j, p := range ports {
+		for j, p := range ports[:3] {
 			if j != i {
 				routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
 			}
 		}
 		cfg := bus.ServerConfig{
-			Name: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
+			Name: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: ports[3+i], JetStream: true, StoreDir: t.TempDir(),
 			Cluster: bus.ClusterConfig{Name: "tg-test", Host: "127.0.0.1", Port: ports[i], Routes: routes},
 		}
 		edit(&cfg)
@@ -112,6 +112,27 @@ func newCluster(t testing.TB, edit func(*bus.ServerConfig)) *Cluster {
 func (c *Cluster) Stop(i int) {
 	c.Servers[i].Shutdown()
 	c.Servers[i].WaitForShutdown()
+}
+
+// Start starts a stopped node again as it was (name, ports, store), as a restarted
+// process would.
+func (c *Cluster) Start(t testing.TB, i int) {
+	t.Helper()
+	s, err := bus.StartServer(c.configs[i])
+	if err != nil {
+		t.Fatalf("testenv: start node %d again: %v", i+1, err)
+	}
+	c.Servers[i] = s
+}
+
+// AllURLs lists every node's client URL, running or not: what a client that should
+// find the nodes again after they restart is given.
+func (c *Cluster) AllURLs() string {
+	var urls []string
+	for _, cfg := range c.configs {
+		urls = append(urls, fmt.Sprintf("nats://%s:%d", cfg.Host, cfg.Port))
+	}
+	return strings.Join(urls, ",")
 }
 
 func freePorts(t testing.TB, n int) []int {

@@ -211,13 +211,36 @@ func Echo(nc *nats.Conn, opts ...workers.Option) *workers.Worker {
 	return w
 }
 
-// Clock returns the clock tool's worker: now tells the time in a time zone.
+// Clock returns the clock tool's worker: now tells the time in a time zone; wait
+// tells it after a while, a call that takes as long as its caller asks.
 func Clock(nc *nats.Conn, opts ...workers.Option) *workers.Worker {
 	w := workers.New(nc, workers.Tool{
 		ID: "clock", Title: "Clock", Version: Version, Description: "Tells the time anywhere.",
 	}, opts...)
 	w.Handle(workers.Func("now", "The current time in a time zone, as RFC 3339.", now))
+	w.Handle(workers.Func("wait", "Wait ms milliseconds (at most a minute), then tell the time in a time zone.", wait))
 	return w
+}
+
+type waitIn struct {
+	MS       int    `json:"ms" jsonschema:"how long to wait, in milliseconds (0 to 60000)"`
+	Timezone string `json:"timezone,omitempty" jsonschema:"an IANA time zone name such as Europe/Paris; UTC when absent"`
+}
+
+// MaxWait is the longest wait clock's wait method takes.
+const MaxWait = time.Minute
+
+func wait(ctx context.Context, c *workers.Call, in waitIn) (nowOut, error) {
+	d := time.Duration(in.MS) * time.Millisecond
+	if d < 0 || d > MaxWait {
+		return nowOut{}, invalidParams("ms: must be from 0 to %d", MaxWait.Milliseconds())
+	}
+	select {
+	case <-time.After(d):
+	case <-ctx.Done(): // the caller left, or its deadline passed: nobody reads the time
+		return nowOut{}, ctx.Err()
+	}
+	return now(ctx, c, nowIn{Timezone: in.Timezone})
 }
 
 type nowIn struct {

@@ -191,6 +191,18 @@ func TestClock(t *testing.T) {
 			wantToolError(t, err, "invalid_timezone", 400)
 		})
 	}
+	t.Run("wait tells the time after the wait", func(t *testing.T) {
+		start := time.Now()
+		r, err := s.call(t, "clock", "wait", `{"ms":300,"timezone":"Asia/Tokyo"}`)
+		out := decode[nowOut](t, r, err)
+		if took := time.Since(start); took < 300*time.Millisecond || out.Timezone != "Asia/Tokyo" {
+			t.Fatalf("reply %s after %v, want Tokyo's time after 300ms at least", r.Data, took)
+		}
+	})
+	t.Run("wait refuses a wait over a minute", func(t *testing.T) {
+		_, err := s.call(t, "clock", "wait", `{"ms":60001}`)
+		wantToolError(t, err, "invalid_params", 400)
+	})
 }
 
 func TestRunDrainsEveryTool(t *testing.T) {

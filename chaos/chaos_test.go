@@ -1,0 +1,75 @@
+package chaos_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// The most a fault may make calls fail for, and how long each is watched.
+const (
+	maxWindow = 2 * time.Second
+	watch     = 6 * time.Second
+)
+
+// TestChaos runs the stack under load and, one after the other, kills a NATS node, an
+// edge and a worker, each brought back before the next. For each fault: no call hangs
+// (no answer within 10 s), every call sent gets its answer, and calls fail for at most
+// two seconds after the fault. The figures are printed (go test -v, or make chaos).
+func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the chaos test runs the whole stack as processes; -short skips it")
+	}
+	s := startStack(t, buildToolgate(t))
+	l := startLoad(s, 8)
+
+	var node *process // the NATS node killed: the one the most processes are connected to
+	var on []string   // those processes
+	var killedAt time.Time
+	faults := []struct {
+		name    string
+		kill    func()
+		restore func()
+	}{
+		{"a NATS node killed", func() {
+			var n int
+			n, on = s.busiestNode()
+			node = s.nats[n]
+			t.Logf("killing %s, which %s are connected to", node.name, strings.Join(on, ", "))
+			killedAt = time.Now()
+			node.kill()
+		}, func() {
+			t.Logf("on another node after the kill: %s", s.reconnected(on, killedAt))
+			node.start()
+		}},
+		{"an edge killed", s.edges[1].kill, func() { s.edges[1].start(); s.waitReady(s.urls[1], 60*time.Second) }},
+		{"a worker killed", s.workers[0].kill, s.workers[0].start},
+	}
+	var all []figures
+	for _, f := range faults {
+		time.Sleep(2 * time.Second) // load on a healthy stack first
+		at := time.Now()
+		f.kill()
+		time.Sleep(watch)
+		from, until := at.Add(-time.Second), at.Add(watch)
+		unanswered := l.settle(from, until)
+		fig := summarize(f.name, l.between(from, until), unanswered, at)
+		all = append(all, fig)
+		t.Log(fig)
+		if fig.hung > 0 {
+			t.Errorf("%s: %d calls hung (no answer within %v)", f.name, fig.hung, hangAfter)
+		}
+		if fig.window > maxWindow {
+			t.Errorf("%s: calls failed for %v after the fault, more than %v", f.name, fig.window.Round(time.Millisecond), maxWindow)
+		}
+		f.restore()
+		s.waitHealthy(60 * time.Second)
+	}
+	if lost := l.halt(); lost > 0 {
+		t.Errorf("%d calls never got an answer", lost)
+	}
+	t.Log("figures, per fault (calls started from 1 s before the fault to 6 s after):")
+	for _, f := range all {
+		t.Log(f)
+	}
+}
