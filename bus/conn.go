@@ -1,12 +1,90 @@
 package bus
 
 import (
+	"context"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 )
+
+// Why a connection was refused or lost, for a role to report and exit with instead of
+// retrying what cannot succeed. Connect's errors wrap one of them (and the client's
+// own error) when it applies.
+var (
+	// ErrNoCredentials: the server admits only users with credentials, and none were given.
+	ErrNoCredentials = errors.New("the server requires credentials and none were given")
+	// ErrCredentialsRefused: the server does not accept the credentials: signed by an
+	// account it does not trust, or revoked, or expired.
+	ErrCredentialsRefused = errors.New("the server refused the credentials (not signed for this deployment, revoked or expired)")
+	// ErrCredentialsRevoked: the credentials were revoked while connected.
+	ErrCredentialsRevoked = errors.New("the credentials were revoked")
+	// ErrCredentialsExpired: the credentials expired.
+	ErrCredentialsExpired = errors.New("the credentials expired")
+	// ErrServerNotTrusted: the server's TLS certificate is not signed by a CA this
+	// client trusts (no CA given, or another one).
+	ErrServerNotTrusted = errors.New("the server's TLS certificate is not signed by a trusted CA")
+	// ErrServerName: the server's certificate does not name the host connected to.
+	ErrServerName = errors.New("the server's TLS certificate is not valid for the host connected to")
+	// ErrClientCertRequired: the server verifies clients' certificates, and this
+	// client gave none it accepts.
+	ErrClientCertRequired = errors.New("the server requires a client certificate signed by its CA")
+	// ErrNoTLS: TLS was asked for and the server does not offer it.
+	ErrNoTLS = errors.New("TLS was asked for and the server does not offer it")
+	// ErrConnectionLost: the connection closed for good while the role ran (its
+	// credentials refused on reconnecting); the context of Watch ends with it.
+	ErrConnectionLost = errors.New("bus: connection to NATS closed for good")
+)
+
+// ClientAuth is how a role proves itself to NATS and checks the server: a user
+// credentials file (its JWT and seed), the CA that signs the servers' certificates,
+// and a client certificate for servers that verify clients. Empty fields are not used.
+type ClientAuth struct {
+	Creds string
+	CA    string
+	Cert  string
+	Key   string
+}
+
+// Validate names the first file that is missing or unreadable, before any
+// connection is tried.
+func (a ClientAuth) Validate() error {
+	if (a.Cert == "") != (a.Key == "") {
+		return errors.New("nats-tls-cert, nats-tls-key: a client certificate needs its key, and a key its certificate")
+	}
+	for _, f := range []struct{ name, path string }{
+		{"nats-creds", a.Creds}, {"nats-tls-ca", a.CA}, {"nats-tls-cert", a.Cert}, {"nats-tls-key", a.Key},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.ReadFile(f.path); err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+	}
+	return nil
+}
+
+// Options are the nats.Options that apply a: the credentials, and TLS when any TLS
+// file is given (a tls:// URL, or a server that requires TLS, turns it on too).
+func (a ClientAuth) Options() []nats.Option {
+	var opts []nats.Option
+	if a.Creds != "" {
+		opts = append(opts, nats.UserCredentials(a.Creds))
+	}
+	if a.CA != "" {
+		opts = append(opts, nats.RootCAs(a.CA))
+	}
+	if a.Cert != "" {
+		opts = append(opts, nats.ClientCert(a.Cert, a.Key))
+	}
+	return opts
+}
 
 // How often a connection asks its server for a sign of life, and how many asks may go
 // unanswered before it is given up.
@@ -17,13 +95,18 @@ const (
 
 // Connect dials NATS with the options every toolgate role wants: reconnect forever
 // (an edge or worker that gives up is worse than one that waits), a name that shows in
-// server monitoring, and logged connection changes. A server that stops answering
-// without closing the connection (it hangs, or the network between is cut) is given
-// up after about PingInterval × (MaxPingsOut + 1), not the client's default of
-// minutes, and another node of the cluster is tried.
+// server monitoring, and logged connection changes. A refusal that retrying cannot
+// cure (credentials, TLS) is named in the error: see ErrNoCredentials and the others.
+// A server that stops answering without closing the connection (it hangs, or the
+// network between is cut) is given up after about PingInterval × (MaxPingsOut + 1),
+// not the client's default of minutes, and another node of the cluster is tried.
 func Connect(url, name string, log *slog.Logger, extra ...nats.Option) (*nats.Conn, error) {
 	if log == nil {
 		log = slog.Default()
+	}
+	o := nats.GetDefaultOptions()
+	for _, u := range strings.Split(url, ",") { // as nats.Connect reads its URL
+		o.Servers = append(o.Servers, strings.TrimSpace(u))
 	}
 	opts := []nats.Option{
 		nats.Name(name),
@@ -31,6 +114,9 @@ func Connect(url, name string, log *slog.Logger, extra ...nats.Option) (*nats.Co
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.ReconnectJitter(100*time.Millisecond, time.Second),
 		nats.RetryOnFailedConnect(false),
+		// Long enough for a server to look up an account it does not know (up to 2s)
+		// and refuse the user by name, rather than the client timing out first.
+		nats.Timeout(5 * time.Second),
 		nats.PingInterval(PingInterval),
 		nats.MaxPingsOutstanding(MaxPingsOut),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
@@ -49,10 +135,65 @@ func Connect(url, name string, log *slog.Logger, extra ...nats.Option) (*nats.Co
 			log.Error("nats async error", "subject", subj, "err", err)
 		}),
 	}
-	nc, err := nats.Connect(url, append(opts, extra...)...)
+	for _, opt := range append(opts, extra...) {
+		if err := opt(&o); err != nil {
+			return nil, fmt.Errorf("bus: connect %s: %w", url, err)
+		}
+	}
+	nc, err := o.Connect()
 	if err != nil {
-		return nil, fmt.Errorf("bus: connect %s: %w", url, err)
+		return nil, fmt.Errorf("bus: connect %s: %w", url, explain(err, o.UserJWT != nil || o.User != "" || o.Token != "" || o.Nkey != ""))
 	}
 	log.Info("nats connected", "url", nc.ConnectedUrlRedacted())
 	return nc, nil
+}
+
+// explain puts the cause a user can act on in front of the client's error, when
+// there is one.
+func explain(err error, hadCredentials bool) error {
+	var unknownCA x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var cause error
+	switch {
+	case errors.Is(err, nats.ErrAuthorization) && !hadCredentials:
+		cause = ErrNoCredentials
+	case errors.Is(err, nats.ErrAuthorization):
+		cause = ErrCredentialsRefused
+	case errors.Is(err, nats.ErrAuthRevoked):
+		cause = ErrCredentialsRevoked
+	case errors.Is(err, nats.ErrAuthExpired):
+		cause = ErrCredentialsExpired
+	case errors.As(err, &unknownCA):
+		cause = ErrServerNotTrusted
+	case errors.As(err, &hostname):
+		cause = ErrServerName
+	// A server refusing the client's certificate is seen as its TLS alert, which
+	// reaches the client only as text, or, as TLS 1.3 finishes the client's side of
+	// the handshake first, as the server hanging up right after it.
+	case strings.Contains(err.Error(), "tls: certificate required"), strings.Contains(err.Error(), "tls: bad certificate"),
+		errors.Is(err, nats.ErrTLS) && strings.Contains(err.Error(), "closed by remote after TLS handshake"):
+		cause = ErrClientCertRequired
+	case errors.Is(err, nats.ErrSecureConnWanted):
+		cause = ErrNoTLS
+	default:
+		return err
+	}
+	return fmt.Errorf("%w: %w", cause, err)
+}
+
+// Watch returns a context that ends when ctx does or when nc closes for good without
+// Close being called first: the servers refused its credentials on reconnecting
+// (revoked or expired ones). Its cause then wraps ErrConnectionLost and names why, so
+// a role can stop and exit with it instead of waiting on a connection that will not
+// come back. Call stop before closing nc.
+func Watch(ctx context.Context, nc *nats.Conn) (watched context.Context, stop context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	nc.SetClosedHandler(func(nc *nats.Conn) {
+		err := nc.LastError()
+		if err == nil {
+			err = errors.New("closed")
+		}
+		cancel(fmt.Errorf("%w: %w", ErrConnectionLost, explain(err, true)))
+	})
+	return ctx, func() { cancel(context.Canceled) }
 }

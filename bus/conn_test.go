@@ -1,14 +1,118 @@
 package bus_test
 
 import (
+	"bufio"
+	"errors"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/busauth"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
+
+// TestConnectNamesWhyItWasRefused connects with what a misconfigured role would
+// have, to servers with authentication and TLS on, and checks that each refusal is
+// an error naming its cause, at once, rather than a connection retrying forever.
+func TestConnectNamesWhyItWasRefused(t *testing.T) {
+	sec := testenv.NewSecurity(t)
+	secured := testenv.SecureServer(t, sec, true)
+	plainTLS := testenv.ServerWith(t, func(cfg *bus.ServerConfig) { // TLS, anyone
+		cfg.TLS = bus.ServerTLS{Cert: filepath.Join(sec.CertDir, busauth.ServerCertFile), Key: filepath.Join(sec.CertDir, busauth.ServerKeyFile)}
+	})
+	verifying := testenv.ServerWith(t, func(cfg *bus.ServerConfig) { // TLS with client certificates
+		sec.Apply(t, cfg, true)
+		cfg.TLS.VerifyClients = true
+	})
+	open := testenv.Server(t)
+	otherName := t.TempDir() // certificates for another host name than the one connected to
+	if _, err := busauth.Certificates(otherName, []string{"nats-1"}); err != nil {
+		t.Fatal(err)
+	}
+	misnamed := testenv.ServerWith(t, func(cfg *bus.ServerConfig) {
+		cfg.TLS = bus.ServerTLS{Cert: filepath.Join(otherName, busauth.ServerCertFile), Key: filepath.Join(otherName, busauth.ServerKeyFile)}
+	})
+	other := testenv.NewSecurity(t) // another deployment
+	edgeCreds := sec.Deployment.CredsFile(busauth.RoleEdge)
+	ca := filepath.Join(sec.CertDir, busauth.CAFile)
+
+	tests := []struct {
+		name string
+		url  string
+		auth bus.ClientAuth
+		want error
+	}{
+		{"no credentials", secured.ClientURL(), bus.ClientAuth{CA: ca}, bus.ErrNoCredentials},
+		{"another deployment's credentials", secured.ClientURL(), bus.ClientAuth{Creds: other.Deployment.CredsFile(busauth.RoleEdge), CA: ca}, bus.ErrCredentialsRefused},
+		{"no CA for a TLS-only server", secured.ClientURL(), bus.ClientAuth{Creds: edgeCreds}, bus.ErrServerNotTrusted},
+		{"another CA", secured.ClientURL(), bus.ClientAuth{Creds: edgeCreds, CA: filepath.Join(other.CertDir, busauth.CAFile)}, bus.ErrServerNotTrusted},
+		{"a server certificate for another name", misnamed.ClientURL(), bus.ClientAuth{CA: filepath.Join(otherName, busauth.CAFile)}, bus.ErrServerName},
+		{"TLS asked of a server without it", open.ClientURL(), bus.ClientAuth{CA: ca}, bus.ErrNoTLS},
+		{"no client certificate for a server that verifies clients", verifying.ClientURL(), bus.ClientAuth{Creds: edgeCreds, CA: ca}, bus.ErrClientCertRequired},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			nc, err := bus.Connect(tt.url, "test", testenv.Logger(t), tt.auth.Options()...)
+			if err == nil {
+				nc.Close()
+				t.Fatal("connected")
+			}
+			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.want.Error()) {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+			if took := time.Since(start); took > 10*time.Second {
+				t.Errorf("refused only after %v", took)
+			}
+		})
+	}
+
+	t.Run("the right credentials, CA and client certificate are let in", func(t *testing.T) {
+		for _, s := range []string{secured.ClientURL(), verifying.ClientURL()} {
+			a := bus.ClientAuth{Creds: edgeCreds, CA: ca,
+				Cert: filepath.Join(sec.CertDir, busauth.ClientCertFile), Key: filepath.Join(sec.CertDir, busauth.ClientKeyFile)}
+			testenv.SecureConn(t, s, a)
+		}
+		testenv.SecureConn(t, plainTLS.ClientURL(), bus.ClientAuth{CA: ca})
+	})
+
+	t.Run("a plaintext client of a TLS-only server gets no answer but a closed connection", func(t *testing.T) {
+		u, _ := url.Parse(secured.ClientURL())
+		conn, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		r := bufio.NewReader(conn)
+		info, err := r.ReadString('\n')
+		if err != nil || !strings.Contains(info, `"tls_required":true`) {
+			t.Fatalf("INFO %q %v", info, err)
+		}
+		if _, err := conn.Write([]byte("CONNECT {\"verbose\":false}\r\nPING\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		rest, err := r.ReadString('\n')
+		if strings.Contains(rest, "PONG") || err == nil && !strings.HasPrefix(rest, "-ERR") {
+			t.Fatalf("the server answered plaintext: %q %v", rest, err)
+		}
+	})
+
+	t.Run("a credentials file that is missing is named before connecting", func(t *testing.T) {
+		missing := filepath.Join(t.TempDir(), "none.creds")
+		err := bus.ClientAuth{Creds: missing}.Validate()
+		if !errors.Is(err, os.ErrNotExist) || !strings.HasPrefix(err.Error(), "nats-creds: ") {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
 
 // TestAConnectionLeavesAServerThatStopsAnswering: the server a client is connected to
 // stops answering but keeps the connection open (it hangs, or the network between is

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
@@ -24,6 +26,12 @@ type ServerConfig struct {
 	MonitorPort int
 
 	Cluster ClusterConfig
+
+	// Auth, when set, admits only users whose JWTs are signed by an account its
+	// operator trusts; without it the server takes any connection (toolgate dev).
+	Auth *ServerAuth
+	// TLS, when its certificate is set, serves clients and routes over TLS only.
+	TLS ServerTLS
 }
 
 // ClusterConfig joins a server into a NATS cluster. Leave Name empty for a single node.
@@ -33,6 +41,40 @@ type ClusterConfig struct {
 	Port   int      // -1 picks a free one
 	Routes []string // nats-route://host:port of the other nodes
 }
+
+// ServerAuth is decentralized JWT authentication (operator mode) with the NATS-based
+// "full" account resolver: the node keeps every account JWT in ResolverDir, takes
+// updates at run time from the system account ($SYS.REQ.CLAIMS.UPDATE), and shares
+// them with the other nodes of its cluster. So a user revoked in the account's JWT is
+// disconnected without a restart.
+type ServerAuth struct {
+	// Operator is the operator's JWT; it names the system account.
+	Operator string
+	// Accounts are account JWTs the node starts with (the system account's among
+	// them). One the resolver already holds in a newer version is not replaced.
+	Accounts []string
+	// ResolverDir is where the node keeps account JWTs; <StoreDir>/jwt when empty.
+	ResolverDir string
+}
+
+// ServerTLS is the node's certificate, for clients and routes, and the CA that signs
+// the certificates of the other nodes (routes always verify each other) and, with
+// VerifyClients, of clients.
+type ServerTLS struct {
+	CA, Cert, Key string // PEM files
+	VerifyClients bool   // require clients to present a certificate the CA signed
+}
+
+// Enabled reports whether the node serves TLS.
+func (t ServerTLS) Enabled() bool { return t.Cert != "" }
+
+// MaxControlLine is the longest protocol line a node with ServerAuth takes (the
+// server's max_control_line).
+const MaxControlLine = 32 * 1024
+
+// resolverSync is how often a node compares its account JWTs with its cluster's and
+// takes what it missed, for instance an update sent while it was down.
+const resolverSync = 30 * time.Second
 
 // DefaultServerConfig is a single JetStream node on 127.0.0.1:4222.
 func DefaultServerConfig() ServerConfig {
@@ -51,6 +93,23 @@ func (c ServerConfig) Validate() error {
 		if _, err := url.Parse(r); err != nil {
 			return fmt.Errorf("nats: routes: %q: %w", r, err)
 		}
+	}
+	if c.Auth != nil {
+		if c.Auth.Operator == "" {
+			return errors.New("nats: auth: operator JWT required")
+		}
+		if c.Auth.ResolverDir == "" && c.StoreDir == "" {
+			return errors.New("nats: auth: a resolver directory or store-dir is required")
+		}
+	}
+	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
+		return errors.New("nats: tls: a certificate needs its key, and a key its certificate")
+	}
+	if c.TLS.Enabled() && c.TLS.CA == "" && (c.Cluster.Name != "" || c.TLS.VerifyClients) {
+		return errors.New("nats: tls-ca: required to verify routes and client certificates")
+	}
+	if c.TLS.VerifyClients && !c.TLS.Enabled() {
+		return errors.New("nats: tls-verify: needs the server's certificate and key")
 	}
 	return nil
 }
@@ -82,6 +141,12 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 			opts.Routes = append(opts.Routes, u)
 		}
 	}
+	if err := cfg.applyAuth(opts); err != nil {
+		return nil, err
+	}
+	if err := cfg.applyTLS(opts); err != nil {
+		return nil, err
+	}
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("nats: new server: %w", err)
@@ -93,3 +158,74 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	}
 	return s, nil
 }
+
+func (c ServerConfig) applyAuth(opts *server.Options) error {
+	if c.Auth == nil {
+		return nil
+	}
+	op, err := jwt.DecodeOperatorClaims(c.Auth.Operator)
+	if err != nil {
+		return fmt.Errorf("nats: auth: operator JWT: %w", err)
+	}
+	if op.SystemAccount == "" {
+		return errors.New("nats: auth: the operator JWT names no system account")
+	}
+	dir := c.Auth.ResolverDir
+	if dir == "" {
+		dir = filepath.Join(c.StoreDir, "jwt")
+	}
+	// Deleted accounts are renamed, not removed: an account deleted by mistake can be
+	// brought back.
+	res, err := server.NewDirAccResolver(dir, 0, resolverSync, server.RenameDeleted)
+	if err != nil {
+		return fmt.Errorf("nats: auth: resolver %s: %w", dir, err)
+	}
+	for i, a := range c.Auth.Accounts {
+		ac, err := jwt.DecodeAccountClaims(a)
+		if err != nil {
+			return fmt.Errorf("nats: auth: account JWT %d: %w", i+1, err)
+		}
+		// Store keeps a newer JWT the resolver learned (a revocation) over this one.
+		if err := res.Store(ac.Subject, a); err != nil {
+			return fmt.Errorf("nats: auth: account %s: %w", ac.Name, err)
+		}
+	}
+	// A user's JWT travels in its CONNECT line, and the edge's, with every JetStream
+	// subject it may use, is longer than the 4 KiB the server takes by default.
+	opts.MaxControlLine = MaxControlLine
+	opts.TrustedOperators = []*jwt.OperatorClaims{op}
+	opts.SystemAccount = op.SystemAccount
+	opts.AccountResolver = res
+	return nil
+}
+
+func (c ServerConfig) applyTLS(opts *server.Options) error {
+	if !c.TLS.Enabled() {
+		return nil
+	}
+	clients, err := server.GenTLSConfig(&server.TLSConfigOpts{
+		CertFile: c.TLS.Cert, KeyFile: c.TLS.Key, CaFile: c.TLS.CA, Verify: c.TLS.VerifyClients,
+	})
+	if err != nil {
+		return fmt.Errorf("nats: tls: %w", err)
+	}
+	opts.TLSConfig, opts.TLSVerify, opts.TLSTimeout = clients, c.TLS.VerifyClients, tlsTimeout
+	if c.Cluster.Name == "" {
+		return nil
+	}
+	// Routes verify each other both ways: a node joins the cluster only with a
+	// certificate the CA signed.
+	routes, err := server.GenTLSConfig(&server.TLSConfigOpts{
+		CertFile: c.TLS.Cert, KeyFile: c.TLS.Key, CaFile: c.TLS.CA, Verify: true,
+	})
+	if err != nil {
+		return fmt.Errorf("nats: tls: routes: %w", err)
+	}
+	routes.RootCAs = routes.ClientCAs
+	opts.Cluster.TLSConfig, opts.Cluster.TLSTimeout = routes, tlsTimeout
+	return nil
+}
+
+// tlsTimeout is the seconds a TLS handshake may take: the server's default of 2 is
+// short for a loaded 2-core machine doing many at once.
+const tlsTimeout = 5

@@ -62,6 +62,7 @@ printed. Run as root, it gives the files it writes to the owner of their directo
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.Worker.NATS, "nats", cfg.Worker.NATS, "NATS URL, or several comma-separated (env TOOLGATE_NATS)")
+	addNATSAuthFlags(f, &cfg.Worker.NATSAuth)
 	f.IntVar(&cfg.Worker.Replicas, "replicas", cfg.Worker.Replicas, replicasUsage+" (env TOOLGATE_REPLICAS)")
 	f.DurationVar(&cfg.Worker.Wait, "wait", cfg.Worker.Wait, waitUsage+" (env TOOLGATE_WAIT)")
 	f.StringVar(&cfg.Data, "data", cfg.Data, "directory of the deployment's secrets: link-secret, admin-key, dev-key (env TOOLGATE_DATA)")
@@ -71,11 +72,12 @@ printed. Run as root, it gives the files it writes to the owner of their directo
 
 // runBootstrap sets the deployment up and says where the keys are.
 func runBootstrap(ctx context.Context, cfg bootstrapConfig, out io.Writer, log *slog.Logger) error {
-	nc, err := connectWithin(ctx, cfg.Worker.NATS, "toolgate-bootstrap", log, cfg.Worker.Wait)
+	nc, ctx, stop, err := connectNATS(ctx, cfg.Worker.NATS, "toolgate-bootstrap", cfg.Worker.NATSAuth, cfg.Worker.Wait, log)
 	if err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
 	defer nc.Close()
+	defer stop()
 	setup, cancel := context.WithTimeout(ctx, max(registryWait, cfg.Worker.Wait))
 	defer cancel()
 	store, err := registry.Open(setup, nc, registry.Options{Replicas: cfg.Worker.Replicas})

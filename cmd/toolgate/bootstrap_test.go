@@ -81,21 +81,7 @@ func TestBootstrap(t *testing.T) {
 // and returns its URL once it is ready.
 func startEdgeWith(t *testing.T, flags ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	out := &testenv.Buffer{}
-	done := make(chan error, 1)
-	go func() {
-		root := newRootCmd()
-		root.SetOut(out)
-		root.SetArgs(append([]string{"edge", "--listen", "127.0.0.1:0"}, flags...))
-		done <- root.ExecuteContext(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("toolgate edge: %v", err)
-		}
-	})
+	out := startCommand(t, append([]string{"edge", "--listen", "127.0.0.1:0"}, flags...)...)
 	var url string
 	listening := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
 	testenv.Eventually(t, 60*time.Second, "toolgate edge listens", func() bool {

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
@@ -27,6 +26,11 @@ type devConfig struct {
 	NATSListen string // so separately started workers can join
 	Listen     string // the edge
 	BaseURL    string // how clients reach the edge; derived from Listen when empty
+
+	// NATS, when set, is a NATS system to run on instead of the embedded server, joined
+	// with NATSAuth (the admin role's credentials: the stack makes its account and keys).
+	NATS     string
+	NATSAuth bus.ClientAuth
 }
 
 func defaultDevConfig() devConfig {
@@ -40,6 +44,11 @@ func (c devConfig) Validate() error {
 	}
 	if _, _, err := splitHostPort(c.NATSListen); err != nil {
 		return fmt.Errorf("dev: nats-listen: %w", err)
+	}
+	if c.NATS != "" {
+		if err := (workerConfig{NATS: c.NATS}).Validate(); err != nil {
+			return fmt.Errorf("dev: %w", err)
+		}
 	}
 	if _, _, err := splitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("dev: listen: %w", err)
@@ -70,6 +79,8 @@ func newDevCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&cfg.Data, "data", envOr("TOOLGATE_DATA", cfg.Data), "state directory (NATS store, keys)")
 	f.StringVar(&cfg.NATSListen, "nats-listen", envOr("TOOLGATE_NATS_LISTEN", cfg.NATSListen), "embedded NATS client address")
+	f.StringVar(&cfg.NATS, "nats", "", "run on this NATS system (URLs, comma-separated) instead of the embedded server; with --nats-creds of the admin role where it requires credentials")
+	addNATSAuthFlags(f, &cfg.NATSAuth)
 	f.StringVar(&cfg.Listen, "listen", envOr("TOOLGATE_LISTEN", cfg.Listen), "edge HTTP address")
 	f.StringVar(&cfg.BaseURL, "base-url", envOr("TOOLGATE_BASE_URL", ""), "public URL of the edge (default http://<listen>)")
 	return cmd
@@ -94,38 +105,46 @@ func runDev(ctx context.Context, cfg devConfig, out io.Writer, log *slog.Logger)
 	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
 		return fmt.Errorf("dev: data: %w", err)
 	}
-	host, port, _ := splitHostPort(cfg.NATSListen)
-	if port == 0 {
-		port = -1 // nats-server reads 0 as its default port; the user asked for any free one
+	// The dev stack owns its embedded server: buckets an older version made with other
+	// settings are brought to this version's rather than refused. On a NATS system of
+	// its own, it takes them as they are.
+	opts := registry.DefaultOptions()
+	opts.Update = true
+	natsURL := cfg.NATS
+	if natsURL == "" {
+		host, port, _ := splitHostPort(cfg.NATSListen)
+		if port == 0 {
+			port = -1 // nats-server reads 0 as its default port; the user asked for any free one
+		}
+		ns, err := bus.StartServer(bus.ServerConfig{
+			Name: "toolgate-dev", Host: host, Port: port, JetStream: true, StoreDir: filepath.Join(cfg.Data, "nats"),
+		})
+		if err != nil {
+			return fmt.Errorf("dev: %w", err)
+		}
+		defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+		natsURL = ns.ClientURL()
+	} else {
+		opts = registry.Options{}
 	}
-	ns, err := bus.StartServer(bus.ServerConfig{
-		Name: "toolgate-dev", Host: host, Port: port, JetStream: true, StoreDir: filepath.Join(cfg.Data, "nats"),
-	})
+	nc, ctx, stop, err := connectNATS(ctx, natsURL, "toolgate-dev", cfg.NATSAuth, 0, log)
 	if err != nil {
 		return fmt.Errorf("dev: %w", err)
 	}
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	nc, err := bus.Connect(ns.ClientURL(), "toolgate-dev", log)
-	if err != nil {
-		return err
-	}
 	defer nc.Close()
+	defer stop()
 
 	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	// The dev stack owns its embedded server: buckets an older version made with other
-	// settings are brought to this version's rather than refused.
-	opts := registry.DefaultOptions()
-	opts.Update = true
 	store, err := registry.Open(setupCtx, nc, opts)
 	if err != nil {
-		return err
+		return lost(ctx, err)
 	}
 	state, err := setupDev(setupCtx, cfg.Data, store)
 	if err != nil {
-		return err
+		return lost(ctx, err)
 	}
-	return serveDev(ctx, cfg, state, ns, nc, store, out, log)
+	return lost(ctx, serveDev(ctx, cfg, state, natsURL, nc, store, out, log))
 }
 
 // setupDev makes (or finds again) the dev account, its key, its connections, and the
@@ -186,10 +205,10 @@ func importDevKey(ctx context.Context, store *registry.Store, key string) (regis
 	return k, nil
 }
 
-// serveDev runs the demo tools and an edge (with the dashboard) on the embedded
-// server until ctx ends, then stops them in order: the edge first, so no new call
+// serveDev runs the demo tools and an edge (with the dashboard) on the stack's NATS
+// until ctx ends, then stops them in order: the edge first, so no new call
 // arrives, then the workers, which drain what is in flight.
-func serveDev(ctx context.Context, cfg devConfig, st *devState, ns *server.Server, nc *nats.Conn, store *registry.Store, out io.Writer, log *slog.Logger) error {
+func serveDev(ctx context.Context, cfg devConfig, st *devState, natsURL string, nc *nats.Conn, store *registry.Store, out io.Writer, log *slog.Logger) error {
 	signer, err := registry.NewLinkSigner([]byte(st.linkSecret))
 	if err != nil {
 		return err
@@ -203,7 +222,7 @@ func serveDev(ctx context.Context, cfg devConfig, st *devState, ns *server.Serve
 	o.Edge.Listen, o.Edge.BaseURL = cfg.Listen, cfg.BaseURL
 	o.Edge.AdminKeyHash = registry.Hash(st.adminKey)
 	edgeErr := serveEdge(ctx, o, nc, store, signer, log, func(_, base string) {
-		printDevBanner(out, cfg, st, base, ns.ClientURL())
+		printDevBanner(out, cfg, st, base, natsURL)
 	})
 	stopWorkers()
 	return errors.Join(edgeErr, <-workersDone)

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/edge/dashboard"
 	"github.com/toolgate/toolgate/gateway"
@@ -31,6 +32,7 @@ type edgeOptions struct {
 	Edge           edge.Config
 	Gateway        gateway.Config
 	NATS           string
+	NATSAuth       bus.ClientAuth
 	Replicas       int  // 0: the registry's own (see workerConfig.Replicas)
 	UpdateRegistry bool // change existing buckets to Replicas instead of refusing
 	LinkSecretFile string
@@ -147,6 +149,7 @@ exported when the standard OTEL_* variables ask for it.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.NATS, "nats", o.NATS, "NATS server URL(s), comma-separated")
+	addNATSAuthFlags(f, &o.NATSAuth)
 	f.StringVar(&o.Edge.Listen, "listen", o.Edge.Listen, "HTTP listen address")
 	f.StringVar(&o.Edge.BaseURL, "base-url", "", "the edge's public URL, from which links and API URLs are made (default http://<listen>)")
 	f.StringVar(&o.LinkSecretFile, "link-secret-file", "", "file holding the deployment's link secret (required; the same on every edge)")
@@ -207,20 +210,21 @@ func runEdge(ctx context.Context, o edgeOptions, out io.Writer, log *slog.Logger
 		_ = stopTracing(flush)
 	}()
 
-	nc, err := connectWithin(ctx, o.NATS, "toolgate-edge", log, o.Wait)
+	nc, ctx, stop, err := connectNATS(ctx, o.NATS, "toolgate-edge", o.NATSAuth, o.Wait, log)
 	if err != nil {
-		return err
+		return fmt.Errorf("edge: %w", err)
 	}
 	defer nc.Close()
+	defer stop()
 	setup, cancel := context.WithTimeout(ctx, max(registryWait, o.Wait))
 	defer cancel()
 	store, err := registry.Open(setup, nc, registry.Options{Replicas: o.Replicas, Update: o.UpdateRegistry})
 	if err != nil {
-		return err
+		return lost(ctx, err)
 	}
-	return serveEdge(ctx, o, nc, store, signer, log, func(listen, base string) {
+	return lost(ctx, serveEdge(ctx, o, nc, store, signer, log, func(listen, base string) {
 		fmt.Fprintf(out, "toolgate edge: listening on %s, links under %s\n", listen, base)
-	})
+	}))
 }
 
 // serveEdge runs one edge on an open registry until ctx ends: what `toolgate edge`

@@ -47,6 +47,8 @@ func newRootCmd() *cobra.Command {
 		newUninstallCmd(),
 		newConnectCmd(),
 		newWorkerCmd(),
+		newCredsCmd(),
+		newCertsCmd(),
 		newBootstrapCmd(),
 		newHealthCmd(),
 	)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -16,20 +15,7 @@ import (
 // startWorkerDemo runs `toolgate worker demo` on natsURL until the test ends.
 func startWorkerDemo(t *testing.T, natsURL string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	worker := make(chan error, 1)
-	go func() {
-		root := newRootCmd()
-		root.SetErr(io.Discard)
-		root.SetArgs([]string{"worker", "demo", "--nats", natsURL})
-		worker <- root.ExecuteContext(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-worker; err != nil {
-			t.Errorf("worker demo: %v", err)
-		}
-	})
+	startCommand(t, "worker", "demo", "--nats", natsURL)
 }
 
 // TestStackServesTheDemoTools runs the stack as an operator would, each role its own

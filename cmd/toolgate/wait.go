@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -24,12 +25,12 @@ const waitUsage = "how long to wait at start for NATS, its JetStream cluster and
 // answers "not ready" while it elects its JetStream leader.
 const registryWait = 30 * time.Second
 
-// connectWithin connects to NATS, trying again for up to wait while no server
-// answers.
-func connectWithin(ctx context.Context, urls, name string, log *slog.Logger, wait time.Duration) (*nats.Conn, error) {
+// connectWithin connects to NATS with opts, trying again for up to wait while no
+// server answers.
+func connectWithin(ctx context.Context, urls, name string, log *slog.Logger, wait time.Duration, opts ...nats.Option) (*nats.Conn, error) {
 	deadline := time.Now().Add(wait)
 	for {
-		nc, err := bus.Connect(urls, name, log)
+		nc, err := bus.Connect(urls, name, log, opts...)
 		if err == nil || !unreachable(err) || time.Now().After(deadline) {
 			return nc, err
 		}
@@ -53,12 +54,22 @@ func unreachable(err error) bool {
 // readSecretFileWithin reads a secret another process writes (the bootstrap), waiting
 // up to wait for the file to appear.
 func readSecretFileWithin(ctx context.Context, path string, wait time.Duration, log *slog.Logger) (string, error) {
+	if err := waitForFile(ctx, path, wait, log); err != nil {
+		return "", err
+	}
+	return readSecretFile(path)
+}
+
+// waitForFile waits up to wait for a file another process writes (the bootstrap, the
+// step that makes the bus's credentials) to appear. After wait it returns the file's
+// fs.ErrNotExist, for the caller to report in its own words.
+func waitForFile(ctx context.Context, path string, wait time.Duration, log *slog.Logger) error {
 	deadline := time.Now().Add(wait)
 	logged := false
 	for {
-		s, err := readSecretFile(path)
+		_, err := os.Stat(path)
 		if err == nil || !errors.Is(err, fs.ErrNotExist) || time.Now().After(deadline) {
-			return s, err
+			return err
 		}
 		if !logged {
 			log.Info("waiting for a file", "path", path)
@@ -66,7 +77,7 @@ func readSecretFileWithin(ctx context.Context, path string, wait time.Duration, 
 		}
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("%w (waiting for %s)", ctx.Err(), path)
+			return fmt.Errorf("%w (waiting for %s)", ctx.Err(), path)
 		case <-time.After(250 * time.Millisecond):
 		}
 	}

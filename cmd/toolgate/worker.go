@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/workers"
 	"github.com/toolgate/toolgate/workers/demo"
 	"github.com/toolgate/toolgate/workers/mcpbridge"
@@ -23,7 +24,8 @@ import (
 // workerConfig is what a built-in worker needs to join a stack. A worker opens no
 // registry: it writes its own records over NATS (see workers).
 type workerConfig struct {
-	NATS string // one URL or several, comma-separated
+	NATS     string // one URL or several, comma-separated
+	NATSAuth bus.ClientAuth
 	// Replicas of the demo email tool's outbox bucket when this process creates it;
 	// 0 for one.
 	Replicas int
@@ -99,6 +101,7 @@ func newWorkerDemoCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.NATS, "nats", cfg.NATS, "NATS URL, or several comma-separated (env TOOLGATE_NATS)")
+	addNATSAuthFlags(f, &cfg.NATSAuth)
 	f.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "replicas of the demo outbox bucket when this process creates it: 1 on a single node, 3 in a cluster (env TOOLGATE_REPLICAS)")
 	f.DurationVar(&cfg.Wait, "wait", cfg.Wait, waitUsage+" (env TOOLGATE_WAIT)")
 	f.StringVar(&cfg.HealthListen, "health-listen", cfg.HealthListen, "address to serve GET /healthz on, for container health checks (env "+healthEnv+"; empty: none)")
@@ -107,28 +110,32 @@ func newWorkerDemoCmd() *cobra.Command {
 
 // runDemoWorker serves the demo tools until ctx ends (SIGINT or SIGTERM), then drains.
 func runDemoWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) error {
-	nc, err := joinBus(ctx, cfg, "toolgate-worker-demo", log)
+	ctx, nc, stop, err := joinBus(ctx, cfg, "toolgate-worker-demo", log)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	return demo.Run(ctx, nc, cfg.Replicas, workers.WithLogger(log))
+	defer stop()
+	return lost(ctx, demo.Run(ctx, nc, cfg.Replicas, workers.WithLogger(log)))
 }
 
-// joinBus is how a worker role starts: Go profiles if asked, and a NATS connection.
-func joinBus(ctx context.Context, cfg workerConfig, name string, log *slog.Logger) (*nats.Conn, error) {
+// joinBus is how a worker role starts: Go profiles if asked, and a NATS connection
+// with the worker's credentials. The context returned ends when the connection is
+// lost for good (its credentials revoked); call stop before closing nc.
+func joinBus(ctx context.Context, cfg workerConfig, name string, log *slog.Logger) (context.Context, *nats.Conn, context.CancelFunc, error) {
 	if err := startPprof(ctx, log); err != nil {
-		return nil, fmt.Errorf("worker: %w", err)
+		return nil, nil, nil, fmt.Errorf("worker: %w", err)
 	}
-	nc, err := connectWithin(ctx, cfg.NATS, name, log, cfg.Wait)
+	nc, ctx, stop, err := connectNATS(ctx, cfg.NATS, name, cfg.NATSAuth, cfg.Wait, log)
 	if err != nil {
-		return nil, fmt.Errorf("worker: %w", err)
+		return nil, nil, nil, fmt.Errorf("worker: %w", err)
 	}
 	if err := serveWorkerHealth(ctx, cfg.HealthListen, nc, log); err != nil {
+		stop()
 		nc.Close()
-		return nil, err
+		return nil, nil, nil, err
 	}
-	return nc, nil
+	return ctx, nc, stop, nil
 }
 
 func newWorkerMCPCmd() *cobra.Command {
@@ -161,6 +168,7 @@ func newWorkerMCPCmd() *cobra.Command {
 	// read as flags of toolgate's.
 	f.SetInterspersed(false)
 	f.StringVar(&cfg.NATS, "nats", cfg.NATS, "NATS URL, or several comma-separated (env TOOLGATE_NATS)")
+	addNATSAuthFlags(f, &cfg.NATSAuth)
 	f.DurationVar(&cfg.Wait, "wait", cfg.Wait, waitUsage+" (env TOOLGATE_WAIT)")
 	f.StringVar(&cfg.HealthListen, "health-listen", cfg.HealthListen, "address to serve GET /healthz on, for container health checks (env "+healthEnv+"; empty: none)")
 	f.StringVar(&bridge.Tool, "tool", "", "the tool's id")
@@ -176,10 +184,11 @@ func newWorkerMCPCmd() *cobra.Command {
 // runMCPWorker serves the MCP server as a tool until ctx ends (SIGINT or SIGTERM),
 // then drains and stops the server.
 func runMCPWorker(ctx context.Context, cfg workerConfig, bridge mcpbridge.Config, log *slog.Logger) error {
-	nc, err := joinBus(ctx, cfg, "toolgate-worker-mcp-"+bridge.Tool, log)
+	ctx, nc, stop, err := joinBus(ctx, cfg, "toolgate-worker-mcp-"+bridge.Tool, log)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	return mcpbridge.New(nc, bridge, log).Run(ctx)
+	defer stop()
+	return lost(ctx, mcpbridge.New(nc, bridge, log).Run(ctx))
 }

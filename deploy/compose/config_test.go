@@ -41,7 +41,7 @@ func TestComposeFile(t *testing.T) {
 	p := loadProject(t, nil)
 	names := p.ServiceNames()
 	slices.Sort(names)
-	want := []string{"bootstrap", "demo-1", "demo-2", "edge-1", "edge-2", "nats-1", "nats-2", "nats-3"}
+	want := []string{"bootstrap", "bus-init", "demo-1", "demo-2", "edge-1", "edge-2", "nats-1", "nats-2", "nats-3"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("services %v, want %v", names, want)
 	}
@@ -50,7 +50,7 @@ func TestComposeFile(t *testing.T) {
 		if s.Image != "toolgate:latest" || s.PullPolicy != types.PullPolicyNever {
 			t.Errorf("%s: image %q, pull policy %q: want the locally built toolgate:latest, never pulled", name, s.Image, s.PullPolicy)
 		}
-		if name == "bootstrap" {
+		if name == "bootstrap" || name == "bus-init" {
 			continue // a one-shot: its exit status is its health
 		}
 		hc := s.HealthCheck
@@ -83,6 +83,50 @@ func TestComposeFile(t *testing.T) {
 		return v.Type == types.VolumeTypeBind && strings.HasSuffix(v.Source, "/.toolgate-compose") && v.Target == "/export"
 	}) || b.Environment["TOOLGATE_EXPORT"] == nil || *b.Environment["TOOLGATE_EXPORT"] != "/export" {
 		t.Errorf("bootstrap: the keys are not exported to ./.toolgate-compose: %+v %v", b.Volumes, b.Environment)
+	}
+}
+
+// TestComposeBusIsSecured checks that the stack runs its bus authenticated and over
+// TLS: bus-init makes the security first, the NATS nodes admit only its users over
+// TLS, and every other role connects over TLS with credentials of its own role.
+func TestComposeBusIsSecured(t *testing.T) {
+	p := loadProject(t, nil)
+	env := func(svc, name string) string {
+		if v := p.Services[svc].Environment[name]; v != nil {
+			return *v
+		}
+		return ""
+	}
+	init := p.Services["bus-init"]
+	if init.Command[0] != "creds" || init.Command[1] != "init" || env("bus-init", "TOOLGATE_CREDS_DIR") == "" || env("bus-init", "TOOLGATE_CERTS_DIR") == "" ||
+		!slices.ContainsFunc(init.Volumes, func(v types.ServiceVolumeConfig) bool {
+			return v.Type == types.VolumeTypeBind && strings.HasSuffix(v.Source, "/.toolgate-compose") && v.Target == env("bus-init", "TOOLGATE_EXPORT")
+		}) {
+		t.Errorf("bus-init: %v %v %+v", init.Command, init.Environment, init.Volumes)
+	}
+	for _, n := range []string{"nats-1", "nats-2", "nats-3"} {
+		if d := p.Services[n].DependsOn["bus-init"]; d.Condition != types.ServiceConditionCompletedSuccessfully {
+			t.Errorf("%s: does not wait for bus-init: %+v", n, p.Services[n].DependsOn)
+		}
+		for _, v := range []string{"TOOLGATE_NATS_AUTH", "TOOLGATE_NATS_TLS_CA", "TOOLGATE_NATS_TLS_CERT", "TOOLGATE_NATS_TLS_KEY", "TOOLGATE_WAIT"} {
+			if env(n, v) == "" {
+				t.Errorf("%s: %s is not set: the node would admit anyone, or speak plaintext", n, v)
+			}
+		}
+	}
+	roles := map[string]string{"edge-1": "edge.creds", "edge-2": "edge.creds", "bootstrap": "admin.creds", "demo-1": "admin.creds", "demo-2": "admin.creds"}
+	for svc, creds := range roles {
+		if !strings.HasSuffix(env(svc, "TOOLGATE_NATS_CREDS"), "/creds/"+creds) || env(svc, "TOOLGATE_NATS_TLS_CA") == "" {
+			t.Errorf("%s: credentials %q, CA %q: want %s and the CA", svc, env(svc, "TOOLGATE_NATS_CREDS"), env(svc, "TOOLGATE_NATS_TLS_CA"), creds)
+		}
+		for _, u := range strings.Split(env(svc, "TOOLGATE_NATS"), ",") {
+			if !strings.HasPrefix(u, "tls://") {
+				t.Errorf("%s: NATS URL %q is not tls://", svc, u)
+			}
+		}
+		if !slices.ContainsFunc(p.Services[svc].Volumes, func(v types.ServiceVolumeConfig) bool { return v.Source == "bus" && v.ReadOnly }) {
+			t.Errorf("%s: does not read the bus volume: %+v", svc, p.Services[svc].Volumes)
+		}
 	}
 }
 

@@ -225,6 +225,11 @@ func TestStack(t *testing.T) {
 	s := startStack(t)
 	defer func() { t.Logf("container tests took %s", time.Since(began).Round(time.Second)) }()
 
+	t.Run("the bus admits only the deployment's users, over TLS; a tool team's credentials are issued and revoked", func(t *testing.T) {
+		s.t = t
+		s.busSecured(t)
+	})
+
 	t.Run("an edge killed: calls through the other edge never fail, and the MCP session resumes there", func(t *testing.T) {
 		s.t = t
 		l := s.startLoad(loadOptions{streamOn: 0, post: func(int) string { return s.edges[1] }})

@@ -30,8 +30,10 @@ type stack struct {
 	admin   string
 }
 
-// image is the tag the tests build and run, apart from the user's toolgate:latest.
-const image = "toolgate:compose-test"
+// image is the tag the tests build and run: apart from the user's toolgate:latest,
+// and of this run alone, so that runs of two trees on one machine never start each
+// other's binary.
+var image = fmt.Sprintf("toolgate:compose-test-%d", os.Getpid())
 
 // repoRoot is the repository's root, where the Makefile and docker-compose.yml are.
 var repoRoot, _ = filepath.Abs("../..")
@@ -132,6 +134,9 @@ func startStack(t *testing.T) *stack {
 		}
 		if out, err := s.try(5*time.Minute, "podman-compose", "-p", s.project, "down", "-v"); err != nil {
 			t.Errorf("podman-compose down: %v\n%s", err, out)
+		}
+		if out, err := s.try(time.Minute, "podman", "rmi", image); err != nil {
+			t.Errorf("podman rmi %s: %v\n%s", image, err, out)
 		}
 	})
 	s.up()

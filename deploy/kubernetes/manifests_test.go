@@ -6,6 +6,7 @@ package kubernetes
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -122,9 +123,25 @@ func env(c corev1.Container, name string) string {
 	return ""
 }
 
+// secretFiles maps each file a container reads from a mounted Secret to the Secret's
+// name and key.
+func secretFiles(d *appsv1.Deployment, c corev1.Container) map[string]string {
+	files := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.Name == m.Name && v.Secret != nil {
+				for _, it := range v.Secret.Items {
+					files[filepath.Join(m.MountPath, it.Path)] = v.Secret.SecretName + "/" + it.Key
+				}
+			}
+		}
+	}
+	return files
+}
+
 // natsService is the client URL of the Service the NATS chart makes with our values.
 func natsService(t *testing.T) string {
-	return "nats://" + natsValuesFile(t).FullnameOverride + ":4222"
+	return "tls://" + natsValuesFile(t).FullnameOverride + ":4222"
 }
 
 func TestManifests(t *testing.T) {
@@ -150,6 +167,17 @@ func TestManifests(t *testing.T) {
 				}
 				if got := env(c, "TOOLGATE_NATS"); got != nats {
 					t.Errorf("%s: TOOLGATE_NATS %q, the chart's Service is %q", key, got, nats)
+				}
+				// The bus is secured: each role connects with its credentials and the CA,
+				// files of a Secret it mounts.
+				files := secretFiles(d, c)
+				for _, name := range []string{"TOOLGATE_NATS_CREDS", "TOOLGATE_NATS_TLS_CA"} {
+					if f, ok := files[env(c, name)]; !ok || !strings.HasPrefix(f, "toolgate-bus/") {
+						t.Errorf("%s: %s %q is no file of the toolgate-bus Secret it mounts (%v)", key, name, env(c, name), files)
+					}
+				}
+				if d.Spec.Template.Spec.SecurityContext.FSGroup == nil {
+					t.Errorf("%s: no fsGroup: the non-root user cannot read the Secret's files", key)
 				}
 				if got := env(c, "TOOLGATE_REPLICAS"); got != "3" {
 					t.Errorf("%s: TOOLGATE_REPLICAS %q, want 3 (a 3-node JetStream cluster)", key, got)
@@ -179,15 +207,9 @@ func TestManifests(t *testing.T) {
 		if c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.LivenessProbe.HTTPGet.Path != "/healthz" {
 			t.Errorf("edge probes: readiness %s, liveness %s", c.ReadinessProbe.HTTPGet.Path, c.LivenessProbe.HTTPGet.Path)
 		}
-		mounts := map[string]string{} // file path -> secret key
-		for _, m := range c.VolumeMounts {
-			for _, v := range d.Spec.Template.Spec.Volumes {
-				if v.Name == m.Name && v.Secret != nil {
-					for _, it := range v.Secret.Items {
-						mounts[filepath.Join(m.MountPath, it.Path)] = it.Key
-					}
-				}
-			}
+		mounts := secretFiles(d, c)
+		if !strings.HasSuffix(mounts[env(c, "TOOLGATE_NATS_CREDS")], "/edge.creds") {
+			t.Errorf("the edges connect as %q, not the edge role", mounts[env(c, "TOOLGATE_NATS_CREDS")])
 		}
 		for _, name := range []string{"TOOLGATE_LINK_SECRET_FILE", "TOOLGATE_ADMIN_KEY_FILE"} {
 			if _, ok := mounts[env(c, name)]; !ok {
@@ -233,11 +255,25 @@ func TestManifests(t *testing.T) {
 // silently ignore.
 type natsValues struct {
 	FullnameOverride string `json:"fullnameOverride"`
-	Config           struct {
+	TLSCA            struct {
+		Enabled    bool   `json:"enabled"`
+		SecretName string `json:"secretName"`
+		Key        string `json:"key"`
+	} `json:"tlsCA"`
+	Config struct {
+		NATS struct {
+			TLS chartTLS `json:"tls"`
+		} `json:"nats"`
 		Cluster struct {
-			Enabled  bool `json:"enabled"`
-			Replicas int  `json:"replicas"`
+			Enabled  bool     `json:"enabled"`
+			Replicas int      `json:"replicas"`
+			TLS      chartTLS `json:"tls"`
 		} `json:"cluster"`
+		Resolver struct {
+			Enabled bool              `json:"enabled"`
+			Merge   map[string]string `json:"merge"`
+		} `json:"resolver"`
+		Merge     map[string]string `json:"merge"`
 		JetStream struct {
 			Enabled   bool `json:"enabled"`
 			FileStore struct {
@@ -250,9 +286,13 @@ type natsValues struct {
 			Enabled bool `json:"enabled"`
 		} `json:"monitor"`
 	} `json:"config"`
+	Container struct {
+		Patch []jsonPatch `json:"patch"`
+	} `json:"container"`
 	PodTemplate struct {
 		// by topology key, as the chart takes them
 		TopologySpreadConstraints map[string]corev1.TopologySpreadConstraint `json:"topologySpreadConstraints"`
+		Patch                     []jsonPatch                                `json:"patch"`
 	} `json:"podTemplate"`
 	PodDisruptionBudget struct {
 		Enabled bool `json:"enabled"`
@@ -260,6 +300,19 @@ type natsValues struct {
 	NatsBox struct {
 		Enabled bool `json:"enabled"`
 	} `json:"natsBox"`
+}
+
+// chartTLS is a tls block of the chart's config.
+type chartTLS struct {
+	Enabled    bool   `json:"enabled"`
+	SecretName string `json:"secretName"`
+}
+
+// jsonPatch is one operation of the chart's patch lists, adding to a list.
+type jsonPatch struct {
+	Op    string          `json:"op"`
+	Path  string          `json:"path"`
+	Value json.RawMessage `json:"value"`
 }
 
 func natsValuesFile(t *testing.T) natsValues {
@@ -290,6 +343,30 @@ func TestNATSValues(t *testing.T) {
 	if v.FullnameOverride == "" {
 		t.Error("fullnameOverride names the Service the edges and workers use")
 	}
+	t.Run("the nodes admit only the deployment's users, over TLS on client and route ports", func(t *testing.T) {
+		if !v.TLSCA.Enabled || v.TLSCA.SecretName == "" || !c.NATS.TLS.Enabled || !c.Cluster.TLS.Enabled ||
+			c.NATS.TLS.SecretName != v.TLSCA.SecretName || c.Cluster.TLS.SecretName != v.TLSCA.SecretName {
+			t.Errorf("TLS: CA %+v, clients %+v, routes %+v", v.TLSCA, c.NATS.TLS, c.Cluster.TLS)
+		}
+		if !c.Resolver.Enabled || c.Resolver.Merge["type"] != "full" {
+			t.Errorf("the resolver %+v: want the NATS-based full resolver, which takes revocations at run time", c.Resolver)
+		}
+		include := c.Merge["$include"]
+		if !strings.HasSuffix(include, "/auth.conf") {
+			t.Fatalf("the config includes %q, not the deployment's auth.conf", include)
+		}
+		var mount corev1.VolumeMount
+		var volume corev1.Volume
+		if len(v.Container.Patch) != 1 || json.Unmarshal(v.Container.Patch[0].Value, &mount) != nil ||
+			len(v.PodTemplate.Patch) != 1 || json.Unmarshal(v.PodTemplate.Patch[0].Value, &volume) != nil {
+			t.Fatalf("the patches that mount auth.conf: %+v %+v", v.Container.Patch, v.PodTemplate.Patch)
+		}
+		// The chart's config is /etc/nats-config/nats.conf; includes are relative to it.
+		if filepath.Join("/etc/nats-config", filepath.Dir(include)) != mount.MountPath || mount.Name != volume.Name ||
+			volume.ConfigMap == nil || v.Container.Patch[0].Path != "/volumeMounts/-" || v.PodTemplate.Patch[0].Path != "/spec/volumes/-" {
+			t.Errorf("auth.conf is included from %s, mounted %+v from %+v", include, mount, volume)
+		}
+	})
 	for key, tsc := range v.PodTemplate.TopologySpreadConstraints {
 		if tsc.MaxSkew < 1 || tsc.WhenUnsatisfiable == "" || key == "" {
 			t.Errorf("topology spread on %q: %+v", key, tsc)

@@ -62,6 +62,12 @@ func (c *Cluster) URL() string {
 // stream finds no placement).
 func NewCluster(t testing.TB) *Cluster {
 	t.Helper()
+	return newCluster(t, func(*bus.ServerConfig) {})
+}
+
+// newCluster starts the cluster after edit has adjusted each node's config.
+func newCluster(t testing.TB, edit func(*bus.ServerConfig)) *Cluster {
+	t.Helper()
 	ports := freePorts(t, 6) // routes, then clients: fixed, so that a node starts again where it was
 	c := &Cluster{}
 	for i := range 3 {
@@ -75,6 +81,7 @@ func NewCluster(t testing.TB) *Cluster {
 			Name: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: ports[3+i], JetStream: true, StoreDir: t.TempDir(),
 			Cluster: bus.ClusterConfig{Name: "tg-test", Host: "127.0.0.1", Port: ports[i], Routes: routes},
 		}
+		edit(&cfg)
 		s, err := bus.StartServer(cfg)
 		if err != nil {
 			t.Fatalf("testenv: start node %d: %v", i+1, err)

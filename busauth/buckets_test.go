@@ -1,0 +1,23 @@
+package busauth
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/toolgate/toolgate/edge/dashboard"
+	"github.com/toolgate/toolgate/registry"
+)
+
+// TestEdgeBucketsAreTheRegistrys keeps the edge's grant in step with the buckets
+// the registry and the dashboard make.
+func TestEdgeBucketsAreTheRegistrys(t *testing.T) {
+	want := []string{
+		registry.BucketTools, registry.BucketAccounts, registry.BucketKeys, registry.BucketConnections, registry.BucketLinks,
+		registry.BucketPresence, registry.BucketSessions, registry.BucketRates, dashboard.SessionBucket,
+	}
+	slices.Sort(want)
+	got := slices.Sorted(slices.Values(edgeBuckets))
+	if !slices.Equal(got, want) {
+		t.Fatalf("the edge may use %v, the registry and dashboard make %v", got, want)
+	}
+}

@@ -1,0 +1,119 @@
+package busauth
+
+import (
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+
+	"github.com/toolgate/toolgate/bus/wire"
+)
+
+// edgeBuckets are the buckets of the registry and of the dashboard's sign-ins: what
+// an edge reads and writes. They are named here rather than imported from registry
+// and edge/dashboard, which sit above the bus's security; a test holds the lists
+// together.
+var edgeBuckets = []string{
+	wire.BucketTools, "tg-accounts", "tg-keys", "tg-connections", "tg-links",
+	wire.BucketPresence, "tg-sessions", "tg-rates", "tg-dashboard-sessions",
+}
+
+// eventLogStream is the MCP event log's stream name for a subject prefix (sse's
+// eventStreamName).
+func eventLogStream(s wire.Subjects) string { return prefix(s) + "-mcp-events" }
+
+func prefix(s wire.Subjects) string {
+	if s.Prefix == "" {
+		return wire.DefaultPrefix
+	}
+	return s.Prefix
+}
+
+// ReplyWindow is how long a worker may take to answer a call it received: the
+// server lets a user answer a request only once (allow_responses) and only this
+// long after it arrived. It is longer than the edge's longest deadline
+// (--max-timeout, 5 minutes unless set), so no reply the caller still waits for is
+// refused.
+const ReplyWindow = 10 * time.Minute
+
+// WorkerPermissions are what the workers of the given tools may do on the bus, and
+// nothing else: take their tools' calls in the tools' queue groups, follow their
+// cancels and session replies, answer, report progress, write to their sessions'
+// streams, write their own tool records and presence keys, read their own records,
+// use their tools' inboxes, and answer nats micro discovery. With several tools the
+// user may do this for each of them.
+func WorkerPermissions(s wire.Subjects, tools ...string) jwt.Permissions {
+	p := jwt.Permissions{Resp: &jwt.ResponsePermission{MaxMsgs: 1, Expires: ReplyWindow}}
+	p.Sub.Allow.Add("$SRV.PING", "$SRV.INFO", "$SRV.STATS")
+	for _, t := range tools {
+		queue := " " + s.QueueGroup(t)
+		p.Sub.Allow.Add(
+			s.CallAll(t)+queue,
+			s.MCP(t)+queue,
+			s.CancelTool(t),
+			s.SessionReplies(t),
+			wire.WorkerInbox(t)+">",
+			"$SRV.*."+t, "$SRV.*."+t+".>",
+		)
+		p.Pub.Allow.Add(
+			s.Progress(t, ">"),
+			s.SessionOut(t, "*"), s.SessionPost(t, "*", "*"),
+			wire.ToolRecord(t),
+			wire.PresenceRecord(t, "*"),
+			wire.ToolRecordGet(t),
+		)
+	}
+	return p
+}
+
+// EdgePermissions are what an edge does: call tools (requests on the call and MCP
+// subjects, never subscriptions to them), cancel calls and follow cancels and
+// progress, carry MCP sessions' messages and follow the event log, and use the
+// registry's buckets and the event log through JetStream: create them when they are
+// missing and update them when told to (--update-registry), read, write and follow
+// them. It may not delete or purge a stream, touch any other stream, or read a
+// worker's inbox.
+func EdgePermissions(s wire.Subjects) jwt.Permissions {
+	pre := prefix(s)
+	var p jwt.Permissions
+	p.Pub.Allow.Add(
+		pre+".call.>", pre+".mcp.>", s.CancelAll(), pre+".sess.>",
+		"$JS.API.INFO",
+		"$JS.FC.>", // flow control answers of the consumers that watch buckets
+	)
+	for _, b := range edgeBuckets {
+		st := "KV_" + b
+		p.Pub.Allow.Add(
+			"$KV."+b+".>",
+			"$JS.API.STREAM.INFO."+st, "$JS.API.STREAM.CREATE."+st, "$JS.API.STREAM.UPDATE."+st,
+			"$JS.API.DIRECT.GET."+st+".>",
+			"$JS.API.CONSUMER.CREATE."+st+".>", "$JS.API.CONSUMER.DELETE."+st+".*", "$JS.API.CONSUMER.MSG.NEXT."+st+".*",
+		)
+	}
+	log := eventLogStream(s)
+	p.Pub.Allow.Add(
+		"$JS.API.STREAM.INFO."+log, "$JS.API.STREAM.CREATE."+log, "$JS.API.STREAM.UPDATE."+log,
+		"$JS.API.STREAM.MSG.GET."+log,
+	)
+	p.Sub.Allow.Add("_INBOX.>", s.CancelAll(), pre+".progress.>", s.LoggedRoot()+">")
+	p.Sub.Deny.Add("_INBOX.tool.>")
+	return p
+}
+
+// AdminPermissions are the admin and bootstrap role's: everything in the toolgate
+// account (an empty list allows every subject). It creates the buckets and streams
+// and writes accounts and keys, as `toolgate dev` on a shared server does.
+func AdminPermissions() jwt.Permissions { return jwt.Permissions{} }
+
+// SystemPermissions are what the system account's user, which the credentials
+// commands connect as, may do: send account JWTs to the servers and read their
+// answers.
+func SystemPermissions() jwt.Permissions {
+	var p jwt.Permissions
+	p.Pub.Allow.Add(claimsUpdateSubject)
+	p.Sub.Allow.Add("_INBOX.>")
+	return p
+}
+
+// claimsUpdateSubject is where a server of the NATS-based (full) resolver takes a
+// new account JWT from a system account user, and answers with whether it stored it.
+const claimsUpdateSubject = "$SYS.REQ.CLAIMS.UPDATE"

@@ -1,0 +1,363 @@
+package busauth_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/busauth"
+	"github.com/toolgate/toolgate/internal/testenv"
+)
+
+// violations collects the permission errors the server sends a connection.
+type violations chan error
+
+func (v violations) handler() nats.Option {
+	return nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			select {
+			case v <- err:
+			default:
+			}
+		}
+	})
+}
+
+// expect waits for the server's permission error naming want (for instance
+// `Publish to "tg.call.beta.x"`), skipping others.
+func (v violations) expect(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case err := <-v:
+			if strings.Contains(err.Error(), want) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("the server sent no permissions violation for %s", want)
+		}
+	}
+}
+
+// none checks that no permission error arrives for a while: what was allowed stays
+// allowed.
+func (v violations) none(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-v:
+		t.Fatalf("unexpected: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// workerEnv is a secured server with the registry's buckets and the event log made
+// by the admin role, and a connection with the worker credentials of tool "alpha".
+type workerEnv struct {
+	admin  *nats.Conn
+	worker *nats.Conn
+	errs   violations
+	ctx    context.Context
+}
+
+func newWorkerEnv(t *testing.T) *workerEnv {
+	t.Helper()
+	sec := testenv.NewSecurity(t)
+	srv := testenv.SecureServer(t, sec, true)
+	admin := testenv.SecureConn(t, srv.ClientURL(), sec.Client(sec.Deployment.CredsFile(busauth.RoleAdmin), true))
+	testenv.Store(t, admin, 1) // the buckets, as an admin or bootstrap makes them
+	ctx := testenv.Context(t)
+	js, err := jetstream.New(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The MCP event log as the wire contract lays it out: tg.sess.<tool>.<session>.out[.<post>].
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "tg-mcp-events", Subjects: []string{"tg.sess.*.*.out", "tg.sess.*.*.out.*"}}); err != nil {
+		t.Fatal(err)
+	}
+	creds, _ := sec.WorkerCreds(t, "alpha")
+	errs := make(violations, 64)
+	worker := testenv.SecureConn(t, srv.ClientURL(), sec.Client(creds, true),
+		workerInbox("alpha"), errs.handler())
+	return &workerEnv{admin: admin, worker: worker, errs: errs, ctx: ctx}
+}
+
+// TestWorkerCredentialsServeTheirOwnTool checks every subject a worker of tool alpha
+// uses, on a real server: each is allowed, and does what the worker needs.
+func TestWorkerCredentialsServeTheirOwnTool(t *testing.T) {
+	e := newWorkerEnv(t)
+
+	t.Run("takes its tool's calls in its queue group and answers them", func(t *testing.T) {
+		sub, err := e.worker.QueueSubscribe("tg.call.alpha.>", "tg.alpha", func(m *nats.Msg) { _ = m.Respond([]byte("pong " + m.Subject)) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		if err := e.worker.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		reply, err := e.admin.Request("tg.call.alpha.ping", nil, 5*time.Second)
+		if err != nil || string(reply.Data) != "pong tg.call.alpha.ping" {
+			t.Fatalf("reply %v, %v", reply, err)
+		}
+		e.errs.none(t)
+	})
+	t.Run("takes its tool's other MCP requests in its queue group", func(t *testing.T) {
+		sub, err := e.worker.QueueSubscribe("tg.mcp.alpha", "tg.alpha", func(m *nats.Msg) { _ = m.Respond([]byte("{}")) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		if err := e.worker.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.admin.Request("tg.mcp.alpha", nil, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		e.errs.none(t)
+	})
+	t.Run("follows its cancels, its session replies and micro discovery", func(t *testing.T) {
+		for _, subj := range []string{"tg.cancel.alpha.>", "tg.sess.alpha.*.reply.>", "$SRV.PING", "$SRV.INFO", "$SRV.STATS", "$SRV.PING.alpha", "$SRV.INFO.alpha.x1"} {
+			sub, err := e.worker.SubscribeSync(subj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Unsubscribe()
+		}
+		if err := e.worker.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		e.errs.none(t)
+	})
+	t.Run("reports progress and writes to its sessions' streams", func(t *testing.T) {
+		if err := e.worker.Publish("tg.progress.alpha.call1", []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+		for _, subj := range []string{"tg.sess.alpha.s1.out", "tg.sess.alpha.s1.out.p1"} {
+			ack, err := e.worker.Request(subj, []byte("{}"), 5*time.Second) // the event log's acknowledgement
+			if err != nil || !strings.Contains(string(ack.Data), `"stream":"tg-mcp-events"`) {
+				t.Fatalf("%s: %v %v", subj, ack, err)
+			}
+		}
+		e.errs.none(t)
+	})
+	t.Run("writes its tool record and presence and reads its record", func(t *testing.T) {
+		js, err := jetstream.New(e.worker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.Publish(e.ctx, "$KV.tg-tools.alpha", []byte(`{"id":"alpha"}`)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.Publish(e.ctx, "$KV.tg-presence.alpha.i1", []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.worker.Request("$JS.API.DIRECT.GET.KV_tg-tools.$KV.tg-tools.alpha", nil, 5*time.Second)
+		if err != nil || string(got.Data) != `{"id":"alpha"}` {
+			t.Fatalf("own record: %v %v", got, err)
+		}
+		e.errs.none(t)
+	})
+}
+
+// TestWorkerCredentialsRefuseEverythingElse tries, with the worker credentials of
+// tool alpha, what a tool team must not do, and checks that the server refuses each
+// with its permissions error.
+func TestWorkerCredentialsRefuseEverythingElse(t *testing.T) {
+	e := newWorkerEnv(t)
+	subscribe := []struct{ name, subject, queue string }{
+		{"another tool's calls", "tg.call.beta.>", "tg.beta"},
+		{"another tool's calls in its own queue group", "tg.call.beta.>", "tg.alpha"},
+		{"its own calls outside its queue group", "tg.call.alpha.>", ""},
+		{"every call", "tg.call.>", ""},
+		{"another tool's MCP requests", "tg.mcp.beta", "tg.beta"},
+		{"another tool's cancels", "tg.cancel.beta.>", ""},
+		{"every cancel", "tg.cancel.>", ""},
+		{"another tool's session replies", "tg.sess.beta.*.reply.>", ""},
+		{"every session's messages", "tg.sess.>", ""},
+		{"the event log's republished messages", "tg.logged.>", ""},
+		{"progress", "tg.progress.>", ""},
+		{"every inbox", "_INBOX.>", ""},
+		{"another tool's inboxes", "_INBOX.tool.beta.>", ""},
+		{"another tool's micro discovery", "$SRV.PING.beta", ""},
+		{"the registry's changes", "$KV.>", ""},
+	}
+	for _, c := range subscribe {
+		t.Run("subscribing to "+c.name, func(t *testing.T) {
+			var err error
+			if c.queue != "" {
+				_, err = e.worker.QueueSubscribeSync(c.subject, c.queue)
+			} else {
+				_, err = e.worker.SubscribeSync(c.subject)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprintf("Subscription to %q", c.subject)
+			if c.queue != "" {
+				want += fmt.Sprintf(" using queue %q", c.queue)
+			}
+			e.errs.expect(t, want)
+		})
+	}
+
+	publish := []struct{ name, subject string }{
+		{"calling another tool", "tg.call.beta.run"},
+		{"calling its own tool", "tg.call.alpha.run"},
+		{"another tool's MCP requests", "tg.mcp.beta"},
+		{"cancelling another tool's calls", "tg.cancel.beta.c1"},
+		{"another tool's progress", "tg.progress.beta.c1"},
+		{"another tool's session streams", "tg.sess.beta.s1.out"},
+		{"answering for another tool's sessions", "tg.sess.beta.s1.reply.r1"},
+		{"answering for its own sessions' clients", "tg.sess.alpha.s1.reply.r1"},
+		{"the event log's republished subjects", "tg.logged.sess.alpha.s1.out"},
+		{"another tool's record", "$KV.tg-tools.beta"},
+		{"another tool's presence", "$KV.tg-presence.beta.i1"},
+		{"its presence under another tool's key", "$KV.tg-presence.beta"},
+		{"reading another tool's record", "$JS.API.DIRECT.GET.KV_tg-tools.$KV.tg-tools.beta"},
+		{"reading the tools bucket", "$JS.API.DIRECT.GET.KV_tg-tools"},
+		{"watching the tools bucket", "$JS.API.CONSUMER.CREATE.KV_tg-tools"},
+		{"the JetStream API", "$JS.API.INFO"},
+		{"the system account", "$SYS.REQ.CLAIMS.UPDATE"},
+		{"another tool's inbox", "_INBOX.tool.beta.x"},
+	}
+	for _, b := range []string{"tg-keys", "tg-accounts", "tg-connections", "tg-links", "tg-sessions", "tg-rates", "tg-dashboard-sessions"} {
+		publish = append(publish,
+			struct{ name, subject string }{"writing " + b, "$KV." + b + ".x"},
+			struct{ name, subject string }{"reading " + b, "$JS.API.DIRECT.GET.KV_" + b + ".$KV." + b + ".x"},
+			struct{ name, subject string }{"reading " + b + " by sequence", "$JS.API.STREAM.MSG.GET.KV_" + b},
+			struct{ name, subject string }{"watching " + b, "$JS.API.CONSUMER.CREATE.KV_" + b + ".w1.$KV." + b + ".>"},
+			struct{ name, subject string }{"looking " + b + " up", "$JS.API.STREAM.INFO.KV_" + b},
+			struct{ name, subject string }{"deleting " + b, "$JS.API.STREAM.DELETE.KV_" + b},
+		)
+	}
+	for _, c := range publish {
+		t.Run("publishing "+c.name, func(t *testing.T) {
+			if err := e.worker.PublishRequest(c.subject, e.worker.NewRespInbox(), []byte("{}")); err != nil {
+				t.Fatal(err)
+			}
+			e.errs.expect(t, fmt.Sprintf("Publish to %q", c.subject))
+		})
+	}
+
+	t.Run("a registry read through the JetStream client fails", func(t *testing.T) {
+		js, err := jetstream.New(e.worker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(e.ctx, 3*time.Second)
+		defer cancel()
+		if _, err := js.KeyValue(ctx, "tg-keys"); err == nil {
+			t.Fatal("a worker opened tg-keys")
+		}
+		e.errs.expect(t, `Publish to "$JS.API.STREAM.INFO.KV_tg-keys"`)
+	})
+	t.Run("nothing it was refused was stored", func(t *testing.T) {
+		js, err := jetstream.New(e.admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range []string{"tg-keys", "tg-accounts", "tg-connections", "tg-links", "tg-sessions", "tg-tools", "tg-presence"} {
+			kv, err := js.KeyValue(e.ctx, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := kv.Status(e.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Values() != 0 {
+				var keys []string
+				l, _ := kv.ListKeys(e.ctx)
+				for k := range l.Keys() {
+					keys = append(keys, k)
+				}
+				b, _ := json.Marshal(keys)
+				t.Errorf("%s holds %s", st.Bucket(), b)
+			}
+		}
+	})
+}
+
+// TestEdgeCredentialsRefuseWhatEdgesDoNotDo: an edge calls tools but never takes
+// their calls, never reads a worker's inbox, and cannot delete or purge what it
+// uses, touch other streams, or speak for the system account.
+func TestEdgeCredentialsRefuseWhatEdgesDoNotDo(t *testing.T) {
+	sec := testenv.NewSecurity(t)
+	srv := testenv.SecureServer(t, sec, true)
+	admin := testenv.SecureConn(t, srv.ClientURL(), sec.Client(sec.Deployment.CredsFile(busauth.RoleAdmin), true))
+	testenv.Store(t, admin, 1)
+	errs := make(violations, 64)
+	edge := testenv.SecureConn(t, srv.ClientURL(), sec.Client(sec.Deployment.CredsFile(busauth.RoleEdge), true), errs.handler())
+
+	for _, c := range []struct{ name, subject, queue string }{
+		{"a tool's calls", "tg.call.alpha.>", "tg.alpha"},
+		{"every call", "tg.call.>", ""},
+		{"a tool's MCP requests", "tg.mcp.alpha", "tg.alpha"},
+		{"a worker's inbox", "_INBOX.tool.alpha.>", ""},
+		{"the system account's subjects", "$SYS.>", ""},
+	} {
+		t.Run("subscribing to "+c.name, func(t *testing.T) {
+			var err error
+			if c.queue != "" {
+				_, err = edge.QueueSubscribeSync(c.subject, c.queue)
+			} else {
+				_, err = edge.SubscribeSync(c.subject)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			errs.expect(t, fmt.Sprintf("Subscription to %q", c.subject))
+		})
+	}
+	for _, c := range []struct{ name, subject string }{
+		{"deleting a bucket", "$JS.API.STREAM.DELETE.KV_tg-keys"},
+		{"purging a bucket", "$JS.API.STREAM.PURGE.KV_tg-keys"},
+		{"deleting the event log", "$JS.API.STREAM.DELETE.tg-mcp-events"},
+		{"making another stream", "$JS.API.STREAM.CREATE.other"},
+		{"writing another bucket", "$KV.tg-demo-outbox.x"},
+		{"progress as if it were a worker", "tg.progress.alpha.c1"},
+		{"an account JWT", "$SYS.REQ.CLAIMS.UPDATE"},
+	} {
+		t.Run("publishing "+c.name, func(t *testing.T) {
+			if err := edge.PublishRequest(c.subject, edge.NewRespInbox(), []byte("{}")); err != nil {
+				t.Fatal(err)
+			}
+			errs.expect(t, fmt.Sprintf("Publish to %q", c.subject))
+		})
+	}
+	t.Run("its inboxes never receive a worker's replies", func(t *testing.T) {
+		sub, err := edge.SubscribeSync("_INBOX.>")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := edge.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.Publish("_INBOX.tool.alpha.x", []byte("secret")); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.Publish("_INBOX.edge.x", []byte("visible")); err != nil {
+			t.Fatal(err)
+		}
+		m, err := sub.NextMsg(5 * time.Second)
+		if err != nil || string(m.Data) != "visible" {
+			t.Fatalf("got %v %v", m, err)
+		}
+		errs.none(t)
+	})
+}
+
+// workerInbox makes a raw connection's inboxes a worker's of tool, as the SDK makes
+// its own.
+func workerInbox(tool string) nats.Option {
+	return nats.CustomInboxPrefix(strings.TrimSuffix(wire.WorkerInbox(tool), "."))
+}
