@@ -94,7 +94,10 @@ func EdgePermissions(s wire.Subjects) jwt.Permissions {
 		"$JS.API.STREAM.INFO."+log, "$JS.API.STREAM.CREATE."+log, "$JS.API.STREAM.UPDATE."+log,
 		"$JS.API.STREAM.MSG.GET."+log,
 	)
-	p.Sub.Allow.Add("_INBOX.>", s.CancelAll(), pre+".progress.>", s.LoggedRoot()+">")
+	p.Sub.Allow.Add("_INBOX.>", s.CancelAll(), pre+".progress.>", s.LoggedRoot()+">",
+		// A call answered with a stream has its tool answer beside the stream, in the
+		// event log (tg.sess.<tool>.<session>.out.<post>~reply), for the edge running it.
+		s.SessionPost("*", "*", "*"))
 	p.Sub.Deny.Add("_INBOX.tool.>")
 	return p
 }

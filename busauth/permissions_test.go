@@ -334,6 +334,22 @@ func TestEdgeCredentialsRefuseWhatEdgesDoNotDo(t *testing.T) {
 			errs.expect(t, fmt.Sprintf("Publish to %q", c.subject))
 		})
 	}
+	t.Run("it follows the answer of a call it streams, which its tool sends beside the stream", func(t *testing.T) {
+		sub, err := edge.SubscribeSync("tg.sess.alpha.s1.out.p1~reply")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := edge.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.Publish("tg.sess.alpha.s1.out.p1~reply", []byte("answer")); err != nil {
+			t.Fatal(err)
+		}
+		if m, err := sub.NextMsg(5 * time.Second); err != nil || string(m.Data) != "answer" {
+			t.Fatalf("got %v %v", m, err)
+		}
+		errs.none(t)
+	})
 	t.Run("its inboxes never receive a worker's replies", func(t *testing.T) {
 		sub, err := edge.SubscribeSync("_INBOX.>")
 		if err != nil {
