@@ -260,6 +260,30 @@ func (s *stack) waitJetStream(within time.Duration) {
 	}
 }
 
+// presenceLeader returns when the presence bucket's stream had a leader again, or
+// until, whichever comes first.
+func (s *stack) presenceLeader(until time.Time) time.Time {
+	nc, err := nats.Connect(s.natsURL, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		return until
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return until
+	}
+	for time.Now().Before(until) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st, err := js.Stream(ctx, "KV_tg-presence")
+		cancel()
+		if err == nil && st.CachedInfo().Cluster != nil && st.CachedInfo().Cluster.Leader != "" {
+			return time.Now()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return until
+}
+
 // waitReady waits until the edge at url answers /readyz with 200.
 func (s *stack) waitReady(url string, within time.Duration) {
 	s.t.Helper()
