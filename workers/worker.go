@@ -528,19 +528,40 @@ func (w *Worker) putPresence(ctx context.Context, p *wire.Presence) error {
 	if err != nil {
 		return err
 	}
-	return w.untilStored(ctx, "the instance's presence", func() error { return w.inbox.store(ctx, msg) })
+	return w.untilStored(ctx, "the instance's presence", func() error {
+		// Each attempt is short: a bucket whose stream has no leader yet (the cluster
+		// restarted) answers nothing, and a write sent then is never acknowledged. The
+		// next attempt, once it has one, must not wait for the heartbeat after.
+		actx, cancel := context.WithTimeout(ctx, presenceAttempt)
+		defer cancel()
+		err := w.inbox.store(actx, msg)
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("%w: %w", errUnanswered, err)
+		}
+		return err
+	})
 }
+
+// errUnanswered is a registry write that had no answer in time: it is tried again at
+// once (see untilStored).
+var errUnanswered = errors.New("no answer")
+
+// presenceAttempt bounds one attempt to write the instance's presence.
+const presenceAttempt = time.Second
 
 // registryRetry is how often a worker looks again for a registry that is not there.
 const registryRetry = time.Second
 
 // untilStored runs write until it succeeds, fails for another reason than a missing
-// bucket, or ctx ends. A worker may start before the edges that make the registry;
-// it waits for them rather than failing, and says so once.
+// bucket or an attempt unanswered, or ctx ends. A worker may start before the edges
+// that make the registry; it waits for them rather than failing, and says so once.
 func (w *Worker) untilStored(ctx context.Context, what string, write func() error) error {
 	logged := false
 	for {
 		err := write()
+		if errors.Is(err, errUnanswered) {
+			continue
+		}
 		if !errors.Is(err, wire.ErrNotStored) {
 			return err
 		}
