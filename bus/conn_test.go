@@ -132,8 +132,8 @@ func TestAConnectionLeavesAServerThatStopsAnswering(t *testing.T) {
 	}
 	stalled := time.Now()
 	proxy.Stall()
-	limit := bus.PingInterval*time.Duration(bus.MaxPingsOut+2) + 5*time.Second
-	testenv.Eventually(t, limit, "the client on another node", func() bool {
+	promised := bus.PingInterval*time.Duration(bus.MaxPingsOut+2) + 5*time.Second
+	testenv.Eventually(t, promised, "the client on another node", func() bool {
 		return nc.IsConnected() && nc.ConnectedUrl() == direct
 	})
 	t.Logf("on another node %v after the server stopped answering", time.Since(stalled).Round(time.Millisecond))

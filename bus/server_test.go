@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/busauth"
@@ -28,8 +27,12 @@ func TestARouteWithoutTheCAsCertificateIsRefused(t *testing.T) {
 		cfg.Cluster = bus.ClusterConfig{Name: "tg-test", Host: "127.0.0.1", Port: -1,
 			Routes: []string{fmt.Sprintf("nats-route://%s", routeURL.String())}}
 	})
-	// The intruder keeps trying its route; give it several attempts.
-	time.Sleep(3 * time.Second)
+	// The intruder keeps trying its route: wait until the node it dials has refused it
+	// more than once, as each attempt is logged.
+	refusals := testenv.RecordServerLog(c.Servers[0], false)
+	testenv.WaitFor(t, "the node refused the intruder's route twice", func() bool {
+		return len(refusals.Matching("TLS route handshake error")) >= 2
+	})
 	if n := intruder.NumRoutes(); n != 0 {
 		t.Fatalf("the intruder has %d routes", n)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/connect"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // toolgateBin is the toolgate binary, built once for every test that runs
@@ -111,7 +112,7 @@ func gateway(t *testing.T, path string, handler http.Handler) (string, *atomic.V
 // session runs `toolgate connect` the way an MCP client does and connects to it.
 func session(t *testing.T, opts *mcp.ClientOptions, version string, args ...string) (*mcp.ClientSession, *bytes.Buffer) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 	t.Cleanup(cancel)
 	cmd := exec.Command(toolgateBin, append([]string{"connect"}, args...)...)
 	var stderr bytes.Buffer
@@ -126,7 +127,7 @@ func session(t *testing.T, opts *mcp.ClientOptions, version string, args ...stri
 
 func callSend(t *testing.T, cs *mcp.ClientSession) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 	defer cancel()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{
 		Name:      "send_email",
@@ -176,7 +177,7 @@ func TestAClientCallsAToolThroughConnectOverStreamableHTTP(t *testing.T) {
 				t.Errorf("the link got X-Team %q, want growth", got)
 			}
 
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 			defer cancel()
 			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "confirm_send", Arguments: map[string]any{"to": "ada@example.com", "subject": "the report"}})
 			if err != nil {
@@ -289,7 +290,7 @@ func TestRunExitsCleanlyWhenTheClientClosesItsInput(t *testing.T) {
 		done <- connect.Run(context.Background(), &mcp.IOTransport{Reader: relayIn, Writer: relayOut}, connect.Config{Link: base + "/mcp/" + secret})
 	}()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1.0.0"}, nil)
 	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: clientIn, Writer: clientOut}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
@@ -365,7 +366,7 @@ func TestConnectLivesOnWhenTheLinkRefusesAMessage(t *testing.T) {
 			cs, stderr := session(t, nil, p.version, base+"/mcp/"+secret)
 			defer cs.Close()
 
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 			defer cancel()
 			if _, err := cs.ListTools(ctx, nil); err == nil {
 				t.Fatal("tools/list, which the link refused, succeeded")
@@ -404,13 +405,13 @@ func TestConnectCancelsAStatelessCallByClosingItsRequest(t *testing.T) {
 	}()
 	select {
 	case <-started:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testenv.Patience):
 		t.Fatalf("the call never reached the server\nstderr:\n%s", stderr)
 	}
 	cancel()
 	select {
 	case <-cancelled:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testenv.Patience):
 		t.Fatalf("the server's handler was never cancelled; the link was sent %q\nstderr:\n%s", rec.sent(), stderr)
 	}
 	<-done

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 var (
@@ -59,8 +61,8 @@ func runDev(t *testing.T) (edgeURL, key string) {
 	}()
 	select {
 	case <-found:
-	case <-time.After(30 * time.Second):
-		t.Fatal("toolgate dev printed no key within 30s")
+	case <-time.After(testenv.Patience):
+		t.Fatalf("toolgate dev printed no key within %v", testenv.Patience)
 	}
 	return edgeURL, key
 }
@@ -90,7 +92,7 @@ func TestConnectRelaysToARunningEdge(t *testing.T) {
 		t.Fatal("the echo tool never came online")
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "connect-edge-test", Version: "1"}, nil)
 	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: exec.Command(toolgateBin, "connect", link)}, nil)

@@ -147,7 +147,7 @@ func (e *env) key(account string, scopes []string) string {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	testenv.Eventually(e.t, 2*time.Second, "the edge sees the new key", func() bool {
+	testenv.WaitFor(e.t, "the edge sees the new key", func() bool {
 		_, err := e.view.Snapshot().AuthenticateKey(secret, time.Now())
 		return err == nil
 	})
@@ -162,7 +162,7 @@ func (e *env) connect(account, tool string) *registry.Connection {
 		e.t.Fatal(err)
 	}
 	token := e.signer.Token(account, tool, c.LinkNonce)
-	testenv.Eventually(e.t, 2*time.Second, "the edge sees the connection and its link", func() bool {
+	testenv.WaitFor(e.t, "the edge sees the connection and its link", func() bool {
 		_, err := e.view.Snapshot().AuthenticateLink(token)
 		return e.view.Snapshot().Connection(account, tool) != nil && err == nil
 	})
@@ -175,7 +175,7 @@ func (e *env) deploy(tool registry.Tool) {
 	if err := e.store.PutTool(testenv.Context(e.t), tool); err != nil {
 		e.t.Fatal(err)
 	}
-	testenv.Eventually(e.t, 2*time.Second, "the edge sees tool "+tool.ID, func() bool {
+	testenv.WaitFor(e.t, "the edge sees tool "+tool.ID, func() bool {
 		t := e.view.Snapshot().RawTool(tool.ID)
 		return t != nil && len(t.Tool.Methods) == len(tool.Methods)
 	})
@@ -201,7 +201,7 @@ func (e *env) serve(tool registry.Tool, handle func(method string, m *nats.Msg))
 		e.t.Fatal(err)
 	}
 	testenv.KeepPresent(e.t, e.store, registry.Presence{Tool: tool.ID, Instance: "test-" + tool.ID, Host: "localhost", StartedAt: time.Now()})
-	testenv.Eventually(e.t, 2*time.Second, "the edge sees "+tool.ID+" online", func() bool {
+	testenv.WaitFor(e.t, "the edge sees "+tool.ID+" online", func() bool {
 		return e.view.Snapshot().Instances(tool.ID) > 0
 	})
 }

@@ -54,7 +54,7 @@ func (e *env) holdingWorker(t *testing.T, tool string, concurrency int) *holding
 	case err := <-done:
 		t.Fatalf("worker: %v", err)
 	}
-	testenv.Eventually(t, 5*time.Second, "the edge sees "+tool+" online", func() bool {
+	testenv.WaitFor(t, "the edge sees "+tool+" online", func() bool {
 		return e.view.Snapshot().RawTool(tool) != nil && e.view.Snapshot().Instances(tool) > 0
 	})
 	return hw
@@ -64,7 +64,7 @@ func (hw *holdingWorker) waitStarted(t *testing.T) {
 	t.Helper()
 	select {
 	case <-hw.started:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testenv.Patience):
 		t.Fatal("the call never started on the worker")
 	}
 }
@@ -94,8 +94,8 @@ func TestCallsOfADeadWorkerFail(t *testing.T) {
 				t.Fatal("a 503 without Retry-After")
 			}
 			t.Logf("the call failed %v after its worker died", took.Round(time.Millisecond))
-		case <-time.After(10 * time.Second):
-			t.Fatal("the call of the dead worker had no answer 10s after it died (its deadline is 30s)")
+		case <-time.After(testenv.Patience):
+			t.Fatalf("the call of the dead worker had no answer %v after it died", testenv.Patience)
 		}
 	})
 

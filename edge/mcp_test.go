@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -126,7 +125,7 @@ func TestMCPSeam(t *testing.T) {
 		if _, err := e.store.RotateLink(testenv.Context(t), "acme", "echo", e.signer); err != nil {
 			t.Fatal(err)
 		}
-		testenv.Eventually(t, time.Second, "the old link answers 404", func() bool {
+		testenv.WaitFor(t, "the old link answers 404", func() bool {
 			return e.do(http.MethodGet, "/mcp/"+token+"/sse", "").status == http.StatusNotFound
 		})
 	})
@@ -141,7 +140,7 @@ func TestMCPSeam(t *testing.T) {
 	})
 
 	// Neither the log nor the traces hold the link token or the API key.
-	testenv.Eventually(t, time.Second, "the spans are exported", func() bool { return len(exp.GetSpans()) > 0 })
+	testenv.WaitFor(t, "the spans are exported", func() bool { return len(exp.GetSpans()) > 0 })
 	spanText, _ := json.Marshal(exp.GetSpans())
 	for what, text := range map[string]string{"log": e.logs.String(), "spans": string(spanText)} {
 		if strings.Contains(text, token) || strings.Contains(text, key) {

@@ -61,7 +61,7 @@ func TestOneTraceFromEdgeToWorker(t *testing.T) {
 	}
 	worker := <-workerTrace
 	var got tracetest.SpanStubs
-	testenv.Eventually(t, 2*time.Second, "three spans of the call's trace", func() bool {
+	testenv.WaitFor(t, "three spans of the call's trace", func() bool {
 		got = spansOf(exp, worker.TraceID())
 		return len(got) == 3
 	})
@@ -136,7 +136,7 @@ func TestHealthAndReadiness(t *testing.T) {
 		t.Fatalf("readyz %d %s", r.status, r.body)
 	}
 	e.srv.Shutdown()
-	testenv.Eventually(t, 5*time.Second, "readyz fails without NATS", func() bool {
+	testenv.WaitFor(t, "readyz fails without NATS", func() bool {
 		return e.do(http.MethodGet, "/readyz", "").status == http.StatusServiceUnavailable
 	})
 	if r := e.do(http.MethodGet, "/healthz", ""); r.status != http.StatusOK {

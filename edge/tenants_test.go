@@ -48,7 +48,7 @@ func TestARequestIDNamesNothingOnTheBus(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("worker: %v", err)
 	}
-	testenv.Eventually(t, 5*time.Second, "the edge sees the tool", func() bool { return e.view.Snapshot().RawTool("ledger") != nil })
+	testenv.WaitFor(t, "the edge sees the tool", func() bool { return e.view.Snapshot().RawTool("ledger") != nil })
 	e.connect("acme", "ledger")
 	e.connect("mallory", "ledger")
 
@@ -93,7 +93,7 @@ func TestARequestIDNamesNothingOnTheBus(t *testing.T) {
 		if got != "mallory" {
 			t.Fatalf("the cancel ended %s's call", got)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testenv.Patience):
 		t.Fatal("the attacker's call was never cancelled")
 	}
 	select {

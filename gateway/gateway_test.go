@@ -67,7 +67,7 @@ func rateEnv(t *testing.T, limits registry.Limits) (*testenv.Registry, registry.
 		t.Fatal(err)
 	}
 	var p registry.Principal
-	testenv.Eventually(t, time.Second, "key and tool visible", func() bool {
+	testenv.WaitFor(t, "key and tool visible", func() bool {
 		p, err = env.View.Snapshot().AuthenticateKey(secret, time.Now())
 		return err == nil && len(env.View.Snapshot().Tools(p)) == 1
 	})
@@ -223,7 +223,7 @@ func TestCallsDoNotWaitForAnUnreachableSharedBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	var p registry.Principal
-	testenv.Eventually(t, 5*time.Second, "key and tool visible", func() bool {
+	testenv.WaitFor(t, "key and tool visible", func() bool {
 		p, err = view.Snapshot().AuthenticateKey(secret, time.Now())
 		return err == nil && len(view.Snapshot().Tools(p)) == 1
 	})

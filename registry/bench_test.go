@@ -21,7 +21,7 @@ func BenchmarkAuthenticateKey(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	testenv.Eventually(b, time.Second, "key seen", func() bool {
+	testenv.WaitFor(b, "key seen", func() bool {
 		_, err := env.View.Snapshot().AuthenticateKey(secret, time.Now())
 		return err == nil
 	})
@@ -54,7 +54,7 @@ func BenchmarkValidate(b *testing.B) {
 			if err := env.Store.PutTool(env.Ctx, registry.Tool{ID: id, Methods: []registry.Method{{Name: "send_email", InputSchema: schemas[name]}}}); err != nil {
 				b.Fatal(err)
 			}
-			testenv.Eventually(b, time.Second, "tool seen", func() bool { return env.View.Snapshot().RawTool(id) != nil })
+			testenv.WaitFor(b, "tool seen", func() bool { return env.View.Snapshot().RawTool(id) != nil })
 			m := env.View.Snapshot().RawTool(id).Method("send_email")
 
 			b.ReportAllocs()

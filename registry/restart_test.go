@@ -31,7 +31,7 @@ func TestPresenceIsTrueAfterNATSRestarts(t *testing.T) {
 		}, func() { srv = startServer(t, cfg) })
 		// The shared rate buckets, in memory too, are made again by the first take
 		// that misses them.
-		testenv.Eventually(t, 10*time.Second, "the shared rate buckets back", func() bool {
+		testenv.WaitFor(t, "the shared rate buckets back", func() bool {
 			_, _, err := store.TakeTokens(testenv.Context(t), registry.KeyRateID("k"), 10, 10, 1, 0, time.Now())
 			return err == nil
 		})
@@ -66,7 +66,7 @@ func presenceAfterRestart(t *testing.T, url string, replicas int, stop, start fu
 		}
 		return got
 	}
-	testenv.Eventually(t, 10*time.Second, "both workers present", func() bool { return len(instances()) == 2 })
+	testenv.WaitFor(t, "both workers present", func() bool { return len(instances()) == 2 })
 	// A busy presence bucket: the view has seen many revisions, more than the
 	// survivor writes again for a while after the restart.
 	for range 200 {
@@ -80,7 +80,7 @@ func presenceAfterRestart(t *testing.T, url string, replicas int, stop, start fu
 	start()
 
 	began := time.Now()
-	testenv.Eventually(t, 20*time.Second, "only the surviving worker present", func() bool {
+	testenv.WaitFor(t, "only the surviving worker present", func() bool {
 		got := instances()
 		return len(got) == 1 && got["survivor"]
 	})
@@ -136,7 +136,7 @@ func runWorker(t *testing.T, url, instance string, ttl time.Duration) (kill func
 	}()
 	select {
 	case <-w.Ready():
-	case <-time.After(10 * time.Second):
+	case <-time.After(testenv.Patience):
 		t.Fatalf("worker %s not ready", instance)
 	}
 	kill = func() {

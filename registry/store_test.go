@@ -30,7 +30,7 @@ func TestLinks(t *testing.T) {
 	token := signer.Token("acme", "echo", conn.LinkNonce)
 
 	t.Run("a new link reaches its one tool", func(t *testing.T) {
-		testenv.Eventually(t, time.Second, "link authenticates", func() bool {
+		testenv.WaitFor(t, "link authenticates", func() bool {
 			_, err := view.Snapshot().AuthenticateLink(token)
 			return err == nil
 		})
@@ -56,7 +56,7 @@ func TestLinks(t *testing.T) {
 		if fresh == token {
 			t.Fatal("rotation kept the token")
 		}
-		testenv.Eventually(t, time.Second, "old link refused, new accepted", func() bool {
+		testenv.WaitFor(t, "old link refused, new accepted", func() bool {
 			_, errOld := view.Snapshot().AuthenticateLink(token)
 			_, errNew := view.Snapshot().AuthenticateLink(fresh)
 			return errors.Is(errOld, registry.ErrUnauthenticated) && errNew == nil
@@ -67,7 +67,7 @@ func TestLinks(t *testing.T) {
 		if err := store.Disconnect(ctx, "acme", "echo", signer); err != nil {
 			t.Fatal(err)
 		}
-		testenv.Eventually(t, time.Second, "link refused and tool hidden", func() bool {
+		testenv.WaitFor(t, "link refused and tool hidden", func() bool {
 			s := view.Snapshot()
 			_, errLink := s.AuthenticateLink(token)
 			_, errTool := s.Tool(registry.Principal{Account: "acme"}, "echo")
@@ -93,7 +93,7 @@ func TestKeyScopesAndExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	var p registry.Principal
-	testenv.Eventually(t, time.Second, "key authenticates", func() bool {
+	testenv.WaitFor(t, "key authenticates", func() bool {
 		p, err = view.Snapshot().AuthenticateKey(scoped, time.Now())
 		s := view.Snapshot()
 		return err == nil && s.RawTool("b") != nil && s.Connection("acme", "b") != nil
@@ -159,7 +159,7 @@ func TestDeleteAccountTakesItsKeysAndLinks(t *testing.T) {
 	if err := store.DeleteAccount(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, time.Second, "key and link refused", func() bool {
+	testenv.WaitFor(t, "key and link refused", func() bool {
 		s := view.Snapshot()
 		_, errKey := s.AuthenticateKey(key, time.Now())
 		_, errLink := s.AuthenticateLink(signer.Token("acme", "echo", conn.LinkNonce))
@@ -192,7 +192,7 @@ func TestClusterSurvivesLosingANode(t *testing.T) {
 				}
 			}
 			start := time.Now()
-			testenv.Eventually(t, 20*time.Second, "registry writable after losing a node", func() bool {
+			testenv.WaitFor(t, "registry writable after losing a node", func() bool {
 				attempt, cancel := context.WithTimeout(ctx, time.Second)
 				defer cancel()
 				_, err := store.CreateAccount(attempt, registry.Account{ID: "after"})
@@ -202,7 +202,7 @@ func TestClusterSurvivesLosingANode(t *testing.T) {
 			if a, err := store.Account(ctx, "before"); err != nil || a.ID != "before" {
 				t.Fatalf("reading a record written before the loss: %v", err)
 			}
-			testenv.Eventually(t, 10*time.Second, "view follows writes after the loss", func() bool {
+			testenv.WaitFor(t, "view follows writes after the loss", func() bool {
 				return view.Snapshot().Account("after") != nil
 			})
 			t.Logf("view caught up %v after the node stopped", time.Since(start))
@@ -261,7 +261,7 @@ func TestASessionWrittenWithALifeOfItsOwn(t *testing.T) {
 			t.Fatalf("refreshing the session at %v: %v", life/2, err)
 		}
 	}
-	testenv.Eventually(t, 10*life, "the session left alone expired", func() bool { return gone(short.ID) })
+	testenv.WaitFor(t, "the session left alone expired", func() bool { return gone(short.ID) })
 
 	long := registry.Session{ID: registry.NewID(""), Account: "acme", Tool: "echo", CreatedAt: time.Now().UTC()}
 	if _, err := store.CreateSession(ctx, long, registry.IdleExpiry(life)); err != nil {

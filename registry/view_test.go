@@ -30,7 +30,7 @@ func TestViewFollowsKeys(t *testing.T) {
 	if len(secret) != len(registry.KeyPrefix)+43 || secret[:3] != "tg_" {
 		t.Fatalf("key %q: want tg_ and 43 base62 characters", secret[:8])
 	}
-	testenv.Eventually(t, time.Second, "new key authenticates", func() bool {
+	testenv.WaitFor(t, "new key authenticates", func() bool {
 		_, err := view.Snapshot().AuthenticateKey(secret, time.Now())
 		return err == nil
 	})
@@ -46,7 +46,7 @@ func TestViewFollowsKeys(t *testing.T) {
 	if _, err := store.RevokeKey(ctx, hash); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, time.Second, "revoked key refused", func() bool {
+	testenv.WaitFor(t, "revoked key refused", func() bool {
 		_, err := view.Snapshot().AuthenticateKey(secret, time.Now())
 		return errors.Is(err, registry.ErrUnauthenticated)
 	})
@@ -67,8 +67,8 @@ func TestViewDropsPresenceWhenHeartbeatsStop(t *testing.T) {
 	if err := store.PutPresence(ctx, registry.Presence{Tool: "echo", Instance: "a", StartedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, time.Second, "presence seen", func() bool { return view.Snapshot().Instances("echo") == 1 })
-	testenv.Eventually(t, 5*time.Second, "expired presence dropped", func() bool { return view.Snapshot().Instances("echo") == 0 })
+	testenv.WaitFor(t, "presence seen", func() bool { return view.Snapshot().Instances("echo") == 1 })
+	testenv.WaitFor(t, "expired presence dropped", func() bool { return view.Snapshot().Instances("echo") == 0 })
 }
 
 func TestMethodValidation(t *testing.T) {
@@ -80,7 +80,7 @@ func TestMethodValidation(t *testing.T) {
 	if err := store.PutTool(ctx, registry.Tool{ID: "email", Methods: []registry.Method{{Name: "send_email", InputSchema: schema}}}); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, time.Second, "tool seen", func() bool { return view.Snapshot().RawTool("email") != nil })
+	testenv.WaitFor(t, "tool seen", func() bool { return view.Snapshot().RawTool("email") != nil })
 	m := view.Snapshot().RawTool("email").Method("send_email")
 
 	tests := []struct {
@@ -145,7 +145,7 @@ func TestValidationOfOpenSchemas(t *testing.T) {
 			if err := env.Store.PutTool(env.Ctx, tool); err != nil {
 				t.Fatal(err)
 			}
-			testenv.Eventually(t, time.Second, "tool seen", func() bool { return env.View.Snapshot().RawTool(tool.ID) != nil })
+			testenv.WaitFor(t, "tool seen", func() bool { return env.View.Snapshot().RawTool(tool.ID) != nil })
 			err := env.View.Snapshot().RawTool(tool.ID).Method("m").Validate([]byte(tt.params))
 			var verr *registry.ValidationError
 			switch {
@@ -190,7 +190,7 @@ func TestViewChecksToolRecords(t *testing.T) {
 	put("twice", `{"id":"twice","methods":[{"name":"m"},{"name":"m"}]}`)
 	put("garbled", `{"id":`)
 	put("schema", `{"id":"schema","methods":[{"name":"m","input_schema":{"type":"nope"}}]}`)
-	testenv.Eventually(t, 5*time.Second, "the view has loaded the tools", func() bool { return view.Snapshot().RawTool("schema") != nil })
+	testenv.WaitFor(t, "the view has loaded the tools", func() bool { return view.Snapshot().RawTool("schema") != nil })
 
 	s := view.Snapshot()
 	for _, id := range []string{"impostor", "dotted", "twice", "garbled"} {
@@ -216,5 +216,5 @@ func TestViewChecksToolRecords(t *testing.T) {
 	}
 
 	put("dotted", `{"id":"dotted","methods":[{"name":"a_b"}]}`)
-	testenv.Eventually(t, 5*time.Second, "a good record brings the tool back", func() bool { return view.Snapshot().RawTool("dotted") != nil })
+	testenv.WaitFor(t, "a good record brings the tool back", func() bool { return view.Snapshot().RawTool("dotted") != nil })
 }

@@ -71,7 +71,7 @@ func TestClientsUseALink(t *testing.T) {
 					if got != want {
 						t.Fatalf("progress %v, want %v", got, want)
 					}
-				case <-time.After(5 * time.Second):
+				case <-time.After(testenv.Patience):
 					t.Fatalf("progress %v never arrived", want)
 				}
 			}
@@ -96,7 +96,7 @@ func TestClientsUseALink(t *testing.T) {
 				}
 				break
 			}
-			testenv.Eventually(t, 5*time.Second, "the new method listed", func() bool {
+			testenv.WaitFor(t, "the new method listed", func() bool {
 				names, err := c.tools(ctx)
 				return err == nil && slices.Contains(names, added)
 			})

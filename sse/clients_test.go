@@ -49,8 +49,8 @@ func (s *seen) waitChanged(t *testing.T) {
 	t.Helper()
 	select {
 	case <-s.changed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no notifications/tools/list_changed within 10s")
+	case <-time.After(testenv.Patience):
+		t.Fatalf("no notifications/tools/list_changed within %v", testenv.Patience)
 	}
 }
 
@@ -189,7 +189,7 @@ func connectMCPGo(t *testing.T, tr mcpgotransport.Interface, version string, s *
 		opts = append(opts, mcpgo.WithProtocolVersion(version))
 	}
 	c := mcpgo.NewClient(tr, opts...)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 	defer cancel()
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatalf("mcp-go start: %v", err)

@@ -71,7 +71,7 @@ func TestAnyEdgeServesAnySession(t *testing.T) {
 			for range 2 {
 				select {
 				case <-s.progress:
-				case <-time.After(5 * time.Second):
+				case <-time.After(testenv.Patience):
 					t.Fatal("progress did not cross the edges")
 				}
 			}

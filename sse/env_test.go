@@ -149,7 +149,7 @@ func (w *worker) serve(method string, msg *nats.Msg) {
 	case w.sessions <- session:
 	default:
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 	defer cancel()
 	var cancelledByCaller atomic.Bool
 	w.mu.Lock()
@@ -226,6 +226,12 @@ func (w *worker) serve(method string, msg *nats.Msg) {
 // askClient sends a request to the client of a kit session, as the worker SDK does
 // (workers.Call.Request), and returns the client's result.
 func askClient(ctx context.Context, nc *nats.Conn, session, method string, params any) (json.RawMessage, error) {
+	return askClientThen(ctx, nc, session, method, params, func() {})
+}
+
+// askClientThen is askClient that calls logged once the session's event log holds the
+// request, before it waits for the answer.
+func askClientThen(ctx context.Context, nc *nats.Conn, session, method string, params any, logged func()) (json.RawMessage, error) {
 	subj := wire.DefaultSubjects
 	id := "tg-" + nuid.Next()
 	body, err := wire.SessionRequest(id, method, params)
@@ -244,11 +250,19 @@ func askClient(ctx context.Context, nc *nats.Conn, session, method string, param
 	if _, err := wire.ReadAck(ack); err != nil {
 		return nil, err
 	}
+	logged()
 	answer, err := replies.NextMsgWithContext(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return wire.ReadSessionAnswer(answer.Data)
+}
+
+// inFlight is how many calls the worker is running.
+func (w *worker) inFlight() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.running)
 }
 
 // waitStarted waits for a wait call to begin and returns its call id.
@@ -257,7 +271,7 @@ func (w *worker) waitStarted(t *testing.T) string {
 	select {
 	case id := <-w.started:
 		return id
-	case <-time.After(10 * time.Second):
+	case <-time.After(testenv.Patience):
 		t.Fatal("the wait call never reached the worker")
 		return ""
 	}
@@ -271,7 +285,7 @@ func (w *worker) waitCancelled(t *testing.T, id string) {
 		if got != id {
 			t.Fatalf("cancel reached the worker for %s, want %s", got, id)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testenv.Patience):
 		t.Fatal("the worker never saw the cancel")
 	}
 }
@@ -318,7 +332,7 @@ func (e *env) startEdge(t testing.TB, node int, edit func(*sse.Config)) *edge {
 	}
 	// In a cluster a view has been seen, rarely, to start without the link written
 	// just before; an edge is ready once it knows the link.
-	testenv.Eventually(t, 5*time.Second, "the edge knows the link", func() bool {
+	testenv.WaitFor(t, "the edge knows the link", func() bool {
 		_, err := view.Snapshot().AuthenticateLink(e.link)
 		return err == nil
 	})
@@ -343,7 +357,7 @@ func (e *env) startEdge(t testing.TB, node int, edit func(*sse.Config)) *edge {
 // stop drains the edge and shuts its HTTP server down, as a deployment would.
 func (ed *edge) stop() {
 	ed.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 		defer cancel()
 		_ = ed.srv.Drain(ctx)
 		_ = ed.http.Shutdown(ctx)

@@ -46,7 +46,7 @@ func TestStreamOfAKilledEdgeIsFinished(t *testing.T) {
 			primed := call.nextLine(t, 5*time.Second, func(l string) bool { return strings.HasPrefix(l, "id: ") })
 			select {
 			case <-e.worker.sessions: // the call reached the worker
-			case <-time.After(10 * time.Second):
+			case <-time.After(testenv.Patience):
 				t.Fatal("the call never reached the worker")
 			}
 			a.kill()

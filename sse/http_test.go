@@ -396,7 +396,7 @@ func TestSessionLimit(t *testing.T) {
 	if x := do(t, "DELETE", url, map[string]string{"Mcp-Session-Id": first}, ""); x.status != http.StatusNoContent {
 		t.Fatalf("DELETE: %d %s", x.status, x.body)
 	}
-	testenv.Eventually(t, 5*time.Second, "a session freed by DELETE", func() bool {
+	testenv.WaitFor(t, "a session freed by DELETE", func() bool {
 		x := do(t, "POST", url, map[string]string{"Accept": "application/json"}, initialize)
 		return x.status == http.StatusOK
 	})
@@ -461,7 +461,7 @@ func openStream(t testing.TB, method, url string, header map[string]string, body
 // next reads up to the next event named name ("" for any) and returns its id and data.
 func (s *legacyStream) next(t testing.TB, name string) (id, data string) {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(testenv.Patience)
 	var event string
 	for {
 		select {
@@ -483,14 +483,16 @@ func (s *legacyStream) next(t testing.TB, name string) (id, data string) {
 				id, event, data = "", "", ""
 			}
 		case <-timeout:
-			t.Fatalf("no %q event within 10s", name)
+			t.Fatalf("no %q event within %v", name, testenv.Patience)
 		}
 	}
 }
 
-// nextLine reads lines until one satisfies match.
+// nextLine reads lines until one satisfies match; within is how soon it is expected,
+// the test waits up to testenv.Patience if longer.
 func (s *legacyStream) nextLine(t testing.TB, within time.Duration, match func(string) bool) string {
 	t.Helper()
+	within = max(within, testenv.Patience)
 	timeout := time.After(within)
 	for {
 		select {
@@ -554,7 +556,7 @@ func sessionLimitAcrossEdges(t *testing.T, e *env, node1, node2 int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 5*time.Second, "the bucket holds only the admitted sessions", func() bool {
+	testenv.WaitFor(t, "the bucket holds only the admitted sessions", func() bool {
 		keys, err := kv.Keys(ctx)
 		return err == nil && len(keys) == limit
 	})

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
 	"github.com/toolgate/toolgate/sse"
@@ -53,7 +56,7 @@ func TestLegacyClientLeaving(t *testing.T) {
 	}
 	stream.close()
 	ctx := testenv.Context(t)
-	testenv.Eventually(t, 2*time.Second, "the session ended with its stream", func() bool {
+	testenv.WaitFor(t, "the session ended with its stream", func() bool {
 		_, err := e.store.Session(ctx, session)
 		return errors.Is(err, registry.ErrNotFound)
 	})
@@ -80,12 +83,12 @@ func TestSessionLifetimes(t *testing.T) {
 	t.Run("a session left alone ends after the idle time, and is then unknown", func(t *testing.T) {
 		session := initSession(t, url)
 		start := time.Now()
-		testenv.Eventually(t, 10*idle, "the idle session ended", func() bool { return gone(session) })
+		testenv.WaitFor(t, "the idle session ended", func() bool { return gone(session) })
 		if lived := time.Since(start); lived < idle*9/10 {
 			t.Fatalf("the session ended after %v, before its idle time %v", lived, idle)
 		}
 		// The edge learns of the end from its copy of the bucket, a moment after it.
-		testenv.Eventually(t, 5*time.Second, "the edge answers 404", func() bool { return list(session).status == http.StatusNotFound })
+		testenv.WaitFor(t, "the edge answers 404", func() bool { return list(session).status == http.StatusNotFound })
 		if !gone(session) {
 			t.Fatal("a request of the ended session brought it back")
 		}
@@ -118,7 +121,7 @@ func TestSessionLifetimes(t *testing.T) {
 			t.Fatal("a session holding a stream ended after the idle time")
 		}
 		stream.close()
-		testenv.Eventually(t, 10*idle, "the session ended once its stream closed", func() bool { return gone(session) })
+		testenv.WaitFor(t, "the session ended once its stream closed", func() bool { return gone(session) })
 	})
 }
 
@@ -174,15 +177,37 @@ func TestStreamGetsWhatCameWhileNoneWasOpen(t *testing.T) {
 	url := e.streamableURL(ed.url)
 	session := initSession(t, url)
 	headers := map[string]string{"Accept": "text/event-stream", "Mcp-Session-Id": session}
+	// ask sends a request to the client and returns once the event log holds it.
 	ask := func(what string) <-chan error {
 		done := make(chan error, 1)
+		logged := make(chan struct{})
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 			defer cancel()
-			_, err := askClient(ctx, e.worker.nc, session, "roots/list", map[string]any{"what": what})
+			_, err := askClientThen(ctx, e.worker.nc, session, "roots/list", map[string]any{"what": what}, func() { close(logged) })
 			done <- err
 		}()
+		select {
+		case <-logged:
+		case err := <-done:
+			t.Fatalf("asking the client about %s: %v", what, err)
+		}
 		return done
+	}
+	// closed says whether the event log holds the close of the session's last
+	// standalone stream: a stream opened after it starts after it.
+	js, err := jetstream.New(e.worker.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Context(t)
+	closed := func() bool {
+		st, err := js.Stream(ctx, "tg-mcp-events")
+		if err != nil {
+			return false
+		}
+		m, err := st.GetLastMsgForSubject(ctx, wire.DefaultSubjects.SessionOut(testTool, session))
+		return err == nil && m.Header.Get("Tg-Event") == "close"
 	}
 	answer := func(get *legacyStream, what string) {
 		t.Helper()
@@ -200,18 +225,16 @@ func TestStreamGetsWhatCameWhileNoneWasOpen(t *testing.T) {
 		}
 	}
 
-	first := ask("first")
-	time.Sleep(200 * time.Millisecond) // the request is in the log before the stream opens
+	first := ask("first") // in the log before the stream opens
 	get := openStream(t, "GET", url, headers, "")
 	answer(get, "first")
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
 	get.close()
-	time.Sleep(200 * time.Millisecond) // the edge has seen the stream close
+	testenv.WaitFor(t, "the edge logged the stream's close", closed)
 
 	second := ask("second")
-	time.Sleep(200 * time.Millisecond)
 	again := openStream(t, "GET", url, headers, "")
 	answer(again, "second")
 	if err := <-second; err != nil {
@@ -266,13 +289,13 @@ func TestDrainFinishesCalls(t *testing.T) {
 		defer wg.Done()
 		answer = do(t, "POST", url, headers, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":700}}}`)
 	}()
-	time.Sleep(200 * time.Millisecond) // the call is running
+	testenv.WaitFor(t, "the call reached the worker", func() bool { return e.worker.inFlight() == 1 })
 	drained := make(chan struct{})
 	go func() {
 		ed.stop()
 		close(drained)
 	}()
-	testenv.Eventually(t, 2*time.Second, "new requests refused", func() bool {
+	testenv.WaitFor(t, "new requests refused", func() bool {
 		return do(t, "POST", url, headers, `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`).status == http.StatusServiceUnavailable
 	})
 	wg.Wait()

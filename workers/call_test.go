@@ -67,7 +67,7 @@ func TestHandlerSeesTheCaller(t *testing.T) {
 		}
 		var request, worker trace.SpanContext
 		var requestParent, workerParent trace.SpanContext
-		testenv.Eventually(t, time.Second, "the worker's span ended", func() bool {
+		testenv.WaitFor(t, "the worker's span ended", func() bool {
 			for _, s := range spans.Ended() {
 				if s.SpanContext().TraceID() != span.SpanContext().TraceID() {
 					continue
@@ -124,7 +124,7 @@ func TestCancelMessageCancelsTheHandler(t *testing.T) {
 		if !errors.Is(err, workers.ErrCancelled) {
 			t.Errorf("cause %v, want ErrCancelled", err)
 		}
-	case <-time.After(2 * time.Second):
+	case <-time.After(testenv.Patience):
 		t.Fatal("the handler's context was not cancelled")
 	}
 }
@@ -190,7 +190,7 @@ func TestCancelReachesEveryCallOfACallID(t *testing.T) {
 			if !errors.Is(err, workers.ErrCancelled) {
 				t.Errorf("cause %v, want ErrCancelled", err)
 			}
-		case <-time.After(2 * time.Second):
+		case <-time.After(testenv.Patience):
 			t.Fatal("a call of the call id was not cancelled")
 		}
 	}
@@ -228,7 +228,7 @@ func TestProgressAndLog(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer sub.Unsubscribe()
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 			defer cancel()
 			if _, err := bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{Tool: "reporter", Method: "report", CallID: id, RequestID: "req-" + id, Progress: tt.progress}); err != nil {
 				t.Fatal(err)
@@ -389,7 +389,7 @@ func TestPayloadLimits(t *testing.T) {
 		}},
 	}
 	e.start(workers.Tool{ID: "sizes"}, methods)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 	defer cancel()
 
 	t.Run("a request over max_payload is refused before it is sent", func(t *testing.T) {

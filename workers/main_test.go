@@ -79,16 +79,16 @@ func (e *env) startWith(tool workers.Tool, methods []workers.Method, declare fun
 		cancel()
 		select {
 		case <-in.done:
-		case <-time.After(10 * time.Second):
-			e.t.Errorf("worker %s did not stop within 10s", w.Instance())
+		case <-time.After(testenv.Patience):
+			e.t.Errorf("worker %s did not stop within %v", w.Instance(), testenv.Patience)
 		}
 	})
 	select {
 	case <-w.Ready():
 	case err := <-in.done:
 		e.t.Fatalf("worker did not start: %v", err)
-	case <-time.After(10 * time.Second):
-		e.t.Fatal("worker not ready within 10s")
+	case <-time.After(testenv.Patience):
+		e.t.Fatalf("worker not ready within %v", testenv.Patience)
 	}
 	return in
 }
@@ -101,8 +101,8 @@ func (in *instance) stop(t *testing.T) error {
 	case err := <-in.done:
 		in.done <- err // for the cleanup
 		return err
-	case <-time.After(10 * time.Second):
-		t.Fatal("worker did not stop within 10s")
+	case <-time.After(testenv.Patience):
+		t.Fatalf("worker did not stop within %v", testenv.Patience)
 		return nil
 	}
 }

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/workers"
 )
 
@@ -41,7 +41,7 @@ func TestMCPRequests(t *testing.T) {
 	})
 	ask := func(t *testing.T, method, params string) (*wire.Reply, error) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 		defer cancel()
 		return bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{
 			Tool: "library", MCP: true, Method: method, CallID: "m-" + method, RequestID: "m-" + method,
@@ -91,7 +91,7 @@ func TestMCPRequests(t *testing.T) {
 		})
 	}
 	t.Run("the MCP subject is an endpoint in the tool's queue group", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 		defer cancel()
 		msg, err := e.nc.RequestWithContext(ctx, "$SRV.INFO.library", nil)
 		if err != nil {

@@ -36,7 +36,7 @@ func TestCallRequestAsksTheSessionsClient(t *testing.T) {
 		select {
 		case o := <-outcomes:
 			return o
-		case <-time.After(5 * time.Second):
+		case <-time.After(testenv.Patience):
 			t.Fatal("the handler did not finish")
 			return outcome{}
 		}
@@ -109,7 +109,7 @@ func TestCallRequestAsksTheSessionsClient(t *testing.T) {
 			if note["method"] != "notifications/cancelled" || p["requestId"] != req["id"] {
 				t.Errorf("got %v after %v", note, req)
 			}
-		case <-time.After(2 * time.Second):
+		case <-time.After(testenv.Patience):
 			t.Fatal("no notifications/cancelled")
 		}
 	})

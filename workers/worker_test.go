@@ -42,19 +42,19 @@ func greet() workers.Method {
 
 func call(t *testing.T, e *env, tool, method, params string) (*wire.Reply, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 	defer cancel()
 	return bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{Tool: tool, Method: method, CallID: registry.NewID("req_"), RequestID: registry.NewID("req_"), Account: "acme", Data: []byte(params)})
 }
 
 func TestWorkerInTheRegistry(t *testing.T) {
 	e := newEnv(t)
-	const ttl = 2 * time.Second // the instances that leave below set it: the bucket allows 10s
+	const ttl = 2 * time.Second // the instance killed below sets it: the bucket allows 10s
 
 	t.Run("a started worker is in the view with its methods and schemas", func(t *testing.T) {
 		in := e.start(greetTool, []workers.Method{greet()})
 		// The view follows each bucket on its own: the presence may show before the tool.
-		testenv.Eventually(t, time.Second, "presence and tool in the view", func() bool {
+		testenv.WaitFor(t, "presence and tool in the view", func() bool {
 			s := e.view.Snapshot()
 			return s.Instances("greeter") == 1 && s.RawTool("greeter") != nil
 		})
@@ -123,7 +123,7 @@ func TestWorkerInTheRegistry(t *testing.T) {
 		if _, err := call(t, e, "disco", "greet", `{"name":"Ada"}`); err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 		defer cancel()
 		var found bool
 		sub, err := e.nc.SubscribeSync(e.nc.NewRespInbox())
@@ -173,19 +173,20 @@ func TestWorkerInTheRegistry(t *testing.T) {
 	})
 
 	t.Run("a worker that stops cleanly leaves presence at once", func(t *testing.T) {
-		in := e.start(workers.Tool{ID: "leaver"}, []workers.Method{greet()}, workers.WithPresenceTTL(ttl))
-		testenv.Eventually(t, time.Second, "presence in the view", func() bool { return e.view.Snapshot().Instances("leaver") == 1 })
+		// The default TTL, so that presence gone well before it was removed, not expired.
+		in := e.start(workers.Tool{ID: "leaver"}, []workers.Method{greet()})
+		testenv.WaitFor(t, "presence in the view", func() bool { return e.view.Snapshot().Instances("leaver") == 1 })
 		start := time.Now()
 		if err := in.stop(t); err != nil {
 			t.Fatal(err)
 		}
-		testenv.Eventually(t, ttl/4, "presence gone", func() bool { return e.view.Snapshot().Instances("leaver") == 0 })
-		t.Logf("presence left the view %v after the stop (TTL %v)", time.Since(start).Round(time.Millisecond), ttl)
+		testenv.EventuallyBefore(t, 500*time.Millisecond, wire.DefaultPresenceTTL/2, "presence gone", func() bool { return e.view.Snapshot().Instances("leaver") == 0 })
+		t.Logf("presence left the view %v after the stop (TTL %v)", time.Since(start).Round(time.Millisecond), wire.DefaultPresenceTTL)
 	})
 
 	t.Run("a worker killed without drain leaves presence within its TTL", func(t *testing.T) {
 		in := e.start(workers.Tool{ID: "killed"}, []workers.Method{greet()}, workers.WithPresenceTTL(ttl))
-		testenv.Eventually(t, time.Second, "presence in the view", func() bool { return e.view.Snapshot().Instances("killed") == 1 })
+		testenv.WaitFor(t, "presence in the view", func() bool { return e.view.Snapshot().Instances("killed") == 1 })
 		start := time.Now()
 		in.nc.Close()
 		select {
@@ -194,7 +195,7 @@ func TestWorkerInTheRegistry(t *testing.T) {
 			if !errors.Is(err, nats.ErrConnectionClosed) {
 				t.Errorf("Run returned %v, want ErrConnectionClosed", err)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(testenv.Patience):
 			t.Fatal("Run did not return after its connection closed")
 		}
 		if e.view.Snapshot().Instances("killed") != 1 {
@@ -202,7 +203,7 @@ func TestWorkerInTheRegistry(t *testing.T) {
 		}
 		// The key expires its own TTL after the last heartbeat; the server notices
 		// within a moment more, and the view within a moment after that.
-		testenv.Eventually(t, ttl+time.Second, "expired presence dropped", func() bool { return e.view.Snapshot().Instances("killed") == 0 })
+		testenv.WaitFor(t, "expired presence dropped", func() bool { return e.view.Snapshot().Instances("killed") == 0 })
 		t.Logf("presence left the view %v after the kill (TTL %v)", time.Since(start).Round(time.Millisecond), ttl)
 	})
 }
@@ -263,7 +264,7 @@ func TestWorkerRefusesBadDeclarations(t *testing.T) {
 			for _, m := range tt.methods {
 				w.Handle(m)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 			defer cancel()
 			err := w.Run(ctx)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -331,7 +332,7 @@ func TestConcurrencyBound(t *testing.T) {
 			errs <- err
 		}()
 	}
-	testenv.Eventually(t, 2*time.Second, "two calls running", func() bool { return running.Load() == 2 })
+	testenv.WaitFor(t, "two calls running", func() bool { return running.Load() == 2 })
 	time.Sleep(100 * time.Millisecond) // room for a third to start, if the bound let it
 	if got := running.Load(); got != 2 {
 		t.Fatalf("%d calls running at once, want the bound of 2", got)
@@ -434,12 +435,12 @@ func TestClusterR3(t *testing.T) {
 
 	t.Run("a worker registers and is callable", func(t *testing.T) {
 		e.start(greetTool, []workers.Method{greet()})
-		testenv.Eventually(t, 2*time.Second, "presence in the view", func() bool { return e.view.Snapshot().Instances("greeter") == 1 })
+		testenv.WaitFor(t, "presence in the view", func() bool { return e.view.Snapshot().Instances("greeter") == 1 })
 		// The worker's subscription reaches the caller's node over the cluster's routes,
 		// which may take a moment longer than its presence takes through JetStream.
 		var r *wire.Reply
 		var err error
-		testenv.Eventually(t, 2*time.Second, "the worker answers from another node", func() bool {
+		testenv.WaitFor(t, "the worker answers from another node", func() bool {
 			r, err = call(t, e, "greeter", "greet", `{"name":"Ada"}`)
 			return !errors.Is(err, bus.ErrNoResponders)
 		})
@@ -463,7 +464,7 @@ func TestClusterR3(t *testing.T) {
 		c.Stop(stopped)
 		ctx := testenv.Context(t)
 		var err error
-		testenv.Eventually(t, 15*time.Second, "PutTool succeeds", func() bool {
+		testenv.WaitFor(t, "PutTool succeeds", func() bool {
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
 			err = store.PutTool(pctx, registry.Tool{ID: "after-stop", Methods: []registry.Method{{Name: "m"}}})
@@ -472,7 +473,7 @@ func TestClusterR3(t *testing.T) {
 		written := time.Now()
 		// The view follows each bucket with an ordered consumer; when the node serving
 		// it stops, the consumer is recreated only after missed heartbeats (about 20s).
-		testenv.Eventually(t, 30*time.Second, "the view sees the new tool", func() bool { return e.view.Snapshot().RawTool("after-stop") != nil })
+		testenv.WaitFor(t, "the view sees the new tool", func() bool { return e.view.Snapshot().RawTool("after-stop") != nil })
 		t.Logf("PutTool succeeded %v after node %d stopped; the view saw it %v later",
 			written.Sub(start).Round(time.Millisecond), stopped+1, time.Since(written).Round(time.Millisecond))
 		if _, err := store.Tool(ctx, "greeter"); err != nil {
@@ -507,7 +508,7 @@ func TestSubjectPrefix(t *testing.T) {
 	e := newEnv(t)
 	alt := wire.Subjects{Prefix: "alt"}
 	e.start(workers.Tool{ID: "prefixed"}, []workers.Method{greet()}, workers.WithSubjects(alt))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 	defer cancel()
 
 	t.Run("a worker under another prefix answers on that prefix's subjects", func(t *testing.T) {
@@ -549,7 +550,7 @@ func TestSetMethodsWhileServing(t *testing.T) {
 		if err := in.SetMethods(ctx, []workers.Method{answer("a", "second a"), b}); err != nil {
 			t.Fatal(err)
 		}
-		testenv.Eventually(t, time.Second, "the record has a and b", func() bool {
+		testenv.WaitFor(t, "the record has a and b", func() bool {
 			return strings.Join(methods(), ",") == "a/,b_dotted/b.dotted"
 		})
 		for method, want := range map[string]string{"a": `"second a"`, "b_dotted": `"b"`} {
@@ -563,7 +564,7 @@ func TestSetMethodsWhileServing(t *testing.T) {
 		if err := in.SetMethods(ctx, []workers.Method{answer("b_dotted", "b")}); err != nil {
 			t.Fatal(err)
 		}
-		testenv.Eventually(t, time.Second, "the record has only b", func() bool { return strings.Join(methods(), ",") == "b_dotted/" })
+		testenv.WaitFor(t, "the record has only b", func() bool { return strings.Join(methods(), ",") == "b_dotted/" })
 		_, err := call(t, e, "shifty", "a", `{}`)
 		var te *wire.ToolError
 		if !errors.As(err, &te) || te.Code != workers.CodeMethodNotFound || te.Status != 404 {
@@ -605,7 +606,7 @@ func TestWorkerWaitsForTheRegistry(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	testenv.Eventually(t, 10*time.Second, "the worker says it waits for the registry", func() bool {
+	testenv.WaitFor(t, "the worker says it waits for the registry", func() bool {
 		return strings.Contains(logs.String(), "the registry is not on this NATS system yet")
 	})
 	select {
@@ -619,10 +620,10 @@ func TestWorkerWaitsForTheRegistry(t *testing.T) {
 	case <-w.Ready():
 	case err := <-done:
 		t.Fatalf("Run returned %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("not ready 10s after the registry appeared")
+	case <-time.After(testenv.Patience):
+		t.Fatalf("not ready %v after the registry appeared", testenv.Patience)
 	}
-	testenv.Eventually(t, 5*time.Second, "the tool and its instance in the view", func() bool {
+	testenv.WaitFor(t, "the tool and its instance in the view", func() bool {
 		s := e.view.Snapshot()
 		return s.RawTool("greeter") != nil && s.Instances("greeter") == 1
 	})

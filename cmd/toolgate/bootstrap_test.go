@@ -84,14 +84,14 @@ func startEdgeWith(t *testing.T, flags ...string) string {
 	out := startCommand(t, append([]string{"edge", "--listen", "127.0.0.1:0"}, flags...)...)
 	var url string
 	listening := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
-	testenv.Eventually(t, 60*time.Second, "toolgate edge listens", func() bool {
+	testenv.WaitFor(t, "toolgate edge listens", func() bool {
 		m := listening.FindStringSubmatch(out.String())
 		if m != nil {
 			url = m[1]
 		}
 		return m != nil
 	})
-	testenv.Eventually(t, 5*time.Second, "the edge is ready", func() bool {
+	testenv.WaitFor(t, "the edge is ready", func() bool {
 		return checkHealth(context.Background(), url+"/readyz", time.Second) == nil
 	})
 	return url
@@ -196,11 +196,11 @@ func TestWorkerHealth(t *testing.T) {
 		cancel()
 		<-done
 	}()
-	testenv.Eventually(t, 30*time.Second, "the worker is healthy", func() bool {
+	testenv.WaitFor(t, "the worker is healthy", func() bool {
 		return checkHealth(context.Background(), "http://"+addr+"/healthz", time.Second) == nil
 	})
 	srv.Shutdown()
-	testenv.Eventually(t, 30*time.Second, "the worker is unhealthy without NATS", func() bool {
+	testenv.WaitFor(t, "the worker is unhealthy without NATS", func() bool {
 		err := checkHealth(context.Background(), "http://"+addr+"/healthz", time.Second)
 		return err != nil && strings.Contains(err.Error(), "503")
 	})

@@ -45,7 +45,7 @@ func TestBridgedServerThroughItsLink(t *testing.T) {
 		MCPURL string `json:"mcp_url"`
 		Status string `json:"status"`
 	}
-	testenv.Eventually(t, 30*time.Second, "the bridged tool is online", func() bool {
+	testenv.WaitFor(t, "the bridged tool is online", func() bool {
 		status, body := call(t, http.MethodGet, edgeURL+"/tools/fixture", key, "")
 		return status == 200 && json.Unmarshal([]byte(body), &tool) == nil && tool.Status == "online"
 	})
@@ -94,7 +94,7 @@ func TestBridgedServerThroughItsLink(t *testing.T) {
 		if _, err := session.CallTool(cctx, params); err != nil {
 			t.Fatal(err)
 		}
-		testenv.Eventually(t, 5*time.Second, "progress notifications", func() bool { return progress.Load() >= 3 })
+		testenv.WaitFor(t, "progress notifications", func() bool { return progress.Load() >= 3 })
 	})
 	t.Run("a resource is read and a prompt is got", func(t *testing.T) {
 		r, err := session.ReadResource(cctx, &mcp.ReadResourceParams{URI: "test://static-text"})
@@ -110,7 +110,7 @@ func TestBridgedServerThroughItsLink(t *testing.T) {
 		if _, err := session.CallTool(cctx, &mcp.CallToolParams{Name: "toggle_extra", Arguments: map[string]any{}}); err != nil {
 			t.Fatal(err)
 		}
-		testenv.Eventually(t, 10*time.Second, "list_changed and the new tool", func() bool {
+		testenv.WaitFor(t, "list_changed and the new tool", func() bool {
 			if listChanged.Load() == 0 {
 				return false
 			}

@@ -37,7 +37,7 @@ func securedNATS(t *testing.T) (url, credsDir, ca string) {
 		"--nats-tls-ca", filepath.Join(certs, busauth.CAFile),
 		"--nats-tls-cert", filepath.Join(certs, busauth.ServerCertFile), "--nats-tls-key", filepath.Join(certs, busauth.ServerKeyFile))
 	listening := regexp.MustCompile(`listening on ((?:nats|tls)://127\.0\.0\.1:\d+) .*auth: true, TLS: true`)
-	testenv.Eventually(t, 10*time.Second, "toolgate nats listens", func() bool {
+	testenv.WaitFor(t, "toolgate nats listens", func() bool {
 		m := listening.FindStringSubmatch(out.String())
 		if m != nil {
 			url = m[1]
@@ -88,7 +88,7 @@ func TestCredsCommands(t *testing.T) {
 			if !strings.Contains(err.Error(), `Subscription to "tg.call.beta.>"`) {
 				t.Fatalf("got %v", err)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(testenv.Patience):
 			t.Fatal("another tool's calls were not refused")
 		}
 	})
@@ -112,7 +112,7 @@ func TestCredsCommands(t *testing.T) {
 		}
 		select {
 		case <-watched.Done():
-		case <-time.After(10 * time.Second):
+		case <-time.After(testenv.Patience):
 			t.Fatalf("the worker is still connected (%v)", worker.Status())
 		}
 		_, err = bus.Connect(url, "alpha", testenv.Logger(t), bus.ClientAuth{Creds: creds, CA: ca}.Options()...)
@@ -158,7 +158,7 @@ func TestRolesExitNamingWhyNATSRefusedThem(t *testing.T) {
 			[]string{"worker: nats-creds: open"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 			defer cancel()
 			out, err := run(t, ctx, tt.args...)
 			if err == nil {
@@ -197,7 +197,7 @@ func TestRolesExitNamingWhyNATSRefusedThem(t *testing.T) {
 				"--nats-creds", filepath.Join(dir, "creds/edge.creds"), "--nats-tls-ca", ca})
 			done <- root.ExecuteContext(context.Background())
 		}()
-		testenv.Eventually(t, 20*time.Second, "the edge listens", func() bool { return strings.Contains(out.String(), "listening on") })
+		testenv.WaitFor(t, "the edge listens", func() bool { return strings.Contains(out.String(), "listening on") })
 		if got, err := run(t, context.Background(), "creds", "revoke", "--user", edgeUser, "--dir", dir, "--nats", url, "--nats-tls-ca", ca); err != nil {
 			t.Fatalf("revoke: %v\n%s", err, got)
 		}
@@ -206,8 +206,8 @@ func TestRolesExitNamingWhyNATSRefusedThem(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), bus.ErrConnectionLost.Error()) || !strings.Contains(err.Error(), bus.ErrCredentialsRefused.Error()) {
 				t.Fatalf("the edge ended with %v", err)
 			}
-		case <-time.After(20 * time.Second):
-			t.Fatal("the edge still runs 20s after its credentials were revoked")
+		case <-time.After(testenv.Patience):
+			t.Fatalf("the edge still runs %v after its credentials were revoked", testenv.Patience)
 		}
 	})
 }

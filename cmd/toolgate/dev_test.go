@@ -52,7 +52,7 @@ func startDevStackBanner(t *testing.T, data string) (devStack, string) {
 	out := &testenv.Buffer{}
 	done := make(chan error, 1)
 	go func() { done <- runDev(ctx, cfg, out, testenv.Logger(t)) }()
-	testenv.Eventually(t, 30*time.Second, "dev stack prints its banner", func() bool {
+	testenv.WaitFor(t, "dev stack prints its banner", func() bool {
 		return bannerEdge.MatchString(out.String())
 	})
 	stop := func() error {
@@ -60,8 +60,8 @@ func startDevStackBanner(t *testing.T, data string) (devStack, string) {
 		select {
 		case err := <-done:
 			return err
-		case <-time.After(20 * time.Second):
-			t.Fatal("dev stack did not stop within 20s")
+		case <-time.After(testenv.Patience):
+			t.Fatalf("dev stack did not stop within %v", testenv.Patience)
 			return nil
 		}
 	}
@@ -91,7 +91,7 @@ func TestDevStack(t *testing.T) {
 	edgeURL, key, stop := first.edgeURL, first.key, first.stop
 
 	t.Run("the printed key lists the three demo tools", func(t *testing.T) {
-		testenv.Eventually(t, 10*time.Second, "all three tools online", func() bool {
+		testenv.WaitFor(t, "all three tools online", func() bool {
 			status, body := call(t, http.MethodGet, edgeURL+"/get-tools", key, "")
 			return status == 200 && strings.Count(body, `"status":"online"`) == 3
 		})
@@ -116,7 +116,7 @@ func TestDevStack(t *testing.T) {
 			"HTTP+SSE":        &mcp.SSEClientTransport{Endpoint: tool.SSEURL},
 		} {
 			t.Run(name, func(t *testing.T) {
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 				defer cancel()
 				client := mcp.NewClient(&mcp.Implementation{Name: "dev-test", Version: "1"}, nil)
 				session, err := client.Connect(ctx, transport, nil)
@@ -189,7 +189,7 @@ func TestDevStack(t *testing.T) {
 		if h := toolsHistory(again.natsURL, 0); h != 5 {
 			t.Fatalf("the tools bucket keeps history %d after the restart, want this version's 5", h)
 		}
-		testenv.Eventually(t, 10*time.Second, "the kept key works", func() bool {
+		testenv.WaitFor(t, "the kept key works", func() bool {
 			status, _ := call(t, http.MethodPost, edgeURL+"/tool-call/echo/echo", key, `{}`)
 			return status == 200
 		})
@@ -244,7 +244,7 @@ func TestDevStackWithARevokedKey(t *testing.T) {
 	if fresh.key == first.key {
 		t.Fatal("the new dev key is the revoked one")
 	}
-	testenv.Eventually(t, 10*time.Second, "the new key works", func() bool {
+	testenv.WaitFor(t, "the new key works", func() bool {
 		status, _ := call(t, http.MethodPost, fresh.edgeURL+"/tool-call/echo/echo", fresh.key, `{}`)
 		return status == http.StatusOK
 	})

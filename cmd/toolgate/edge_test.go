@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -113,7 +112,7 @@ func TestEdgeAndAdminCommands(t *testing.T) {
 
 	req, _ := http.NewRequest(http.MethodGet, url+"/get-tools", nil)
 	req.Header.Set("SERVICE_API_KEY", key.Secret)
-	testenv.Eventually(t, time.Second, "the key works on the edge", func() bool {
+	testenv.WaitFor(t, "the key works on the edge", func() bool {
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return false

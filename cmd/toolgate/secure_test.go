@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -60,7 +59,7 @@ func TestEdgeRunsOnItsOwnCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	var tools edge.ToolList
-	testenv.Eventually(t, 20*time.Second, "get-tools shows echo online", func() bool {
+	testenv.WaitFor(t, "get-tools shows echo online", func() bool {
 		status, body := call(t, http.MethodGet, url+"/get-tools", key.Secret, "")
 		tools = edge.ToolList{}
 		return status == http.StatusOK && json.Unmarshal([]byte(body), &tools) == nil &&
@@ -78,7 +77,7 @@ func TestEdgeRunsOnItsOwnCredentials(t *testing.T) {
 		{"legacy HTTP+SSE", func() mcp.Transport { return &mcp.SSEClientTransport{Endpoint: tools.Tools[0].SSEURL} }},
 	} {
 		t.Run("an MCP session over "+tr.name, func(t *testing.T) {
-			cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+			cctx, ccancel := context.WithTimeout(context.Background(), testenv.Patience)
 			defer ccancel()
 			client := mcp.NewClient(&mcp.Implementation{Name: "secure-test", Version: "1"}, nil)
 			session, err := client.Connect(cctx, tr.transport(), nil)
@@ -116,12 +115,12 @@ func TestDevOnASecuredNATS(t *testing.T) {
 
 	banner := startCommand(t, "dev", "--nats", srv.ClientURL(), "--nats-creds", sec.Deployment.CredsFile(busauth.RoleAdmin), "--nats-tls-ca", ca,
 		"--data", t.TempDir(), "--listen", "127.0.0.1:0")
-	testenv.Eventually(t, 30*time.Second, "the dev stack prints its banner", func() bool { return bannerKey.MatchString(banner.String()) })
+	testenv.WaitFor(t, "the dev stack prints its banner", func() bool { return bannerKey.MatchString(banner.String()) })
 	url, key := bannerEdge.FindStringSubmatch(banner.String())[1], bannerKey.FindStringSubmatch(banner.String())[1]
 	if !strings.Contains(banner.String(), srv.ClientURL()) {
 		t.Errorf("the banner does not name the NATS system:\n%s", banner)
 	}
-	testenv.Eventually(t, 20*time.Second, "the demo tools are online", func() bool {
+	testenv.WaitFor(t, "the demo tools are online", func() bool {
 		status, body := call(t, http.MethodGet, url+"/get-tools", key, "")
 		return status == http.StatusOK && strings.Count(body, `"status":"online"`) == 3
 	})

@@ -102,8 +102,8 @@ func waitEnded(t *testing.T, ended <-chan struct{}, what string) {
 	t.Helper()
 	select {
 	case <-ended:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("%s: the stream was still open after 20s", what)
+	case <-time.After(testenv.Patience):
+		t.Fatalf("%s: the stream was still open after %v", what, testenv.Patience)
 	}
 }
 
@@ -120,7 +120,7 @@ func onEdge(t *testing.T, url, base string) string {
 // knowKey waits until every edge takes key and shows the echo tool online with it.
 func knowKey(t *testing.T, key string, edges ...string) {
 	t.Helper()
-	testenv.Eventually(t, 10*time.Second, "every edge knows the key and the echo tool is online", func() bool {
+	testenv.WaitFor(t, "every edge knows the key and the echo tool is online", func() bool {
 		for _, base := range edges {
 			if status, body := call(t, http.MethodGet, base+"/tools/echo", key, ""); status != http.StatusOK || !strings.Contains(body, `"online"`) {
 				return false
@@ -197,7 +197,7 @@ func TestSessionsEndWithTheirCredential(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitEnded(t, ended, "the old link's stream on edge b")
-		testenv.Eventually(t, 10*time.Second, "edge b knows the new link", func() bool {
+		testenv.WaitFor(t, "edge b knows the new link", func() bool {
 			status, _ := client.request(onEdge(t, rotated.MCPURL, b), "", `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
 			return status != http.StatusNotFound
 		})

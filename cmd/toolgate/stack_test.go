@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -47,7 +46,7 @@ func TestStackServesTheDemoTools(t *testing.T) {
 	}
 
 	var tools edge.ToolList
-	testenv.Eventually(t, 10*time.Second, "get-tools shows the email tool online", func() bool {
+	testenv.WaitFor(t, "get-tools shows the email tool online", func() bool {
 		status, _, body := call(http.MethodGet, "/get-tools", "")
 		tools = edge.ToolList{}
 		_ = json.Unmarshal(body, &tools)

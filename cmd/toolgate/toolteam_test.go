@@ -74,7 +74,7 @@ func TestToolTeamWorkerServesOnlyItsTool(t *testing.T) {
 		t.Fatal(err)
 	}
 	var tools edge.ToolList
-	testenv.Eventually(t, 20*time.Second, "get-tools shows the greeter online", func() bool {
+	testenv.WaitFor(t, "get-tools shows the greeter online", func() bool {
 		status, body := call(t, http.MethodGet, url+"/get-tools", key.Secret, "")
 		tools = edge.ToolList{}
 		return status == http.StatusOK && json.Unmarshal([]byte(body), &tools) == nil &&
@@ -87,7 +87,7 @@ func TestToolTeamWorkerServesOnlyItsTool(t *testing.T) {
 		}
 	})
 	t.Run("it is called over MCP, with progress", func(t *testing.T) {
-		cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cctx, ccancel := context.WithTimeout(context.Background(), testenv.Patience)
 		defer ccancel()
 		var progress atomic.Int32
 		client := mcp.NewClient(&mcp.Implementation{Name: "tool-team-test", Version: "1"}, &mcp.ClientOptions{
@@ -107,7 +107,7 @@ func TestToolTeamWorkerServesOnlyItsTool(t *testing.T) {
 		if got, _ := json.Marshal(res.StructuredContent); !strings.Contains(string(got), "hello grace") {
 			t.Fatalf("structured content %s", got)
 		}
-		testenv.Eventually(t, 10*time.Second, "the progress notification", func() bool { return progress.Load() >= 1 })
+		testenv.WaitFor(t, "the progress notification", func() bool { return progress.Load() >= 1 })
 	})
 
 	t.Run("its connection may do nothing else", func(t *testing.T) {
@@ -132,7 +132,7 @@ func TestToolTeamWorkerServesOnlyItsTool(t *testing.T) {
 				if !strings.Contains(err.Error(), a.want) {
 					t.Errorf("refused %v, want %s", err, a.want)
 				}
-			case <-time.After(10 * time.Second):
+			case <-time.After(testenv.Patience):
 				t.Errorf("not refused: %s", a.want)
 			}
 		}
@@ -154,7 +154,7 @@ func TestToolTeamWorkerServesOnlyItsTool(t *testing.T) {
 		if err := impostor.Run(ictx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			t.Logf("the impostor stopped: %v", err)
 		}
-		testenv.Eventually(t, 10*time.Second, "the server refused the impostor", func() bool {
+		testenv.WaitFor(t, "the server refused the impostor", func() bool {
 			for _, v := range serverLog.Violations() {
 				if strings.Contains(v, "impostor-worker") && strings.Contains(v, "greeter") {
 					return true

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/internal/mcpfixture"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
@@ -37,17 +38,17 @@ func TestWorkerDemoCommand(t *testing.T) {
 			s := view.Snapshot()
 			return s.Instances("email") + s.Instances("echo") + s.Instances("clock")
 		}
-		testenv.Eventually(t, 10*time.Second, "the three demo tools are live", func() bool { return live() == 3 })
+		testenv.WaitFor(t, "the three demo tools are live", func() bool { return live() == 3 })
 		cancel() // as SIGINT or SIGTERM does
 		select {
 		case err := <-done:
 			if err != nil {
 				t.Fatalf("worker demo: %v\n%s", err, stderr.String())
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(testenv.Patience):
 			t.Fatal("worker demo did not stop")
 		}
-		testenv.Eventually(t, 500*time.Millisecond, "presence removed", func() bool { return live() == 0 })
+		testenv.EventuallyBefore(t, 500*time.Millisecond, wire.DefaultPresenceTTL/2, "presence removed, not left to expire", func() bool { return live() == 0 })
 	})
 
 	tests := []struct {
@@ -93,7 +94,7 @@ func TestWorkerMCPCommand(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- root.ExecuteContext(ctx) }()
 
-		testenv.Eventually(t, 20*time.Second, "the tool is live with the server's tools", func() bool {
+		testenv.WaitFor(t, "the tool is live with the server's tools", func() bool {
 			s := view.Snapshot()
 			tool := s.RawTool("fixture")
 			return s.Instances("fixture") == 1 && tool != nil && tool.Tool.Title == "Fixture" &&
@@ -105,10 +106,10 @@ func TestWorkerMCPCommand(t *testing.T) {
 			if err != nil {
 				t.Fatalf("worker mcp: %v\n%s", err, stderr.String())
 			}
-		case <-time.After(15 * time.Second):
+		case <-time.After(testenv.Patience):
 			t.Fatal("worker mcp did not stop")
 		}
-		testenv.Eventually(t, 500*time.Millisecond, "presence removed", func() bool { return view.Snapshot().Instances("fixture") == 0 })
+		testenv.EventuallyBefore(t, 500*time.Millisecond, wire.DefaultPresenceTTL/2, "presence removed, not left to expire", func() bool { return view.Snapshot().Instances("fixture") == 0 })
 		if !strings.Contains(stderr.String(), "mcpfixture: serving on stdio") {
 			t.Errorf("the children's stderr is not in the worker's log:\n%s", stderr.String())
 		}

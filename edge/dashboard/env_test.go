@@ -167,7 +167,7 @@ func (e *env) serveEmail() {
 
 func (e *env) waitFor(what string, cond func(*registry.Snapshot) bool) {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 	defer cancel()
 	if err := e.view.WaitFor(ctx, cond); err != nil {
 		e.t.Fatalf("waiting for %s: %v", what, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/mcpfixture"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -36,11 +37,11 @@ func (c *client) note(s string) {
 	c.notes = append(c.notes, s)
 }
 
-// take returns the notifications so far, once there are n of them or a second has
-// passed: the SDK hands notifications to the handlers on a goroutine of their own, so
-// the last may come after the call's result.
+// take returns the notifications so far, once there are n of them or testenv.Patience
+// has passed: the SDK hands notifications to the handlers on a goroutine of their own,
+// so the last may come after the call's result.
 func (c *client) take(n int) []string {
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(testenv.Patience)
 	for {
 		c.mu.Lock()
 		if len(c.notes) >= n || time.Now().After(deadline) {
@@ -229,7 +230,7 @@ func TestStdioChild(t *testing.T) {
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	cl := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1.0.0"}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 	defer cancel()
 	cs, err := cl.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {

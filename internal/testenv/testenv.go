@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -95,17 +96,15 @@ func newCluster(t testing.TB, edit func(*bus.ServerConfig)) *Cluster {
 			s.WaitForShutdown()
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	WaitFor(t, "testenv: a JetStream meta leader that knows 3 peers", func() bool {
 		for _, s := range c.Servers {
 			if s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) == 3 {
-				return c
+				return true
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatal("testenv: cluster had no JetStream leader with 3 peers within 20s")
-	return nil
+		return false
+	})
+	return c
 }
 
 // Stop shuts one node down.
@@ -197,9 +196,9 @@ func (b *Buffer) String() string {
 	return b.b.String()
 }
 
-// Context is a context that ends with the test (or after 60s).
+// Context is a context that ends with the test (or after twice Patience).
 func Context(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*Patience)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -271,16 +270,69 @@ func LinkSigner(t testing.TB) *registry.LinkSigner {
 	return s
 }
 
-// Eventually polls cond every 10ms until it holds or within passes.
-func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+// Patience is how long a test waits for something that should happen (a view to take
+// a record, a node to elect a leader, a process to print its banner) before it fails:
+// generous, so that a test fails because the thing did not happen, not because a
+// loaded machine was slow to show it. TOOLGATE_TEST_PATIENCE (a Go duration, "2m")
+// sets it for a machine slower still.
+var Patience = patience()
+
+// PatienceEnv is the variable that sets Patience.
+const PatienceEnv = "TOOLGATE_TEST_PATIENCE"
+
+func patience() time.Duration {
+	if v := os.Getenv(PatienceEnv); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			return d
+		}
+		fmt.Fprintf(os.Stderr, "testenv: %s=%q is not a positive duration; using 30s\n", PatienceEnv, v)
+	}
+	return 30 * time.Second
+}
+
+// WaitFor polls cond every 10ms until it holds, and fails the test if it does not
+// within Patience.
+func WaitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	if !poll(Patience, cond) {
+		t.Fatalf("%s: not true within %v (%s)", what, Patience, PatienceEnv)
+	}
+}
+
+// Eventually waits as WaitFor does, for something the product promises to do within
+// a time: it reports (t.Logf) how long it took when that is longer than within, and
+// fails only when it does not happen within Patience (or within, if longer). It
+// returns how long it took.
+func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	return EventuallyBefore(t, within, max(within, Patience), what, cond)
+}
+
+// EventuallyBefore is Eventually for a condition that could come true another way
+// once limit has passed (a presence left behind expires by its TTL): it fails when
+// cond does not hold within limit, which should be well above within.
+func EventuallyBefore(t testing.TB, within, limit time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	if !poll(limit, cond) {
+		t.Fatalf("%s: not true within %v (promised within %v)", what, limit, within)
+	}
+	took := time.Since(start)
+	if took > within {
+		t.Logf("%s: took %v, more than the %v promised", what, took.Round(time.Millisecond), within)
+	}
+	return took
+}
+
+func poll(limit time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true within %v", what, within)
+			return false
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	return true
 }
 
 // Registry is a single node with the registry open on it: the setup most tests need.

@@ -40,13 +40,13 @@ func start(t testing.TB) *stack {
 			t.Errorf("demo.Run: %v", err)
 		}
 	})
-	testenv.Eventually(t, 5*time.Second, "the demo tools are live", func() bool {
+	testenv.WaitFor(t, "the demo tools are live", func() bool {
 		s := view.Snapshot()
 		return s.Instances("email") == 1 && s.Instances("echo") == 1 && s.Instances("clock") == 1
 	})
 	return &stack{nc: nc, store: store, view: view, call: func(t testing.TB, tool, method, params string) (*wire.Reply, error) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 		defer cancel()
 		return bus.Do(ctx, nc, wire.DefaultSubjects, &wire.Request{Tool: tool, Method: method, CallID: registry.NewID("req_"), RequestID: registry.NewID("req_"), Account: "dev", Data: []byte(params)})
 	}}
@@ -213,7 +213,7 @@ func TestRunDrainsEveryTool(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- demo.Run(ctx, nc, 1, workers.WithLogger(testenv.Logger(t))) }()
-	testenv.Eventually(t, 5*time.Second, "the demo tools are live", func() bool {
+	testenv.WaitFor(t, "the demo tools are live", func() bool {
 		return view.Snapshot().Instances("email")+view.Snapshot().Instances("echo")+view.Snapshot().Instances("clock") == 3
 	})
 	cancel()
@@ -222,10 +222,10 @@ func TestRunDrainsEveryTool(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Run: %v", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testenv.Patience):
 		t.Fatal("Run did not return after its context ended")
 	}
-	testenv.Eventually(t, 500*time.Millisecond, "presence removed", func() bool {
+	testenv.EventuallyBefore(t, 500*time.Millisecond, wire.DefaultPresenceTTL/2, "presence removed, not left to expire", func() bool {
 		return view.Snapshot().Instances("email")+view.Snapshot().Instances("echo")+view.Snapshot().Instances("clock") == 0
 	})
 }

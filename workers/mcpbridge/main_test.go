@@ -88,22 +88,22 @@ func (e *env) start(cfg mcpbridge.Config) *bridge {
 		cancel()
 		select {
 		case <-b.done:
-		case <-time.After(15 * time.Second):
-			e.t.Errorf("bridge %s did not stop within 15s", cfg.Tool)
+		case <-time.After(testenv.Patience):
+			e.t.Errorf("bridge %s did not stop within %v", cfg.Tool, testenv.Patience)
 		}
 	})
 	select {
 	case <-b.Ready():
 	case err := <-b.done:
 		e.t.Fatalf("bridge did not start: %v", err)
-	case <-time.After(30 * time.Second):
-		e.t.Fatal("bridge not ready within 30s")
+	case <-time.After(testenv.Patience):
+		e.t.Fatalf("bridge not ready within %v", testenv.Patience)
 	}
 	// Ready needs one session; the tests want all of them.
 	for i := range cfg.Sessions {
 		e.logs.waitFrom(e.t, mark, 20*time.Second, "upstream session started", fmt.Sprintf("session=%d ", i))
 	}
-	testenv.Eventually(e.t, 5*time.Second, "the tool in the caller's view", func() bool {
+	testenv.WaitFor(e.t, "the tool in the caller's view", func() bool {
 		_, err := e.view.Snapshot().Tool(registry.Principal{Account: account}, cfg.Tool)
 		return err == nil
 	})
@@ -259,6 +259,7 @@ func (s *sink) wait(t *testing.T, within time.Duration, parts ...string) (string
 // waitFrom is wait for the lines logged since mark.
 func (s *sink) waitFrom(t *testing.T, mark int, within time.Duration, parts ...string) (string, time.Time) {
 	t.Helper()
+	within = max(within, testenv.Patience) // within is how soon it is expected
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		s.mu.Lock()

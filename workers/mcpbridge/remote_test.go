@@ -127,7 +127,7 @@ func TestRemoteStreamableHTTPServer(t *testing.T) {
 			if tool != "sleep" {
 				t.Errorf("cancelled %s", tool)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(testenv.Patience):
 			t.Fatal("the server did not see the cancellation")
 		}
 	})
@@ -165,7 +165,7 @@ func TestRemoteStreamableHTTPServer(t *testing.T) {
 	})
 	t.Run("a server's new tool becomes a method", func(t *testing.T) {
 		e.result(t, ctx, "remote", call{method: "toggle_extra", params: `{}`})
-		testenv.Eventually(t, 5*time.Second, "the record has the extra method", func() bool {
+		testenv.WaitFor(t, "the record has the extra method", func() bool {
 			return e.view.Snapshot().RawTool("remote").Method(mcpfixture.ExtraToolName) != nil
 		})
 		for range 2 { // both sessions know it: the server is one
@@ -174,7 +174,7 @@ func TestRemoteStreamableHTTPServer(t *testing.T) {
 			}
 		}
 		e.result(t, ctx, "remote", call{method: "toggle_extra", params: `{}`})
-		testenv.Eventually(t, 5*time.Second, "the record lost the extra method", func() bool {
+		testenv.WaitFor(t, "the record lost the extra method", func() bool {
 			return e.view.Snapshot().RawTool("remote").Method(mcpfixture.ExtraToolName) == nil
 		})
 	})
