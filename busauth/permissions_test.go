@@ -35,7 +35,7 @@ func (v violations) handler() nats.Option {
 // `Publish to "tg.call.beta.x"`), skipping others.
 func (v violations) expect(t *testing.T, want string) {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(testenv.Patience)
 	for {
 		select {
 		case err := <-v:
@@ -345,7 +345,7 @@ func TestEdgeCredentialsRefuseWhatEdgesDoNotDo(t *testing.T) {
 		if err := admin.Publish("tg.sess.alpha.s1.out.p1~reply", []byte("answer")); err != nil {
 			t.Fatal(err)
 		}
-		if m, err := sub.NextMsg(5 * time.Second); err != nil || string(m.Data) != "answer" {
+		if m, err := sub.NextMsg(testenv.Patience); err != nil || string(m.Data) != "answer" {
 			t.Fatalf("got %v %v", m, err)
 		}
 		errs.none(t)
@@ -364,7 +364,7 @@ func TestEdgeCredentialsRefuseWhatEdgesDoNotDo(t *testing.T) {
 		if err := admin.Publish("_INBOX.edge.x", []byte("visible")); err != nil {
 			t.Fatal(err)
 		}
-		m, err := sub.NextMsg(5 * time.Second)
+		m, err := sub.NextMsg(testenv.Patience)
 		if err != nil || string(m.Data) != "visible" {
 			t.Fatalf("got %v %v", m, err)
 		}

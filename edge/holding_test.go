@@ -3,6 +3,7 @@ package edge_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -60,12 +61,14 @@ func (e *env) holdingWorker(t *testing.T, tool string, concurrency int) *holding
 	return hw
 }
 
-func (hw *holdingWorker) waitStarted(t *testing.T) {
+func (hw *holdingWorker) waitStarted(t *testing.T) string {
 	t.Helper()
 	select {
-	case <-hw.started:
+	case id := <-hw.started:
+		return id
 	case <-time.After(testenv.Patience):
 		t.Fatal("the call never started on the worker")
+		return ""
 	}
 }
 
@@ -80,10 +83,22 @@ func TestCallsOfADeadWorkerFail(t *testing.T) {
 	t.Run("a call whose worker dies fails at once", func(t *testing.T) {
 		hw := e.holdingWorker(t, "fragile", 4)
 		e.connect("acme", "fragile")
+		named, err := e.nc.SubscribeSync(wire.DefaultSubjects.Holding("fragile"))
+		if err != nil {
+			t.Fatal(err)
+		}
 		answered := make(chan result, 1)
 		go func() { answered <- e.call(key, "fragile", "hold", `{}`) }()
-		hw.waitStarted(t)
-		time.Sleep(2 * wire.HoldingAfter) // running long enough to be named
+		id := hw.waitStarted(t)
+		// Running long enough to be named: the edge has heard the worker hold it.
+		for held := false; !held; {
+			msg, err := named.NextMsg(testenv.Patience)
+			if err != nil {
+				t.Fatalf("the worker never named call %s: %v", id, err)
+			}
+			h, err := wire.ReadHolding(msg.Data)
+			held = err == nil && slices.Contains(h.Calls, id)
+		}
 		killed := time.Now()
 		hw.nc.Close()
 		select {
@@ -106,7 +121,7 @@ func TestCallsOfADeadWorkerFail(t *testing.T) {
 		go func() { first <- e.call(key, "patient", "hold", `{}`) }()
 		hw.waitStarted(t)
 		go func() { second <- e.call(key, "patient", "hold", `{}`) }() // waits for the only slot
-		time.Sleep(3 * wire.HoldingLost)
+		time.Sleep(3 * wire.HoldingLost) // the scenario: long past when an unheard call is given up
 		close(hw.release)
 		for i, ch := range []chan result{first, second} {
 			if r := <-ch; r.status != http.StatusOK {

@@ -496,11 +496,22 @@ func TestACallCancelledBeforeItStartsDoesNotRun(t *testing.T) {
 	go func() { blocking <- q.call(blockCtx, "req-blocking", `{"block":true}`, time.Now().Add(time.Minute)) }()
 	<-q.started
 
+	// The server has the call (a copy comes to the test) before it is cancelled: it is
+	// on its way to the worker's queue, if not there yet; the test holds either way.
+	sent, err := q.e.nc.SubscribeSync(wire.DefaultSubjects.Call("queue", "work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.e.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	queuedCtx, cancelQueued := context.WithCancel(context.Background())
 	queued := make(chan error, 1)
 	go func() { queued <- q.call(queuedCtx, "req-queued", `{}`, time.Now().Add(time.Minute)) }()
-	time.Sleep(50 * time.Millisecond) // let the call reach the worker's queue; the test holds if it has not
-	cancelQueued()                    // bus.Do publishes tg.cancel.queue.req-queued
+	if _, err := sent.NextMsg(testenv.Patience); err != nil {
+		t.Fatalf("the queued call was not sent: %v", err)
+	}
+	cancelQueued() // bus.Do publishes tg.cancel.queue.req-queued
 	if err := <-queued; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the queued call: %v, want context.Canceled", err)
 	}

@@ -219,7 +219,7 @@ func serviceID(t *testing.T, e *env, tool, instance string) string {
 		t.Fatal(err)
 	}
 	for {
-		msg, err := sub.NextMsg(5 * time.Second)
+		msg, err := sub.NextMsg(testenv.Patience)
 		if err != nil {
 			t.Fatalf("no PING from %s: %v", instance, err)
 		}
@@ -333,7 +333,7 @@ func TestConcurrencyBound(t *testing.T) {
 		}()
 	}
 	testenv.WaitFor(t, "two calls running", func() bool { return running.Load() == 2 })
-	time.Sleep(100 * time.Millisecond) // room for a third to start, if the bound let it
+	time.Sleep(100 * time.Millisecond) // room for a third to start, if the bound let it: a wait for what must not happen
 	if got := running.Load(); got != 2 {
 		t.Fatalf("%d calls running at once, want the bound of 2", got)
 	}
@@ -386,7 +386,7 @@ func TestDrainUnderLoadDropsNothing(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(500 * time.Millisecond)
+	testenv.WaitFor(t, "both instances serve calls", func() bool { return load(&served, "a") > 0 && load(&served, "b") > 0 })
 	drainStart := time.Now()
 	if err := a.stop(t); err != nil {
 		t.Fatalf("drain: %v", err)
@@ -395,7 +395,7 @@ func TestDrainUnderLoadDropsNothing(t *testing.T) {
 	a.nc.Close() // as the process would exit once Run returns: whatever was not answered is lost
 	byAAtStop := load(&served, "a")
 	byBAtStop := load(&served, "b")
-	time.Sleep(500 * time.Millisecond)
+	testenv.WaitFor(t, "instance b serves calls after a stopped", func() bool { return load(&served, "b") > byBAtStop+callers })
 	close(stopSending)
 	wg.Wait()
 
@@ -410,9 +410,6 @@ func TestDrainUnderLoadDropsNothing(t *testing.T) {
 	}
 	if byAAtStop == 0 || load(&served, "a") != byAAtStop {
 		t.Errorf("instance a served %d before its stop and %d in all: it should serve some, and none after", byAAtStop, load(&served, "a"))
-	}
-	if load(&served, "b") == byBAtStop {
-		t.Error("instance b served nothing after a stopped")
 	}
 }
 

@@ -132,7 +132,7 @@ func TestEdgeWaits(t *testing.T) {
 		}
 	})
 	t.Run("with --wait it serves once NATS and the files come", func(t *testing.T) {
-		go func() {
+		go func() { // the scenario: NATS, then the files, come late
 			time.Sleep(2 * time.Second)
 			testenv.ServerWith(t, func(c *bus.ServerConfig) { c.Port = port })
 			time.Sleep(time.Second)
@@ -140,7 +140,7 @@ func TestEdgeWaits(t *testing.T) {
 		}()
 		t.Setenv("TOOLGATE_ADMIN_KEY_FILE", adminKey)
 		url := startEdgeWith(t, "--nats", natsURL, "--link-secret-file", secret, "--wait", "60s")
-		if err := checkHealth(context.Background(), url+"/readyz", 5*time.Second); err != nil {
+		if err := checkHealth(context.Background(), url+"/readyz", testenv.Patience); err != nil {
 			t.Fatal(err)
 		}
 	})

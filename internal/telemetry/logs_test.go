@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // lines is a writer that keeps each write as it came, for a test to read.
@@ -37,7 +39,10 @@ func TestLoggerWritesInBatches(t *testing.T) {
 		if n, _ := out.all(); n != 0 {
 			t.Fatalf("%d writes at once, want the lines held", n)
 		}
-		time.Sleep(FlushEvery + 50*time.Millisecond)
+		testenv.Eventually(t, FlushEvery+50*time.Millisecond, "the held lines written", func() bool {
+			n, _ := out.all()
+			return n > 0
+		})
 		n, text := out.all()
 		if n != 1 || strings.Count(text, "\n") != 10 {
 			t.Fatalf("%d writes holding %d lines, want 1 holding 10", n, strings.Count(text, "\n"))

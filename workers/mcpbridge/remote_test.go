@@ -111,13 +111,22 @@ func TestRemoteStreamableHTTPServer(t *testing.T) {
 		}
 	})
 	t.Run("a cancelled call is cancelled on the server", func(t *testing.T) {
+		// The server's sleep says it started (a progress notification) before the call
+		// is cancelled.
+		started, err := e.nc.SubscribeSync(wire.DefaultSubjects.Progress("remote", "req-remote-sleep"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer started.Unsubscribe()
 		cctx, cancel := context.WithCancel(ctx)
 		errc := make(chan error, 1)
 		go func() {
-			_, err := e.do(cctx, "remote", call{method: "sleep", params: `{}`})
+			_, err := e.do(cctx, "remote", call{method: "sleep", params: `{}`, progress: true, requestID: "req-remote-sleep"})
 			errc <- err
 		}()
-		time.Sleep(300 * time.Millisecond)
+		if _, err := started.NextMsg(testenv.Patience); err != nil {
+			t.Fatalf("the sleep did not start on the server: %v", err)
+		}
 		cancel()
 		if err := <-errc; !errors.Is(err, context.Canceled) {
 			t.Errorf("the call returned %v", err)
@@ -155,7 +164,7 @@ func TestRemoteStreamableHTTPServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.result(t, ctx, "remote", call{method: "update_resource", params: `{"uri":"` + mcpfixture.WatchedResource + `"}`})
-		msg, err := out.NextMsg(5 * time.Second)
+		msg, err := out.NextMsg(testenv.Patience)
 		if err != nil {
 			t.Fatalf("no notification: %v", err)
 		}

@@ -155,7 +155,7 @@ func TestStdioServer(t *testing.T) {
 			_, err := e.do(cctx, "fixture", call{method: "sleep", params: `{}`, progress: true, requestID: id})
 			errc <- err
 		}()
-		if _, err := sub.NextMsg(5 * time.Second); err != nil {
+		if _, err := sub.NextMsg(testenv.Patience); err != nil {
 			t.Fatalf("the sleep did not start: %v", err)
 		}
 		cancelled := time.Now()
@@ -278,11 +278,21 @@ func TestChildCrashMidCall(t *testing.T) {
 	e.start(stdioConfig("crashy", 2))
 	ctx := testenv.Context(t)
 
-	// A long call holds one child; the crash goes to the other, the least busy.
+	// A long call holds one child (it says so as it starts); the crash goes to the
+	// other, the least busy.
+	sleeping, err := e.nc.SubscribeSync(wire.DefaultSubjects.Progress("crashy", "req-sleep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sleeping.Unsubscribe()
 	var wg sync.WaitGroup
 	var sleepErr error
-	wg.Go(func() { _, sleepErr = e.do(ctx, "crashy", call{method: "sleep", params: `{"ms":1500}`}) })
-	time.Sleep(200 * time.Millisecond)
+	wg.Go(func() {
+		_, sleepErr = e.do(ctx, "crashy", call{method: "sleep", params: `{"ms":3000}`, progress: true, requestID: "req-sleep"})
+	})
+	if _, err := sleeping.NextMsg(testenv.Patience); err != nil {
+		t.Fatalf("the long call did not start: %v", err)
+	}
 
 	id := "req-crash"
 	sub, err := e.nc.SubscribeSync(wire.DefaultSubjects.Progress("crashy", id))
@@ -295,7 +305,7 @@ func TestChildCrashMidCall(t *testing.T) {
 		_, err := e.do(ctx, "crashy", call{method: "crash", params: `{"after_ms":100}`, progress: true, requestID: id})
 		errc <- err
 	}()
-	if _, err := sub.NextMsg(5 * time.Second); err != nil {
+	if _, err := sub.NextMsg(testenv.Patience); err != nil {
 		t.Fatalf("no word from the crash tool: %v", err)
 	}
 	exited := time.Now() // the child exits right after telling so
