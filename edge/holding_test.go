@@ -121,7 +121,7 @@ func TestCallsOfADeadWorkerFail(t *testing.T) {
 		go func() { first <- e.call(key, "patient", "hold", `{}`) }()
 		hw.waitStarted(t)
 		go func() { second <- e.call(key, "patient", "hold", `{}`) }() // waits for the only slot
-		time.Sleep(3 * wire.HoldingLost) // the scenario: long past when an unheard call is given up
+		time.Sleep(3 * wire.HoldingLost)                               // the scenario: long past when an unheard call is given up
 		close(hw.release)
 		for i, ch := range []chan result{first, second} {
 			if r := <-ch; r.status != http.StatusOK {
