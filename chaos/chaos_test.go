@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // The most a fault may make calls fail for, and how long each is watched.
@@ -22,7 +24,7 @@ func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the chaos test runs the whole stack as processes; -short skips it")
 	}
-	s := startStack(t, buildToolgate(t))
+	s := startStack(t, testenv.Toolgate(t))
 	l := startLoad(s, 8)
 
 	var node *process // the NATS node killed: the one the most processes are connected to

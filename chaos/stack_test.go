@@ -115,17 +115,6 @@ func (s *stack) all() []*process {
 	return append(append(append([]*process{}, s.nats...), s.edges...), s.workers...)
 }
 
-// buildToolgate builds the binary once for the whole stack.
-func buildToolgate(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "toolgate")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/toolgate/toolgate/cmd/toolgate")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // randomKey is a secret of the stack: 32 random bytes in hex.
 func randomKey(t *testing.T) string {
 	var b [32]byte

@@ -6,13 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -25,31 +22,6 @@ import (
 	"github.com/toolgate/toolgate/connect"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
-
-// toolgateBin is the toolgate binary, built once for every test that runs
-// `toolgate connect` as a client would.
-var toolgateBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "toolgate-connect-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	toolgateBin = filepath.Join(dir, "toolgate")
-	if runtime.GOOS == "windows" {
-		toolgateBin += ".exe"
-	}
-	build := exec.Command("go", "build", "-o", toolgateBin, "github.com/toolgate/toolgate/cmd/toolgate")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building toolgate:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
 
 // The link's secret, which must never show in output.
 const secret = "lnk_s3cretT0ken"
@@ -109,23 +81,55 @@ func gateway(t *testing.T, path string, handler http.Handler) (string, *atomic.V
 	return srv.URL, &team
 }
 
-// session runs `toolgate connect` the way an MCP client does and connects to it.
-func session(t *testing.T, opts *mcp.ClientOptions, version string, args ...string) (*mcp.ClientSession, *bytes.Buffer) {
+// relayed is a client session through connect.Run, which runs in the test's process
+// on pipes, as `toolgate connect` runs on its stdin and stdout.
+type relayed struct {
+	*mcp.ClientSession
+	done chan error
+}
+
+// Close closes the client's side, as a client closes the relay's input, and returns
+// what Run returned then.
+func (r *relayed) Close() error {
+	_ = r.ClientSession.Close()
+	select {
+	case err := <-r.done:
+		r.done <- err
+		return err
+	case <-time.After(testenv.Patience):
+		return fmt.Errorf("Run did not return within %v of the client closing its input", testenv.Patience)
+	}
+}
+
+// session runs the relay to link with header and connects a client to it the way an
+// MCP client connects to `toolgate connect`; it returns the session and the relay's
+// log (what the command writes on stderr).
+func session(t *testing.T, opts *mcp.ClientOptions, version, link string, header http.Header) (*relayed, *testenv.Buffer) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 	t.Cleanup(cancel)
-	cmd := exec.Command(toolgateBin, append([]string{"connect"}, args...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	logs := &testenv.Buffer{}
+	clientIn, relayOut := io.Pipe()
+	relayIn, clientOut := io.Pipe()
+	r := &relayed{done: make(chan error, 1)}
+	go func() {
+		err := connect.Run(context.Background(), &mcp.IOTransport{Reader: relayIn, Writer: relayOut}, connect.Config{
+			Link: link, Header: header, Logger: slog.New(slog.NewJSONHandler(logs, nil)),
+		})
+		relayOut.Close() // as the process's stdout closes when it exits
+		r.done <- err
+	}()
 	client := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1.0.0"}, opts)
-	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: clientIn, Writer: clientOut}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
-		t.Fatalf("connecting through toolgate connect: %v\nstderr:\n%s", err, &stderr)
+		t.Fatalf("connecting through the relay: %v\nlog:\n%s", err, logs)
 	}
-	return cs, &stderr
+	r.ClientSession = cs
+	t.Cleanup(func() { _ = r.Close() })
+	return r, logs
 }
 
-func callSend(t *testing.T, cs *mcp.ClientSession) string {
+func callSend(t *testing.T, cs *relayed) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 	defer cancel()
@@ -168,7 +172,7 @@ func TestAClientCallsAToolThroughConnectOverStreamableHTTP(t *testing.T) {
 				ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"ok": true}}, nil
 				},
-			}, p.version, base+"/mcp/"+secret, "--header", "X-Team: growth")
+			}, p.version, base+"/mcp/"+secret, http.Header{"X-Team": {"growth"}})
 
 			if got := callSend(t, cs); !strings.Contains(got, "sent to ada@example.com") {
 				t.Errorf("tool answered %q", got)
@@ -197,7 +201,7 @@ func TestAClientCallsAToolThroughConnectOverStreamableHTTP(t *testing.T) {
 			}
 
 			if err := cs.Close(); err != nil {
-				t.Errorf("toolgate connect did not exit cleanly when its input closed: %v\nstderr:\n%s", err, stderr)
+				t.Errorf("the relay did not end cleanly when its input closed: %v\nlog:\n%s", err, stderr)
 			}
 			if strings.Contains(stderr.String(), secret) {
 				t.Errorf("stderr shows the link's secret:\n%s", stderr)
@@ -218,12 +222,12 @@ func TestConnectFallsBackToLegacySSE(t *testing.T) {
 			server := newEmailServer()
 			base, _ := gateway(t, tc.path, mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return server }, nil))
 
-			cs, stderr := session(t, nil, "", base+"/mcp/"+secret)
+			cs, stderr := session(t, nil, "", base+"/mcp/"+secret, nil)
 			if got := callSend(t, cs); !strings.Contains(got, "sent to ada@example.com") {
 				t.Errorf("tool answered %q", got)
 			}
 			if err := cs.Close(); err != nil {
-				t.Errorf("toolgate connect did not exit cleanly: %v\nstderr:\n%s", err, stderr)
+				t.Errorf("the relay did not end cleanly: %v\nlog:\n%s", err, stderr)
 			}
 			if !strings.Contains(stderr.String(), "legacy SSE") {
 				t.Errorf("stderr does not say it fell back:\n%s", stderr)
@@ -254,22 +258,21 @@ func TestConnectReportsAFailedLinkWithoutShowingIt(t *testing.T) {
 		{"an unreachable link", closed + "/mcp/" + secret, "connection refused"},
 		{"a link that refuses the caller (401) is not taken for an SSE server", refusing + "/mcp/" + secret, "Unauthorized"},
 	} {
-		t.Run(tc.name+" fails the client's first call and exits non-zero", func(t *testing.T) {
-			cmd := exec.Command(toolgateBin, "connect", tc.link)
-			cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n")
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
+		t.Run(tc.name+" fails the client's first call and ends the relay with an error", func(t *testing.T) {
+			var stdout, stderr testenv.Buffer
+			in := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n"
+			err := connect.Run(testenv.Context(t), &mcp.IOTransport{Reader: io.NopCloser(strings.NewReader(in)), Writer: nopCloser{&stdout}},
+				connect.Config{Link: tc.link, Logger: slog.New(slog.NewJSONHandler(&stderr, nil))})
 			if err == nil {
-				t.Fatal("toolgate connect exited 0")
+				t.Fatal("Run returned no error: toolgate connect would exit 0")
 			}
 			if !strings.Contains(stdout.String(), `"id":1`) || !strings.Contains(stdout.String(), `"error"`) {
 				t.Errorf("the client's call got no error answer: %s", &stdout)
 			}
-			if !strings.Contains(stderr.String(), tc.want) {
-				t.Errorf("stderr does not say %q:\n%s", tc.want, &stderr)
+			if said := stderr.String() + err.Error(); !strings.Contains(said, tc.want) {
+				t.Errorf("neither the log nor the error says %q:\n%s", tc.want, said)
 			}
-			if out := stdout.String() + stderr.String(); strings.Contains(out, secret) {
+			if out := stdout.String() + stderr.String() + err.Error(); strings.Contains(out, secret) {
 				t.Errorf("output shows the link's secret:\n%s", out)
 			}
 		})
@@ -282,34 +285,19 @@ func TestConnectReportsAFailedLinkWithoutShowingIt(t *testing.T) {
 func TestRunExitsCleanlyWhenTheClientClosesItsInput(t *testing.T) {
 	server := newEmailServer()
 	base, _ := gateway(t, "/mcp/"+secret, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
-
-	clientIn, relayOut := io.Pipe()
-	relayIn, clientOut := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- connect.Run(context.Background(), &mcp.IOTransport{Reader: relayIn, Writer: relayOut}, connect.Config{Link: base + "/mcp/" + secret})
-	}()
-
-	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
-	defer cancel()
-	client := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1.0.0"}, nil)
-	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: clientIn, Writer: clientOut}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs, logs := session(t, nil, "2025-11-25", base+"/mcp/"+secret, nil)
 	if got := callSend(t, cs); !strings.Contains(got, "sent to") {
 		t.Errorf("tool answered %q", got)
 	}
-	cs.Close()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	case <-ctx.Done():
-		t.Fatal("Run did not return after the client closed its input")
+	if err := cs.Close(); err != nil {
+		t.Errorf("Run: %v\nlog:\n%s", err, logs)
 	}
 }
+
+// nopCloser is a writer the relay may close.
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
 
 func TestConfigRefusesALinkThatIsNotAnHTTPURL(t *testing.T) {
 	for _, link := range []string{"", "mcp/lnk", "ftp://host/mcp/lnk", "http:///mcp"} {
@@ -363,7 +351,7 @@ func TestConnectLivesOnWhenTheLinkRefusesAMessage(t *testing.T) {
 			server := newEmailServer()
 			rec := &recorder{next: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil), refuse: "tools/list"}
 			base, _ := gateway(t, "/mcp/"+secret, rec)
-			cs, stderr := session(t, nil, p.version, base+"/mcp/"+secret)
+			cs, stderr := session(t, nil, p.version, base+"/mcp/"+secret, nil)
 			defer cs.Close()
 
 			ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
@@ -391,7 +379,7 @@ func TestConnectCancelsAStatelessCallByClosingItsRequest(t *testing.T) {
 		})
 	rec := &recorder{next: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true})}
 	base, _ := gateway(t, "/mcp/"+secret, rec)
-	cs, stderr := session(t, nil, "2026-07-28", base+"/mcp/"+secret)
+	cs, stderr := session(t, nil, "2026-07-28", base+"/mcp/"+secret, nil)
 	defer cs.Close()
 	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
 		t.Fatalf("the client speaks %s", v)

@@ -13,9 +13,14 @@ import (
 )
 
 // TestMain lets this test binary run as the MCP fixture's stdio child, for the tests
-// of toolgate worker mcp.
+// of toolgate worker mcp, and as toolgate itself (asToolgate), for the tests of
+// commands a client starts as a process.
 func TestMain(m *testing.M) {
 	mcpfixture.RunIfChild()
+	if os.Getenv(asToolgate) == "1" {
+		main()
+		os.Exit(0)
+	}
 	os.Exit(m.Run())
 }
 
