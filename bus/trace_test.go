@@ -3,13 +3,13 @@ package bus_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // TestDoCarriesTraceContextWithoutProvider pins what bus.Do promises when no tracer
@@ -46,7 +46,7 @@ func TestDoCarriesTraceContextWithoutProvider(t *testing.T) {
 		TraceFlags: trace.FlagsSampled,
 		Remote:     true,
 	})
-	ctx, cancel := context.WithTimeout(trace.ContextWithRemoteSpanContext(context.Background(), caller), 5*time.Second)
+	ctx, cancel := context.WithTimeout(trace.ContextWithRemoteSpanContext(context.Background(), caller), testenv.Patience)
 	defer cancel()
 	if _, err := bus.Do(ctx, nc, wire.DefaultSubjects, &wire.Request{Tool: "t", Method: "m", CallID: "c1", RequestID: "req_1", Data: []byte(`{}`)}); err != nil {
 		t.Fatal(err)

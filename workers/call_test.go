@@ -303,7 +303,7 @@ func TestCallOutcomes(t *testing.T) {
 	}
 
 	t.Run("a value comes back as JSON with status 200", func(t *testing.T) {
-		r, err := do(t, "json", `{}`, 5*time.Second)
+		r, err := do(t, "json", `{}`, testenv.Patience)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -312,7 +312,7 @@ func TestCallOutcomes(t *testing.T) {
 		}
 	})
 	t.Run("a Raw reply keeps its status, content type and bytes", func(t *testing.T) {
-		r, err := do(t, "raw", `{}`, 5*time.Second)
+		r, err := do(t, "raw", `{}`, testenv.Patience)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -321,7 +321,7 @@ func TestCallOutcomes(t *testing.T) {
 		}
 	})
 	t.Run("an MCPResult comes back as its JSON, marked as a CallToolResult", func(t *testing.T) {
-		r, err := do(t, "mcp", `{}`, 5*time.Second)
+		r, err := do(t, "mcp", `{}`, testenv.Patience)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -333,30 +333,30 @@ func TestCallOutcomes(t *testing.T) {
 		}
 	})
 	t.Run("a tool's Error becomes a ToolError with its code, message, status and data", func(t *testing.T) {
-		_, err := do(t, "fail", `{}`, 5*time.Second)
+		_, err := do(t, "fail", `{}`, testenv.Patience)
 		te := toolErr(t, err, "quota_exceeded", 429)
 		if te.Message != "no more today" || string(te.Data) != `{"retry_in":60}` {
 			t.Errorf("message %q, data %s", te.Message, te.Data)
 		}
 	})
 	t.Run("any other error is an internal tool error", func(t *testing.T) {
-		_, err := do(t, "broken", `{}`, 5*time.Second)
+		_, err := do(t, "broken", `{}`, testenv.Patience)
 		te := toolErr(t, err, "internal", 0)
 		if te.Message != "database is down" {
 			t.Errorf("message %q", te.Message)
 		}
 	})
 	t.Run("a panic is an internal tool error and the worker lives on", func(t *testing.T) {
-		_, err := do(t, "panic", `{}`, 5*time.Second)
+		_, err := do(t, "panic", `{}`, testenv.Patience)
 		toolErr(t, err, "internal", 0)
-		if _, err := do(t, "json", `{}`, 5*time.Second); err != nil {
+		if _, err := do(t, "json", `{}`, testenv.Patience); err != nil {
 			t.Fatalf("after the panic: %v", err)
 		}
 	})
 	t.Run("parameters that do not decode are invalid_params", func(t *testing.T) {
-		_, err := do(t, "typed", `{"n":"two"}`, 5*time.Second)
+		_, err := do(t, "typed", `{"n":"two"}`, testenv.Patience)
 		toolErr(t, err, "invalid_params", 400)
-		r, err := do(t, "typed", `{"n":21}`, 5*time.Second)
+		r, err := do(t, "typed", `{"n":21}`, testenv.Patience)
 		if err != nil || string(r.Data) != "42" {
 			t.Fatalf("typed call: %v %s", err, r.Data)
 		}
@@ -372,7 +372,7 @@ func TestCallOutcomes(t *testing.T) {
 		}
 	})
 	t.Run("a method nobody serves is no responders", func(t *testing.T) {
-		_, err := do(t, "absent", `{}`, 5*time.Second)
+		_, err := do(t, "absent", `{}`, testenv.Patience)
 		if !errors.Is(err, bus.ErrNoResponders) {
 			t.Fatalf("got %v, want bus.ErrNoResponders", err)
 		}

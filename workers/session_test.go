@@ -50,7 +50,7 @@ func TestCallRequestAsksTheSessionsClient(t *testing.T) {
 		se := testenv.NewSessionEdge(t, e.nc, "asker", "sess-ok", func(id string) string {
 			return `{"jsonrpc":"2.0","id":"` + id + `","result":{"action":"accept","content":{"name":"Ada"}}}`
 		})
-		o := run(t, "sess-ok", 5*time.Second)
+		o := run(t, "sess-ok", testenv.Patience)
 		if o.err != nil || string(o.result) != `{"action":"accept","content":{"name":"Ada"}}` {
 			t.Fatalf("got %s %v", o.result, o.err)
 		}
@@ -66,7 +66,7 @@ func TestCallRequestAsksTheSessionsClient(t *testing.T) {
 		testenv.NewSessionEdge(t, e.nc, "asker", "sess-no", func(id string) string {
 			return `{"jsonrpc":"2.0","id":"` + id + `","error":{"code":-1,"message":"User rejected"}}`
 		})
-		o := run(t, "sess-no", 5*time.Second)
+		o := run(t, "sess-no", testenv.Patience)
 		var re *workers.RPCError
 		if !errors.As(o.err, &re) || re.Code != -1 || re.Message != "User rejected" {
 			t.Fatalf("got %v, want the client's JSON-RPC error", o.err)
@@ -74,7 +74,7 @@ func TestCallRequestAsksTheSessionsClient(t *testing.T) {
 	})
 	t.Run("a client that did not declare the capability is not asked", func(t *testing.T) {
 		se := testenv.NewSessionEdge(t, e.nc, "asker", "sess-sampling-only", nil)
-		o := runWith(t, "sess-sampling-only", []string{"roots", "sampling"}, 5*time.Second)
+		o := runWith(t, "sess-sampling-only", []string{"roots", "sampling"}, testenv.Patience)
 		if !errors.Is(o.err, workers.ErrNotDeclared) || !strings.Contains(o.err.Error(), "does not support elicitation") {
 			t.Fatalf("got %v, want ErrNotDeclared naming elicitation", o.err)
 		}
@@ -85,13 +85,13 @@ func TestCallRequestAsksTheSessionsClient(t *testing.T) {
 		}
 	})
 	t.Run("a call without a session cannot ask", func(t *testing.T) {
-		if o := run(t, "", 5*time.Second); !errors.Is(o.err, workers.ErrNoSession) {
+		if o := run(t, "", testenv.Patience); !errors.Is(o.err, workers.ErrNoSession) {
 			t.Fatalf("got %v, want ErrNoSession", o.err)
 		}
 	})
 	t.Run("with nothing to store session messages it fails at once", func(t *testing.T) {
 		start := time.Now()
-		o := run(t, "sess-nowhere", 5*time.Second)
+		o := run(t, "sess-nowhere", testenv.Patience)
 		if !errors.Is(o.err, workers.ErrNoSessionLog) || time.Since(start) > time.Second {
 			t.Fatalf("got %v after %v", o.err, time.Since(start))
 		}
