@@ -97,15 +97,39 @@ func newCluster(t testing.TB, edit func(*bus.ServerConfig)) *Cluster {
 			s.WaitForShutdown()
 		}
 	})
+	c.WaitJetStream(t)
+	return c
+}
+
+// WaitJetStream waits until the cluster has a JetStream meta leader that knows all
+// three peers: after NewCluster, or after its nodes were started again.
+func (c *Cluster) WaitJetStream(t testing.TB) {
+	t.Helper()
 	WaitFor(t, "testenv: a JetStream meta leader that knows 3 peers", func() bool {
 		for _, s := range c.Servers {
-			if s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) == 3 {
+			if s.Running() && s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) == 3 {
 				return true
 			}
 		}
 		return false
 	})
-	return c
+}
+
+// WaitStreamLeader waits until the stream (a bucket's is KV_<bucket>) of the
+// global account (a cluster without the deployment's security) has a leader.
+func (c *Cluster) WaitStreamLeader(t testing.TB, stream string) {
+	t.Helper()
+	WaitFor(t, "testenv: a leader of stream "+stream, func() bool {
+		for _, s := range c.Servers {
+			if !s.Running() {
+				continue
+			}
+			if s.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // Stop shuts one node down.
