@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/registry"
@@ -64,7 +65,9 @@ func (c *Cluster) URL() string {
 // stream finds no placement).
 func NewCluster(t testing.TB) *Cluster {
 	t.Helper()
-	return newCluster(t, func(*bus.ServerConfig) {})
+	c := newCluster(t, func(*bus.ServerConfig) {})
+	c.waitPlacement(t)
+	return c
 }
 
 // newCluster starts the cluster after edit has adjusted each node's config.
@@ -99,6 +102,32 @@ func newCluster(t testing.TB, edit func(*bus.ServerConfig)) *Cluster {
 	})
 	c.WaitJetStream(t)
 	return c
+}
+
+// waitPlacement waits until the cluster places a stream on its three nodes: a meta
+// leader that knows three peers may not yet have what placement needs of each (a new
+// leader elected just then, or a peer's first statistics not in), and the registry's
+// first R3 bucket would be refused ("no suitable peers for placement").
+func (c *Cluster) waitPlacement(t testing.TB) {
+	t.Helper()
+	nc := Conn(t, c.URL())
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	const probe = "testenv-placement"
+	WaitFor(t, "testenv: the cluster places a stream on its three nodes", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: probe, Subjects: []string{probe}, Replicas: 3, Storage: jetstream.MemoryStorage})
+		return err == nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), Patience)
+	defer cancel()
+	if err := js.DeleteStream(ctx, probe); err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
 }
 
 // WaitJetStream waits until the cluster has a JetStream meta leader that knows all
