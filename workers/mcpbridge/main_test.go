@@ -92,16 +92,19 @@ func (e *env) start(cfg mcpbridge.Config) *bridge {
 			e.t.Errorf("bridge %s did not stop within %v", cfg.Tool, testenv.Patience)
 		}
 	})
+	// A server that is slow to start (npx resolving a package on a loaded machine)
+	// has the config's StartTimeout before the bridge gives up on it by itself.
+	budget := testenv.Patience + cfg.StartTimeout
 	select {
 	case <-b.Ready():
 	case err := <-b.done:
 		e.t.Fatalf("bridge did not start: %v", err)
-	case <-time.After(testenv.Patience):
-		e.t.Fatalf("bridge not ready within %v", testenv.Patience)
+	case <-time.After(budget):
+		e.t.Fatalf("bridge not ready within %v", budget)
 	}
 	// Ready needs one session; the tests want all of them.
 	for i := range cfg.Sessions {
-		e.logs.waitFrom(e.t, mark, 20*time.Second, "upstream session started", fmt.Sprintf("session=%d ", i))
+		e.logs.waitFrom(e.t, mark, budget, "upstream session started", fmt.Sprintf("session=%d ", i))
 	}
 	testenv.WaitFor(e.t, "the tool in the caller's view", func() bool {
 		_, err := e.view.Snapshot().Tool(registry.Principal{Account: account}, cfg.Tool)
