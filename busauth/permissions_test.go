@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -71,7 +72,11 @@ type workerEnv struct {
 func newWorkerEnv(t *testing.T) *workerEnv {
 	t.Helper()
 	sec := testenv.NewSecurity(t)
-	srv := testenv.SecureServer(t, sec, true)
+	return newWorkerEnvOn(t, sec, testenv.SecureServer(t, sec, true))
+}
+
+func newWorkerEnvOn(t *testing.T, sec *testenv.Security, srv *server.Server) *workerEnv {
+	t.Helper()
 	admin := testenv.SecureConn(t, srv.ClientURL(), sec.Client(sec.Deployment.CredsFile(busauth.RoleAdmin), true))
 	testenv.Store(t, admin, 1) // the buckets, as an admin or bootstrap makes them
 	ctx := testenv.Context(t)
@@ -323,7 +328,7 @@ func TestEdgeCredentialsRefuseWhatEdgesDoNotDo(t *testing.T) {
 		{"purging a bucket", "$JS.API.STREAM.PURGE.KV_tg-keys"},
 		{"deleting the event log", "$JS.API.STREAM.DELETE.tg-mcp-events"},
 		{"making another stream", "$JS.API.STREAM.CREATE.other"},
-		{"writing another bucket", "$KV.tg-demo-outbox.x"},
+		{"writing a tool's state", "$KV.tg-state-email.x"},
 		{"progress as if it were a worker", "tg.progress.alpha.c1"},
 		{"an account JWT", "$SYS.REQ.CLAIMS.UPDATE"},
 	} {
