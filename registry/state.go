@@ -15,8 +15,9 @@ import (
 // DefaultStateMaxBytes is how much a tool's state bucket holds unless told otherwise.
 const DefaultStateMaxBytes = 64 << 20
 
-// MaxStateMaxBytes is the most a tool's state bucket may be made to hold.
-const MaxStateMaxBytes = 1 << 40
+// MaxStateMaxBytes is the most a tool's state bucket may be made to hold: state
+// beyond a gigabyte belongs in a store of the tool's own.
+const MaxStateMaxBytes = 1 << 30
 
 // StateOptions are a tool's state bucket's settings.
 type StateOptions struct {
