@@ -244,14 +244,7 @@ func TestWorkerCredentialsRefuseEverythingElse(t *testing.T) {
 			struct{ name, subject string }{"deleting " + b, "$JS.API.STREAM.DELETE.KV_" + b},
 		)
 	}
-	for _, c := range publish {
-		t.Run("publishing "+c.name, func(t *testing.T) {
-			if err := e.worker.PublishRequest(c.subject, e.worker.NewRespInbox(), []byte("{}")); err != nil {
-				t.Fatal(err)
-			}
-			e.errs.expect(t, fmt.Sprintf("Publish to %q", c.subject))
-		})
-	}
+	e.refusesPublishing(t, publish)
 
 	t.Run("a registry read through the JetStream client fails", func(t *testing.T) {
 		js, err := jetstream.New(e.worker)
@@ -375,6 +368,20 @@ func TestEdgeCredentialsRefuseWhatEdgesDoNotDo(t *testing.T) {
 		}
 		errs.none(t)
 	})
+}
+
+// refusesPublishing publishes, with the worker's credentials, on each subject (a
+// request, as a client of the API would) and expects the server's refusal of each.
+func (e *workerEnv) refusesPublishing(t *testing.T, cases []struct{ name, subject string }) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run("publishing "+c.name, func(t *testing.T) {
+			if err := e.worker.PublishRequest(c.subject, e.worker.NewRespInbox(), []byte("{}")); err != nil {
+				t.Fatal(err)
+			}
+			e.errs.expect(t, fmt.Sprintf("Publish to %q", c.subject))
+		})
+	}
 }
 
 // workerInbox makes a raw connection's inboxes a worker's of tool, as the SDK makes

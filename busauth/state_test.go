@@ -179,14 +179,7 @@ func TestWorkerCredentialsRefuseOtherState(t *testing.T) {
 			{"deleting " + who + " state", "$JS.API.STREAM.DELETE." + st},
 		}...)
 	}
-	for _, c := range publish {
-		t.Run("publishing "+c.name, func(t *testing.T) {
-			if err := e.worker.PublishRequest(c.subject, e.worker.NewRespInbox(), []byte("{}")); err != nil {
-				t.Fatal(err)
-			}
-			e.errs.expect(t, fmt.Sprintf("Publish to %q", c.subject))
-		})
-	}
+	e.refusesPublishing(t, publish)
 
 	t.Run("the SDK opening another tool's state fails", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(e.ctx, 3*time.Second)
