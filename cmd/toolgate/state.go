@@ -48,12 +48,12 @@ that exists is kept as it is.`,
 		Example: `  toolgate state create weather --nats tls://nats-1:4222 --nats-creds admin.creds --nats-tls-ca ca.pem --replicas 3`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, tools []string) error {
-			if err := cfg.Validate(); err != nil {
-				return fmt.Errorf("state create: %w", err)
-			}
 			o := registry.StateOptions{Replicas: cfg.Replicas, MaxBytes: maxBytes}
 			if err := o.Validate(); err != nil {
 				return err
+			}
+			if err := cfg.Validate(); err != nil {
+				return fmt.Errorf("state create: %w", err)
 			}
 			for _, t := range tools {
 				if err := wire.CheckToolID(t); err != nil {
