@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/bench/load"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // server is a real HTTP server on loopback whose handler sleeps for delay.
@@ -54,10 +55,21 @@ func TestSaturateStopsAtItsCount(t *testing.T) {
 func TestSaturateMeasuresTheTargetsLatency(t *testing.T) {
 	var hits atomic.Int64
 	url := server(t, 5*time.Millisecond, &hits)
-	r := load.Saturate(context.Background(), 2, 300*time.Millisecond, 1<<30, get(url))
+	// Bounded by its count: a window of time could end, on a loaded machine, before
+	// any request had its answer.
+	r := load.Saturate(context.Background(), 2, testenv.Patience, 20, get(url))
+	if r.Requests != 20 || r.Errors != 0 {
+		t.Fatalf("got %d requests (%d errors, first: %v), want 20", r.Requests, r.Errors, r.FirstErr)
+	}
 	if p50 := r.Percentile(0.5); p50 < 5*time.Millisecond {
 		t.Fatalf("p50 %v below the handler's own 5ms", p50)
 	}
+}
+
+func TestSaturateStopsAtItsDuration(t *testing.T) {
+	var hits atomic.Int64
+	url := server(t, 5*time.Millisecond, &hits)
+	r := load.Saturate(context.Background(), 2, 300*time.Millisecond, 1<<30, get(url))
 	if r.Elapsed > 2*time.Second {
 		t.Fatalf("ran %v, bounded at 300ms", r.Elapsed)
 	}
