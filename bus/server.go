@@ -196,6 +196,12 @@ func (c ServerConfig) applyAuth(opts *server.Options) error {
 	opts.TrustedOperators = []*jwt.OperatorClaims{op}
 	opts.SystemAccount = op.SystemAccount
 	opts.AccountResolver = res
+	// A user of an account the server does not know is refused once the resolver has
+	// looked for it (up to 1.9s); the server's early first PING to a new client (at 2s
+	// to 2.4s) would race that refusal, and a client that reads the PING first reports
+	// a protocol error instead of its refused credentials. The first PING comes at the
+	// ping interval instead.
+	opts.DisableShortFirstPing = true
 	return nil
 }
 
