@@ -51,6 +51,7 @@ func WorkerPermissions(s wire.Subjects, tools ...string) jwt.Permissions {
 			s.MCP(t)+queue,
 			s.CancelTool(t),
 			s.SessionReplies(t),
+			s.SessionEnds(t),
 			wire.WorkerInbox(t)+">",
 			"$SRV.*."+t, "$SRV.*."+t+".>",
 		)

@@ -1,6 +1,7 @@
 package sse
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -90,6 +91,7 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 			Principal: r.p, Tool: r.tool, Method: m.Name, Params: args, Entry: t.Method(m.Name),
 			CallID: callID, RequestID: callID, Session: sessionID(r.sess), Progress: wantNotes,
 			ClientCapabilities: clientCapabilities(r.sess), ReplyTo: r.replyTo,
+			ClientCapabilityObject: capabilityObject(r.sess), Post: r.post, LogLevel: sessionLogLevel(r.sess),
 		})
 		return outcome{reply, err}
 	}
@@ -172,6 +174,39 @@ func clientCapabilities(sess *registry.Session) []string {
 		return nil
 	}
 	return slices.Sorted(maps.Keys(caps))
+}
+
+// capabilityObject is the capabilities object a session's client sent, compact (a
+// header's value is one line); nil when unknown.
+func capabilityObject(sess *registry.Session) []byte {
+	if sess == nil || len(sess.Capabilities) == 0 {
+		return nil
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, sess.Capabilities) != nil || b.Len() == 0 || b.Bytes()[0] != '{' {
+		return nil
+	}
+	return b.Bytes()
+}
+
+// sessionLogLevel is the level a session's client set with logging/setLevel, if any.
+func sessionLogLevel(sess *registry.Session) string {
+	if sess == nil {
+		return ""
+	}
+	return sess.LogLevel
+}
+
+// asksClient reports whether a session's client declared a capability a worker may
+// send it a request for (sampling, elicitation, roots): a call of such a client is
+// answered with a stream, on which those requests travel.
+func asksClient(sess *registry.Session) bool {
+	for _, c := range clientCapabilities(sess) {
+		if c == "sampling" || c == "elicitation" || c == "roots" {
+			return true
+		}
+	}
+	return false
 }
 
 // logLevel is the least severe level of log notification the request's client

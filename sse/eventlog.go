@@ -20,7 +20,13 @@ const (
 	headerEvent    = "Tg-Event"  // "open" and "close": a standalone stream opened, closed; "request": a POST stream began; "resume": a POST stream was resumed
 	headerInstance = "Tg-Stream" // with "open": which stream instance opened
 	headerFinal    = "Tg-Final"  // on a POST stream's response: the stream ends after it
+	// headerOrigin marks the messages of a POST stream that the edge running the
+	// call wrote to the stream itself; the others (a worker's requests) it writes as
+	// the log republishes them.
+	headerOrigin = "Tg-Origin"
 )
+
+const originEdge = "edge"
 
 const (
 	eventOpen    = "open"

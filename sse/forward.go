@@ -49,9 +49,11 @@ func (s *Server) forward(ctx context.Context, r *rpcRequest) (json.RawMessage, e
 	reply, err := bus.Do(ctx, s.nc, s.subj, &wire.Request{
 		Tool: r.tool, MCP: true, Method: r.req.Method,
 		CallID: callID, RequestID: callID, Account: r.p.Account, Session: sessionID(r.sess),
-		ClientCapabilities: clientCapabilities(r.sess),
-		Deadline:           time.Now().Add(s.gw.Timeout(nil, 0)),
-		Data:               params,
+		ClientCapabilities:     clientCapabilities(r.sess),
+		ClientCapabilityObject: capabilityObject(r.sess),
+		LogLevel:               sessionLogLevel(r.sess),
+		Deadline:               time.Now().Add(s.gw.Timeout(nil, 0)),
+		Data:                   params,
 	})
 	var re *wire.RPCError
 	var te *wire.ToolError

@@ -30,6 +30,8 @@ type rpcRequest struct {
 	// replyTo is where the tool answers a tools/call answered with a stream: the event
 	// log, so that any edge can finish the stream should this one be lost.
 	replyTo string
+	// post names the POST stream the request is answered on, when it is.
+	post string
 
 	call    *mcp.CallToolParamsRaw // the params of a tools/call, once read
 	callErr error
@@ -253,6 +255,15 @@ func (s *Server) setLevel(ctx context.Context, r *rpcRequest) (any, error) {
 	}
 	if err := s.updateSession(ctx, r.sess, func(sess *registry.Session) { sess.LogLevel = string(params.Level) }); err != nil {
 		return nil, err
+	}
+	// A tool whose own MCP server logs (a bridged one) is told too, so that the
+	// messages its server sends outside any call are filtered as the client asked.
+	if t, err := s.view.Snapshot().Tool(r.p, r.tool); err == nil {
+		if c := t.Tool.Capabilities; c.Logging && (c.Resources || c.Prompts || c.Completions) {
+			if _, err := s.forward(ctx, r); err != nil {
+				s.log.Debug("the tool did not take the log level", "session", r.sess.ID, "err", err)
+			}
+		}
 	}
 	return struct{}{}, nil
 }

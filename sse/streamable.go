@@ -195,18 +195,42 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 	s.answer(w, accept, req.ID, result, err)
 }
 
+// relayToolMessages writes to a call's stream the messages the tool put on it (its
+// requests to the client, related to the call) until the call finishes.
+func (s *Server) relayToolMessages(ctx context.Context, ew *eventWriter, sess *registry.Session, post string, f *follower, finished <-chan struct{}) {
+	deliver := func(rec record) bool {
+		if rec.header.Get(headerEvent) != "" || rec.header.Get(headerOrigin) != "" {
+			return false // this edge's own, written already, or a record that steers
+		}
+		_ = ew.event(eventID{session: sess.ID, post: post, seq: rec.seq}.String(), "message", rec.data)
+		return false
+	}
+	for {
+		select {
+		case m := <-f.live:
+			if _, err := f.take(ctx, m, deliver); err != nil && ctx.Err() == nil {
+				s.log.Warn("reading a call stream", "session", sess.ID, "err", err)
+			}
+		case <-finished:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // mayNotify reports whether a session's tools/call may send its client anything
 // before the answer: progress, when the call carries a progressToken, or log
-// messages, once the session set a level. A call that cannot is answered with plain
-// JSON to a client that takes it: no stream, so nothing to keep in the event log for
-// a resume. (A worker's own requests to the client travel on the session's
-// standalone stream either way.)
+// messages, once the session set a level; or requests of the tool (sampling,
+// elicitation, roots), when the client declared a capability for one, which travel
+// on the call's stream. A call that cannot is answered with plain JSON to a client
+// that takes it: no stream, so nothing to keep in the event log for a resume.
 func (s *Server) mayNotify(rr *rpcRequest) bool {
 	params, err := rr.callParams()
 	if err != nil {
 		return false // answered with an error at once
 	}
-	return params.Meta["progressToken"] != nil || s.logLevel(rr, false) != ""
+	return params.Meta["progressToken"] != nil || s.logLevel(rr, false) != "" || asksClient(rr.sess)
 }
 
 // answer writes a request's answer as JSON, or as a one-event stream to a client
@@ -290,9 +314,9 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 	send := func(msg []byte, final bool) {
 		ctx, cancel := s.detached()
 		defer cancel()
-		var hdr nats.Header
+		hdr := nats.Header{headerOrigin: {originEdge}}
 		if final {
-			hdr = nats.Header{headerFinal: {"1"}}
+			hdr.Set(headerFinal, "1")
 		}
 		seq, err := s.events.appendRecord(ctx, subject, msg, hdr, "")
 		if err != nil {
@@ -306,6 +330,7 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 	}
 	rr.notify = func(msg []byte) { send(msg, false) }
 	rr.replyTo = s.events.replySubject(subject)
+	rr.post = post
 
 	// The call outlives the POST's connection by up to ResumeGrace. One goroutine
 	// keeps the stream alive while the client is there, and waits for it to resume
@@ -315,10 +340,25 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 	var abandoned atomic.Bool
 	finished := make(chan struct{})
 	watched := make(chan struct{})
+	relayed := make(chan struct{})
 	defer func() {
 		close(finished)
 		<-watched // no keep-alive after the handler returns
+		<-relayed
 	}()
+	// What the tool sends the client about the call (its requests) it publishes on
+	// the stream's subject; this edge writes it as the log stores it.
+	if f, err := s.events.follow(subject); err != nil {
+		s.log.Warn("following a call stream", "session", sess.ID, "err", err)
+		close(relayed)
+	} else {
+		f.next = start + 1
+		go func() {
+			defer close(relayed)
+			defer f.stop()
+			s.relayToolMessages(ctx, ew, sess, post, f, finished)
+		}()
+	}
 	go func() {
 		defer close(watched)
 		keepAlive := time.NewTicker(s.cfg.KeepAlive)

@@ -140,13 +140,14 @@ type Worker struct {
 	log   *slog.Logger
 	inbox *inbox // while Run runs
 
-	mu       sync.Mutex
-	methods  []Method
-	mcp      MCPHandler
-	started  bool
-	svc      micro.Service   // while serving
-	served   map[string]bool // method names with an endpoint
-	stopping bool
+	mu         sync.Mutex
+	methods    []Method
+	mcp        MCPHandler
+	sessionEnd func(session string)
+	started    bool
+	svc        micro.Service   // while serving
+	served     map[string]bool // method names with an endpoint
+	stopping   bool
 
 	table atomic.Pointer[map[string]*Method] // the methods calls are dispatched to, by name
 	setMu sync.Mutex                         // one SetMethods at a time
@@ -395,6 +396,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("workers: tool %s: subscribe to cancellations: %w", w.tool.ID, err)
 	}
 	defer cancels.Unsubscribe()
+	ends, err := w.nc.Subscribe(w.cfg.subjects.SessionEnds(w.tool.ID), w.onSessionEnd)
+	if err != nil {
+		return fmt.Errorf("workers: tool %s: subscribe to session ends: %w", w.tool.ID, err)
+	}
+	defer ends.Unsubscribe()
 
 	svc, err := w.serve(methods, mcpHandler)
 	if err != nil {
@@ -702,7 +708,10 @@ func (w *Worker) call(m *Method, st *methodStats, in inbound) {
 	c := &Call{
 		Tool: w.tool.ID, Method: method, Params: in.data, Header: in.header,
 		Account: req.Account, RequestID: req.RequestID, CallID: req.CallID, Session: req.Session,
-		Deadline: req.Deadline, w: w, req: req, progress: req.Progress,
+		Deadline: req.Deadline, LogLevel: req.LogLevel, w: w, req: req, progress: req.Progress,
+	}
+	if len(req.ClientCapabilityObject) > 0 && json.Valid(req.ClientCapabilityObject) {
+		c.ClientCapabilities = json.RawMessage(req.ClientCapabilityObject)
 	}
 
 	ctx := wire.Propagator.Extract(w.base, wire.HeaderCarrier(in.header))

@@ -34,6 +34,23 @@ func SessionRequest(id, method string, params any) ([]byte, error) {
 	return b, nil
 }
 
+// SessionNotification is the body of a notification for a session's client.
+func SessionNotification(method string, params any) ([]byte, error) {
+	p, err := json.Marshal(params)
+	if err != nil {
+		return nil, fmt.Errorf("wire: session notification %s: params: %w", method, err)
+	}
+	b, err := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		Method  string          `json:"method"`
+		Params  json.RawMessage `json:"params,omitempty"`
+	}{"2.0", method, p})
+	if err != nil {
+		return nil, fmt.Errorf("wire: session notification %s: %w", method, err)
+	}
+	return b, nil
+}
+
 // SessionCancel is the notification that tells a session's client the request id is
 // no longer awaited, so it can stop asking its user.
 func SessionCancel(id, reason string) []byte {

@@ -99,6 +99,30 @@ func (s Subjects) SessionReply(tool, session, id string) string {
 	return s.join("sess", tool, session, "reply", id)
 }
 
+// SessionEnd tells a tool's workers that an MCP session of tool ended (its client
+// deleted it, or it expired): what they hold for it, they may let go. Every edge
+// publishes it, so a worker may hear it more than once.
+func (s Subjects) SessionEnd(tool, session string) string {
+	return s.join("sess", tool, session, "end")
+}
+
+// SessionEnds matches the ends of every session of tool: what its workers follow.
+func (s Subjects) SessionEnds(tool string) string { return s.join("sess", tool, "*", "end") }
+
+// ParseSessionEnd reads the tool and session out of a SessionEnd subject.
+func (s Subjects) ParseSessionEnd(subject string) (tool, session string, ok bool) {
+	rest, ok := strings.CutPrefix(subject, s.SessionRoot())
+	if !ok {
+		return "", "", false
+	}
+	rest, ok = strings.CutSuffix(rest, ".end")
+	if !ok {
+		return "", "", false
+	}
+	tool, session, ok = strings.Cut(rest, ".")
+	return tool, session, ok && tool != "" && session != "" && !strings.Contains(session, ".")
+}
+
 // SessionReplies matches the answers to every session request of tool's workers.
 func (s Subjects) SessionReplies(tool string) string { return s.join("sess", tool, "*", "reply", ">") }
 

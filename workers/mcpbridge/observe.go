@@ -36,7 +36,16 @@ func (b *Bridge) observe(s *session, msg jsonrpc.Message) {
 	case "notifications/message":
 		var p mcp.LoggingMessageParams
 		if json.Unmarshal(req.Params, &p) == nil {
-			b.onLog(s, &p)
+			b.onLog(s, &p, req.Params)
+		}
+	case "notifications/tools/list_changed", "notifications/cancelled":
+		// The tool's list is the registry's, which edges announce; a cancellation
+		// is the SDK's.
+	default:
+		// Anything else (resource updates, the other lists' changes, the end of a
+		// URL elicitation) is for the client of a client's session, as it came.
+		if s.client != "" && strings.HasPrefix(req.Method, "notifications/") {
+			b.toClient(s, req.Method, req.Params)
 		}
 	}
 }
@@ -149,5 +158,5 @@ func (t *eventTee) endLine(line []byte) {
 
 // isNotification is a cheap look for what observe handles, before decoding.
 func isNotification(data []byte) bool {
-	return bytes.Contains(data, []byte(`"notifications/progress"`)) || bytes.Contains(data, []byte(`"notifications/message"`))
+	return bytes.Contains(data, []byte(`"notifications/`))
 }

@@ -27,10 +27,21 @@ func (b *Bridge) serveMCP(ctx context.Context, c *workers.Call, method string) (
 		return forward(ctx, b, c, (*mcp.ClientSession).GetPrompt)
 	case "completion/complete":
 		return forward(ctx, b, c, (*mcp.ClientSession).Complete)
-	case "resources/subscribe":
-		return b.subscribe(ctx, c)
-	case "resources/unsubscribe":
+	case "resources/subscribe", "resources/unsubscribe":
+		b.mu.Lock()
+		own := c.Session != "" && !b.shared
+		b.mu.Unlock()
+		switch {
+		case own && method == "resources/subscribe":
+			return forward(ctx, b, c, noResult((*mcp.ClientSession).Subscribe))
+		case own:
+			return forward(ctx, b, c, noResult((*mcp.ClientSession).Unsubscribe))
+		case method == "resources/subscribe":
+			return b.subscribe(ctx, c)
+		}
 		return b.unsubscribe(ctx, c)
+	case "logging/setLevel":
+		return b.serveSetLevel(ctx, c)
 	}
 	return nil, &workers.RPCError{Code: workers.RPCMethodNotFound, Message: "method not found: " + method}
 }
@@ -53,6 +64,36 @@ func forward[P any, R any](ctx context.Context, b *Bridge, c *workers.Call, requ
 		return nil, rpcError(ctx, err)
 	}
 	return res, nil
+}
+
+// noResult adapts a request whose result is empty to forward.
+func noResult[P any](request func(*mcp.ClientSession, context.Context, *P) error) func(*mcp.ClientSession, context.Context, *P) (struct{}, error) {
+	return func(cs *mcp.ClientSession, ctx context.Context, p *P) (struct{}, error) {
+		return struct{}{}, request(cs, ctx, p)
+	}
+}
+
+// serveSetLevel passes a client's logging/setLevel on to its upstream session, which
+// it opens if need be: the server filters what it sends the client by it, as it
+// would directly. Shared sessions keep the level that lets everything through.
+func (b *Bridge) serveSetLevel(ctx context.Context, c *workers.Call) (any, error) {
+	var p mcp.SetLoggingLevelParams
+	if err := c.Bind(&p); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	own := c.Session != "" && !b.shared
+	b.mu.Unlock()
+	if !own || p.Level == "" {
+		return struct{}{}, nil
+	}
+	c.LogLevel = string(p.Level)
+	in, err := b.acquire(ctx, c, "")
+	if err != nil {
+		return nil, rpcError(ctx, err)
+	}
+	b.release(in)
+	return struct{}{}, nil
 }
 
 // rpcError is a failed upstream request as the MCP client sees it: the server's own
@@ -151,6 +192,12 @@ func (b *Bridge) resubscribe(ctx context.Context, cs *mcp.ClientSession) {
 // onResourceUpdated tells every MCP session subscribed to the resource, forgetting
 // the sessions that have ended.
 func (b *Bridge) onResourceUpdated(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+	b.mu.Lock()
+	s := b.byClient[req.Session]
+	b.mu.Unlock()
+	if s == nil || s.client != "" {
+		return // a client's session's updates go to its client as they come (observe)
+	}
 	note, err := json.Marshal(map[string]any{
 		"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": req.Params,
 	})
