@@ -48,6 +48,11 @@ type Capabilities struct {
 	Prompts     bool `json:"prompts,omitempty"`
 	Completions bool `json:"completions,omitempty"`
 	Logging     bool `json:"logging,omitempty"`
+	// SessionTools says the tool's MCP handler answers tools/list for an MCP session:
+	// the tools that session's client may see, as the server behind the tool lists
+	// them to a client that declared what it did (a bridged server may offer tools
+	// only to clients with roots, say). Edges list those of the tool's methods.
+	SessionTools bool `json:"session_tools,omitempty"`
 	// MCP is the capabilities object of the MCP server behind the tool, as that
 	// server declared it (a bridged server): what it says of each feature
 	// (listChanged, subscribe), and features the gateway passes through without

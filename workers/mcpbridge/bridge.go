@@ -104,17 +104,20 @@ type session struct {
 	idx    int    // in the pool; -1 for a client's
 	client string // the MCP client session it serves; "" for a shared one
 	caps   *mcp.ClientCapabilities
-	level  string             // the log level set upstream
-	opened chan struct{}      // a client's: closed once it is open, or failed to open
-	err    error              // why a client's did not open
-	used   time.Time          // a client's: its last request
-	cs     *mcp.ClientSession // nil while it is down
-	down   chan struct{}      // closed when cs ends
-	ended  error              // why cs ended, once down is closed
-	stop   context.CancelFunc // ends the context cs was connected with
-	stderr *lineLog           // a stdio child's stderr
-	calls  map[*inflight]struct{}
-	relist chan struct{} // the server said its tool list changed
+	level  string        // the log level set upstream
+	opened chan struct{} // a client's: closed once it is open, or failed to open
+	err    error         // why a client's did not open
+	used   time.Time     // a client's: its last request
+	raw    rawWaits      // the requests whose raw results are wanted (its own lock)
+	// initialized is the server's initialize result as it sent it, if seen.
+	initialized json.RawMessage
+	cs          *mcp.ClientSession // nil while it is down
+	down        chan struct{}      // closed when cs ends
+	ended       error              // why cs ended, once down is closed
+	stop        context.CancelFunc // ends the context cs was connected with
+	stderr      *lineLog           // a stdio child's stderr
+	calls       map[*inflight]struct{}
+	relist      chan struct{} // the server said its tool list changed
 
 	tools    map[string]*mcp.Tool // by MCP name, from the session's latest tools/list
 	listedAt time.Time
@@ -203,19 +206,20 @@ func (b *Bridge) Run(ctx context.Context) error {
 		return fmt.Errorf("mcp: tool %s: start the server: %w", b.cfg.Tool, err)
 	}
 	b.mu.Lock()
-	info := first.cs.InitializeResult()
+	info, infoRaw := first.cs.InitializeResult(), first.initialized
 	// A Streamable HTTP server that names no session keeps no state of one.
 	b.shared = b.cfg.URL != "" && !b.useSSE && first.cs.ID() == ""
 	b.mu.Unlock()
-	w := workers.New(b.nc, b.tool(info), b.opts...)
+	tool := b.tool(info, infoRaw)
+	// Each client session lists the tools its own upstream session offers.
+	tool.Capabilities.SessionTools = !b.shared
+	w := workers.New(b.nc, tool, b.opts...)
 	b.w = w
 	w.OnSessionEnd(func(id string) { go b.endClient(id, nil, "the client's session ended") })
 	if err := w.SetMethods(ctx, b.methods()); err != nil {
 		return err
 	}
-	if caps := info.Capabilities; caps != nil && (caps.Resources != nil || caps.Prompts != nil || caps.Completions != nil || caps.Logging != nil) {
-		w.HandleMCP(b.serveMCP)
-	}
+	w.HandleMCP(b.serveMCP)
 	for _, s := range b.sessions {
 		wg.Go(func() { b.keep(poolCtx, s, s == first) })
 	}
@@ -235,7 +239,7 @@ var semverPattern = regexp.MustCompile(`^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\
 
 // tool is what the worker declares: the configured id and title, and what the server
 // says of itself.
-func (b *Bridge) tool(info *mcp.InitializeResult) workers.Tool {
+func (b *Bridge) tool(info *mcp.InitializeResult, raw json.RawMessage) workers.Tool {
 	t := workers.Tool{ID: b.cfg.Tool, Title: b.cfg.Title, Description: info.Instructions}
 	if si := info.ServerInfo; si != nil {
 		t.Title = cmp.Or(t.Title, si.Title, si.Name)
@@ -248,6 +252,13 @@ func (b *Bridge) tool(info *mcp.InitializeResult) workers.Tool {
 			Resources: caps.Resources != nil, Prompts: caps.Prompts != nil,
 			Completions: caps.Completions != nil, Logging: caps.Logging != nil,
 			MCP: rawJSON(caps),
+		}
+		// As the server declared them, with what the SDK's types do not know (tasks).
+		var sent struct {
+			Capabilities json.RawMessage `json:"capabilities"`
+		}
+		if json.Unmarshal(raw, &sent) == nil && len(sent.Capabilities) > 0 && sent.Capabilities[0] == '{' {
+			t.Capabilities.MCP = sent.Capabilities
 		}
 	}
 	return t
@@ -273,10 +284,11 @@ func (b *Bridge) open(ctx context.Context, s *session) error {
 	}
 	opts := &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion}
 	client := b.newClient(s.caps)
-	cs, err := client.Connect(connCtx, transport, opts)
+	initCtx, initRaw := withRaw(connCtx)
+	cs, err := client.Connect(initCtx, transport, opts)
 	if err != nil && b.cfg.URL != "" && !b.sse() && connCtx.Err() == nil {
 		// An endpoint that does not take Streamable HTTP may be a legacy HTTP+SSE one.
-		sseCS, sseErr := client.Connect(connCtx, &mcp.SSEClientTransport{Endpoint: b.cfg.URL, HTTPClient: b.httpClient(s)}, opts)
+		sseCS, sseErr := client.Connect(initCtx, &mcp.SSEClientTransport{Endpoint: b.cfg.URL, HTTPClient: b.httpClient(s)}, opts)
 		if sseErr == nil {
 			b.log.Info("the server does not take Streamable HTTP; using HTTP+SSE", "url", b.cfg.URL, "streamable_error", err)
 			b.mu.Lock()
@@ -291,8 +303,10 @@ func (b *Bridge) open(ctx context.Context, s *session) error {
 		return fail(err)
 	}
 	down := make(chan struct{})
+	initialized := initRaw.raw()
+	s.raw.forget(initRaw)
 	b.mu.Lock()
-	s.cs, s.down, s.stderr = cs, down, stderr
+	s.cs, s.down, s.stderr, s.initialized = cs, down, stderr, initialized
 	b.byClient[cs] = s
 	b.mu.Unlock()
 	go func() {
@@ -359,14 +373,15 @@ func (b *Bridge) transport(s *session) (mcp.Transport, *exec.Cmd, *lineLog) {
 	// A grandchild that keeps stderr open must not keep the restart waiting.
 	cmd.WaitDelay = 2 * time.Second
 	t := &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
-	return observed{Transport: t, see: func(msg jsonrpc.Message) { b.observe(s, msg) }}, cmd, stderr
+	return observed{Transport: t, see: func(msg jsonrpc.Message) { b.observe(s, msg) }, sent: s.raw.sent}, cmd, stderr
 }
 
 // httpClient is s's HTTP client for the remote server.
 func (b *Bridge) httpClient(s *session) *http.Client {
 	return &http.Client{Transport: httpTransport{
 		header: b.cfg.Header, base: http.DefaultTransport,
-		see: func(msg jsonrpc.Message) { b.observe(s, msg) },
+		see:  func(msg jsonrpc.Message) { b.observe(s, msg) },
+		sent: s.raw.sent,
 	}}
 }
 

@@ -34,9 +34,14 @@ func (b *Bridge) callTool(name string) workers.Handler {
 		if in.token != "" {
 			params.SetProgressToken(in.token)
 		}
-		res, err := in.cs.CallTool(ctx, params)
+		rctx, sink := withRaw(ctx)
+		res, err := in.cs.CallTool(rctx, params)
+		in.s.raw.forget(sink)
 		if err != nil {
 			return nil, upstreamError(ctx, err)
+		}
+		if raw := sink.raw(); raw != nil {
+			return workers.MCPResult(raw), nil // as the server sent it
 		}
 		body, err := json.Marshal(res)
 		if err != nil {
@@ -172,10 +177,16 @@ func (b *Bridge) ask(ctx context.Context, cs *mcp.ClientSession, method string, 
 	if in.c.Session == "" {
 		return fmt.Errorf("%s: the call came through the HTTP API, not an MCP session: there is no client to ask", method)
 	}
-	// The question ends with the call as well as with the server's own cancellation.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(in.ctx, cancel)()
+	if s.client == "" {
+		// On a shared session nobody else could answer: the question ends with the
+		// call as well as with the server's own cancellation. On a client's, the
+		// call it came during may not be what it is about (a server asks for roots
+		// once initialized, whatever runs): it lives as long as the server awaits it.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(in.ctx, cancel)()
+	}
 	raw, err := in.c.Request(ctx, method, params)
 	if err != nil {
 		var re *workers.RPCError

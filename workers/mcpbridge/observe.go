@@ -23,6 +23,10 @@ import (
 
 // observe forwards a notification of s's server to the call it belongs to.
 func (b *Bridge) observe(s *session, msg jsonrpc.Message) {
+	if resp, ok := msg.(*jsonrpc.Response); ok {
+		s.raw.received(resp)
+		return
+	}
 	req, ok := msg.(*jsonrpc.Request)
 	if !ok || req.IsCall() {
 		return
@@ -38,9 +42,14 @@ func (b *Bridge) observe(s *session, msg jsonrpc.Message) {
 		if json.Unmarshal(req.Params, &p) == nil {
 			b.onLog(s, &p, req.Params)
 		}
-	case "notifications/tools/list_changed", "notifications/cancelled":
-		// The tool's list is the registry's, which edges announce; a cancellation
-		// is the SDK's.
+	case "notifications/cancelled":
+		// The SDK's.
+	case "notifications/tools/list_changed":
+		// A shared session's list makes the tool's methods, whose changes edges
+		// announce; a client's session's list is what its client sees (SessionTools).
+		if s.client != "" {
+			b.toClient(s, req.Method, req.Params)
+		}
 	default:
 		// Anything else (resource updates, the other lists' changes, the end of a
 		// URL elicitation) is for the client of a client's session, as it came.
@@ -50,10 +59,12 @@ func (b *Bridge) observe(s *session, msg jsonrpc.Message) {
 	}
 }
 
-// observed wraps a transport so that see gets each message its connection reads.
+// observed wraps a transport so that see gets each message its connection reads,
+// and sent each it writes.
 type observed struct {
 	mcp.Transport
-	see func(jsonrpc.Message)
+	see  func(jsonrpc.Message)
+	sent func(context.Context, jsonrpc.Message)
 }
 
 func (t observed) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -61,12 +72,18 @@ func (t observed) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return observedConn{Connection: c, see: t.see}, nil
+	return observedConn{Connection: c, see: t.see, sent: t.sent}, nil
 }
 
 type observedConn struct {
 	mcp.Connection
-	see func(jsonrpc.Message)
+	see  func(jsonrpc.Message)
+	sent func(context.Context, jsonrpc.Message)
+}
+
+func (c observedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	c.sent(ctx, msg)
+	return c.Connection.Write(ctx, msg)
 }
 
 func (c observedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
@@ -85,6 +102,7 @@ type httpTransport struct {
 	header http.Header
 	base   http.RoundTripper
 	see    func(jsonrpc.Message)
+	sent   func(context.Context, jsonrpc.Message)
 }
 
 func (t httpTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -94,9 +112,25 @@ func (t httpTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			req.Header[k] = vs
 		}
 	}
+	wantsRaw := req.Context().Value(rawKey{}) != nil
+	if wantsRaw && req.Method == http.MethodPost && req.GetBody != nil {
+		if body, err := req.GetBody(); err == nil {
+			data, err := io.ReadAll(io.LimitReader(body, maxEvent))
+			body.Close()
+			if msg, derr := jsonrpc.DecodeMessage(data); err == nil && derr == nil {
+				t.sent(req.Context(), msg)
+			}
+		}
+	}
 	resp, err := t.base.RoundTrip(req)
-	if err == nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+	if err != nil {
+		return resp, err
+	}
+	switch ct := resp.Header.Get("Content-Type"); {
+	case strings.HasPrefix(ct, "text/event-stream"):
 		resp.Body = &eventTee{ReadCloser: resp.Body, see: t.see}
+	case wantsRaw && strings.HasPrefix(ct, "application/json"):
+		resp.Body = &jsonTee{ReadCloser: resp.Body, see: t.see}
 	}
 	return resp, err
 }
@@ -156,7 +190,8 @@ func (t *eventTee) endLine(line []byte) {
 	}
 }
 
-// isNotification is a cheap look for what observe handles, before decoding.
+// isNotification is a cheap look for what observe handles, before decoding: the
+// notifications, and the responses whose raw results may be wanted.
 func isNotification(data []byte) bool {
-	return bytes.Contains(data, []byte(`"notifications/`))
+	return bytes.Contains(data, []byte(`"notifications/`)) || bytes.Contains(data, []byte(`"result"`))
 }

@@ -42,6 +42,8 @@ func (b *Bridge) serveMCP(ctx context.Context, c *workers.Call, method string) (
 		return b.unsubscribe(ctx, c)
 	case "logging/setLevel":
 		return b.serveSetLevel(ctx, c)
+	case "tools/list":
+		return b.sessionTools(ctx, c)
 	}
 	return nil, &workers.RPCError{Code: workers.RPCMethodNotFound, Message: "method not found: " + method}
 }
@@ -59,9 +61,14 @@ func forward[P any, R any](ctx context.Context, b *Bridge, c *workers.Call, requ
 		return nil, rpcError(ctx, err)
 	}
 	defer b.release(in)
-	res, err := request(in.cs, ctx, params)
+	rctx, sink := withRaw(ctx)
+	res, err := request(in.cs, rctx, params)
+	in.s.raw.forget(sink)
 	if err != nil {
 		return nil, rpcError(ctx, err)
+	}
+	if raw := sink.raw(); raw != nil {
+		return raw, nil // as the server sent it
 	}
 	return res, nil
 }
@@ -95,6 +102,51 @@ func (b *Bridge) serveSetLevel(ctx context.Context, c *workers.Call) (any, error
 	b.release(in)
 	return struct{}{}, nil
 }
+
+// sessionTools answers tools/list for a client session: every page of what its own
+// upstream session lists, as the server sent it, so that the client sees the tools
+// the server offers a client that declared what it did.
+func (b *Bridge) sessionTools(ctx context.Context, c *workers.Call) (any, error) {
+	b.mu.Lock()
+	own := c.Session != "" && !b.shared
+	b.mu.Unlock()
+	if !own {
+		return nil, &workers.RPCError{Code: workers.RPCMethodNotFound, Message: "method not found: tools/list"} // the registry lists the methods to callers without a client session
+	}
+	in, err := b.acquire(ctx, c, "")
+	if err != nil {
+		return nil, rpcError(ctx, err)
+	}
+	defer b.release(in)
+	tools := []json.RawMessage{}
+	params := &mcp.ListToolsParams{}
+	for range maxToolPages {
+		rctx, sink := withRaw(ctx)
+		res, err := in.cs.ListTools(rctx, params)
+		in.s.raw.forget(sink)
+		if err != nil {
+			return nil, rpcError(ctx, err)
+		}
+		var page struct {
+			Tools []json.RawMessage `json:"tools"`
+		}
+		if raw := sink.raw(); raw == nil || json.Unmarshal(raw, &page) != nil {
+			page.Tools = nil
+			for _, t := range res.Tools {
+				page.Tools = append(page.Tools, rawJSON(t))
+			}
+		}
+		tools = append(tools, page.Tools...)
+		if res.NextCursor == "" {
+			break
+		}
+		params = &mcp.ListToolsParams{Cursor: res.NextCursor}
+	}
+	return map[string]any{"tools": tools}, nil
+}
+
+// maxToolPages bounds the pages of tools/list read for one client session.
+const maxToolPages = 100
 
 // rpcError is a failed upstream request as the MCP client sees it: the server's own
 // JSON-RPC error as it is, anything else an internal error.
