@@ -42,15 +42,7 @@ func TestEverythingParity(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fetches a server from npm")
 	}
-	npx, err := exec.LookPath("npx")
-	if err != nil {
-		t.Skip("skipping: no npx on PATH to fetch " + everything)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, npx, "--yes", "--package", everything, "-c", "true").CombinedOutput(); err != nil {
-		t.Skipf("skipping: npx could not install %s within 2 minutes: %v\n%s", everything, err, out)
-	}
+	npx := testenv.NPXPackage(t, everything)
 
 	_, link := bridgedLink(t, "everything", "--sessions", "1", "--", npx, "-y", everything)
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -300,4 +301,22 @@ func NewRegistry(t testing.TB) *Registry {
 	nc := Conn(t, s.ClientURL())
 	st := Store(t, nc, 1)
 	return &Registry{Server: s, Conn: nc, Store: st, View: View(t, st), Signer: LinkSigner(t), Ctx: Context(t)}
+}
+
+// NPXPackage returns npx once it has the npm package pkg, fetched within two minutes;
+// it skips the test when there is no npx or the registry cannot be reached.
+func NPXPackage(t testing.TB, pkg string) string {
+	t.Helper()
+	npx, err := exec.LookPath("npx")
+	if err != nil {
+		t.Skip("skipping: no npx on PATH to fetch " + pkg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	if out, err := exec.CommandContext(ctx, npx, "--yes", "--package", pkg, "-c", "true").CombinedOutput(); err != nil {
+		t.Skipf("skipping: npx could not install %s within 2 minutes: %v\n%s", pkg, err, out)
+	}
+	t.Logf("npx has %s (%v)", pkg, time.Since(start).Round(time.Millisecond))
+	return npx
 }
