@@ -45,6 +45,19 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 	if len(args) == 0 || string(args) == "null" {
 		args = []byte("{}")
 	}
+	if r.sess != nil && !r.modern && carriesTasks(t.Tool.Capabilities) {
+		var augmented struct {
+			Task json.RawMessage `json:"task"`
+		}
+		if json.Unmarshal(r.req.Params, &augmented) == nil && len(augmented.Task) > 0 && string(augmented.Task) != "null" {
+			// A task-augmented call: checked as every call is, then sent as the
+			// client sent it, for the server's CreateTaskResult.
+			if _, err := s.gw.Check(ctx, &gateway.Call{Principal: r.p, Tool: r.tool, Method: m.Name, Params: args, Entry: t.Method(m.Name)}); err != nil {
+				return toolAnswer(r.tool, m, nil, err)
+			}
+			return s.forward(ctx, r)
+		}
+	}
 
 	token := params.Meta["progressToken"]
 	level := s.logLevel(r, token != nil)

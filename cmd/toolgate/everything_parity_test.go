@@ -19,6 +19,9 @@ import (
 	"testing"
 	"time"
 
+	mcpgo "github.com/mark3labs/mcp-go/client"
+	mcpgotransport "github.com/mark3labs/mcp-go/client/transport"
+	mcpgotypes "github.com/mark3labs/mcp-go/mcp"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -583,5 +586,78 @@ func (r *recorder) dump(t *testing.T, side string) {
 	for _, m := range r.msgs {
 		b, _ := jsonrpc.EncodeMessage(m)
 		t.Logf("%s read %s", side, short(json.RawMessage(b)))
+	}
+}
+
+// TestEverythingTasksThroughTheLink runs the reference server's tool that requires
+// tasks (2025-11-25) with mcp-go, which speaks tasks, directly and through a link: the
+// task-augmented call, tasks/list, tasks/get until the task ends, and tasks/result,
+// whose content must be the same both ways.
+func TestEverythingTasksThroughTheLink(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fetches a server from npm")
+	}
+	npx := testenv.NPXPackage(t, everything)
+	_, link := bridgedLink(t, "everything", "--sessions", "1", "--", npx, "-y", everything)
+	ctx, cancel := context.WithTimeout(testenv.Context(t), 2*time.Minute)
+	defer cancel()
+
+	run := func(t *testing.T, tr mcpgotransport.Interface) []string {
+		c := mcpgo.NewClient(tr)
+		if err := c.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		init := mcpgotypes.InitializeRequest{}
+		init.Params.ProtocolVersion = sessionRevision
+		init.Params.ClientInfo = mcpgotypes.Implementation{Name: "tasks", Version: "1"}
+		if _, err := c.Initialize(ctx, init); err != nil {
+			t.Fatal(err)
+		}
+		var call mcpgotypes.CallToolRequest
+		call.Params.Name = "simulate-research-query"
+		call.Params.Arguments = map[string]any{"topic": "parity"}
+		ttl := int64(60000)
+		call.Params.Task = &mcpgotypes.TaskParams{TTL: &ttl}
+		// mcp-go reads the CreateTaskResult as a CallToolResult, which it is not;
+		// the task is found with tasks/list.
+		if _, err := c.CallTool(ctx, call); err != nil && !strings.Contains(err.Error(), "content is missing") {
+			t.Fatalf("task-augmented tools/call: %v", err)
+		}
+		list, err := c.ListTasks(ctx, mcpgotypes.ListTasksRequest{})
+		if err != nil || len(list.Tasks) != 1 {
+			t.Fatalf("tasks/list: %+v %v", list, err)
+		}
+		var get mcpgotypes.GetTaskRequest
+		get.Params.TaskId = list.Tasks[0].TaskId
+		done, err := c.WaitForTask(ctx, get, 200*time.Millisecond)
+		if err != nil || done.Status != mcpgotypes.TaskStatusCompleted {
+			t.Fatalf("tasks/get until it ends: %+v %v", done, err)
+		}
+		var result mcpgotypes.TaskResultRequest
+		result.Params.TaskId = get.Params.TaskId
+		res, err := c.TaskResult(ctx, result)
+		if err != nil {
+			t.Fatalf("tasks/result: %v", err)
+		}
+		var texts []string
+		for _, c := range res.Content {
+			texts = append(texts, mcpgotypes.GetTextFromContent(c))
+		}
+		return texts
+	}
+	var direct, linked []string
+	t.Run("directly", func(t *testing.T) {
+		direct = run(t, mcpgotransport.NewStdio(npx, nil, "-y", everything))
+	})
+	t.Run("through the link", func(t *testing.T) {
+		tr, err := mcpgotransport.NewStreamableHTTP(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		linked = run(t, tr)
+	})
+	if len(direct) == 0 || !slices.Equal(direct, linked) {
+		t.Fatalf("the task's result: directly %q, through the link %q", direct, linked)
 	}
 }

@@ -109,6 +109,7 @@ type session struct {
 	err    error         // why a client's did not open
 	used   time.Time     // a client's: its last request
 	raw    rawWaits      // the requests whose raw results are wanted (its own lock)
+	conn   *observedConn // a stdio server's connection, for requests the SDK cannot make
 	// initialized is the server's initialize result as it sent it, if seen.
 	initialized json.RawMessage
 	cs          *mcp.ClientSession // nil while it is down
@@ -373,7 +374,11 @@ func (b *Bridge) transport(s *session) (mcp.Transport, *exec.Cmd, *lineLog) {
 	// A grandchild that keeps stderr open must not keep the restart waiting.
 	cmd.WaitDelay = 2 * time.Second
 	t := &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
-	return observed{Transport: t, see: func(msg jsonrpc.Message) { b.observe(s, msg) }, sent: s.raw.sent}, cmd, stderr
+	return observed{Transport: t, see: func(msg jsonrpc.Message) { b.observe(s, msg) }, sent: s.raw.sent, opened: func(c *observedConn) {
+		b.mu.Lock()
+		s.conn = c
+		b.mu.Unlock()
+	}}, cmd, stderr
 }
 
 // httpClient is s's HTTP client for the remote server.

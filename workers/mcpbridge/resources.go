@@ -44,6 +44,10 @@ func (b *Bridge) serveMCP(ctx context.Context, c *workers.Call, method string) (
 		return b.serveSetLevel(ctx, c)
 	case "tools/list":
 		return b.sessionTools(ctx, c)
+	case "tools/call", "tasks/get", "tasks/result", "tasks/list", "tasks/cancel":
+		// A task-augmented tools/call and the tasks of 2025-11-25, which the SDK
+		// does not make: as they are, on the client session's upstream session.
+		return b.rawRequest(ctx, c, method)
 	}
 	return nil, &workers.RPCError{Code: workers.RPCMethodNotFound, Message: "method not found: " + method}
 }
@@ -143,6 +147,37 @@ func (b *Bridge) sessionTools(ctx context.Context, c *workers.Call) (any, error)
 		params = &mcp.ListToolsParams{Cursor: res.NextCursor}
 	}
 	return map[string]any{"tools": tools}, nil
+}
+
+// rawRequest makes a request as the client sent it on its client session's upstream
+// session, and answers with the server's result as it is.
+func (b *Bridge) rawRequest(ctx context.Context, c *workers.Call, method string) (any, error) {
+	b.mu.Lock()
+	own := c.Session != "" && !b.shared
+	b.mu.Unlock()
+	if !own {
+		return nil, &workers.RPCError{Code: jsonrpc.CodeInvalidRequest, Message: method + ": tasks belong to an MCP session of a server that keeps sessions"}
+	}
+	in, err := b.acquire(ctx, c, "")
+	if err != nil {
+		return nil, rpcError(ctx, err)
+	}
+	defer b.release(in)
+	b.mu.Lock()
+	conn := in.s.conn
+	b.mu.Unlock()
+	if conn == nil {
+		return nil, &workers.RPCError{Code: workers.RPCMethodNotFound, Message: method + ": the bridge carries tasks to a stdio server only"}
+	}
+	params := json.RawMessage(c.Params)
+	if len(params) == 0 {
+		params = json.RawMessage("{}")
+	}
+	res, err := conn.rawCall(ctx, method, params)
+	if err != nil {
+		return nil, rpcError(ctx, err)
+	}
+	return res, nil
 }
 
 // maxToolPages bounds the pages of tools/list read for one client session.
