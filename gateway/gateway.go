@@ -203,24 +203,61 @@ func (g *Gateway) Do(ctx context.Context, c *Call) (*wire.Reply, error) {
 	if err != nil {
 		return nil, err
 	}
+	return g.send(ctx, c, false, g.Timeout(m.Method, c.Timeout), m.Tool.Holding)
+}
+
+// Forward sends an MCP request other than a tool call to the tool's workers, on its
+// tg.mcp subject: c.Method is the MCP method (resources, prompts, completion), c.Params
+// its params (nothing or null is an empty object). It passes the checks every call
+// passes, in the same order: the tool is visible to c.Principal (a registry error
+// otherwise), the params are a JSON object (ErrInvalidJSON), the caller is within its
+// rate (*RateLimitedError); it then takes the default timeout, shortened by
+// c.Timeout. A JSON-RPC error the workers answer with is a *wire.RPCError.
+func (g *Gateway) Forward(ctx context.Context, c *Call) (*wire.Reply, error) {
+	t, err := g.view.Snapshot().Tool(c.Principal, c.Tool)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.Params) == 0 || string(c.Params) == "null" {
+		c.Params = []byte("{}")
+	}
+	if !registry.IsObject(c.Params) {
+		return nil, ErrInvalidJSON
+	}
+	if err := g.allow(ctx, c.Principal); err != nil {
+		return nil, err
+	}
+	f := *c
+	if f.CallID == "" {
+		f.CallID = registry.NewID("mcp-")
+	}
+	if f.RequestID == "" {
+		f.RequestID = f.CallID // the request has no id of its own
+	}
+	return g.send(ctx, &f, true, g.Timeout(nil, c.Timeout), t.Tool.Holding)
+}
+
+// send puts a checked call on the bus, naming it when the caller did not.
+func (g *Gateway) send(ctx context.Context, c *Call, mcp bool, timeout time.Duration, holding bool) (*wire.Reply, error) {
 	callID := c.CallID
 	if callID == "" {
 		callID = nuid.Next()
 	}
 	return g.calls.Do(ctx, &wire.Request{
 		Tool:               c.Tool,
+		MCP:                mcp,
 		Method:             c.Method,
 		CallID:             callID,
 		RequestID:          c.RequestID,
 		Account:            c.Principal.Account,
 		Session:            c.Session,
 		ClientCapabilities: c.ClientCapabilities,
-		Deadline:           time.Now().Add(g.Timeout(m.Method, c.Timeout)),
+		Deadline:           time.Now().Add(timeout),
 		Progress:           c.Progress,
 		Data:               c.Params,
 		Header:             c.Header,
 		ReplyTo:            c.ReplyTo,
-	}, m.Tool.Holding)
+	}, holding)
 }
 
 // Timeout is how long a call of m may take: the method's own timeout (or the
