@@ -147,7 +147,7 @@ type Call struct {
 	Tool      string
 	Method    string
 	Params    []byte
-	// CallID names the call on the bus: its cancel and progress subjects. Do makes a
+	// CallID names the call on the bus: its cancel and progress subjects. Call makes a
 	// random one when it is empty; a caller that must know it beforehand (to follow
 	// the call's progress) makes it, never from anything its client sent.
 	CallID string
@@ -195,10 +195,10 @@ func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, er
 	return m, nil
 }
 
-// Do checks c and sends it to the tool, returning the tool's reply or a typed error
+// Call checks c and sends it to the tool, returning the tool's reply or a typed error
 // (registry, gateway or bus errors). A call of a tool whose workers name the calls
 // they hold fails with bus.ErrCallLost once its worker stops naming it.
-func (g *Gateway) Do(ctx context.Context, c *Call) (*wire.Reply, error) {
+func (g *Gateway) Call(ctx context.Context, c *Call) (*wire.Reply, error) {
 	m, err := g.Check(ctx, c)
 	if err != nil {
 		return nil, err
@@ -209,7 +209,7 @@ func (g *Gateway) Do(ctx context.Context, c *Call) (*wire.Reply, error) {
 // Forward sends an MCP request other than a tool call to the tool's workers, on its
 // tg.mcp subject: c.Method is the MCP method (resources, prompts, completion), c.Params
 // its params (nothing or null is an empty object). It passes the checks every call
-// passes, in the same order: the tool is visible to c.Principal (a registry error
+// passes, in the same order as Call: the tool is visible to c.Principal (a registry error
 // otherwise), the params are a JSON object (ErrInvalidJSON), the caller is within its
 // rate (*RateLimitedError); it then takes the default timeout, shortened by
 // c.Timeout. A JSON-RPC error the workers answer with is a *wire.RPCError.
@@ -243,7 +243,7 @@ func (g *Gateway) send(ctx context.Context, c *Call, mcp bool, timeout time.Dura
 	if callID == "" {
 		callID = nuid.Next()
 	}
-	return g.calls.Do(ctx, &wire.Request{
+	return g.calls.Send(ctx, &wire.Request{
 		Tool:               c.Tool,
 		MCP:                mcp,
 		Method:             c.Method,
