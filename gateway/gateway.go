@@ -2,7 +2,9 @@
 // (the HTTP tool-call route, the direct tool API, an MCP session): the tool and method
 // must be visible to the caller, the parameters a JSON object valid against the
 // method's input schema, the caller within its rate; then the call goes over the bus
-// with its deadline and comes back as the tool answered it.
+// with its deadline and comes back as the tool answered it. The other MCP requests a
+// session forwards to a tool (resources, prompts, completion) take the same path
+// (Forward), without a method schema to check.
 package gateway
 
 import (
