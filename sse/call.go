@@ -50,11 +50,9 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 			Task json.RawMessage `json:"task"`
 		}
 		if json.Unmarshal(r.req.Params, &augmented) == nil && len(augmented.Task) > 0 && string(augmented.Task) != "null" {
-			// A task-augmented call: checked as every call is, then sent as the
-			// client sent it, for the server's CreateTaskResult.
-			if _, err := s.gw.Check(ctx, &gateway.Call{Principal: r.p, Tool: r.tool, Method: m.Name, Params: args, Entry: t.Method(m.Name)}); err != nil {
-				return toolAnswer(r.tool, m, nil, err)
-			}
+			// A task-augmented call, sent as the client sent it (through the
+			// gateway's checks of a forwarded request: visibility, rate), for the
+			// server's CreateTaskResult; the server checks its arguments.
 			return s.forward(ctx, r)
 		}
 	}
@@ -100,7 +98,7 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 		err   error
 	}
 	call := func() outcome {
-		reply, err := s.gw.Do(ctx, &gateway.Call{
+		reply, err := s.gw.Call(ctx, &gateway.Call{
 			Principal: r.p, Tool: r.tool, Method: m.Name, Params: args, Entry: t.Method(m.Name),
 			CallID: callID, RequestID: callID, Session: sessionID(r.sess), Progress: wantNotes,
 			ClientCapabilities: clientCapabilities(r.sess), ReplyTo: r.replyTo,
