@@ -183,17 +183,7 @@ func TestBridgedSamplingOnThePostStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := mcpgo.NewClient(tr, mcpgo.WithSamplingHandler(sampler{}))
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	req := mcpgotypes.InitializeRequest{}
-	req.Params.ProtocolVersion = sessionRevision
-	req.Params.ClientInfo = mcpgotypes.Implementation{Name: "mcp-go-test", Version: "1"}
-	if _, err := c.Initialize(ctx, req); err != nil {
-		t.Fatal(err)
-	}
+	c := startMCPGo(t, ctx, tr, mcpgo.WithSamplingHandler(sampler{}))
 	callCtx, callCancel := context.WithTimeout(ctx, 15*time.Second)
 	defer callCancel()
 	var call mcpgotypes.CallToolRequest
@@ -206,6 +196,24 @@ func TestBridgedSamplingOnThePostStream(t *testing.T) {
 	if len(res.Content) != 1 || !strings.Contains(mcpgotypes.GetTextFromContent(res.Content[0]), "LLM response: 4 from mcp-go") {
 		t.Fatalf("test_sampling answered %+v", res)
 	}
+}
+
+// startMCPGo starts an mcp-go client on tr and initializes its session at
+// sessionRevision; the client closes with the test.
+func startMCPGo(t *testing.T, ctx context.Context, tr mcpgotransport.Interface, opts ...mcpgo.ClientOption) *mcpgo.Client {
+	t.Helper()
+	c := mcpgo.NewClient(tr, opts...)
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	req := mcpgotypes.InitializeRequest{}
+	req.Params.ProtocolVersion = sessionRevision
+	req.Params.ClientInfo = mcpgotypes.Implementation{Name: "mcp-go-test", Version: "1"}
+	if _, err := c.Initialize(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 type sampler struct{}

@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	mcpgo "github.com/mark3labs/mcp-go/client"
 	mcpgotransport "github.com/mark3labs/mcp-go/client/transport"
 	mcpgotypes "github.com/mark3labs/mcp-go/mcp"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -603,17 +602,7 @@ func TestEverythingTasksThroughTheLink(t *testing.T) {
 	defer cancel()
 
 	run := func(t *testing.T, tr mcpgotransport.Interface) []string {
-		c := mcpgo.NewClient(tr)
-		if err := c.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		init := mcpgotypes.InitializeRequest{}
-		init.Params.ProtocolVersion = sessionRevision
-		init.Params.ClientInfo = mcpgotypes.Implementation{Name: "tasks", Version: "1"}
-		if _, err := c.Initialize(ctx, init); err != nil {
-			t.Fatal(err)
-		}
+		c := startMCPGo(t, ctx, tr)
 		var call mcpgotypes.CallToolRequest
 		call.Params.Name = "simulate-research-query"
 		call.Params.Arguments = map[string]any{"topic": "parity"}
