@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -367,6 +368,56 @@ func TestCallAnswerType(t *testing.T) {
 	}
 	if ct := answeredAs(strings.Replace(plain, `"id":2`, `"id":5`, 1)); ct != "text/event-stream" {
 		t.Fatalf("a call once the session set a log level answered as %s, want text/event-stream", ct)
+	}
+}
+
+// TestLongCallAnswersOnAStream: a call with nothing to send before its answer is plain
+// JSON when it answers within StreamAfter, and a resumable stream when it runs longer:
+// a priming event (an id, the retry delay, no data) first, then the answer; a client
+// whose connection breaks after the priming event resumes it with Last-Event-ID and
+// gets the answer.
+func TestLongCallAnswersOnAStream(t *testing.T) {
+	const after = 300 * time.Millisecond
+	e := newEnv(t)
+	ed := e.startEdge(t, 0, func(c *sse.Config) { c.StreamAfter = after })
+	url := e.streamableURL(ed.url)
+	session := initSession(t, url)
+	either := map[string]string{"Accept": "application/json, text/event-stream", "Mcp-Session-Id": session}
+	sleep := func(id int, d time.Duration) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":%d}}}`, id, d.Milliseconds())
+	}
+
+	x := do(t, "POST", url, either, sleep(2, 0))
+	if ct := x.header.Get("Content-Type"); x.status != http.StatusOK || !strings.HasPrefix(ct, "application/json") {
+		t.Fatalf("a quick call: %d %s %s, want application/json", x.status, ct, x.body)
+	}
+
+	x = do(t, "POST", url, either, sleep(3, 3*after))
+	if ct := x.header.Get("Content-Type"); x.status != http.StatusOK || !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("a call past StreamAfter: %d %s %s, want text/event-stream", x.status, ct, x.body)
+	}
+	first, rest, _ := strings.Cut(string(x.body), "\n\n")
+	if !strings.HasPrefix(first, "id: ") || !strings.Contains(first, "\nretry: ") || !strings.HasSuffix(first, "\ndata: ") {
+		t.Fatalf("the stream does not open with a priming event: %q", x.body)
+	}
+	if !strings.Contains(rest, `"id":3`) || !strings.Contains(rest, "slept") {
+		t.Fatalf("the stream carries no answer: %q", x.body)
+	}
+
+	// The connection breaks once the call turned into a stream; the client comes
+	// back with the priming event's id.
+	stream := openStream(t, "POST", url, either, sleep(4, 4*after))
+	lastID := strings.TrimPrefix(stream.nextLine(t, 10*time.Second, func(l string) bool { return strings.HasPrefix(l, "id: ") }), "id: ")
+	stream.close()
+	resumed := openStream(t, "GET", url, map[string]string{"Accept": "text/event-stream", "Mcp-Session-Id": session, "Last-Event-ID": lastID}, "")
+	for {
+		_, data := resumed.next(t, "")
+		if strings.Contains(data, `"id":4`) {
+			if !strings.Contains(data, "slept") {
+				t.Fatalf("the resumed stream answered %s", data)
+			}
+			break
+		}
 	}
 }
 
