@@ -3,7 +3,7 @@ package sse_test
 import (
 	"context"
 	"encoding/json"
-
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/tsclient"
 )
 
 // mcpClient is what the tests do with any MCP client: a real client of one of the
@@ -72,6 +73,12 @@ var kinds = []kind{
 	}},
 	{"go-sdk over Streamable HTTP at its default", func(t *testing.T, e *env, base string, s *seen) mcpClient {
 		return connectGoSDK(t, &mcp.StreamableClientTransport{Endpoint: e.streamableURL(base)}, "", s)
+	}},
+	{"TypeScript SDK over Streamable HTTP at its default", func(t *testing.T, e *env, base string, s *seen) mcpClient {
+		return connectTS(t, e.streamableURL(base), "", s)
+	}},
+	{"TypeScript SDK over Streamable HTTP at 2025-06-18", func(t *testing.T, e *env, base string, s *seen) mcpClient {
+		return connectTS(t, e.streamableURL(base), "2025-06-18", s)
 	}},
 	{"mcp-go over HTTP+SSE", func(t *testing.T, e *env, base string, s *seen) mcpClient {
 		tr, err := mcpgotransport.NewSSE(e.sseURL(base))
@@ -317,4 +324,78 @@ func structuredText(v any) string {
 	}
 	_ = json.Unmarshal(b, &s)
 	return s.Text
+}
+
+// tsSDKClient is a client of the TypeScript SDK, run by Node (internal/tsclient).
+type tsSDKClient struct {
+	c *tsclient.Client
+}
+
+func connectTS(t *testing.T, url, version string, s *seen) *tsSDKClient {
+	t.Helper()
+	c := tsclient.HTTP(t, url, version)
+	go func() {
+		for {
+			select {
+			case e := <-c.Events:
+				switch e.Event {
+				case "progress":
+					s.progress <- e.Progress
+				case "log":
+					s.logs <- e.Level
+				case "changed":
+					s.changed <- struct{}{}
+				}
+			case <-c.Exited():
+				return
+			}
+		}
+	}()
+	return &tsSDKClient{c: c}
+}
+
+func (c *tsSDKClient) protocol() string { return c.c.Protocol }
+
+func (c *tsSDKClient) tools(ctx context.Context) ([]string, error) {
+	raw, err := c.c.Do(ctx, map[string]any{"op": "tools"})
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	err = json.Unmarshal(raw, &names)
+	return names, err
+}
+
+func (c *tsSDKClient) call(ctx context.Context, name string, args map[string]any, progress bool) (callResult, error) {
+	raw, err := c.c.Do(ctx, map[string]any{"op": "call", "name": name, "args": args, "progress": progress})
+	if err != nil {
+		return callResult{}, err
+	}
+	var r struct {
+		Text       string `json:"text"`
+		IsError    bool   `json:"isError"`
+		Structured any    `json:"structured"`
+	}
+	err = json.Unmarshal(raw, &r)
+	return callResult{text: r.Text, isError: r.IsError, structured: r.Structured}, err
+}
+
+func (c *tsSDKClient) cancelWait(t *testing.T, w *worker) string {
+	ctx := testenv.Context(t)
+	ref := c.c.ID()
+	if _, err := c.c.Do(ctx, map[string]any{"op": "start", "name": "wait"}); err != nil {
+		t.Fatal(err)
+	}
+	id := w.waitStarted(t)
+	raw, err := c.c.Do(ctx, map[string]any{"op": "abort", "ref": ref})
+	if err != nil || !strings.HasPrefix(string(raw), `"rejected`) {
+		t.Fatalf("a cancelled call: %s %v, want it rejected", raw, err)
+	}
+	return id
+}
+
+func (c *tsSDKClient) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _ = c.c.Do(ctx, map[string]any{"op": "close"})
 }
