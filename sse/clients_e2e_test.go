@@ -11,7 +11,7 @@ import (
 )
 
 // TestClientsUseALink drives every kind of client through what MCP users do with a
-// tool's link: connect, list the tools, call them, follow a call's progress, cancel
+// tool's link: connect, ping, list the tools, call them, follow a call's progress, cancel
 // a call, and learn that the tool changed.
 func TestClientsUseALink(t *testing.T) {
 	e := newEnv(t)
@@ -23,6 +23,9 @@ func TestClientsUseALink(t *testing.T) {
 			ctx := testenv.Context(t)
 			t.Logf("protocol %s", c.protocol())
 
+			if err := c.ping(ctx); err != nil {
+				t.Fatalf("ping: %v", err)
+			}
 			names, err := c.tools(ctx)
 			if err != nil {
 				t.Fatalf("tools/list: %v", err)

@@ -14,56 +14,63 @@ import (
 
 // TestTypeScriptClientIsAskedAndTold: a tool's worker asks the TypeScript SDK's client
 // to sample a message and to elicit an answer from its user, and the client hears the
-// call's progress and log messages; at the SDK's default revision and at 2025-06-18.
+// call's progress and log messages; at the SDK's default revision and at 2025-06-18,
+// over Streamable HTTP and through toolgate connect.
 func TestTypeScriptClientIsAskedAndTold(t *testing.T) {
 	e := newEnv(t)
 	ed := e.startEdge(t, 0, nil)
 	for _, version := range []string{"", "2025-06-18"} {
-		t.Run("at "+cmp(version, "its default"), func(t *testing.T) {
-			c := tsclient.HTTP(t, e.streamableURL(ed.url), version)
-			ctx := testenv.Context(t)
-			do := func(cmd map[string]any) string {
-				t.Helper()
-				raw, err := c.Do(ctx, cmd)
-				if err != nil {
-					t.Fatalf("%v: %v\nstderr:\n%s", cmd, err, c.Stderr())
+		for _, through := range []string{"Streamable HTTP", "toolgate connect"} {
+			t.Run("over "+through+" at "+cmp(version, "its default"), func(t *testing.T) {
+				c, progressEvent := tsclient.HTTP(t, e.streamableURL(ed.url), version), "progress"
+				if through == "toolgate connect" {
+					// See connectTSStdio for why progress is read off the transport.
+					c, progressEvent = tsclient.Stdio(t, version, toolgate(t), "connect", e.streamableURL(ed.url)), "wire-progress"
 				}
-				return string(raw)
-			}
-
-			if got := do(map[string]any{"op": "call", "name": "ask"}); !strings.Contains(got, "hi from the client") {
-				t.Fatalf("ask (sampling) answered %s", got)
-			}
-			if _, ok := c.WaitEvent("sampling", 5*time.Second); !ok {
-				t.Fatal("the client was never asked to sample")
-			}
-
-			if got := do(map[string]any{"op": "call", "name": "confirm"}); !strings.Contains(got, `\"action\":\"accept\"`) || !strings.Contains(got, `\"ok\":true`) {
-				t.Fatalf("confirm (elicitation) answered %s", got)
-			}
-			if e, ok := c.WaitEvent("elicitation", 5*time.Second); !ok || e.Message != "Go ahead?" {
-				t.Fatalf("the client was asked %+v, %v", e, ok)
-			}
-
-			do(map[string]any{"op": "setLevel", "level": "info"})
-			if got := do(map[string]any{"op": "call", "name": "count", "args": map[string]any{"n": 2}, "progress": true}); !strings.Contains(got, "counted") {
-				t.Fatalf("count answered %s", got)
-			}
-			var progress, logs int
-			for progress < 2 || logs < 2 {
-				select {
-				case ev := <-c.Events:
-					switch {
-					case ev.Event == "progress":
-						progress++
-					case ev.Event == "log" && ev.Level == "info":
-						logs++
+				ctx := testenv.Context(t)
+				do := func(cmd map[string]any) string {
+					t.Helper()
+					raw, err := c.Do(ctx, cmd)
+					if err != nil {
+						t.Fatalf("%v: %v\nstderr:\n%s", cmd, err, c.Stderr())
 					}
-				case <-time.After(5 * time.Second):
-					t.Fatalf("%d progress and %d log notifications, want 2 of each", progress, logs)
+					return string(raw)
 				}
-			}
-		})
+
+				if got := do(map[string]any{"op": "call", "name": "ask"}); !strings.Contains(got, "hi from the client") {
+					t.Fatalf("ask (sampling) answered %s", got)
+				}
+				if _, ok := c.WaitEvent("sampling", 5*time.Second); !ok {
+					t.Fatal("the client was never asked to sample")
+				}
+
+				if got := do(map[string]any{"op": "call", "name": "confirm"}); !strings.Contains(got, `\"action\":\"accept\"`) || !strings.Contains(got, `\"ok\":true`) {
+					t.Fatalf("confirm (elicitation) answered %s", got)
+				}
+				if e, ok := c.WaitEvent("elicitation", 5*time.Second); !ok || e.Message != "Go ahead?" {
+					t.Fatalf("the client was asked %+v, %v", e, ok)
+				}
+
+				do(map[string]any{"op": "setLevel", "level": "info"})
+				if got := do(map[string]any{"op": "call", "name": "count", "args": map[string]any{"n": 2}, "progress": true}); !strings.Contains(got, "counted") {
+					t.Fatalf("count answered %s", got)
+				}
+				var progress, logs int
+				for progress < 2 || logs < 2 {
+					select {
+					case ev := <-c.Events:
+						switch {
+						case ev.Event == progressEvent:
+							progress++
+						case ev.Event == "log" && ev.Level == "info":
+							logs++
+						}
+					case <-time.After(5 * time.Second):
+						t.Fatalf("%d progress and %d log notifications, want 2 of each", progress, logs)
+					}
+				}
+			})
+		}
 	}
 }
 

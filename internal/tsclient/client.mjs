@@ -6,7 +6,7 @@
 // node client.mjs SDK_DIR http URL [PROTOCOL_VERSION]
 // node client.mjs SDK_DIR stdio PROTOCOL_VERSION|"" COMMAND ARGS...
 //
-// Commands: {"id":1,"op":"tools"}, {"id":2,"op":"call","name":"echo","args":{},"progress":true},
+// Commands: {"id":1,"op":"tools"}, {"op":"ping"}, {"id":2,"op":"call","name":"echo","args":{},"progress":true},
 // {"id":3,"op":"start","name":"wait"} (answered at once; the call runs on),
 // {"id":4,"op":"abort","ref":3} (cancels it as the SDK does: notifications/cancelled),
 // {"id":5,"op":"setLevel","level":"debug"}, {"id":6,"op":"close"} (Client.close(), which
@@ -52,6 +52,22 @@ transport.setProtocolVersion = (v) => {
   setVersion?.(v);
 };
 
+// What reaches the client's transport, before the SDK handles it: the SDK runs
+// notification handlers a microtask later than response handlers, so progress that
+// arrives in one read with the call's answer never reaches onprogress
+// (typescript-sdk#2580). Progress is reported from here too ("wire-progress").
+{
+  const start = transport.start.bind(transport);
+  transport.start = async () => {
+    await start();
+    const inner = transport.onmessage;
+    transport.onmessage = (m, extra) => {
+      if (process.env.TSCLIENT_TRACE) process.stderr.write('IN ' + JSON.stringify(m) + '\n');
+      if (m.method === 'notifications/progress') out({ event: 'wire-progress', progress: m.params.progress });
+      return inner?.(m, extra);
+    };
+  };
+}
 const client = new Client({ name: 'ts-sdk-test', version: '1' }, { capabilities: { sampling: {}, elicitation: {} } });
 client.setRequestHandler(types.CreateMessageRequestSchema, async () => {
   out({ event: 'sampling' });
@@ -80,6 +96,9 @@ for await (const line of lines) {
   const cmd = JSON.parse(line);
   const answer = (p) => p.then((result) => out({ id: cmd.id, result }), (e) => out({ id: cmd.id, error: String(e?.message ?? e) }));
   switch (cmd.op) {
+    case 'ping':
+      await answer(client.ping().then(() => 'pong'));
+      break;
     case 'tools':
       await answer(client.listTools().then((r) => r.tools.map((t) => t.name)));
       break;

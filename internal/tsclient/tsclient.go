@@ -25,9 +25,10 @@ import (
 // SDKVersion is the TypeScript SDK the tests run.
 const SDKVersion = "1.32.2"
 
-// Event is something the server sent the client outside an answer: "progress",
-// "log", "changed", "sampling" or "elicitation" (the client answers those two itself:
-// a sampled "hi from the client", an accepted {"ok": true}).
+// Event is something the server sent the client outside an answer: "progress" (as
+// the SDK's onprogress got it), "wire-progress" (as the client's transport received
+// it), "log", "changed", "sampling" or "elicitation" (the client answers those two
+// itself: a sampled "hi from the client", an accepted {"ok": true}).
 type Event struct {
 	Event    string  `json:"event"`
 	Progress float64 `json:"progress"`
