@@ -45,22 +45,42 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 		args = []byte("{}")
 	}
 
+	if r.modern && params.RequestState != "" {
+		return s.resumeRound(ctx, r, params, m)
+	}
+
 	token := params.Meta["progressToken"]
 	level := s.logLevel(r, token != nil)
 	wantNotes := r.notify != nil && (token != nil || level != "")
 
+	reqCtx := ctx
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	// Another edge that receives the client's notifications/cancelled publishes
 	// the cancel of the call, which this edge follows for all its calls; a session's
 	// call ids are derived for that, from the session's id, a secret the gateway
 	// made, and the client's JSON-RPC id.
 	callID := registry.NewID("mcp-")
-	if r.sess != nil {
+	session, replyTo, capabilities := sessionID(r.sess), r.replyTo, clientCapabilities(r.sess)
+	var rd *round
+	var requests *follower
+	if r.modern {
+		// A stateless call's worker may ask its client for input: the call gets a
+		// round (see mrtr.go), and outlives this request when it does, until its
+		// deadline.
+		cancel()
+		ctx, cancel = context.WithTimeout(s.ctx, s.gw.Timeout(m, 0))
+		var err error
+		if rd, requests, err = s.openRound(r); err != nil {
+			cancel()
+			return nil, err
+		}
+		defer requests.stop()
+		session, capabilities = rd.session, metaCapabilities(r.meta.ClientCapabilities)
+		replyTo = s.events.replySubject(s.events.postSubject(r.tool, rd.session, rd.post))
+	} else if r.sess != nil {
 		callID = callRequestID(r.sess.ID, r.req.ID)
 	}
 	s.calls.add(callID, sessionID(r.sess), cancel)
-	defer s.calls.remove(callID)
 	if s.ctx.Err() != nil {
 		cancel() // the edge closed after this request passed its guard
 	}
@@ -74,43 +94,58 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 		notes = make(chan *nats.Msg, 1024)
 		sub, err := s.nc.ChanSubscribe(s.subj.Progress(r.tool, callID), notes)
 		if err != nil {
+			cancel()
+			s.calls.remove(callID)
 			return nil, fmt.Errorf("sse: subscribe to progress: %w", err)
 		}
 		defer sub.Unsubscribe()
 	}
 
-	s.inflight.add()
-	defer s.inflight.done()
 	type outcome struct {
 		reply *wire.Reply
 		err   error
 	}
-	call := func() outcome {
+	done := make(chan outcome, 1)
+	s.inflight.add()
+	go func() {
+		defer s.inflight.done()
+		defer s.calls.remove(callID)
+		defer cancel()
 		reply, err := s.gw.Do(ctx, &gateway.Call{
 			Principal: r.p, Tool: r.tool, Method: m.Name, Params: args, Entry: t.Method(m.Name),
-			CallID: callID, RequestID: callID, Session: sessionID(r.sess), Progress: wantNotes,
-			ClientCapabilities: clientCapabilities(r.sess), ReplyTo: r.replyTo,
+			CallID: callID, RequestID: callID, Session: session, Progress: wantNotes,
+			ClientCapabilities: capabilities, ReplyTo: replyTo,
 		})
-		return outcome{reply, err}
+		done <- outcome{reply, err}
+	}()
+	var asked chan []workerRequest
+	if rd != nil {
+		asked = make(chan []workerRequest, 1)
+		go func() { asked <- s.awaitRequests(ctx, requests, nil) }()
 	}
 	var out outcome
-	if notes == nil {
-		out = call()
-	} else {
-		done := make(chan outcome, 1)
-		go func() { done <- call() }()
-	wait:
-		for {
-			select {
-			case msg := <-notes:
-				s.relayNote(r, token, level, msg)
-			case out = <-done:
-				break wait
+wait:
+	for {
+		select {
+		case msg := <-notes:
+			s.relayNote(r, token, level, msg)
+		case out = <-done:
+			break wait
+		case reqs := <-asked:
+			if len(reqs) > 0 {
+				// The call runs on, waiting for the client's answers.
+				return s.askInput(*rd, reqs), nil
 			}
+		case <-reqCtx.Done():
+			if rd != nil {
+				// At 2026-07-28 a client cancels by closing its request.
+				cancel()
+			}
+			reqCtx = context.Background() // wait for the call to end
 		}
-		for len(notes) > 0 {
-			s.relayNote(r, token, level, <-notes)
-		}
+	}
+	for len(notes) > 0 {
+		s.relayNote(r, token, level, <-notes)
 	}
 	return toolAnswer(r.tool, m, out.reply, out.err)
 }

@@ -143,6 +143,9 @@ func connectGoSDK(t *testing.T, tr mcp.Transport, version string, s *seen) *goSD
 		CreateMessageHandler: func(_ context.Context, r *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 			return &mcp.CreateMessageResult{Model: "test-model", Role: "assistant", Content: &mcp.TextContent{Text: "hi from the client"}}, nil
 		},
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"ok": true}}, nil
+		},
 	})
 	var opts *mcp.ClientSessionOptions
 	if version != "" {
