@@ -5,10 +5,12 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/registry"
 )
 
 // TestStatelessCallsAskForInput: at 2026-07-28 a tool's worker asks its client for a
@@ -47,7 +49,18 @@ func TestStatelessCallsAskForInput(t *testing.T) {
 	}
 
 	t.Run("the rounds on the wire", func(t *testing.T) {
-		call := func(extra string) map[string]json.RawMessage {
+		// Another account's link to the same tool.
+		ctx := testenv.Context(t)
+		if _, err := e.store.CreateAccount(ctx, registry.Account{ID: "globex", Name: "Globex"}); err != nil {
+			t.Fatal(err)
+		}
+		signer := testenv.LinkSigner(t)
+		conn, err := e.store.Connect(ctx, "globex", testTool, signer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		otherURL := ed.url + "/mcp/" + signer.Token("globex", testTool, conn.LinkNonce)
+		callAt := func(url, extra string) map[string]json.RawMessage {
 			t.Helper()
 			h, body := modern("tools/call", `"name":"ask","arguments":{}`+extra)
 			h["Mcp-Name"] = "ask"
@@ -67,6 +80,7 @@ func TestStatelessCallsAskForInput(t *testing.T) {
 			}
 			return m.Result
 		}
+		call := func(extra string) map[string]json.RawMessage { return callAt(url, extra) }
 		first := call("")
 		var requests map[string]struct {
 			Method string `json:"method"`
@@ -89,6 +103,12 @@ func TestStatelessCallsAskForInput(t *testing.T) {
 			if !strings.Contains(string(got["error"]), `"code":-32602`) {
 				t.Fatalf("a retry naming %q: %s, want invalid params", bad, mustJSON(got))
 			}
+		}
+		testenv.Eventually(t, 5*time.Second, "the edge knows the other link", func() bool {
+			return do(t, "POST", otherURL, map[string]string{"Accept": "application/json"}, initialize).status == 200
+		})
+		if got := callAt(otherURL, `,"requestState":"`+state+`","inputResponses":{}`); !strings.Contains(string(got["error"]), `"code":-32602`) {
+			t.Fatalf("another account's retry naming the round: %s, want invalid params", mustJSON(got))
 		}
 		final := call(`,"requestState":"` + state + `","inputResponses":{"` + key + `":{"role":"assistant","model":"m","content":{"type":"text","text":"hello from the wire"}}}`)
 		if string(final["resultType"]) != `"complete"` || !strings.Contains(string(final["content"]), "hello from the wire") {
