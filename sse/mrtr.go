@@ -264,4 +264,3 @@ func metaCapabilities(raw json.RawMessage) []string {
 	slices.Sort(names)
 	return names
 }
-
