@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,7 +45,7 @@ type Client struct {
 	t      testing.TB
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	stderr *lockedWriter
+	stderr *testenv.Buffer
 
 	mu      sync.Mutex
 	next    int
@@ -85,7 +84,7 @@ func start(t testing.TB, args ...string) *Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Client{t: t, cmd: cmd, stdin: stdin, stderr: &lockedWriter{}, Events: make(chan Event, 256),
+	c := &Client{t: t, cmd: cmd, stdin: stdin, stderr: &testenv.Buffer{}, Events: make(chan Event, 256),
 		waiting: map[int]chan answer{}, done: make(chan struct{})}
 	cmd.Stderr = c.stderr
 	if err := cmd.Start(); err != nil {
@@ -189,11 +188,7 @@ func (c *Client) ID() int {
 }
 
 // Stderr is what the client (and a stdio server it started) wrote on stderr.
-func (c *Client) Stderr() string {
-	c.stderr.mu.Lock()
-	defer c.stderr.mu.Unlock()
-	return c.stderr.b.String()
-}
+func (c *Client) Stderr() string { return c.stderr.String() }
 
 // Exited is closed once the client's process ended.
 func (c *Client) Exited() <-chan struct{} { return c.done }
@@ -211,15 +206,4 @@ func (c *Client) WaitEvent(kind string, within time.Duration) (Event, bool) {
 			return Event{}, false
 		}
 	}
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
 }
