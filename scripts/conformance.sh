@@ -4,9 +4,9 @@
 # the current release and the newest published one). With MCP_URL (a tool's
 # Streamable HTTP link, as get-tools shows it) it tests that link; without, it
 # starts a stack of its own with the suite's fixture server deployed as a tool, and
-# runs every active scenario; with EVERYTHING=1 (and npx on PATH) it also deploys the
-# npm reference server @modelcontextprotocol/server-everything as a second tool and
-# runs the scenarios that need no fixture tools against its link.
+# runs every scenario; and, unless EVERYTHING=0 (or without npx on PATH), it also
+# deploys the npm reference server @modelcontextprotocol/server-everything as a second
+# tool and runs the scenarios that need no fixture tools against its link.
 #
 # A scenario fails when any of its checks fails, and also when it ran no check at all
 # (the suite then reports "Passed: 0/0"): a scenario that found nothing to check
@@ -85,7 +85,7 @@ if [[ -z "$url" ]]; then
 	target=fixture
 	# Against the fixture every active scenario applies.
 	SCENARIOS="${SCENARIOS:-all}"
-	if [[ "${EVERYTHING:-}" == 1 ]] && command -v npx >/dev/null; then
+	if [[ "${EVERYTHING:-1}" == 1 ]] && command -v npx >/dev/null; then
 		everything_url=$(deploy everything "Everything" npx -y @modelcontextprotocol/server-everything)
 	fi
 fi
