@@ -44,6 +44,13 @@ func TestClientsUseALink(t *testing.T) {
 				t.Fatalf("echo answered %+v, want the tool's JSON as text and as structured content", res)
 			}
 
+			// At 2026-07-28 the region and count travel in Mcp-Param headers too, which
+			// the edge checks against the arguments.
+			res, err = c.call(ctx, "route", map[string]any{"region": "eu-west ☀", "count": 3}, false)
+			if err != nil || res.isError || !strings.Contains(res.text, `"routed":"eu-west ☀"`) {
+				t.Fatalf("route (arguments mirrored in headers): %+v %v", res, err)
+			}
+
 			res, err = c.call(ctx, "fail", nil, false)
 			if err != nil {
 				t.Fatalf("tools/call fail: %v", err)

@@ -268,6 +268,36 @@ func TestStatelessRequests(t *testing.T) {
 			h["Mcp-Method"] = "server/discover"
 			return `{"jsonrpc":"2.0","id":7,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{}}}}`
 		}, 400, -32602},
+		{"an argument mirrored in a header needs its Mcp-Param header", func(h map[string]string) string {
+			h["Mcp-Method"], h["Mcp-Name"] = "tools/call", "route"
+			_, b := modern("tools/call", `"name":"route","arguments":{"region":"eu"}`)
+			return b
+		}, 400, -32020},
+		{"an Mcp-Param header must match its argument", func(h map[string]string) string {
+			h["Mcp-Method"], h["Mcp-Name"], h["Mcp-Param-Region"] = "tools/call", "route", "us"
+			_, b := modern("tools/call", `"name":"route","arguments":{"region":"eu"}`)
+			return b
+		}, 400, -32020},
+		{"an Mcp-Param header may be base64", func(h map[string]string) string {
+			h["Mcp-Method"], h["Mcp-Name"], h["Mcp-Param-Region"], h["Mcp-Param-Count"] = "tools/call", "route", "=?base64?ZXU=?=", "3"
+			_, b := modern("tools/call", `"name":"route","arguments":{"region":"eu","count":3}`)
+			return b
+		}, 200, 0},
+		{"an Mcp-Param header's base64 must be valid", func(h map[string]string) string {
+			h["Mcp-Method"], h["Mcp-Name"], h["Mcp-Param-Region"] = "tools/call", "route", "=?base64?ZXU?="
+			_, b := modern("tools/call", `"name":"route","arguments":{"region":"eu"}`)
+			return b
+		}, 400, -32020},
+		{"a value that is not wrapped whole is taken as it is", func(h map[string]string) string {
+			h["Mcp-Method"], h["Mcp-Name"], h["Mcp-Param-Region"] = "tools/call", "route", "=?base64?ZXU="
+			_, b := modern("tools/call", `"name":"route","arguments":{"region":"=?base64?ZXU="}`)
+			return b
+		}, 200, 0},
+		{"no Mcp-Param header for an absent argument", func(h map[string]string) string {
+			h["Mcp-Method"], h["Mcp-Name"], h["Mcp-Param-Region"], h["Mcp-Param-Count"] = "tools/call", "route", "eu", "3"
+			_, b := modern("tools/call", `"name":"route","arguments":{"region":"eu"}`)
+			return b
+		}, 400, -32020},
 		{"initialize is not a method of this revision", func(h map[string]string) string {
 			h["Mcp-Method"] = "initialize"
 			return initialize // the same body as a session's

@@ -224,6 +224,17 @@ func (f *fixture) addConformanceTools() {
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return f.toggleExtra(), nil
 		})
+	add("test_custom_headers", "Says back its region, which a 2026-07-28 call mirrors in the Mcp-Param-Region header",
+		json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}},"required":["region"]}`),
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args struct {
+				Region string `json:"region"`
+			}
+			if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
+				return nil, err
+			}
+			return text("Region: " + args.Region), nil
+		})
 	add("test_reconnection", "Closes its SSE stream mid-call, when it has one, and answers after a moment", noArgs, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if req.Extra != nil && req.Extra.CloseSSEStream != nil {
 			req.Extra.CloseSSEStream(mcp.CloseSSEStreamArgs{RetryAfter: 100 * time.Millisecond})
