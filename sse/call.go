@@ -76,7 +76,6 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 		}
 		defer requests.stop()
 		session, capabilities = rd.session, metaCapabilities(r.meta.ClientCapabilities)
-		replyTo = s.events.replySubject(s.events.postSubject(r.tool, rd.session, rd.post))
 	} else if r.sess != nil {
 		callID = callRequestID(r.sess.ID, r.req.ID)
 	}
@@ -106,6 +105,7 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 		err   error
 	}
 	done := make(chan outcome, 1)
+	var handoff handoff // a stateless call's, once its client was asked for input
 	s.inflight.add()
 	go func() {
 		defer s.inflight.done()
@@ -116,6 +116,10 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 			CallID: callID, RequestID: callID, Session: session, Progress: wantNotes,
 			ClientCapabilities: capabilities, ReplyTo: replyTo,
 		})
+		if rd != nil && handoff.finish() {
+			// Nobody here waits: the client's retry does, on any edge.
+			s.storeAnswer(r, rd, m, reply, err)
+		}
 		done <- outcome{reply, err}
 	}()
 	var asked chan []workerRequest
@@ -132,8 +136,12 @@ wait:
 		case out = <-done:
 			break wait
 		case reqs := <-asked:
-			if len(reqs) > 0 {
+			if len(reqs) > 0 && handoff.hand() {
 				// The call runs on, waiting for the client's answers.
+				if err := s.storeRound(r, rd); err != nil {
+					cancel()
+					return nil, err
+				}
 				return s.askInput(*rd, reqs), nil
 			}
 		case <-reqCtx.Done():

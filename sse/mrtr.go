@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -23,13 +26,13 @@ import (
 // it needs, and the client calls again with the answers (multi round-trip requests).
 // A tool's worker asks its client the same way at every revision (workers.Call.Request:
 // a JSON-RPC request into the session's event log, the answer on the session's reply
-// subject), so a stateless tools/call is given a session of its own, a "round": its
-// worker's requests are stored on the round's out subject, where the edge serving the
-// call finds them and hands them to the client as an input_required result; the
-// client's retry, on any edge, names the round in its requestState, and that edge
-// passes the answers on to the worker, which runs on meanwhile, and waits again for
-// the tool's answer (in the log, as for a call answered with a stream) or for more
-// requests.
+// subject), so a stateless tools/call is given a session id of its own, a "round":
+// its worker's requests are stored on the round's out subject, where the edge
+// running the call finds them and hands them to the client as an input_required
+// result, storing the call's request (with its account) beside them; the call runs on,
+// and the edge running it stores its outcome in the log when it ends. The client's
+// retry, on any edge, names the round in its requestState, and that edge passes the
+// answers on to the worker and waits for the stored outcome or for more requests.
 
 // roundPrefix begins every requestState this gateway makes.
 const roundPrefix = "tgr1."
@@ -90,22 +93,80 @@ func readWorkerRequest(rec record) (workerRequest, bool) {
 	return workerRequest{seq: rec.seq, id: m.ID, method: m.Method, params: m.Params}, true
 }
 
-// openRound gives a new stateless call its round: the call's request, stored with
-// the account that made it, and a follower of the round's out subject, where its
-// worker's requests arrive.
+// openRound gives a new stateless call its round: a session id for its worker's
+// requests, and a follower of the round's out subject, where they arrive. Nothing is
+// stored until the worker asks (storeRound): a call that asks nothing costs the
+// event log nothing.
 func (s *Server) openRound(r *rpcRequest) (*round, *follower, error) {
 	rd := &round{session: registry.NewID(""), post: registry.NewID("")}
-	actx, cancel := s.detached()
-	defer cancel()
-	subject := s.events.postSubject(r.tool, rd.session, rd.post)
-	if _, err := s.events.appendRecord(actx, subject, r.req.Params, nats.Header{headerEvent: {eventRequest}, headerAccount: {r.p.Account}}, ""); err != nil {
-		return nil, nil, fmt.Errorf("sse: opening a call's round: %w", err)
-	}
 	f, err := s.events.follow(s.subj.SessionOut(r.tool, rd.session))
 	if err != nil {
 		return nil, nil, err
 	}
 	return rd, f, nil
+}
+
+// storeRound stores a round's call, with the account that made it, for the edge
+// that serves the client's retry.
+func (s *Server) storeRound(r *rpcRequest, rd *round) error {
+	ctx, cancel := s.detached()
+	defer cancel()
+	subject := s.events.postSubject(r.tool, rd.session, rd.post)
+	if _, err := s.events.appendRecord(ctx, subject, r.req.Params, nats.Header{headerEvent: {eventRequest}, headerAccount: {r.p.Account}}, ""); err != nil {
+		return fmt.Errorf("sse: storing a call's round: %w", err)
+	}
+	return nil
+}
+
+// Records of a round's answer, on the reply subject of its POST: the result, or the
+// JSON-RPC error, of the call.
+const (
+	eventAnswer = "answer"
+	eventError  = "error"
+)
+
+// storeAnswer stores the outcome of a round's call, which the edge serving the
+// client's last retry waits for.
+func (s *Server) storeAnswer(r *rpcRequest, rd *round, m *registry.Method, reply *wire.Reply, callErr error) {
+	res, err := toolAnswer(r.tool, m, reply, callErr)
+	data, event := []byte(nil), eventAnswer
+	if err != nil {
+		data, _ = json.Marshal(rpcError(err))
+		event = eventError
+	} else if data, err = json.Marshal(res); err != nil {
+		data, _ = json.Marshal(rpcError(err))
+		event = eventError
+	}
+	ctx, cancel := s.detached()
+	defer cancel()
+	subject := s.events.replySubject(s.events.postSubject(r.tool, rd.session, rd.post))
+	if _, err := s.events.appendRecord(ctx, subject, data, nats.Header{headerEvent: {event}}, ""); err != nil {
+		s.log.Warn("storing a round's answer", "tool", r.tool, "err", err)
+	}
+}
+
+// handoff decides, between a stateless call ending and its client being asked for
+// input, which came first: once the client was handed the round, the call's outcome
+// is stored for its retry.
+type handoff struct {
+	mu               sync.Mutex
+	finished, handed bool
+}
+
+// hand reports whether the call is still running, and if so hands it over.
+func (h *handoff) hand() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.handed = !h.finished
+	return h.handed
+}
+
+// finish marks the call ended and reports whether it was handed over.
+func (h *handoff) finish() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.finished = true
+	return h.handed
 }
 
 // resumeRound serves the retry of a call that asked for input: it hands the client's
@@ -149,6 +210,9 @@ func (s *Server) resumeRound(ctx context.Context, r *rpcRequest, params *mcp.Cal
 			return nil, err
 		}
 		requests.next = rd.to + 1
+		if len(handed) == 0 {
+			return nil, invalidParams("tools/call: requestState names no request of this call")
+		}
 		for _, wr := range handed {
 			answer, ok := params.InputResponses[wr.id]
 			if !ok {
@@ -191,8 +255,14 @@ func (s *Server) resumeRound(ctx context.Context, r *rpcRequest, params *mcp.Cal
 		if out.reply == nil {
 			return toolAnswer(r.tool, m, nil, errRoundTimeout(ctx))
 		}
-		reply, rerr := wire.ReadReply(out.reply)
-		return toolAnswer(r.tool, m, reply, rerr)
+		if out.reply.Header.Get(headerEvent) == eventError {
+			var e jsonrpc.Error
+			if err := json.Unmarshal(out.reply.Data, &e); err != nil {
+				return nil, fmt.Errorf("sse: reading a round's answer: %w", err)
+			}
+			return nil, &protocolError{code: e.Code, status: http.StatusOK, message: e.Message}
+		}
+		return json.RawMessage(out.reply.Data), nil
 	case reqs := <-asked:
 		if len(reqs) == 0 {
 			return toolAnswer(r.tool, m, nil, errRoundTimeout(ctx))

@@ -16,7 +16,7 @@ import (
 // TestStatelessCallsAskForInput: at 2026-07-28 a tool's worker asks its client for a
 // sampled message or the user's answer as at every revision, and the client gets an
 // input_required result, answers, and calls again (multi round-trip requests); the
-// retry reaches the worker's call, which runs on meanwhile. go-sdk's client does the
+// retry, on any edge, reaches the worker's call, which runs on meanwhile. go-sdk's client does the
 // rounds itself, directly and through toolgate connect.
 func TestStatelessCallsAskForInput(t *testing.T) {
 	e := newEnv(t)
@@ -110,7 +110,9 @@ func TestStatelessCallsAskForInput(t *testing.T) {
 		if got := callAt(otherURL, `,"requestState":"`+state+`","inputResponses":{}`); !strings.Contains(string(got["error"]), `"code":-32602`) {
 			t.Fatalf("another account's retry naming the round: %s, want invalid params", mustJSON(got))
 		}
-		final := call(`,"requestState":"` + state + `","inputResponses":{"` + key + `":{"role":"assistant","model":"m","content":{"type":"text","text":"hello from the wire"}}}`)
+		// The retry reaches another edge than the one running the call.
+		other := e.startEdge(t, 0, nil)
+		final := callAt(e.streamableURL(other.url), `,"requestState":"`+state+`","inputResponses":{"`+key+`":{"role":"assistant","model":"m","content":{"type":"text","text":"hello from the wire"}}}`)
 		if string(final["resultType"]) != `"complete"` || !strings.Contains(string(final["content"]), "hello from the wire") {
 			t.Fatalf("the retry answered %s", mustJSON(final))
 		}
