@@ -64,9 +64,13 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 	var rd *round
 	var requests *follower
 	if r.modern {
+		capabilities = metaCapabilities(r.meta.ClientCapabilities)
+	}
+	if r.modern && mayBeAsked(capabilities) {
 		// A stateless call's worker may ask its client for input: the call gets a
 		// round (see mrtr.go), and outlives this request when it does, until its
-		// deadline.
+		// deadline. A client that declared nothing it could be asked has no round,
+		// and its call costs no more than a session's.
 		cancel()
 		ctx, cancel = context.WithTimeout(s.ctx, s.gw.Timeout(m, 0))
 		var err error
@@ -75,7 +79,7 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 			return nil, err
 		}
 		defer requests.stop()
-		session, capabilities = rd.session, metaCapabilities(r.meta.ClientCapabilities)
+		session = rd.session
 	} else if r.sess != nil {
 		callID = callRequestID(r.sess.ID, r.req.ID)
 	}
@@ -107,7 +111,7 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 	done := make(chan outcome, 1)
 	var handoff handoff // a stateless call's, once its client was asked for input
 	s.inflight.add()
-	go func() {
+	run := func() {
 		defer s.inflight.done()
 		defer s.calls.remove(callID)
 		defer cancel()
@@ -121,11 +125,19 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 			s.storeAnswer(r, rd, m, reply, err)
 		}
 		done <- outcome{reply, err}
-	}()
+	}
+	if notes == nil && rd == nil {
+		// Nothing to relay while it runs, and nothing to hand over: the call runs
+		// here, as its request's.
+		run()
+		out := <-done
+		return toolAnswer(r.tool, m, out.reply, out.err)
+	}
+	go run()
 	var asked chan []workerRequest
 	if rd != nil {
 		asked = make(chan []workerRequest, 1)
-		go func() { asked <- s.awaitRequests(ctx, requests, nil) }()
+		go func() { asked <- s.awaitRequests(ctx, requests, nil, false) }()
 	}
 	var out outcome
 wait:

@@ -246,7 +246,7 @@ func (s *Server) resumeRound(ctx context.Context, r *rpcRequest, params *mcp.Cal
 		done <- outcome{reply, err}
 	}()
 	asked := make(chan []workerRequest, 1)
-	go func() { asked <- s.awaitRequests(ctx, requests, unanswered) }()
+	go func() { asked <- s.awaitRequests(ctx, requests, unanswered, true) }()
 	select {
 	case out := <-done:
 		if out.err != nil && ctx.Err() == nil {
@@ -273,8 +273,10 @@ func (s *Server) resumeRound(ctx context.Context, r *rpcRequest, params *mcp.Cal
 
 // awaitRequests waits for the worker's next requests on a round's out subject and
 // returns them with those still unanswered, as soon as there is one; none once ctx
-// ends.
-func (s *Server) awaitRequests(ctx context.Context, f *follower, unanswered []workerRequest) []workerRequest {
+// ends. stored says whether some may be stored already: not for a call that was
+// followed before it was sent, whose requests all come live (the follower reads the
+// store should the live feed skip one).
+func (s *Server) awaitRequests(ctx context.Context, f *follower, unanswered []workerRequest, stored bool) []workerRequest {
 	reqs := slices.Clone(unanswered)
 	collect := func(rec record) bool {
 		if wr, ok := readWorkerRequest(rec); ok {
@@ -282,8 +284,10 @@ func (s *Server) awaitRequests(ctx context.Context, f *follower, unanswered []wo
 		}
 		return false // read on: several may be stored
 	}
-	if _, err := f.stored(ctx, collect); err != nil {
-		return reqs
+	if stored {
+		if _, err := f.stored(ctx, collect); err != nil {
+			return reqs
+		}
 	}
 	for len(reqs) == 0 {
 		select {
@@ -318,6 +322,17 @@ func errRoundTimeout(ctx context.Context) error {
 		return ctx.Err()
 	}
 	return bus.ErrTimeout
+}
+
+// mayBeAsked reports whether a client that declared capabilities may be asked
+// anything by a worker: sampling, elicitation or its roots.
+func mayBeAsked(capabilities []string) bool {
+	for _, c := range capabilities {
+		if c == "sampling" || c == "elicitation" || c == "roots" {
+			return true
+		}
+	}
+	return false
 }
 
 // metaCapabilities are the names of the capabilities a 2026-07-28 request's _meta
