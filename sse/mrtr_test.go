@@ -63,6 +63,8 @@ func TestStatelessCallsAskForInput(t *testing.T) {
 		callAt := func(url, extra string) map[string]json.RawMessage {
 			t.Helper()
 			h, body := modern("tools/call", `"name":"ask","arguments":{}`+extra)
+			// A client that declares nothing it could be asked gets no round.
+			body = strings.Replace(body, `"io.modelcontextprotocol/clientCapabilities":{}`, `"io.modelcontextprotocol/clientCapabilities":{"sampling":{}}`, 1)
 			h["Mcp-Name"] = "ask"
 			h["Accept"] = "application/json"
 			x := do(t, "POST", url, h, body)
