@@ -115,7 +115,7 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 		defer s.inflight.done()
 		defer s.calls.remove(callID)
 		defer cancel()
-		reply, err := s.gw.Do(ctx, &gateway.Call{
+		reply, err := s.gw.Call(ctx, &gateway.Call{
 			Principal: r.p, Tool: r.tool, Method: m.Name, Params: args, Entry: t.Method(m.Name),
 			CallID: callID, RequestID: callID, Session: session, Progress: wantNotes,
 			ClientCapabilities: capabilities, ReplyTo: replyTo,
