@@ -510,6 +510,17 @@ func (b *Bridge) onToolListChanged(_ context.Context, req *mcp.ToolListChangedRe
 	if s == nil {
 		return
 	}
+	if s.client != "" {
+		// A client's session is listed again at once; it has no keep loop.
+		go func() {
+			ctx, cancel := context.WithTimeout(b.life, b.cfg.StartTimeout)
+			defer cancel()
+			if err := b.list(ctx, s); err != nil {
+				b.log.Warn("upstream tools/list failed", "client_session", s.client, "err", err)
+			}
+		}()
+		return
+	}
 	select {
 	case s.relist <- struct{}{}:
 	default:
@@ -536,6 +547,11 @@ func (b *Bridge) methods() []workers.Method {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	sessions := slices.Clone(b.sessions)
+	for _, c := range b.clients {
+		// A tool a server offers one client only (one it added on that client's
+		// session) is a method too; other clients' lists leave it out.
+		sessions = append(sessions, c)
+	}
 	sort.SliceStable(sessions, func(i, j int) bool { return sessions[i].listedAt.After(sessions[j].listedAt) })
 	tools := map[string]*mcp.Tool{}
 	for _, s := range sessions {

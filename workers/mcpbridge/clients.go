@@ -171,6 +171,15 @@ func (b *Bridge) endClient(id string, s *session, why string) {
 	stop := cur.stop
 	b.mu.Unlock()
 	b.shut(cur, stop)
+	b.mu.Lock()
+	listed := len(cur.tools) > 0
+	b.mu.Unlock()
+	if listed { // the tools it alone offered are methods no more
+		select {
+		case b.changed <- struct{}{}:
+		default:
+		}
+	}
 	b.log.Info("upstream session of a client session ended", "client_session", id, "why", why)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -123,6 +124,7 @@ func (b *Bridge) sessionTools(ctx context.Context, c *workers.Call) (any, error)
 	}
 	defer b.release(in)
 	tools := []json.RawMessage{}
+	typed := map[string]*mcp.Tool{}
 	params := &mcp.ListToolsParams{}
 	for range maxToolPages {
 		rctx, sink := withRaw(ctx)
@@ -141,12 +143,39 @@ func (b *Bridge) sessionTools(ctx context.Context, c *workers.Call) (any, error)
 			}
 		}
 		tools = append(tools, page.Tools...)
+		for _, t := range res.Tools {
+			typed[t.Name] = t
+		}
 		if res.NextCursor == "" {
 			break
 		}
 		params = &mcp.ListToolsParams{Cursor: res.NextCursor}
 	}
+	// What the session lists counts among the tool's methods (see methods).
+	b.mu.Lock()
+	changed := !sameTools(in.s.tools, typed)
+	in.s.tools, in.s.listedAt = typed, time.Now()
+	b.mu.Unlock()
+	if changed {
+		select {
+		case b.changed <- struct{}{}:
+		default:
+		}
+	}
 	return map[string]any{"tools": tools}, nil
+}
+
+// sameTools reports whether two lists name the same tools.
+func sameTools(a, b map[string]*mcp.Tool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name := range a {
+		if b[name] == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // rawRequest makes a request as the client sent it on its client session's upstream
