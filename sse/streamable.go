@@ -305,7 +305,7 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 		_ = ew.event(id, "message", msg)
 	}
 	rr.notify = func(msg []byte) { send(msg, false) }
-	rr.replyTo = s.events.replySubject(subject)
+	rr.replyTo = s.subj.StreamAnswer(sess.Tool, sess.ID, post) // an edge logs it at replySubject
 
 	// The call outlives the POST's connection by up to ResumeGrace. One goroutine
 	// keeps the stream alive while the client is there, and waits for it to resume

@@ -57,9 +57,9 @@ func Example() {
 }
 
 // A worker that keeps state between calls, in its tool's state bucket: here, how many
-// times each city was asked for. The connection takes its inboxes under the tool's,
-// which the tool's credentials allow; an admin made the bucket before
-// (toolgate state create weather).
+// times each city was asked for. An admin made the bucket before (toolgate state
+// create weather); the worker reaches it through the edges, which answer for its
+// tool's bucket only.
 func ExampleWorker_State() {
 	ctx := context.Background()
 	nc, err := nats.Connect("tls://nats.example.com:4222", nats.UserCredentials("weather.creds"),
@@ -78,10 +78,10 @@ func ExampleWorker_State() {
 		func(ctx context.Context, c *workers.Call, in forecastIn) (forecastOut, error) {
 			key := base64.RawURLEncoding.EncodeToString([]byte(in.City)) // a key holds no spaces
 			n := 0
-			if e, err := asked.Get(ctx, key); err == nil {
-				n, _ = strconv.Atoi(string(e.Value()))
+			if v, _, err := asked.Get(ctx, key); err == nil {
+				n, _ = strconv.Atoi(string(v))
 			}
-			if _, err := asked.Put(ctx, key, []byte(strconv.Itoa(n+1))); err != nil {
+			if _, err := asked.Put(ctx, key, []byte(strconv.Itoa(n+1)), 0); err != nil {
 				return forecastOut{}, err
 			}
 			return forecastOut{City: in.City, Summary: fmt.Sprintf("sunny (asked %d times)", n+1), At: time.Now()}, nil

@@ -29,10 +29,10 @@ var ErrNoSessionLog = errors.New("workers: no MCP session event log on this NATS
 // returns the client's result, or an *RPCError when the client answered with an
 // error.
 //
-// The request travels on the session's out subject into the session's event log, from
-// which the edge holding the client's stream writes it; it is sent as a request, so a
-// message nothing stores fails at once instead of waiting for an answer that cannot
-// come. Whichever edge receives the client's answer publishes it on the session's
+// The worker asks an edge (wire.Subjects.AskSession) to put the request in the
+// session's event log, from which the edge holding the client's stream writes it; the
+// edge answers once it is stored, so a request nothing stores fails at once instead of
+// waiting for an answer that cannot come. Whichever edge receives the client's answer publishes it on the session's
 // reply subject for the request's id. The wait is bounded only by ctx: a client that
 // never answers holds the caller until ctx ends, and then the client is told the
 // request is cancelled.
@@ -58,10 +58,9 @@ func (c *Call) Request(ctx context.Context, method string, params any) (json.Raw
 	}
 	defer replies.Unsubscribe()
 
-	out := subj.SessionOut(c.Tool, c.Session)
-	msg := nats.NewMsg(out)
+	msg := nats.NewMsg(subj.AskSession(c.Tool, c.Session))
 	msg.Data = body
-	if err := w.inbox.store(ctx, msg); err != nil {
+	if err := w.ask(ctx, msg); err != nil {
 		if ctx.Err() != nil {
 			c.cancelRequest(ctx, id) // it may have been stored
 			return nil, fmt.Errorf("workers: %s: %w", method, ctx.Err())
@@ -93,5 +92,5 @@ func (c *Call) Request(ctx context.Context, method string, params any) (json.Raw
 // cancelRequest tells the session's client that request id is no longer awaited, so
 // it can stop asking its user.
 func (c *Call) cancelRequest(ctx context.Context, id string) {
-	_ = c.w.nc.Publish(c.w.cfg.subjects.SessionOut(c.Tool, c.Session), wire.SessionCancel(id, context.Cause(ctx).Error())) // best effort
+	_ = c.w.nc.Publish(c.w.cfg.subjects.AskSession(c.Tool, c.Session), wire.SessionCancel(id, context.Cause(ctx).Error())) // best effort: an edge stores it
 }

@@ -506,6 +506,7 @@ func ExampleFunc() {
 func TestSubjectPrefix(t *testing.T) {
 	e := newEnv(t)
 	alt := wire.Subjects{Prefix: "alt"}
+	testenv.Asks(t, e.nc, alt)
 	e.start(workers.Tool{ID: "prefixed"}, []workers.Method{greet()}, workers.WithSubjects(alt))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -599,12 +600,16 @@ func TestWorkerWaitsForTheRegistry(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	var stopOnce sync.Once
+	stop := func() { // before the edge that answers its asks stops: its drain asks one
+		stopOnce.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	testenv.Eventually(t, 10*time.Second, "the worker says it waits for the registry", func() bool {
 		return strings.Contains(logs.String(), "the registry is not on this NATS system yet")
 	})
@@ -629,4 +634,5 @@ func TestWorkerWaitsForTheRegistry(t *testing.T) {
 	if r, err := call(t, e, "greeter", "greet", `{"name":"Ada"}`); err != nil || string(r.Data) != `{"greeting":"hello, Ada"}` {
 		t.Fatalf("call: %v %v", err, r)
 	}
+	stop()
 }
