@@ -85,6 +85,10 @@ type target struct {
 	payload *nats.Msg
 	landed  func() (string, bool)
 	reset   func(t *testing.T) // puts back what an attack on main overwrote, so each case stands alone
+	// fence returns once whatever was published on the target before it was called
+	// has landed, if it was to land: a write to the same stream acknowledged, or a
+	// message to the same subscriber received.
+	fence func(t *testing.T)
 }
 
 const forgedKey = "tgk_forgedforgedforgedforgedforged"
@@ -109,6 +113,7 @@ func (e *forgeryEnv) targets(t *testing.T) []target {
 				}
 				return "", false
 			},
+			fence: func(t *testing.T) { e.fenceBucket(t, "tg-keys") },
 			reset: func(t *testing.T) {
 				if err := e.keys.Purge(e.ctx, registry.Hash(forgedKey)); err != nil {
 					t.Fatal(err)
@@ -132,6 +137,7 @@ func (e *forgeryEnv) targets(t *testing.T) []target {
 				}
 				return "", false
 			},
+			fence: func(t *testing.T) { e.fenceBucket(t, "tg-accounts") },
 			reset: func(t *testing.T) {
 				js, _ := jetstream.New(e.admin)
 				kv, _ := js.KeyValue(e.ctx, "tg-accounts")
@@ -155,8 +161,39 @@ func (e *forgeryEnv) targets(t *testing.T) []target {
 					return "", false
 				}
 			},
+			fence: func(t *testing.T) {
+				if err := e.admin.Publish("tg.call.beta.fence", []byte("fence")); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case m := <-e.betaGot:
+					if m.Subject != "tg.call.beta.fence" {
+						e.betaGot <- m // for landed
+						return
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("beta's worker did not receive the fence")
+				}
+			},
 			reset: func(*testing.T) {},
 		},
+	}
+}
+
+// fenceBucket writes and removes a key of bucket as the admin: once acknowledged,
+// whatever the bucket's stream was sent before is stored.
+func (e *forgeryEnv) fenceBucket(t *testing.T, bucket string) {
+	t.Helper()
+	js, _ := jetstream.New(e.admin)
+	kv, err := js.KeyValue(e.ctx, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(e.ctx, "fence", []byte(`{"id":"fence"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Purge(e.ctx, "fence"); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -300,6 +337,138 @@ func TestWorkerCannotMakeJetStreamForge(t *testing.T) {
 					case <-time.After(20 * time.Millisecond):
 					}
 				}
+			})
+		}
+	}
+}
+
+// An askVector is an ask a worker may send, with a reply subject of its choosing: the
+// edge must not answer it there (nor, for the stream answer, store anything that
+// answers there). send sends the forged ask; fence returns once the edge is done with
+// it.
+type askVector struct {
+	name  string
+	send  func(t *testing.T, e *forgeryEnv, target string)
+	fence func(t *testing.T, e *forgeryEnv)
+}
+
+func (e *forgeryEnv) forgedAsk(t *testing.T, m *nats.Msg, target string) {
+	t.Helper()
+	m.Reply = target
+	if err := e.worker.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fenceAsk sends m as a proper ask and waits for its answer: the edge takes asks one
+// at a time, in order, so the forged one sent before is done with.
+func (e *forgeryEnv) fenceAsk(t *testing.T, m *nats.Msg) {
+	t.Helper()
+	if _, err := e.worker.RequestMsg(m, 10*time.Second); err != nil {
+		t.Fatalf("the fence ask: %v", err)
+	}
+}
+
+var askVectors = []askVector{
+	{
+		name: "an ask for its record",
+		send: func(t *testing.T, e *forgeryEnv, target string) {
+			m, _ := wire.DefaultSubjects.AskRecordMsg(&wire.Tool{ID: "alpha", Version: "6.6.6", Methods: []wire.Method{}})
+			e.forgedAsk(t, m, target)
+		},
+		fence: func(t *testing.T, e *forgeryEnv) {
+			m, _ := wire.DefaultSubjects.AskRecordMsg(&wire.Tool{ID: "alpha", Version: "1.0.0", Methods: []wire.Method{}})
+			e.fenceAsk(t, m)
+		},
+	},
+	{
+		name: "an ask for its presence",
+		send: func(t *testing.T, e *forgeryEnv, target string) {
+			m, _ := wire.DefaultSubjects.AskPresenceMsg(&wire.Presence{Tool: "alpha", Instance: "forged"}, 10*time.Second)
+			e.forgedAsk(t, m, target)
+		},
+		fence: func(t *testing.T, e *forgeryEnv) {
+			e.fenceAsk(t, wire.DefaultSubjects.AskPresenceDeleteMsg("alpha", "fence"))
+		},
+	},
+	{
+		name: "an ask for its state",
+		send: func(t *testing.T, e *forgeryEnv, target string) {
+			e.forgedAsk(t, wire.DefaultSubjects.AskStateMsg("alpha", wire.StateGet, "k", nil, 0, 0), target)
+		},
+		fence: func(t *testing.T, e *forgeryEnv) {
+			e.fenceAsk(t, wire.DefaultSubjects.AskStateMsg("alpha", wire.StateGet, "k", nil, 0, 0))
+		},
+	},
+	{
+		name: "an ask for its session",
+		send: func(t *testing.T, e *forgeryEnv, target string) {
+			e.forgedAsk(t, &nats.Msg{Subject: wire.DefaultSubjects.AskSession("alpha", "s1"), Data: []byte(`{}`)}, target)
+		},
+		fence: func(t *testing.T, e *forgeryEnv) {
+			e.fenceAsk(t, &nats.Msg{Subject: wire.DefaultSubjects.AskSession("alpha", "s1"), Data: []byte(`{}`)})
+		},
+	},
+	{
+		// The edge's call of a stream answer has the reply subject tg.answer.…; the
+		// worker may publish there once (allow_responses), and name any reply subject.
+		name: "its answer to a call answered on a stream",
+		send: func(t *testing.T, e *forgeryEnv, target string) {
+			calls, err := e.worker.QueueSubscribeSync("tg.call.alpha.>", "tg.alpha")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer calls.Unsubscribe()
+			if err := e.worker.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			call := nats.NewMsg("tg.call.alpha.run")
+			call.Reply = wire.DefaultSubjects.StreamAnswer("alpha", "s1", "p1")
+			if err := e.edge.PublishMsg(call); err != nil { // as the edge running the call
+				t.Fatal(err)
+			}
+			m, err := calls.NextMsg(10 * time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.worker.PublishMsg(&nats.Msg{Subject: m.Reply, Reply: target, Data: []byte(`{"answer":1}`)}); err != nil {
+				t.Fatal(err)
+			}
+		},
+		fence: func(t *testing.T, e *forgeryEnv) {
+			js, _ := jetstream.New(e.admin)
+			st, err := js.Stream(e.ctx, "tg-mcp-events")
+			if err != nil {
+				t.Fatal(err)
+			}
+			testenv.Eventually(t, 10*time.Second, "the answer logged beside the stream", func() bool {
+				m, err := st.GetLastMsgForSubject(e.ctx, wire.DefaultSubjects.StreamAnswerLogged("alpha", "s1", "p1"))
+				return err == nil && string(m.Data) == `{"answer":1}`
+			})
+			if err := st.Purge(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+		},
+	},
+}
+
+// TestEdgesRelayNoForgery sends every ask a worker of alpha may send, with a reply
+// subject aimed at every target: the edge answers none of them there, and stores
+// nothing that JetStream acknowledges there.
+func TestEdgesRelayNoForgery(t *testing.T) {
+	e := newForgeryEnv(t)
+	for _, v := range askVectors {
+		for _, tg := range e.targets(t) {
+			t.Run(v.name+" onto "+tg.name, func(t *testing.T) {
+				defer tg.reset(t)
+				v.send(t, e, tg.subject)
+				v.fence(t, e)
+				tg.fence(t)
+				if what, ok := tg.landed(); ok {
+					t.Fatalf("forged: %s", what)
+				}
+				e.errs.none(t)
+				e.edgeErrs.none(t)
 			})
 		}
 	}

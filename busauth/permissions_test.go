@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolgate/toolgate/asks"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/busauth"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -88,7 +89,13 @@ func newWorkerEnvOn(t *testing.T, sec *testenv.Security, srv *server.Server) *wo
 	}
 	edgeErrs := make(violations, 64)
 	edge := testenv.SecureConn(t, srv.ClientURL(), sec.Client(sec.Deployment.CredsFile(busauth.RoleEdge), true), edgeErrs.handler())
-	testenv.Asks(t, edge, wire.DefaultSubjects)
+	// One ask at a time, so that an ask answered says the ones sent before it are done
+	// with (the forgery tests fence on it).
+	asked, err := asks.Serve(edge, wire.DefaultSubjects, 1, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(asked.Stop)
 	js, err := jetstream.New(admin)
 	if err != nil {
 		t.Fatal(err)
