@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"regexp"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -201,8 +200,6 @@ func New(nc *nats.Conn, tool Tool, opts ...Option) *Worker {
 		stats:     map[string]*methodStats{},
 	}
 }
-
-var instancePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 
 func defaultInstance() string {
 	host, _ := os.Hostname()
@@ -444,8 +441,8 @@ func (w *Worker) record(methods []Method, hasMCP bool) (wire.Tool, error) {
 	if err := wire.CheckToolID(w.tool.ID); err != nil {
 		return wire.Tool{}, fmt.Errorf("workers: %w", err)
 	}
-	if !instancePattern.MatchString(w.cfg.instance) {
-		return fail("instance %q: must match %s", w.cfg.instance, instancePattern)
+	if !wire.ValidToken(w.cfg.instance) {
+		return fail("instance %q: must be 1 to 128 letters, digits, '-' and '_'", w.cfg.instance)
 	}
 	if w.cfg.concurrency < 1 {
 		return fail("concurrency: must be at least 1")

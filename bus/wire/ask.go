@@ -110,30 +110,18 @@ func (s Subjects) ParseAsk(subject string) (a Ask, ok bool) {
 	switch {
 	case tokens[0] == "reg" && len(tokens) == 3 && tokens[2] == "record":
 		a.Kind = AskRecordKind
-	case tokens[0] == "reg" && len(tokens) == 4 && tokens[2] == "presence" && instanceToken(tokens[3]):
+	case tokens[0] == "reg" && len(tokens) == 4 && tokens[2] == "presence" && ValidToken(tokens[3]):
 		a.Kind, a.Instance = AskPresenceKind, tokens[3]
 	case tokens[0] == "state" && len(tokens) == 3 && StateOp(tokens[2]).valid():
 		a.Kind, a.Op = AskStateKind, StateOp(tokens[2])
-	case tokens[0] == "sessout" && len(tokens) == 3 && tokens[2] != "":
+	case tokens[0] == "sessout" && len(tokens) == 3 && ValidToken(tokens[2]):
 		a.Kind, a.Session = AskSessionKind, tokens[2]
-	case tokens[0] == "answer" && len(tokens) == 4 && tokens[2] != "" && tokens[3] != "":
+	case tokens[0] == "answer" && len(tokens) == 4 && ValidToken(tokens[2]) && ValidToken(tokens[3]):
 		a.Kind, a.Session, a.Post = AskAnswerKind, tokens[2], tokens[3]
 	default:
 		return Ask{}, false
 	}
 	return a, true
-}
-
-func instanceToken(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for _, r := range s {
-		if r != '-' && r != '_' && !('a' <= r && r <= 'z') && !('A' <= r && r <= 'Z') && !('0' <= r && r <= '9') {
-			return false
-		}
-	}
-	return true
 }
 
 // AskReplyAllowed reports whether an edge may answer an ask of tool on reply: only
