@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
+	"github.com/toolgate/toolgate/asks"
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/busauth"
@@ -110,6 +112,7 @@ type exampleBus struct {
 	dir     string
 	deploy  *busauth.Deployment // with secure
 	edge    *nats.Conn
+	asked   *asks.Server
 	stopSrv func()
 }
 
@@ -144,10 +147,15 @@ func startExampleBus(secure bool) *exampleBus {
 	if _, err := registry.Open(ctx, b.edge, registry.DefaultOptions()); err != nil {
 		log.Fatal(err)
 	}
+	// It answers the workers' asks (their records and presence), as every edge does.
+	if b.asked, err = asks.Serve(b.edge, wire.DefaultSubjects, 0, slog.New(slog.DiscardHandler)); err != nil {
+		log.Fatal(err)
+	}
 	return b
 }
 
 func (b *exampleBus) stop() {
+	b.asked.Stop()
 	b.edge.Close()
 	b.stopSrv()
 	_ = os.RemoveAll(b.dir)
@@ -341,8 +349,8 @@ func ExampleWorker_HandleMCP() {
 }
 
 // A worker on a production bus connects with the credentials file the deployment
-// issued for its tool (`toolgate creds issue worker --tool weather`): the bus lets it
-// serve that tool's calls and write that tool's records, and nothing else.
+// issued for its tool (`toolgate creds issue weather`): the bus lets it serve that
+// tool's calls and ask the edges to write that tool's records, and nothing else.
 func ExampleNew_credentials() {
 	b := startExampleBus(true)
 	defer b.stop()
