@@ -37,6 +37,10 @@ const DefaultConcurrency = 64
 // askTimeout bounds the JetStream work of one ask.
 const askTimeout = 10 * time.Second
 
+// answerMargin is what an answer keeps free of the server's max_payload for its
+// headers: a keys answer longer than max_payload less this is too_large.
+const answerMargin = 1024
+
 // Server answers workers' asks on one edge's connection.
 type Server struct {
 	nc   *nats.Conn
@@ -347,7 +351,7 @@ func (s *Server) state(ctx context.Context, tool string, op wire.StateOp, m *nat
 		if err != nil {
 			return nil, 0, err
 		}
-		if max := s.nc.MaxPayload(); max > 0 && int64(len(b)) > max-1024 {
+		if max := s.nc.MaxPayload(); max > 0 && int64(len(b)) > max-answerMargin {
 			return nil, 0, &wire.AskError{Code: wire.AskTooLarge, Message: fmt.Sprintf("the bucket's %d keys are more than one answer carries", len(keys))}
 		}
 		return b, 0, nil

@@ -3,14 +3,17 @@ package asks_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/registry"
 )
 
 type env struct {
@@ -146,5 +149,53 @@ func TestStreamAnswerIsLoggedWithTheReplyHeadersOnly(t *testing.T) {
 	keys, _ := e.js.KeyValue(e.ctx, "tg-keys")
 	if st, _ := keys.Status(e.ctx); st.Values() != 0 {
 		t.Fatal("something was written to tg-keys")
+	}
+}
+
+// TestKeysAnswerIsBoundedByMaxPayload: the keys of a state bucket go in one answer;
+// past what a message carries (the server's max_payload, less 1 KiB for headers) the
+// edge says too_large rather than send an answer the server would refuse.
+func TestKeysAnswerIsBoundedByMaxPayload(t *testing.T) {
+	srv := testenv.ServerWith(t, func(cfg *bus.ServerConfig) { cfg.MaxPayload = 4096 })
+	nc := testenv.Conn(t, srv.ClientURL())
+	testenv.Store(t, nc, 1)
+	ctx := testenv.Context(t)
+	if _, err := registry.CreateToolState(ctx, nc, "alpha", registry.StateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	kv, err := js.KeyValue(ctx, wire.StateBucket("alpha"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker, err := nats.Connect(srv.ClientURL(), nats.CustomInboxPrefix("_INBOX.tool.alpha"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(worker.Close)
+	keys := func() ([]byte, error) {
+		answer, err := worker.RequestMsg(wire.DefaultSubjects.AskStateMsg("alpha", wire.StateKeys, "", nil, 0, 0), 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _, err := wire.ReadAskReply(answer)
+		return body, err
+	}
+	// Each key is 20 bytes, 23 in the answer's JSON ("...",): 133 fit in 3072 bytes.
+	put := func(from, to int) {
+		for i := from; i < to; i++ {
+			if _, err := kv.Put(ctx, fmt.Sprintf("key-%016d", i), []byte("v")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	put(0, 133)
+	if body, err := keys(); err != nil || len(body) > 3072 {
+		t.Fatalf("133 keys: %d bytes, %v", len(body), err)
+	}
+	put(133, 134)
+	var ae *wire.AskError
+	if _, err := keys(); !errors.As(err, &ae) || ae.Code != wire.AskTooLarge {
+		t.Fatalf("134 keys: got %v, want too_large", err)
 	}
 }
