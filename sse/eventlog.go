@@ -154,9 +154,12 @@ func (l *eventLog) postSubject(tool, session, post string) string {
 	return l.subj.SessionPost(tool, session, post)
 }
 
-// replySubject is where the tool answers the call of a POST stream's subject: kept in
-// the log beside the stream, not on it, since the tool's reply is not a message for the
-// client. '~' never occurs in a post id, so no POST's stream is named so.
+// replySubject is where the log keeps the tool's answer to the call of a POST
+// stream's subject (wire.Subjects.StreamAnswerLogged): beside the stream, not on it,
+// since the tool's reply is not a message for the client. The tool sends it on
+// wire.Subjects.StreamAnswer, a plain subject, and an edge stores it here (package
+// asks): a worker publishes on no subject the log stores. '~' never occurs in a post
+// id, so no POST's stream is named so.
 func (l *eventLog) replySubject(postSubject string) string { return postSubject + "~reply" }
 
 // appendRecord stores one record and returns its sequence. A msgID makes the append

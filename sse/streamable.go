@@ -391,7 +391,7 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 	}
 	if call == nil {
 		rr.notify = func(msg []byte) { send(msg, false) }
-		rr.replyTo = s.events.replySubject(subject)
+		rr.replyTo = s.subj.StreamAnswer(sess.Tool, sess.ID, post) // an edge logs it at replySubject
 		rr.post = post
 		ctx, cancel := context.WithCancel(s.ctx)
 		done := make(chan handled, 1)

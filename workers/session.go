@@ -29,12 +29,12 @@ var ErrNoSessionLog = errors.New("workers: no MCP session event log on this NATS
 // returns the client's result, or an *RPCError when the client answered with an
 // error.
 //
-// The request travels into the session's event log, from which the edge holding the
-// client's stream writes it: on the stream of the POST the call is answered on, when
-// it is answered with one (the request is related to the call, and a client need not
-// open any other stream), else on the session's standalone stream. It is sent as a
-// request, so a message nothing stores fails at once instead of waiting for an answer
-// that cannot come. Whichever edge receives the client's answer publishes it on the
+// The worker asks an edge (wire.Subjects.AskSession) to put the request in the
+// session's event log, from which the edge holding the client's stream writes it: on
+// the stream of the POST the call is answered on, when it is answered with one (the
+// request is related to the call, and a client need not open any other stream), else
+// on the session's standalone stream. The edge answers once it is stored, so a request
+// nothing stores fails at once instead of waiting for an answer that cannot come. Whichever edge receives the client's answer publishes it on the
 // session's reply subject for the request's id. The wait is bounded only by ctx: a
 // client that never answers holds the caller until ctx ends, and then the client is
 // told the request is cancelled.
@@ -45,11 +45,11 @@ func (c *Call) Request(ctx context.Context, method string, params any) (json.Raw
 	if capability := wire.Capability(method); capability != "" && !c.req.Declared(capability) {
 		return nil, fmt.Errorf("workers: %s: the caller's MCP client does not support %s: %w", method, capability, ErrNotDeclared)
 	}
-	out := c.w.cfg.subjects.SessionOut(c.Tool, c.Session)
+	post := ""
 	if c.req.Post != "" && wire.ValidToken(c.req.Post) {
-		out = c.w.cfg.subjects.SessionPost(c.Tool, c.Session, c.req.Post)
+		post = c.req.Post
 	}
-	return c.w.request(ctx, c.Session, out, method, params)
+	return c.w.request(ctx, c.Session, post, method, params)
 }
 
 // SessionRequest sends a JSON-RPC request to the client of an MCP session of the
@@ -60,7 +60,7 @@ func (w *Worker) SessionRequest(ctx context.Context, session, method string, par
 	if !wire.ValidToken(session) {
 		return nil, ErrNoSession
 	}
-	return w.request(ctx, session, w.cfg.subjects.SessionOut(w.tool.ID, session), method, params)
+	return w.request(ctx, session, "", method, params)
 }
 
 // Notify sends a JSON-RPC notification (notifications/message,
@@ -78,9 +78,7 @@ func (w *Worker) Notify(ctx context.Context, session, method string, params any)
 	if w.inbox == nil {
 		return fmt.Errorf("workers: %s: the worker is not running", method)
 	}
-	msg := nats.NewMsg(w.cfg.subjects.SessionOut(w.tool.ID, session))
-	msg.Data = body
-	if err := w.inbox.store(ctx, msg); err != nil {
+	if err := w.ask(ctx, w.sessionMsg(session, "", body)); err != nil {
 		if errors.Is(err, wire.ErrNotStored) {
 			return fmt.Errorf("workers: %s: %w", method, ErrNoSessionLog)
 		}
@@ -103,9 +101,9 @@ func (w *Worker) OnSessionEnd(f func(session string)) {
 	w.sessionEnd = f
 }
 
-// request sends a request for session's client on the out subject and waits for its
-// answer.
-func (w *Worker) request(ctx context.Context, session, out, method string, params any) (json.RawMessage, error) {
+// request sends a request for session's client, on the stream of POST post when it
+// names one, and waits for its answer.
+func (w *Worker) request(ctx context.Context, session, post, method string, params any) (json.RawMessage, error) {
 	// The id becomes a subject token; nuid is alphanumeric.
 	id := "tg-" + nuid.Next()
 	body, err := wire.SessionRequest(id, method, params)
@@ -124,11 +122,9 @@ func (w *Worker) request(ctx context.Context, session, out, method string, param
 	}
 	defer replies.Unsubscribe()
 
-	msg := nats.NewMsg(out)
-	msg.Data = body
-	if err := w.inbox.store(ctx, msg); err != nil {
+	if err := w.ask(ctx, w.sessionMsg(session, post, body)); err != nil {
 		if ctx.Err() != nil {
-			w.cancelRequest(ctx, out, id) // it may have been stored
+			w.cancelRequest(ctx, session, post, id) // it may have been stored
 			return nil, fmt.Errorf("workers: %s: %w", method, ctx.Err())
 		}
 		if errors.Is(err, wire.ErrNotStored) {
@@ -139,7 +135,7 @@ func (w *Worker) request(ctx context.Context, session, out, method string, param
 	answer, err := replies.NextMsgWithContext(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			w.cancelRequest(ctx, out, id)
+			w.cancelRequest(ctx, session, post, id)
 			return nil, fmt.Errorf("workers: %s: %w", method, ctx.Err())
 		}
 		return nil, fmt.Errorf("workers: %s: %w", method, err)
@@ -157,8 +153,19 @@ func (w *Worker) request(ctx context.Context, session, out, method string, param
 
 // cancelRequest tells the session's client, on the stream the request went on, that
 // request id is no longer awaited, so it can stop asking its user.
-func (w *Worker) cancelRequest(ctx context.Context, out, id string) {
-	_ = w.nc.Publish(out, wire.SessionCancel(id, context.Cause(ctx).Error())) // best effort
+func (w *Worker) cancelRequest(ctx context.Context, session, post, id string) {
+	_ = w.nc.PublishMsg(w.sessionMsg(session, post, wire.SessionCancel(id, context.Cause(ctx).Error()))) // best effort: an edge stores it
+}
+
+// sessionMsg is the ask that has an edge store body for session's client: on the
+// stream of POST post when it names one, else on the session's standalone stream.
+func (w *Worker) sessionMsg(session, post string, body []byte) *nats.Msg {
+	msg := nats.NewMsg(w.cfg.subjects.AskSession(w.tool.ID, session))
+	msg.Data = body
+	if post != "" {
+		msg.Header.Set(wire.HeaderPost, post)
+	}
+	return msg
 }
 
 // onSessionEnd hands the end of a session to the function OnSessionEnd set.

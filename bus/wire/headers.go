@@ -55,11 +55,5 @@ const (
 	ResultRPCError = "jsonrpc-error"
 )
 
-// Headers of the JetStream messages a worker writes and reads.
-const (
-	headerTTL        = "Nats-TTL"           // a presence record's own time to live
-	headerKVOp       = "KV-Operation"       // DEL or PURGE on a key's delete marker
-	headerMarker     = "Nats-Marker-Reason" // a marker the server left when it removed a key
-	headerNATSStatus = "Status"             // 503 no responders, 404 no message
-	headerSequence   = "Nats-Sequence"
-)
+// The server's status header: 503 on a request nobody answered.
+const headerNATSStatus = "Status"

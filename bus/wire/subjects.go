@@ -145,23 +145,18 @@ func (s Subjects) Logged(subject string) string {
 	return s.LoggedRoot() + strings.TrimPrefix(subject, s.SessionRoot())
 }
 
-// The registry buckets a worker writes to. Their names are the deployment's, not the
+// The registry buckets whose records a worker asks an edge to write. Their names are the deployment's, not the
 // subject prefix's.
 const (
 	BucketTools    = "tg-tools"
 	BucketPresence = "tg-presence"
 )
 
-// ToolRecord is the subject a worker publishes its tool's record on: the key tool of
-// the tools bucket.
+// ToolRecord is the subject of tool's record in the tools bucket.
 func ToolRecord(tool string) string { return "$KV." + BucketTools + "." + tool }
 
-// ToolRecordGet is the direct-get subject that answers with the last record of tool.
-func ToolRecordGet(tool string) string {
-	return "$JS.API.DIRECT.GET.KV_" + BucketTools + "." + ToolRecord(tool)
-}
-
-// PresenceRecord is the subject a worker instance publishes its presence on.
+// PresenceRecord is the subject of a worker instance's presence in the presence
+// bucket.
 func PresenceRecord(tool, instance string) string {
 	return "$KV." + BucketPresence + "." + tool + "." + instance
 }
@@ -175,7 +170,7 @@ const StateBucketPrefix = "tg-state-"
 // bucket is another's, nor one of the registry's.
 func StateBucket(tool string) string { return StateBucketPrefix + tool }
 
-// WorkerInbox is the root of the subjects a worker of tool waits for answers on (acks
-// of its writes, its session requests' acks): its own, so that a worker never needs
-// the whole of _INBOX.
+// WorkerInbox is the root of the subjects a worker of tool waits for answers on (the
+// edges' answers to its asks): its own, so that a worker never needs the whole of
+// _INBOX, and the only place an edge answers an ask of the tool.
 func WorkerInbox(tool string) string { return "_INBOX.tool." + tool + "." }

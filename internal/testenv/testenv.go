@@ -18,7 +18,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolgate/toolgate/asks"
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -205,8 +207,10 @@ func Context(t testing.TB) context.Context {
 	return ctx
 }
 
-// Store opens the registry on nc with replicas and the default options. (A test of
-// presence expiry gives its worker a short TTL of its own: workers.WithPresenceTTL.)
+// Store opens the registry on nc with replicas and the default options, and answers
+// workers' asks on nc as an edge does (Asks), so that workers can store their records
+// there. (A test of presence expiry gives its worker a short TTL of its own:
+// workers.WithPresenceTTL.)
 func Store(t testing.TB, nc *nats.Conn, replicas int) *registry.Store {
 	t.Helper()
 	opts := registry.DefaultOptions()
@@ -215,7 +219,20 @@ func Store(t testing.TB, nc *nats.Conn, replicas int) *registry.Store {
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
+	Asks(t, nc, wire.DefaultSubjects)
 	return st
+}
+
+// Asks answers workers' asks under subj on nc (package asks), as every edge does,
+// until the test ends.
+func Asks(t testing.TB, nc *nats.Conn, subj wire.Subjects) *asks.Server {
+	t.Helper()
+	s, err := asks.Serve(nc, subj, 0, Logger(t))
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
 }
 
 // View starts a registry view on store that lives as long as the test.

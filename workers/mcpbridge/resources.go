@@ -314,12 +314,6 @@ func (b *Bridge) onResourceUpdated(ctx context.Context, req *mcp.ResourceUpdated
 	if s == nil || s.client != "" {
 		return // a client's session's updates go to its client as they come (observe)
 	}
-	note, err := json.Marshal(map[string]any{
-		"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": req.Params,
-	})
-	if err != nil {
-		return
-	}
 	b.mu.Lock()
 	var sessions []string
 	for id := range b.subs[req.Params.URI] {
@@ -327,7 +321,7 @@ func (b *Bridge) onResourceUpdated(ctx context.Context, req *mcp.ResourceUpdated
 	}
 	b.mu.Unlock()
 	for _, id := range sessions {
-		if err := b.nc.Publish(b.cfg.Subjects.SessionOut(b.cfg.Tool, id), note); err != nil {
+		if err := b.w.Notify(ctx, id, "notifications/resources/updated", req.Params); err != nil {
 			b.log.Warn("resource update not sent", "session", id, "err", err)
 		}
 	}
