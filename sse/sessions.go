@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -112,13 +113,13 @@ func (x *sessionIndex) get(id string) (*registry.Session, bool) {
 
 // remove forgets session id, deleted or expired at revision rev, and reports whether
 // it was known.
-func (x *sessionIndex) remove(id string, rev uint64) bool {
+func (x *sessionIndex) remove(id string, rev uint64) (tool string, ok bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	defer x.advance(rev)
 	e, ok := x.byID[id]
 	if !ok {
-		return false
+		return "", false
 	}
 	delete(x.byID, id)
 	del := func(m map[string]map[string]struct{}, k string) {
@@ -129,7 +130,7 @@ func (x *sessionIndex) remove(id string, rev uint64) bool {
 	}
 	del(x.byTool, e.seen.Tool)
 	del(x.byAccount, e.seen.Account)
-	return true
+	return e.seen.Tool, true
 }
 
 // sessions returns a copy of every session the index knows, as the bucket shows it.
@@ -181,6 +182,14 @@ func (x *sessionIndex) advance(rev uint64) {
 	}
 }
 
+// restart forgets the revisions applied: the bucket is loaded again from scratch, and
+// its revisions may count from 1 again (NATS restarted and made it anew).
+func (x *sessionIndex) restart() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.applied = 0
+}
+
 // caughtUp returns once the bucket's revision rev has been applied here, or with
 // ctx's error.
 func (x *sessionIndex) caughtUp(ctx context.Context, rev uint64) error {
@@ -199,24 +208,47 @@ func (x *sessionIndex) caughtUp(ctx context.Context, rev uint64) error {
 	}
 }
 
-// watchSessions loads the sessions bucket and follows it until stop ends; ended is
-// called for every session that is deleted or expires.
-func watchSessions(ctx, stop context.Context, store *registry.Store, log *slog.Logger, ended func(id string), bg *sync.WaitGroup) (*sessionIndex, error) {
-	kv, err := store.JetStream().KeyValue(ctx, registry.BucketSessions)
-	if err != nil {
-		return nil, fmt.Errorf("sse: sessions bucket: %w", err)
-	}
-	w, err := kv.WatchAll(stop)
-	if err != nil {
-		return nil, fmt.Errorf("sse: watch sessions: %w", err)
-	}
+// watchSessions loads the sessions bucket and follows it until stop ends, as the
+// registry's view follows its buckets (registry.Store.Follow: a node that dies costs
+// seconds); ended is called for every session that is deleted or expires, or that a
+// load of the bucket again from scratch no longer brings.
+func watchSessions(ctx, stop context.Context, store *registry.Store, log *slog.Logger, ended func(id, tool string), bg *sync.WaitGroup) (*sessionIndex, error) {
+	updates := make(chan registry.Update, 256)
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		store.Follow(stop, registry.BucketSessions, updates, log)
+	}()
 	x := newSessionIndex()
-	apply := func(e jetstream.KeyValueEntry) {
-		if e.Operation() != jetstream.KeyValuePut {
-			if x.remove(e.Key(), e.Revision()) {
-				ended(e.Key())
+	var reloaded map[string]bool // the sessions a load from scratch has brought so far
+	apply := func(u registry.Update) (loaded bool) {
+		switch u.Mark {
+		case registry.MarkLoaded:
+			return true
+		case registry.MarkReload:
+			reloaded = map[string]bool{}
+			x.restart()
+			return false
+		case registry.MarkReloaded:
+			for _, sess := range x.sessions() {
+				if !reloaded[sess.ID] {
+					if tool, ok := x.remove(sess.ID, 0); ok {
+						ended(sess.ID, tool)
+					}
+				}
 			}
-			return
+			reloaded = nil
+			return false
+		}
+		e := u.Entry
+		if reloaded != nil {
+			reloaded[e.Key()] = true
+		}
+		if e.Operation() != jetstream.KeyValuePut {
+			if tool, ok := x.remove(e.Key(), e.Revision()); ok {
+				ended(e.Key(), tool)
+			}
+			return false
 		}
 		var s registry.Session
 		if err := json.Unmarshal(e.Value(), &s); err != nil {
@@ -224,48 +256,48 @@ func watchSessions(ctx, stop context.Context, store *registry.Store, log *slog.L
 			x.mu.Lock()
 			x.advance(e.Revision())
 			x.mu.Unlock()
-			return
+			return false
 		}
 		x.seen(&s, e.Value(), e.Revision())
+		return false
 	}
 	for {
 		select {
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, errors.New("sse: watch sessions: stopped while loading")
+		case u := <-updates:
+			if !apply(u) {
+				continue
 			}
-			if e == nil { // the bucket's current contents are loaded
-				bg.Add(1)
-				go func() {
-					defer bg.Done()
-					defer w.Stop()
-					for {
-						select {
-						case <-stop.Done():
-							return
-						case e, ok := <-w.Updates():
-							if !ok {
-								return
-							}
-							if e != nil {
-								apply(e)
-							}
-						}
+			bg.Add(1)
+			go func() {
+				defer bg.Done()
+				for {
+					select {
+					case <-stop.Done():
+						return
+					case u := <-updates:
+						apply(u)
 					}
-				}()
-				return x, nil
-			}
-			apply(e)
+				}
+			}()
+			return x, nil
+		case <-stop.Done():
+			return nil, errors.New("sse: watch sessions: stopped while loading")
 		case <-ctx.Done():
-			w.Stop()
 			return nil, fmt.Errorf("sse: watch sessions: %w", ctx.Err())
 		}
 	}
 }
 
 // sessionEnded runs on every edge when a session is deleted or expires: its calls
-// here are cancelled and its streams here closed.
-func (s *Server) sessionEnded(id string) {
+// here are cancelled and its streams here closed, and the tool's workers are told,
+// so that they let go of what they hold for it (a bridged server's upstream
+// session). Every edge tells them; they take the first.
+func (s *Server) sessionEnded(id, tool string) {
+	if wire.ValidToken(id) && wire.ValidToken(tool) {
+		if err := s.nc.Publish(s.subj.SessionEnd(tool, id), nil); err != nil {
+			s.log.Warn("telling workers a session ended", "session", id, "err", err)
+		}
+	}
 	s.calls.cancelSession(id)
 	s.streams.end(id)
 	s.touchMu.Lock()

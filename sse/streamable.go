@@ -187,26 +187,95 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 		return
 	}
 	defer s.sustain(sess)()
-	if req.Method == methodToolsCall && accept.events && (!accept.json || s.mayNotify(rr)) {
-		s.streamCall(ctx, w, rr, raw)
+	if req.Method == methodToolsCall && accept.events {
+		if !accept.json || s.mayNotify(rr) {
+			s.streamCall(ctx, w, rr, raw, nil)
+			return
+		}
+		s.callJSONOrStream(ctx, w, accept, rr, raw)
 		return
 	}
 	result, err := s.handle(ctx, rr)
 	s.answer(w, accept, req.ID, result, err)
 }
 
+// relayToolMessages writes to a call's stream the messages the tool put on it (its
+// requests to the client, related to the call) until the call finishes.
+func (s *Server) relayToolMessages(ctx context.Context, ew *eventWriter, sess *registry.Session, post string, f *follower, finished <-chan struct{}) {
+	deliver := func(rec record) bool {
+		if rec.header.Get(headerEvent) != "" || rec.header.Get(headerOrigin) != "" {
+			return false // this edge's own, written already, or a record that steers
+		}
+		_ = ew.event(eventID{session: sess.ID, post: post, seq: rec.seq}.String(), "message", rec.data)
+		return false
+	}
+	for {
+		select {
+		case m := <-f.live:
+			if _, err := f.take(ctx, m, deliver); err != nil && ctx.Err() == nil {
+				s.log.Warn("reading a call stream", "session", sess.ID, "err", err)
+			}
+		case <-finished:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// running is a session's tools/call under way: its cancellation, and where its
+// outcome arrives.
+type running struct {
+	cancel context.CancelFunc
+	done   <-chan handled
+}
+
+type handled struct {
+	result []byte
+	err    error
+}
+
+// callJSONOrStream runs a tools/call whose client takes either type and to which
+// nothing can come before the answer: an answer within StreamAfter is plain JSON; a
+// call that runs longer gets a stream (primed with an event id), which its client
+// resumes with Last-Event-ID should the connection break while the call runs on.
+func (s *Server) callJSONOrStream(reqCtx context.Context, w http.ResponseWriter, accept accepts, rr *rpcRequest, raw []byte) {
+	// The call must outlive the POST once it streams, so it runs on the server's
+	// context and is cancelled here while it answers with JSON.
+	ctx, cancel := context.WithCancel(s.ctx)
+	done := make(chan handled, 1)
+	go func() {
+		result, err := s.handle(ctx, rr)
+		done <- handled{result, err}
+	}()
+	timer := time.NewTimer(s.cfg.StreamAfter)
+	defer timer.Stop()
+	select {
+	case h := <-done:
+		cancel()
+		s.answer(w, accept, rr.req.ID, h.result, h.err)
+	case <-reqCtx.Done():
+		// The client left before a stream it could resume was opened: that is a
+		// cancellation.
+		cancel()
+		<-done
+	case <-timer.C:
+		s.streamCall(reqCtx, w, rr, raw, &running{cancel: cancel, done: done})
+	}
+}
+
 // mayNotify reports whether a session's tools/call may send its client anything
 // before the answer: progress, when the call carries a progressToken, or log
-// messages, once the session set a level. A call that cannot is answered with plain
-// JSON to a client that takes it: no stream, so nothing to keep in the event log for
-// a resume. (A worker's own requests to the client travel on the session's
-// standalone stream either way.)
+// messages, once the session set a level; or requests of the tool (sampling,
+// elicitation, roots), when the client declared a capability for one, which travel
+// on the call's stream. A call that cannot is answered with plain JSON to a client
+// that takes it: no stream, so nothing to keep in the event log for a resume.
 func (s *Server) mayNotify(rr *rpcRequest) bool {
 	params, err := rr.callParams()
 	if err != nil {
 		return false // answered with an error at once
 	}
-	return params.Meta["progressToken"] != nil || s.logLevel(rr, false) != ""
+	return params.Meta["progressToken"] != nil || s.logLevel(rr, false) != "" || asksClient(rr.sess)
 }
 
 // answer writes a request's answer as JSON, or as a one-event stream to a client
@@ -272,7 +341,10 @@ func (s *Server) awaitResume(subject string, from uint64, finished <-chan struct
 // edge with Last-Event-ID (the transport's rule: a broken connection is not a
 // cancellation). A client that is gone and does not resume within ResumeGrace has
 // gone away: its call is cancelled.
-func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *rpcRequest, raw []byte) {
+//
+// call, when not nil, is the call already running, answered on the stream from now
+// on; else streamCall starts it.
+func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *rpcRequest, raw []byte, call *running) {
 	sess := rr.sess
 	post := registry.NewID("")
 	subject := s.events.postSubject(sess.Tool, sess.ID, post)
@@ -282,6 +354,10 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 	cancel()
 	if err != nil {
 		s.log.Error("opening a call stream", "session", sess.ID, "err", err)
+		if call != nil {
+			call.cancel()
+			<-call.done
+		}
 		s.refuse(w, http.StatusServiceUnavailable, "the event log is unavailable; retry")
 		return
 	}
@@ -290,9 +366,9 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 	send := func(msg []byte, final bool) {
 		ctx, cancel := s.detached()
 		defer cancel()
-		var hdr nats.Header
+		hdr := nats.Header{headerOrigin: {originEdge}}
 		if final {
-			hdr = nats.Header{headerFinal: {"1"}}
+			hdr.Set(headerFinal, "1")
 		}
 		seq, err := s.events.appendRecord(ctx, subject, msg, hdr, "")
 		if err != nil {
@@ -304,21 +380,51 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 		}
 		_ = ew.event(id, "message", msg)
 	}
-	rr.notify = func(msg []byte) { send(msg, false) }
-	rr.replyTo = s.events.replySubject(subject)
+	// What the tool sends the client about the call (its requests) it publishes on
+	// the stream's subject; this edge writes it as the log stores it, following it
+	// from before the call starts.
+	f, err := s.events.follow(subject)
+	if err != nil {
+		s.log.Warn("following a call stream", "session", sess.ID, "err", err)
+	} else {
+		f.next = start + 1
+	}
+	if call == nil {
+		rr.notify = func(msg []byte) { send(msg, false) }
+		rr.replyTo = s.subj.StreamAnswer(sess.Tool, sess.ID, post) // an edge logs it at replySubject
+		rr.post = post
+		ctx, cancel := context.WithCancel(s.ctx)
+		done := make(chan handled, 1)
+		go func() {
+			result, err := s.handle(ctx, rr)
+			done <- handled{result, err}
+		}()
+		call = &running{cancel: cancel, done: done}
+	}
 
 	// The call outlives the POST's connection by up to ResumeGrace. One goroutine
 	// keeps the stream alive while the client is there, and waits for it to resume
 	// once it is not.
-	ctx, cancelCall := context.WithCancel(s.ctx)
+	cancelCall := call.cancel
 	defer cancelCall()
 	var abandoned atomic.Bool
 	finished := make(chan struct{})
 	watched := make(chan struct{})
+	relayed := make(chan struct{})
 	defer func() {
 		close(finished)
 		<-watched // no keep-alive after the handler returns
+		<-relayed
 	}()
+	if f == nil {
+		close(relayed)
+	} else {
+		go func() {
+			defer close(relayed)
+			defer f.stop()
+			s.relayToolMessages(s.ctx, ew, sess, post, f, finished)
+		}()
+	}
 	go func() {
 		defer close(watched)
 		keepAlive := time.NewTicker(s.cfg.KeepAlive)
@@ -339,7 +445,8 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 		}
 	}()
 
-	result, err := s.handle(ctx, rr)
+	h := <-call.done
+	result, err := h.result, h.err
 	s.log.Debug("answer", "session", sess.ID, "id", rr.req.ID.Raw(), "err", err)
 	switch {
 	case errors.Is(err, context.Canceled) && abandoned.Load():

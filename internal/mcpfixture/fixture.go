@@ -48,8 +48,10 @@ const (
 	DottedToolName = "process.pid"
 	// RemoteSchemaToolName is a tool whose input schema refers to another document.
 	RemoteSchemaToolName = "remote_schema"
-	TemplateURI          = "test://template/{id}/data"
-	WatchedResource      = "test://watched-resource"
+	// LogLaterToolName is a tool whose server sends log messages after the call.
+	LogLaterToolName = "log_later"
+	TemplateURI      = "test://template/{id}/data"
+	WatchedResource  = "test://watched-resource"
 )
 
 // New returns the fixture server. Each call returns a server of its own: state (the
@@ -207,6 +209,34 @@ func (f *fixture) addConformanceTools() {
 	}`), func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return text("Received: " + string(req.Params.Arguments)), nil
 	})
+	// The diagnostic tools of the 2026-07-28 scenarios (server-stateless).
+	add("test_logging_tool", "Sends a log message while it runs", noArgs, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "mcpfixture", Data: "logging tool ran"}); err != nil {
+			return nil, err
+		}
+		return text("Logging tool executed"), nil
+	})
+	add("test_streaming_elicitation", "Asks the user a question before it answers", noArgs,
+		elicit("Streaming elicitation completed", func(map[string]any) *mcp.ElicitParams {
+			return &mcp.ElicitParams{Message: "Continue?", RequestedSchema: map[string]any{
+				"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}},
+			}}
+		}))
+	add("test_trigger_tool_change", "Adds the extra tool, or removes it; clients hear tools/list_changed", noArgs,
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return f.toggleExtra(), nil
+		})
+	add("test_custom_headers", "Says back its region, which a 2026-07-28 call mirrors in the Mcp-Param-Region header",
+		json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}},"required":["region"]}`),
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args struct {
+				Region string `json:"region"`
+			}
+			if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
+				return nil, err
+			}
+			return text("Region: " + args.Region), nil
+		})
 	add("test_reconnection", "Closes its SSE stream mid-call, when it has one, and answers after a moment", noArgs, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if req.Extra != nil && req.Extra.CloseSSEStream != nil {
 			req.Extra.CloseSSEStream(mcp.CloseSSEStreamArgs{RetryAfter: 100 * time.Millisecond})
@@ -288,6 +318,11 @@ type updateIn struct {
 	URI string `json:"uri"`
 }
 
+type logLaterIn struct {
+	MS   int    `json:"ms,omitempty" jsonschema:"how long after the call the messages are sent"`
+	Text string `json:"text" jsonschema:"what the messages say"`
+}
+
 func (f *fixture) addBridgeTools() {
 	s := f.server
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Title: "Echo", Description: "Says the text back, with its length",
@@ -339,18 +374,18 @@ func (f *fixture) addBridgeTools() {
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "toggle_extra", Description: "Adds the extra tool, or removes it; clients hear tools/list_changed"},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			f.extra = !f.extra
-			if !f.extra {
-				s.RemoveTools(ExtraToolName)
-				return text("extra removed"), nil, nil
-			}
-			s.AddTool(&mcp.Tool{Name: ExtraToolName, Description: "A tool that comes and goes", InputSchema: noArgs},
-				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-					return text("extra here"), nil
-				})
-			return text("extra added"), nil, nil
+			return f.toggleExtra(), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: LogLaterToolName, Description: "Answers at once; ms later, outside any call, logs text at debug and at info"},
+		func(_ context.Context, req *mcp.CallToolRequest, in logLaterIn) (*mcp.CallToolResult, any, error) {
+			ss := req.Session
+			go func() {
+				time.Sleep(time.Duration(in.MS) * time.Millisecond)
+				for _, level := range []mcp.LoggingLevel{"debug", "info"} {
+					_ = ss.Log(context.Background(), &mcp.LoggingMessageParams{Level: level, Logger: "fixture", Data: in.Text})
+				}
+			}()
+			return text("logging later"), nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "update_resource", Description: "Tells subscribers that a resource changed"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in updateIn) (*mcp.CallToolResult, any, error) {
@@ -483,3 +518,19 @@ var silence = func() []byte {
 	b.Write(bytes.Repeat([]byte{128}, samples))
 	return b.Bytes()
 }()
+
+// toggleExtra adds the extra tool, or removes it.
+func (f *fixture) toggleExtra() *mcp.CallToolResult {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.extra = !f.extra
+	if !f.extra {
+		f.server.RemoveTools(ExtraToolName)
+		return text("extra removed")
+	}
+	f.server.AddTool(&mcp.Tool{Name: ExtraToolName, Description: "A tool that comes and goes", InputSchema: noArgs},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return text("extra here"), nil
+		})
+	return text("extra added")
+}
