@@ -200,8 +200,15 @@ func TestRevokedKeyRefusedByAnotherEdge(t *testing.T) {
 	a.admin(http.MethodPost, "/accounts", `{"id":"acme"}`)
 	a.admin(http.MethodPost, "/connections", `{"account":"acme","tool":"echo"}`)
 	created := decode[edge.NewKey](t, a.admin(http.MethodPost, "/keys", `{"account":"acme"}`))
+	var first result
+	defer func() {
+		if t.Failed() {
+			t.Logf("edge b's last answer: %d %s", first.status, first.body)
+		}
+	}()
 	testenv.WaitFor(t, "edge b takes the new key", func() bool {
-		return b.call(created.Secret, "echo", "echo", `{}`).status == http.StatusOK
+		first = b.call(created.Secret, "echo", "echo", `{}`)
+		return first.status == http.StatusOK
 	})
 
 	if r := a.admin(http.MethodDelete, "/keys/"+created.ID, ""); r.status != http.StatusOK {

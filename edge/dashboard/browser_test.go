@@ -115,16 +115,29 @@ func screenshotDir(t *testing.T) string {
 		return t.ArtifactDir()
 	}
 	name := regexp.MustCompile(`[^A-Za-z0-9_-]+`).ReplaceAllString(t.Name(), "_")
-	dir, err := filepath.Abs(filepath.Join("testdata", "out", name))
+	out, err := filepath.Abs(filepath.Join("testdata", "out"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// Each run writes into a directory of its own, which takes the name's place when
+	// the test ends: runs of one tree at the same time never remove what another is
+	// writing.
+	dir, err := os.MkdirTemp(out, "."+name+"-")
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		final := filepath.Join(out, name)
+		if err := os.RemoveAll(final); err == nil {
+			err = os.Rename(dir, final)
+		}
+		if err != nil {
+			t.Logf("the screenshots stay in %s: %v", dir, err)
+		}
+	})
 	return dir
 }
 
