@@ -14,7 +14,7 @@ import (
 )
 
 // TestUpstreamMessagesPerCall counts what the server reads on its stdin while the
-// bridge serves calls: one tools/call per call, with the caller's arguments and
+// bridge serves the calls of a session: one tools/call per call, with the caller's arguments and
 // nothing else (no _meta, no progress token nobody asked for, no pings, no
 // notifications), as a plain proxy would send; and a progress token only for a caller
 // that follows the call's progress.
@@ -52,18 +52,30 @@ func TestUpstreamMessagesPerCall(t *testing.T) {
 		return s
 	}
 
-	before := len(read())
+	// settle waits for n messages after the first before, then a while longer for any
+	// the bridge sends on its own time (a ping, a late notification), and returns them
+	// all. tee may pass a line on to the server before it writes it to the file.
+	settle := func(before, n int) []map[string]json.RawMessage {
+		t.Helper()
+		testenv.Eventually(t, 10*time.Second, "the server's stdin in the file", func() bool { return len(read())-before >= n })
+		time.Sleep(300 * time.Millisecond)
+		return read()[before:]
+	}
+	// A first call opens whatever the bridge opens upstream for a caller's session;
+	// what is counted is the calls after it.
+	session := call{method: "echo", params: `{"text":"first"}`, session: "sess-1", caps: []string{}}
+	start := len(read())
+	e.result(t, ctx, "counted", session)
+	before := start + len(settle(start, 1))
 	const calls = 20
 	for i := range calls {
-		c := call{method: "echo", params: fmt.Sprintf(`{"text":"hello %d"}`, i), session: "sess-1", caps: []string{}}
+		c := session
+		c.params = fmt.Sprintf(`{"text":"hello %d"}`, i)
 		if got := texts(e.result(t, ctx, "counted", c)); len(got) != 1 || !strings.Contains(got[0], fmt.Sprintf(`"hello %d"`, i)) {
 			t.Fatalf("call %d: %v", i, got)
 		}
 	}
-	// Anything the bridge sends on its own (a ping, a notification) would come on its
-	// own time: give it the time a keep-alive or a late notification would take.
-	time.Sleep(300 * time.Millisecond)
-	msgs := read()[before:]
+	msgs := settle(before, calls)
 	if len(msgs) != calls {
 		for _, m := range msgs {
 			t.Logf("upstream read: %s %s", method(m), m["params"])
@@ -91,7 +103,7 @@ func TestUpstreamMessagesPerCall(t *testing.T) {
 	if _, err := e.do(ctx, "counted", call{method: "echo", params: `{"text":"p"}`, progress: true}); err != nil {
 		t.Fatal(err)
 	}
-	msgs = read()[before:]
+	msgs = settle(before, 1)
 	if len(msgs) != 1 || method(msgs[0]) != "tools/call" || !bytes.Contains(msgs[0]["params"], []byte(`"progressToken"`)) {
 		t.Fatalf("a call that follows progress: the server read %d messages (%v), want one tools/call with a progress token", len(msgs), msgs)
 	}
