@@ -153,18 +153,8 @@ func (d *instanceDecoder) object() (any, error) {
 			return nil, err
 		}
 		m[k] = v
-		d.skipSpace()
-		if d.i >= len(d.b) {
-			return nil, errNotInstance
-		}
-		switch d.b[d.i] {
-		case ',':
-			d.i++
-		case '}':
-			d.i++
-			return m, nil
-		default:
-			return nil, errNotInstance
+		if more, err := d.after('}'); !more {
+			return m, err
 		}
 	}
 }
@@ -187,20 +177,26 @@ func (d *instanceDecoder) array() (any, error) {
 			return nil, err
 		}
 		a = append(a, v)
-		d.skipSpace()
-		if d.i >= len(d.b) {
-			return nil, errNotInstance
-		}
-		switch d.b[d.i] {
-		case ',':
-			d.i++
-		case ']':
-			d.i++
-			return a, nil
-		default:
-			return nil, errNotInstance
+		if more, err := d.after(']'); !more {
+			return a, err
 		}
 	}
+}
+
+// after reads what follows a member or an element: a comma, more to come, or the
+// bracket that closes them.
+func (d *instanceDecoder) after(closing byte) (more bool, err error) {
+	d.skipSpace()
+	switch {
+	case d.i >= len(d.b):
+	case d.b[d.i] == ',':
+		d.i++
+		return true, nil
+	case d.b[d.i] == closing:
+		d.i++
+		return false, nil
+	}
+	return false, errNotInstance
 }
 
 // string decodes the string at d.i: a plain one is copied as it is, one with escapes
