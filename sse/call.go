@@ -89,7 +89,7 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 		err   error
 	}
 	call := func() outcome {
-		reply, err := s.gw.Do(ctx, &gateway.Call{
+		reply, err := s.gw.Call(ctx, &gateway.Call{
 			Principal: r.p, Tool: r.tool, Method: m.Name, Params: args, Entry: t.Method(m.Name),
 			CallID: callID, RequestID: callID, Session: sessionID(r.sess), Progress: wantNotes,
 			ClientCapabilities: clientCapabilities(r.sess), ReplyTo: r.replyTo,
