@@ -57,7 +57,7 @@ func TestUpstreamMessagesPerCall(t *testing.T) {
 	// all. tee may pass a line on to the server before it writes it to the file.
 	settle := func(before, n int) []map[string]json.RawMessage {
 		t.Helper()
-		testenv.Eventually(t, 10*time.Second, "the server's stdin in the file", func() bool { return len(read())-before >= n })
+		testenv.WaitFor(t, "the server's stdin in the file", func() bool { return len(read())-before >= n })
 		time.Sleep(300 * time.Millisecond)
 		return read()[before:]
 	}
