@@ -22,6 +22,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // process is one toolgate process of the stack, started from the built binary.
@@ -240,6 +242,9 @@ func (s *stack) waitJetStream(within time.Duration) {
 		_, err := js.AccountInfo(ctx)
 		cancel()
 		if err == nil {
+			// The first edge makes the registry's R3 buckets, and exits if the cluster
+			// cannot place them yet.
+			testenv.WaitPlacement(s.t, nc)
 			return
 		}
 		if time.Now().After(deadline) {

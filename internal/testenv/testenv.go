@@ -69,7 +69,9 @@ func (c *Cluster) URL() string {
 func NewCluster(t testing.TB) *Cluster {
 	t.Helper()
 	c := newCluster(t, func(*bus.ServerConfig) {})
-	c.waitPlacement(t)
+	nc := Conn(t, c.URL())
+	WaitPlacement(t, nc)
+	nc.Close()
 	return c
 }
 
@@ -107,14 +109,12 @@ func newCluster(t testing.TB, edit func(*bus.ServerConfig)) *Cluster {
 	return c
 }
 
-// waitPlacement waits until the cluster places a stream on its three nodes: a meta
-// leader that knows three peers may not yet have what placement needs of each (a new
-// leader elected just then, or a peer's first statistics not in), and the registry's
-// first R3 bucket would be refused ("no suitable peers for placement").
-func (c *Cluster) waitPlacement(t testing.TB) {
+// WaitPlacement waits until the cluster nc is connected to places a stream on three
+// nodes: a meta leader that knows three peers may not yet have what placement needs
+// of each (a new leader elected just then, or a peer's first statistics not in), and
+// the registry's first R3 bucket would be refused ("no suitable peers for placement").
+func WaitPlacement(t testing.TB, nc *nats.Conn) {
 	t.Helper()
-	nc := Conn(t, c.URL())
-	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
