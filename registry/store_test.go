@@ -30,9 +30,10 @@ func TestLinks(t *testing.T) {
 	token := signer.Token("acme", "echo", conn.LinkNonce)
 
 	t.Run("a new link reaches its one tool", func(t *testing.T) {
-		testenv.WaitFor(t, "link authenticates", func() bool {
+		// The view follows each bucket on its own: the link may show before the tool.
+		testenv.WaitFor(t, "link authenticates and the tool is in the view", func() bool {
 			_, err := view.Snapshot().AuthenticateLink(token)
-			return err == nil
+			return err == nil && view.Snapshot().RawTool("echo") != nil
 		})
 		p, _ := view.Snapshot().AuthenticateLink(token)
 		if p.Account != "acme" || p.Tool != "echo" {
