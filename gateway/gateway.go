@@ -99,6 +99,11 @@ func WithSharedRates(store *registry.Store, log *slog.Logger) Option {
 	return func(g *Gateway) { g.shared, g.log = store, log }
 }
 
+// WithLogger logs what the gateway has to say on log.
+func WithLogger(log *slog.Logger) Option {
+	return func(g *Gateway) { g.log = log }
+}
+
 // LeaseTime is how much of a key's rate an edge takes from its shared bucket at once,
 // and how long it keeps what it has not spent.
 const LeaseTime = 100 * time.Millisecond
@@ -126,7 +131,7 @@ func New(nc *nats.Conn, view *registry.View, cfg Config, opts ...Option) (*Gatew
 		g.log = slog.Default()
 	}
 	var err error
-	if g.calls, err = bus.NewWatcher(nc, cfg.Subjects); err != nil {
+	if g.calls, err = bus.NewWatcher(nc, cfg.Subjects, g.log); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	return g, nil

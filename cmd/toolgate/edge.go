@@ -236,7 +236,7 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 	if err != nil {
 		return err
 	}
-	var gwOpts []gateway.Option
+	gwOpts := []gateway.Option{gateway.WithLogger(log)}
 	if !o.EdgeRates {
 		gwOpts = append(gwOpts, gateway.WithSharedRates(store, log))
 	}
