@@ -160,7 +160,7 @@ func (l *callLoad) call(edge, body string) string {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := callClient.Do(req)
 	if err != nil {
-		if isTimeout(err) {
+		if isTimeout(err) && !isDial(err) {
 			return "hung"
 		}
 		return "conn"
@@ -186,6 +186,13 @@ func stopped(stop <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// isDial reports whether err is a failure to connect: nothing of the request was sent,
+// so a client may send it again (elsewhere) whatever it is.
+func isDial(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
 }
 
 func isTimeout(err error) bool {
@@ -262,7 +269,7 @@ func (l *adminLoad) do(method, url, body string) (int, string) {
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := quick.Do(req)
+	resp, err := adminClient.Do(req)
 	if err != nil {
 		return 0, err.Error()
 	}
@@ -270,6 +277,11 @@ func (l *adminLoad) do(method, url, body string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// adminClient gives a change as long as a call to be answered: a change waits out a
+// registry bucket's election of a new leader (the edge's registry-write-wait), which
+// takes seconds after a NATS node is lost.
+var adminClient = &http.Client{Timeout: hungAfter}
 
 func until(within time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(within)
