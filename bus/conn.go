@@ -96,6 +96,13 @@ const (
 	MaxPingsOut  = 2
 )
 
+// DialTimeout bounds opening the TCP connection to one server address: an address
+// that does not answer (a node cut off the network, or one that moved) is left for
+// the next within it, so a client reconnecting tries every node in seconds. The
+// handshake after it (TLS, the server's check of the credentials) has the client's
+// own timeout, 5 seconds.
+const DialTimeout = time.Second
+
 // Connect dials NATS with the options every toolgate role wants: reconnect forever
 // (an edge or worker that gives up is worse than one that waits), a name that shows in
 // server monitoring, and logged connection changes. A refusal that retrying cannot
@@ -143,7 +150,7 @@ func Connect(url, name string, log *slog.Logger, extra ...nats.Option) (*nats.Co
 			return nil, fmt.Errorf("bus: connect %s: %w", url, err)
 		}
 	}
-	d := &dialer{Dialer: net.Dialer{Timeout: o.Timeout, KeepAlive: -1}}
+	d := &dialer{Dialer: net.Dialer{Timeout: DialTimeout, KeepAlive: -1}}
 	if o.CustomDialer == nil {
 		o.CustomDialer = d
 	}

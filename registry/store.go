@@ -315,7 +315,7 @@ func (s *Store) lasting(ctx context.Context, op func(ctx context.Context, again 
 
 func retryable(err error) bool {
 	return errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, nats.ErrTimeout) ||
-		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrDisconnected) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrDisconnected) || errors.Is(err, errStaleRead) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
 		errors.Is(err, jetstream.ErrNoHeartbeat) || isClusterNotReady(err)
 }
@@ -644,15 +644,36 @@ func (s *Store) Keys(ctx context.Context, account string) (map[string]Key, error
 }
 
 // RevokeKey marks the key filed under hash revoked. Revoking twice is not an error.
+// The caller found the key (in a view, or a listing) a moment ago: a key the bucket
+// says is not there is read again for up to staleReadWait, since a node of the
+// cluster that is catching up (one back from a restart or a partition) may answer a
+// read with what it held before the key was made.
 func (s *Store) RevokeKey(ctx context.Context, hash string) (*Key, error) {
-	return lastingUpdate(ctx, s, s.keys, hash, func(k *Key) error {
-		if k.RevokedAt == nil {
-			t := now()
-			k.RevokedAt = &t
+	var k *Key
+	began := time.Now()
+	err := s.lasting(ctx, func(ctx context.Context, _ bool) (err error) {
+		k, err = updateJSON(ctx, s.keys, hash, func(k *Key) error {
+			if k.RevokedAt == nil {
+				t := now()
+				k.RevokedAt = &t
+			}
+			return nil
+		})
+		if errors.Is(err, ErrNotFound) && time.Since(began) < staleReadWait {
+			return fmt.Errorf("%w: %w", errStaleRead, err)
 		}
-		return nil
+		return err
 	})
+	return k, err
 }
+
+// staleReadWait is how long a record that must exist is read again when a read says
+// it does not (see RevokeKey).
+const staleReadWait = 2 * time.Second
+
+// errStaleRead marks a read that may have come from a node behind the others: lasting
+// tries it again.
+var errStaleRead = errors.New("registry: a read that may be stale")
 
 func connKey(account, tool string) string { return account + "." + tool }
 

@@ -155,9 +155,12 @@ const followAttempt = time.Second
 // of every key, then a markLoaded update, then every change.
 //
 // Two things restart the bucket's consumer, each time from the revision after the
-// last one forwarded: missed heartbeats (the node holding the consumer died), and
-// the connection coming back after a loss (a pull that was pending on the old
-// server is not always resumed). After a loss, the bucket may not hold what the view
+// last one forwarded: missed heartbeats (the node holding the consumer died, or the
+// stream lost its leader), and the connection coming back after a loss (a pull that
+// was pending on the old server is not always resumed). The view makes the consumer
+// again itself, an attempt of followAttempt every quarter second, rather than leave it
+// to the client, whose attempts wait 10 seconds each for a leader that is gone and
+// back off for seconds between them: the view would lag for as long. After a loss, the bucket may not hold what the view
 // saw any more (see lost): it is then loaded again from scratch.
 func (v *View) follow(ctx context.Context, bucket int, kv jetstream.KeyValue, updates chan<- update) {
 	nc := v.store.js.Conn()
@@ -165,7 +168,7 @@ func (v *View) follow(ctx context.Context, bucket int, kv jetstream.KeyValue, up
 	defer nc.RemoveStatusListener(reconnected)
 	disconnected := nc.StatusChanged(nats.RECONNECTING, nats.DISCONNECTED)
 	defer nc.RemoveStatusListener(disconnected)
-	f := &follower{view: v, bucket: bucket, name: kv.Bucket(), updates: updates, ctx: ctx}
+	f := &follower{view: v, bucket: bucket, name: kv.Bucket(), updates: updates, ctx: ctx, stalled: make(chan struct{}, 1)}
 	for ctx.Err() == nil {
 		// Each attempt is short: a cluster that just restarted answers nothing for a
 		// while, and the first attempt after it does should not be seconds away.
@@ -184,6 +187,7 @@ func (v *View) follow(ctx context.Context, bucket int, kv jetstream.KeyValue, up
 		case <-ctx.Done():
 		case <-reconnected:
 		case <-disconnected:
+		case <-f.stalled:
 		}
 		// What the consumer delivers from now on may come from a server that
 		// restarted with the bucket emptied: it is dropped, and the consumer made once
@@ -196,6 +200,10 @@ func (v *View) follow(ctx context.Context, bucket int, kv jetstream.KeyValue, up
 		for ctx.Err() == nil {
 			drain(reconnected)
 			drain(disconnected)
+			select {
+			case <-f.stalled:
+			default:
+			}
 			if nc.Status() == nats.CONNECTED {
 				break
 			}
@@ -226,6 +234,7 @@ type follower struct {
 	name    string
 	updates chan<- update
 	ctx     context.Context
+	stalled chan struct{} // the consumer missed its heartbeats
 
 	mu         sync.Mutex
 	generation int       // bumped per consumer, so a stopped one's late messages are dropped
@@ -295,6 +304,12 @@ func (f *follower) start(ctx context.Context) (jetstream.ConsumeContext, error) 
 	}, jetstream.PullHeartbeat(followHeartbeat), jetstream.PullExpiry(10*followHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			f.view.log.Debug("registry: watch", "bucket", f.name, "err", err)
+			if errors.Is(err, jetstream.ErrNoHeartbeat) {
+				select {
+				case f.stalled <- struct{}{}:
+				default:
+				}
+			}
 		}))
 }
 

@@ -30,6 +30,15 @@ type tally struct {
 	// first and last are when the first and the last of the calls that failed or
 	// hung were sent: calls sent in between failed, the window a user sees.
 	first, last time.Time
+	// fails lists when each call that failed was sent, and how it failed, in order.
+	fails []failure
+	// origin is the moment failures are told from (the fault's); zero prints none.
+	origin time.Time
+}
+
+type failure struct {
+	at   time.Time
+	kind string
 }
 
 // fail counts a call sent at began that failed in the way kind says ("hung" for no
@@ -51,6 +60,7 @@ func (c *tally) fail(kind string, began time.Time) {
 	if began.After(c.last) {
 		c.last = began
 	}
+	c.fails = append(c.fails, failure{began, kind})
 }
 
 func (c *tally) add(f func(*tally)) {
@@ -98,6 +108,13 @@ func (c *tally) String() string {
 	}
 	if !c.first.IsZero() {
 		s += fmt.Sprintf(", calls sent over %s failed", c.last.Sub(c.first).Round(time.Millisecond))
+	}
+	if !c.origin.IsZero() && len(c.fails) > 0 {
+		var at []string
+		for _, f := range c.fails {
+			at = append(at, fmt.Sprintf("%s@%+.1fs", f.kind, f.at.Sub(c.origin).Seconds()))
+		}
+		s += " (sent at, from the fault: " + strings.Join(at, " ") + ")"
 	}
 	return s
 }

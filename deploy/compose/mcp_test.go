@@ -248,6 +248,10 @@ func (m *mcpSession) event(id, event, data string) {
 			return
 		}
 		m.answered[*msg.ID] = true
+		sent, ok := m.pending[*msg.ID]
+		if !ok {
+			sent = time.Now()
+		}
 		delete(m.pending, *msg.ID)
 		if *msg.ID == 0 {
 			return
@@ -255,7 +259,7 @@ func (m *mcpSession) event(id, event, data string) {
 		if msg.Error != nil || msg.Result == nil || !strings.Contains(string(msg.Result), fmt.Sprintf(`\"n\":%d`, *msg.ID)) &&
 			!strings.Contains(string(msg.Result), fmt.Sprintf(`"n":%d`, *msg.ID)) {
 			m.rpcErrors = append(m.rpcErrors, data)
-			m.fail("rpc-error", time.Now())
+			m.fail("rpc-error", sent) // as every failure, told by when its request was sent
 			return
 		}
 		m.add(func(c *tally) { c.answered++ })
