@@ -92,7 +92,7 @@ func (a ClientAuth) Options() []nats.Option {
 // How often a connection asks its server for a sign of life, and how many asks may go
 // unanswered before it is given up.
 const (
-	PingInterval = 2 * time.Second
+	PingInterval = 500 * time.Millisecond
 	MaxPingsOut  = 2
 )
 

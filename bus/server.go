@@ -58,7 +58,7 @@ type ClusterConfig struct {
 // MaxPingsOut pings unanswered.
 const (
 	DefaultRoutePing  = 500 * time.Millisecond
-	DefaultClientPing = PingInterval
+	DefaultClientPing = 2 * time.Second
 )
 
 // ServerAuth is decentralized JWT authentication (operator mode) with the NATS-based

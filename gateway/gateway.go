@@ -203,6 +203,11 @@ func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, er
 // Do checks c and sends it to the tool, returning the tool's reply or a typed error
 // (registry, gateway or bus errors). A call of a tool whose workers name the calls
 // they hold fails with bus.ErrCallLost once its worker stops naming it.
+//
+// A call that finds no worker on the bus while the registry holds live instances of
+// the tool is sent again, for up to MovingWorkersWait: its workers are moving to
+// another NATS node (theirs died or was cut off) and will subscribe there in a moment.
+// Nothing received the call, so sending it again cannot run it twice.
 func (g *Gateway) Do(ctx context.Context, c *Call) (*wire.Reply, error) {
 	m, err := g.Check(ctx, c)
 	if err != nil {
@@ -212,7 +217,7 @@ func (g *Gateway) Do(ctx context.Context, c *Call) (*wire.Reply, error) {
 	if callID == "" {
 		callID = nuid.Next()
 	}
-	return g.calls.Do(ctx, &wire.Request{
+	req := &wire.Request{
 		Tool:               c.Tool,
 		Method:             c.Method,
 		CallID:             callID,
@@ -225,8 +230,30 @@ func (g *Gateway) Do(ctx context.Context, c *Call) (*wire.Reply, error) {
 		Data:               c.Params,
 		Header:             c.Header,
 		ReplyTo:            c.ReplyTo,
-	}, m.Tool.Holding)
+	}
+	began := time.Now()
+	for {
+		reply, err := g.calls.Do(ctx, req, m.Tool.Holding)
+		if !errors.Is(err, bus.ErrNoResponders) || g.view.Snapshot().Instances(c.Tool) == 0 ||
+			time.Since(began) >= MovingWorkersWait || time.Now().After(req.Deadline) {
+			return reply, err
+		}
+		select {
+		case <-ctx.Done():
+			return reply, err
+		case <-time.After(movingWorkersRetry):
+		}
+	}
 }
+
+// MovingWorkersWait bounds how long a call waits for the workers of a tool the
+// registry says is online when none is on the bus (see Do): longer than a worker
+// takes to notice its NATS node is gone and reconnect to another (bus.PingInterval
+// times bus.MaxPingsOut and a little).
+const (
+	MovingWorkersWait  = 2 * time.Second
+	movingWorkersRetry = 100 * time.Millisecond
+)
 
 // Timeout is how long a call of m may take: the method's own timeout (or the
 // default), shortened by what the caller asked for, never beyond the maximum.

@@ -315,7 +315,7 @@ func (s *Store) lasting(ctx context.Context, op func(ctx context.Context, again 
 
 func retryable(err error) bool {
 	return errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, nats.ErrTimeout) ||
-		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrDisconnected) || errors.Is(err, errStaleRead) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrDisconnected) || errors.Is(err, errUnsettled) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
 		errors.Is(err, jetstream.ErrNoHeartbeat) || isClusterNotReady(err)
 }
@@ -372,13 +372,18 @@ func createOwnJSON(ctx context.Context, kv jetstream.KeyValue, key string, v any
 	}
 	b, merr := json.Marshal(v)
 	e, gerr := kv.Get(ctx, key)
-	if merr == nil && gerr == nil && string(e.Value()) == string(b) {
-		return nil
-	}
-	if gerr != nil && !errors.Is(gerr, jetstream.ErrKeyNotFound) {
+	switch {
+	case merr == nil && gerr == nil && string(e.Value()) == string(b):
+		return nil // the earlier attempt's
+	case gerr == nil:
+		return err // another writer's
+	case errors.Is(gerr, jetstream.ErrKeyNotFound):
+		// The earlier attempt still waits for the stream's quorum (which refuses
+		// a second write of the key meanwhile), or the read came from a node behind.
+		return fmt.Errorf("registry: create %s/%s: %w", kv.Bucket(), key, errUnsettled)
+	default:
 		return fmt.Errorf("registry: get %s/%s: %w", kv.Bucket(), key, gerr)
 	}
-	return err
 }
 
 // createJSONRev is createJSON that also returns the revision of the write.
@@ -660,7 +665,7 @@ func (s *Store) RevokeKey(ctx context.Context, hash string) (*Key, error) {
 			return nil
 		})
 		if errors.Is(err, ErrNotFound) && time.Since(began) < staleReadWait {
-			return fmt.Errorf("%w: %w", errStaleRead, err)
+			return fmt.Errorf("%w: %w", errUnsettled, err)
 		}
 		return err
 	})
@@ -671,9 +676,10 @@ func (s *Store) RevokeKey(ctx context.Context, hash string) (*Key, error) {
 // it does not (see RevokeKey).
 const staleReadWait = 2 * time.Second
 
-// errStaleRead marks a read that may have come from a node behind the others: lasting
-// tries it again.
-var errStaleRead = errors.New("registry: a read that may be stale")
+// errUnsettled marks an answer the bucket may not stand by a moment later: a read that
+// may have come from a node behind the others, or a write refused while an earlier
+// attempt of it waits for the stream's quorum. lasting tries again.
+var errUnsettled = errors.New("the bucket has not settled on the record yet")
 
 func connKey(account, tool string) string { return account + "." + tool }
 
