@@ -34,6 +34,9 @@ type tally struct {
 	fails []failure
 	// origin is the moment failures are told from (the fault's); zero prints none.
 	origin time.Time
+	// slowest is, for keys, the longest an edge took to accept a new key or refuse a
+	// revoked one.
+	slowest time.Duration
 }
 
 type failure struct {
@@ -103,6 +106,9 @@ func (c *tally) String() string {
 		n += v
 	}
 	s := fmt.Sprintf("sent %d, answered %d, failed %d {%s}, hung %d", c.sent, c.answered, n, strings.Join(kinds, " "), c.hung)
+	if c.slowest > 0 {
+		s += fmt.Sprintf(", slowest to take effect on the edge %s", c.slowest.Round(100*time.Millisecond))
+	}
 	if c.retried > 0 {
 		s += fmt.Sprintf(", resent after connection errors %d", c.retried)
 	}
@@ -264,16 +270,23 @@ func (l *adminLoad) cycle(edge string) string {
 	if json.Unmarshal([]byte(body), &k) != nil || k.ID == "" || k.Key == "" {
 		return "create-answer"
 	}
-	// A new key works on every edge within a second or two (each follows the registry).
-	if !until(5*time.Second, func() bool { s, _ := get(edge+"/get-tools", k.Key); return s == http.StatusOK }) {
+	// A new key works on every edge within a second or two (each follows the
+	// registry); while a NATS node's loss has JetStream elect new leaders (seconds), an
+	// edge whose registry consumer was on that node follows again only once it can
+	// make one elsewhere: within hungAfter.
+	madeAt := time.Now()
+	if !until(hungAfter, func() bool { s, _ := get(edge+"/get-tools", k.Key); return s == http.StatusOK }) {
 		return "new-key-refused"
 	}
+	l.add(func(c *tally) { c.slowest = max(c.slowest, time.Since(madeAt)) })
 	if status, _ := l.do(http.MethodDelete, edge+"/admin/keys/"+k.ID, ""); status != http.StatusNoContent && status != http.StatusOK {
 		return fmt.Sprintf("revoke-%d", status)
 	}
-	if !until(5*time.Second, func() bool { s, _ := get(edge+"/get-tools", k.Key); return s == http.StatusUnauthorized }) {
+	revokedAt := time.Now()
+	if !until(hungAfter, func() bool { s, _ := get(edge+"/get-tools", k.Key); return s == http.StatusUnauthorized }) {
 		return "revoked-key-works"
 	}
+	l.add(func(c *tally) { c.slowest = max(c.slowest, time.Since(revokedAt)) })
 	return ""
 }
 

@@ -256,10 +256,20 @@ func (m *mcpSession) event(id, event, data string) {
 		if *msg.ID == 0 {
 			return
 		}
+		// As every failure, told by when its request was sent. A result that says the
+		// call failed (isError: the tool was unavailable for it) is a failed call, as
+		// a 503 is over HTTP; any other answer that is not the echo is wrong.
+		var res struct {
+			IsError bool `json:"isError"`
+		}
+		if msg.Error == nil && json.Unmarshal(msg.Result, &res) == nil && res.IsError {
+			m.fail("call-failed", sent)
+			return
+		}
 		if msg.Error != nil || msg.Result == nil || !strings.Contains(string(msg.Result), fmt.Sprintf(`\"n\":%d`, *msg.ID)) &&
 			!strings.Contains(string(msg.Result), fmt.Sprintf(`"n":%d`, *msg.ID)) {
 			m.rpcErrors = append(m.rpcErrors, data)
-			m.fail("rpc-error", sent) // as every failure, told by when its request was sent
+			m.fail("rpc-error", sent)
 			return
 		}
 		m.add(func(c *tally) { c.answered++ })
