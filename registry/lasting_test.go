@@ -78,3 +78,36 @@ func TestKeysAreMadeAndRevokedWhileTheRegistryElectsALeader(t *testing.T) {
 	}
 	t.Logf("created %s after quorum was lost, and revoked", time.Since(began).Round(time.Millisecond))
 }
+
+// TestConcurrentChangesOfAReplicatedRecordAllLand: on a bucket with three replicas,
+// JetStream refuses a compare-and-set write that lost the race with another code than
+// on a single node; each such change is made again on what the winner wrote, so every
+// change lands and none fails.
+func TestConcurrentChangesOfAReplicatedRecordAllLand(t *testing.T) {
+	c := testenv.NewCluster(t)
+	ctx := testenv.Context(t)
+	store := testenv.Store(t, testenv.Conn(t, c.URL()), 3)
+	if _, err := store.CreateAccount(ctx, registry.Account{ID: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := store.UpdateAccount(ctx, "acme", func(a *registry.Account) error {
+				a.Name += string(rune('a' + i))
+				return nil
+			})
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("a change that lost the race: %v", err)
+		}
+	}
+	a, err := store.Account(ctx, "acme")
+	if err != nil || len(a.Name) != n {
+		t.Fatalf("after %d changes: %+v %v", n, a, err)
+	}
+}

@@ -431,13 +431,23 @@ func updateJSONWith[T any](ctx context.Context, kv jetstream.KeyValue, key strin
 		if err == nil {
 			return v, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) { // wrong last sequence: someone else wrote
+		if !revisionConflict(err) { // wrong last sequence: someone else wrote
 			return nil, fmt.Errorf("registry: update %s/%s: %w", kv.Bucket(), key, err)
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// revisionConflict reports whether a write that named the revision it follows was
+// refused because the record is at another one: another writer wrote first, or the
+// revision was read from a node behind the others (one back from a partition). Either
+// way the change is made again on what is there now.
+// (A replicated bucket says so with another code than a single node's: the client
+// marks both ErrKeyRevisionMismatch.)
+func revisionConflict(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
 }
 
 func deleteKey(ctx context.Context, kv jetstream.KeyValue, key string) error {
