@@ -39,7 +39,8 @@ const ReplyWindow = 10 * time.Minute
 // nothing else: take their tools' calls in the tools' queue groups, follow their
 // cancels and session replies, answer, report progress, write to their sessions'
 // streams, write their own tool records and presence keys, read their own records,
-// use their tools' inboxes, and answer nats micro discovery. With several tools the
+// use their tools' state buckets (statePermissions), use their tools' inboxes, and
+// answer nats micro discovery. With several tools the
 // user may do this for each of them.
 func WorkerPermissions(s wire.Subjects, tools ...string) jwt.Permissions {
 	p := jwt.Permissions{Resp: &jwt.ResponsePermission{MaxMsgs: 1, Expires: ReplyWindow}}
@@ -61,8 +62,32 @@ func WorkerPermissions(s wire.Subjects, tools ...string) jwt.Permissions {
 			wire.PresenceRecord(t, "*"),
 			wire.ToolRecordGet(t),
 		)
+		p.Pub.Allow.Add(statePermissions(t)...)
 	}
 	return p
+}
+
+// statePermissions are the subjects, all published to, with which the workers of tool
+// use its state bucket (wire.StateBucket) through nats.go's jetstream.KeyValue, on a
+// connection whose inboxes are the tool's (the answers come there): open it and read
+// its status (STREAM.INFO), read a key or a revision (DIRECT.GET), write, create,
+// update, delete and purge keys ($KV.<bucket>.>), watch it and list its keys and
+// history (an ordered consumer: CONSUMER.CREATE, and CONSUMER.DELETE when the watch
+// stops; the consumer's flow control messages are answered on their reply subject,
+// which allow_responses grants), and drop old delete markers (STREAM.PURGE, of its
+// own stream only). Making, changing or deleting the bucket is the admin's:
+// a stream's configuration names the subjects it keeps, so whoever may create or
+// update one could make it keep, and read, anyone's messages.
+func statePermissions(tool string) []string {
+	b := wire.StateBucket(tool)
+	st := "KV_" + b
+	return []string{
+		"$KV." + b + ".>",
+		"$JS.API.STREAM.INFO." + st,
+		"$JS.API.DIRECT.GET." + st, "$JS.API.DIRECT.GET." + st + ".>",
+		"$JS.API.CONSUMER.CREATE." + st + ".>", "$JS.API.CONSUMER.DELETE." + st + ".*",
+		"$JS.API.STREAM.PURGE." + st,
+	}
 }
 
 // EdgePermissions are what an edge does: call tools (requests on the call and MCP

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -71,7 +72,11 @@ type workerEnv struct {
 func newWorkerEnv(t *testing.T) *workerEnv {
 	t.Helper()
 	sec := testenv.NewSecurity(t)
-	srv := testenv.SecureServer(t, sec, true)
+	return newWorkerEnvOn(t, sec, testenv.SecureServer(t, sec, true))
+}
+
+func newWorkerEnvOn(t *testing.T, sec *testenv.Security, srv *server.Server) *workerEnv {
+	t.Helper()
 	admin := testenv.SecureConn(t, srv.ClientURL(), sec.Client(sec.Deployment.CredsFile(busauth.RoleAdmin), true))
 	testenv.Store(t, admin, 1) // the buckets, as an admin or bootstrap makes them
 	ctx := testenv.Context(t)
@@ -239,14 +244,7 @@ func TestWorkerCredentialsRefuseEverythingElse(t *testing.T) {
 			struct{ name, subject string }{"deleting " + b, "$JS.API.STREAM.DELETE.KV_" + b},
 		)
 	}
-	for _, c := range publish {
-		t.Run("publishing "+c.name, func(t *testing.T) {
-			if err := e.worker.PublishRequest(c.subject, e.worker.NewRespInbox(), []byte("{}")); err != nil {
-				t.Fatal(err)
-			}
-			e.errs.expect(t, fmt.Sprintf("Publish to %q", c.subject))
-		})
-	}
+	e.refusesPublishing(t, publish)
 
 	t.Run("a registry read through the JetStream client fails", func(t *testing.T) {
 		js, err := jetstream.New(e.worker)
@@ -323,7 +321,7 @@ func TestEdgeCredentialsRefuseWhatEdgesDoNotDo(t *testing.T) {
 		{"purging a bucket", "$JS.API.STREAM.PURGE.KV_tg-keys"},
 		{"deleting the event log", "$JS.API.STREAM.DELETE.tg-mcp-events"},
 		{"making another stream", "$JS.API.STREAM.CREATE.other"},
-		{"writing another bucket", "$KV.tg-demo-outbox.x"},
+		{"writing a tool's state", "$KV.tg-state-email.x"},
 		{"progress as if it were a worker", "tg.progress.alpha.c1"},
 		{"an account JWT", "$SYS.REQ.CLAIMS.UPDATE"},
 	} {
@@ -370,6 +368,20 @@ func TestEdgeCredentialsRefuseWhatEdgesDoNotDo(t *testing.T) {
 		}
 		errs.none(t)
 	})
+}
+
+// refusesPublishing publishes, with the worker's credentials, on each subject (a
+// request, as a client of the API would) and expects the server's refusal of each.
+func (e *workerEnv) refusesPublishing(t *testing.T, cases []struct{ name, subject string }) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run("publishing "+c.name, func(t *testing.T) {
+			if err := e.worker.PublishRequest(c.subject, e.worker.NewRespInbox(), []byte("{}")); err != nil {
+				t.Fatal(err)
+			}
+			e.errs.expect(t, fmt.Sprintf("Publish to %q", c.subject))
+		})
+	}
 }
 
 // workerInbox makes a raw connection's inboxes a worker's of tool, as the SDK makes

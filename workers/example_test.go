@@ -2,10 +2,12 @@ package workers_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"log"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -51,5 +53,40 @@ func Example() {
 	if err := w.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
+	}
+}
+
+// A worker that keeps state between calls, in its tool's state bucket: here, how many
+// times each city was asked for. The connection takes its inboxes under the tool's,
+// which the tool's credentials allow; an admin made the bucket before
+// (toolgate state create weather).
+func ExampleWorker_State() {
+	ctx := context.Background()
+	nc, err := nats.Connect("tls://nats.example.com:4222", nats.UserCredentials("weather.creds"),
+		nats.RootCAs("ca.pem"), workers.Inbox("weather"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Close()
+
+	w := workers.New(nc, workers.Tool{ID: "weather", Title: "Weather", Version: "1.0.0"})
+	asked, err := w.State(ctx)
+	if err != nil {
+		log.Fatal(err) // workers.ErrNoState: the bucket is not made yet
+	}
+	w.Handle(workers.Func("forecast", "Forecast the weather in a city",
+		func(ctx context.Context, c *workers.Call, in forecastIn) (forecastOut, error) {
+			key := base64.RawURLEncoding.EncodeToString([]byte(in.City)) // a key holds no spaces
+			n := 0
+			if e, err := asked.Get(ctx, key); err == nil {
+				n, _ = strconv.Atoi(string(e.Value()))
+			}
+			if _, err := asked.Put(ctx, key, []byte(strconv.Itoa(n+1))); err != nil {
+				return forecastOut{}, err
+			}
+			return forecastOut{City: in.City, Summary: fmt.Sprintf("sunny (asked %d times)", n+1), At: time.Now()}, nil
+		}))
+	if err := w.Run(ctx); err != nil {
+		log.Fatal(err)
 	}
 }

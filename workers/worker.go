@@ -9,7 +9,8 @@
 //
 // Everything a worker of tool T sends or follows names T (see bus/wire), so the NATS
 // account it runs as can be limited to its own tool: its calls, its cancels, its
-// record and presence, its sessions' replies, and its own inbox.
+// record and presence, its state bucket (State), its sessions' replies, and its own
+// inbox.
 package workers
 
 import (

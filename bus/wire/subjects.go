@@ -142,6 +142,15 @@ func PresenceRecord(tool, instance string) string {
 	return "$KV." + BucketPresence + "." + tool + "." + instance
 }
 
+// StateBucketPrefix begins the name of every tool's state bucket.
+const StateBucketPrefix = "tg-state-"
+
+// StateBucket is the KV bucket the workers of tool keep their own state in (the
+// demo email tool's outbox, for one): an admin makes it, and the tool's workers may
+// use it and no other bucket but their records. Tool ids hold no dot, so no tool's
+// bucket is another's, nor one of the registry's.
+func StateBucket(tool string) string { return StateBucketPrefix + tool }
+
 // WorkerInbox is the root of the subjects a worker of tool waits for answers on (acks
 // of its writes, its session requests' acks): its own, so that a worker never needs
 // the whole of _INBOX.

@@ -46,9 +46,10 @@ func newBootstrapCmd() *cobra.Command {
 		Use:   "bootstrap",
 		Short: "Set a deployment up once: the registry's buckets, the secrets the edges read, the dev account with its key and the demo tools",
 		Long: `Set a deployment up, as toolgate dev sets up its own: the registry's buckets (with
---replicas), the link secret and the admin key the edges read from --data, and the
-dev account with its API key, connected to the demo tools. The admin key and the dev
-key are copied to --export for scripts.
+--replicas), the link secret and the admin key the edges read from --data, the dev
+account with its API key, connected to the demo tools, and the state bucket of the
+demo email tool (its outbox), which its workers may use but not make. The admin key
+and the dev key are copied to --export for scripts.
 
 Run it as often as you like: what exists is kept, never rotated, and no key is
 printed. Run as root, it gives the files it writes to the owner of their directory.`,

@@ -50,18 +50,7 @@ recorded in --dir's issued.json; toolgate creds revoke takes it away again.`,
 				_, err := cmd.OutOrStdout().Write(creds)
 				return err
 			}
-			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-			if err != nil {
-				return fmt.Errorf("creds issue: -o: %w", err)
-			}
-			if _, err := f.Write(creds); err != nil {
-				f.Close()
-				return fmt.Errorf("creds issue: -o: %w", err)
-			}
-			if err := f.Close(); err != nil {
-				return fmt.Errorf("creds issue: -o: %w", err)
-			}
-			if err := giveToDirOwner(out); err != nil {
+			if err := writeCreds(out, creds); err != nil {
 				return fmt.Errorf("creds issue: -o: %w", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "creds: wrote %s (mode 0600): user %s for %v\n", out, g.User, g.Tools)
@@ -72,4 +61,21 @@ recorded in --dir's issued.json; toolgate creds revoke takes it away again.`,
 	cmd.Flags().StringVar(&name, "name", "", "what the credentials are for (default worker-<tools>)")
 	cmd.Flags().DurationVar(&expiresIn, "expires-in", 0, "how long the credentials are valid (0: until revoked)")
 	return cmd
+}
+
+// writeCreds writes a credentials file that must not exist yet, mode 0600, belonging
+// to the owner of its directory.
+func writeCreds(path string, creds []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(creds); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return giveToDirOwner(path)
 }

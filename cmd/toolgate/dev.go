@@ -147,8 +147,8 @@ func runDev(ctx context.Context, cfg devConfig, out io.Writer, log *slog.Logger)
 	return lost(ctx, serveDev(ctx, cfg, state, natsURL, nc, store, out, log))
 }
 
-// setupDev makes (or finds again) the dev account, its key, its connections, and the
-// stack's secrets, kept in the directory data. The plain key lives only in
+// setupDev makes (or finds again) the dev account, its key, its connections, the demo
+// tools' state buckets, and the stack's secrets, kept in the directory data. The plain key lives only in
 // <data>/dev-key; the registry holds its hash, re-imported on each start so a wiped
 // store and a kept key still agree. `toolgate bootstrap` sets up a compose stack with
 // it too.
@@ -177,6 +177,12 @@ func setupDev(ctx context.Context, data string, store *registry.Store) (*devStat
 	for _, tool := range devTools {
 		if _, err := store.Connect(ctx, devAccount, tool, signer); err != nil && !errors.Is(err, registry.ErrExists) {
 			return nil, fmt.Errorf("dev: connect %s: %w", tool, err)
+		}
+	}
+	// The demo tools' state (the email tool's outbox), which their workers may not make.
+	for _, tool := range demo.StateTools {
+		if _, err := registry.CreateToolState(ctx, store.JetStream().Conn(), tool, registry.StateOptions{Replicas: store.Options().Replicas}); err != nil {
+			return nil, fmt.Errorf("dev: %w", err)
 		}
 	}
 	return st, nil
@@ -216,7 +222,7 @@ func serveDev(ctx context.Context, cfg devConfig, st *devState, natsURL string, 
 	workerCtx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWorkers()
 	workersDone := make(chan error, 1)
-	go func() { workersDone <- demo.Run(workerCtx, nc, store.Options().Replicas, workers.WithLogger(log)) }()
+	go func() { workersDone <- demo.Run(workerCtx, nc, workers.WithLogger(log)) }()
 
 	o := defaultEdgeOptions()
 	o.Edge.Listen, o.Edge.BaseURL = cfg.Listen, cfg.BaseURL

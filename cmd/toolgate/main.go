@@ -48,6 +48,7 @@ func newRootCmd() *cobra.Command {
 		newConnectCmd(),
 		newWorkerCmd(),
 		newCredsCmd(),
+		newStateCmd(),
 		newCertsCmd(),
 		newBootstrapCmd(),
 		newHealthCmd(),

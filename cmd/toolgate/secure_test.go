@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,7 +44,9 @@ func startCommand(t *testing.T, args ...string) *testenv.Buffer {
 // TestEdgeRunsOnItsOwnCredentials runs a whole edge with the edge role's credentials
 // over TLS on a server that admits only the deployment's users: it makes the
 // registry, serves get-tools, a tool call, and MCP sessions on both transports, and
-// the server refuses it nothing.
+// the server refuses it nothing. The demo workers run as a deployment runs them: on
+// their tools' credentials (creds init --demo), the email tool's state made by the
+// admin (state create).
 func TestEdgeRunsOnItsOwnCredentials(t *testing.T) {
 	sec := testenv.NewSecurity(t)
 	srv := testenv.SecureServer(t, sec, true)
@@ -51,23 +54,50 @@ func TestEdgeRunsOnItsOwnCredentials(t *testing.T) {
 	ca := filepath.Join(sec.CertDir, busauth.CAFile)
 	url, _ := startEdge(t, srv.ClientURL(), "--nats-creds", sec.Deployment.CredsFile(busauth.RoleEdge), "--nats-tls-ca", ca)
 
-	startCommand(t, "worker", "demo", "--nats", srv.ClientURL(), "--nats-creds", sec.Deployment.CredsFile(busauth.RoleAdmin), "--nats-tls-ca", ca)
+	ctx := testenv.Context(t)
+	if out, err := run(t, ctx, "creds", "init", "--demo", "--dir", sec.Deployment.Dir()); err != nil || !strings.Contains(out, "demo.creds") {
+		t.Fatalf("creds init --demo: %v\n%s", err, out)
+	}
+	if out, err := run(t, ctx, "creds", "init", "--demo", "--dir", sec.Deployment.Dir()); err != nil || !strings.Contains(out, "nothing made") {
+		t.Fatalf("creds init --demo again: %v\n%s", err, out)
+	}
+	demoCreds := sec.Deployment.CredsFile("demo")
+	worker := []string{"worker", "demo", "--nats", srv.ClientURL(), "--nats-creds", demoCreds, "--nats-tls-ca", ca}
+	t.Run("without the email tool's state the demo worker stops saying who makes it", func(t *testing.T) {
+		out, err := run(t, ctx, append(worker, "--wait", "0")...)
+		if err == nil || !strings.Contains(err.Error(), "toolgate state create email") {
+			t.Fatalf("got %v\n%s", err, out)
+		}
+	})
+	if out, err := run(t, ctx, "state", "create", "email", "--nats", srv.ClientURL(), "--nats-creds", sec.Deployment.CredsFile(busauth.RoleAdmin), "--nats-tls-ca", ca); err != nil ||
+		!strings.Contains(out, "state: made tg-state-email") {
+		t.Fatalf("state create: %v\n%s", err, out)
+	}
+	startCommand(t, worker...)
 
 	admin(t, url, "accounts", "create", "acme")
 	admin(t, url, "tools", "connect", "acme", "echo")
+	admin(t, url, "tools", "connect", "acme", "email")
 	var key edge.NewKey
 	if err := json.Unmarshal([]byte(admin(t, url, "keys", "create", "acme")), &key); err != nil {
 		t.Fatal(err)
 	}
 	var tools edge.ToolList
-	testenv.Eventually(t, 20*time.Second, "get-tools shows echo online", func() bool {
+	testenv.Eventually(t, 20*time.Second, "get-tools shows echo and email online", func() bool {
 		status, body := call(t, http.MethodGet, url+"/get-tools", key.Secret, "")
 		tools = edge.ToolList{}
 		return status == http.StatusOK && json.Unmarshal([]byte(body), &tools) == nil &&
-			len(tools.Tools) == 1 && tools.Tools[0].Status == edge.StatusOnline
+			len(tools.Tools) == 2 && tools.Tools[0].Status == edge.StatusOnline && tools.Tools[1].Status == edge.StatusOnline
 	})
+	slices.SortFunc(tools.Tools, func(a, b edge.ToolInfo) int { return strings.Compare(a.ID, b.ID) }) // echo, then email
 	if status, body := call(t, http.MethodPost, url+"/tool-call/echo/echo", key.Secret, `{"hello":"world"}`); status != http.StatusOK || !strings.Contains(body, `"hello":"world"`) {
 		t.Fatalf("tool call: %d %s", status, body)
+	}
+	if status, body := call(t, http.MethodPost, url+"/tool-call/email/send_email", key.Secret, `{"to":"ada@example.com","subject":"s","body":"b"}`); status != http.StatusOK {
+		t.Fatalf("send_email: %d %s", status, body)
+	}
+	if status, body := call(t, http.MethodPost, url+"/tool-call/email/list_sent", key.Secret, `{}`); status != http.StatusOK || !strings.Contains(body, `"to":"ada@example.com"`) {
+		t.Fatalf("list_sent: %d %s", status, body)
 	}
 
 	for _, tr := range []struct {

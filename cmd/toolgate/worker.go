@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/registry"
 	"github.com/toolgate/toolgate/workers"
 	"github.com/toolgate/toolgate/workers/demo"
 	"github.com/toolgate/toolgate/workers/mcpbridge"
@@ -26,8 +27,8 @@ import (
 type workerConfig struct {
 	NATS     string // one URL or several, comma-separated
 	NATSAuth bus.ClientAuth
-	// Replicas of the demo email tool's outbox bucket when this process creates it;
-	// 0 for one.
+	// Replicas of the buckets this process makes (the bootstrap's, a state bucket, the
+	// demo worker's on a bus without authentication); 0 for one, or as they are.
 	Replicas int
 	Wait     time.Duration // see waitUsage
 	// HealthListen is where GET /healthz is served (see serveWorkerHealth); empty: nowhere.
@@ -102,31 +103,49 @@ func newWorkerDemoCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&cfg.NATS, "nats", cfg.NATS, "NATS URL, or several comma-separated (env TOOLGATE_NATS)")
 	addNATSAuthFlags(f, &cfg.NATSAuth)
-	f.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "replicas of the demo outbox bucket when this process creates it: 1 on a single node, 3 in a cluster (env TOOLGATE_REPLICAS)")
+	f.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "replicas of the email tool's state bucket (its outbox) when this process makes it, on a bus without authentication: 1 on a single node, 3 in a cluster (env TOOLGATE_REPLICAS)")
 	f.DurationVar(&cfg.Wait, "wait", cfg.Wait, waitUsage+" (env TOOLGATE_WAIT)")
 	f.StringVar(&cfg.HealthListen, "health-listen", cfg.HealthListen, "address to serve GET /healthz on, for container health checks (env "+healthEnv+"; empty: none)")
 	return cmd
 }
 
 // runDemoWorker serves the demo tools until ctx ends (SIGINT or SIGTERM), then drains.
+// The email tool keeps its outbox in its state bucket. With credentials (the demo
+// tools', toolgate creds issue email echo clock) the worker may not make it: an admin
+// does (toolgate bootstrap, toolgate state create email), and the worker waits for
+// it up to cfg.Wait. On a bus without authentication it makes it itself.
 func runDemoWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) error {
-	ctx, nc, stop, err := joinBus(ctx, cfg, "toolgate-worker-demo", log)
+	// Its inboxes are the email tool's, the one of the three with state: the
+	// JetStream client's answers come there.
+	ctx, nc, stop, err := joinBus(ctx, cfg, "toolgate-worker-demo", log, workers.Inbox("email"))
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 	defer stop()
-	return lost(ctx, demo.Run(ctx, nc, cfg.Replicas, workers.WithLogger(log)))
+	for _, tool := range demo.StateTools {
+		if cfg.NATSAuth.Creds == "" {
+			setup, cancel := context.WithTimeout(ctx, max(registryWait, cfg.Wait))
+			_, err = registry.CreateToolState(setup, nc, tool, registry.StateOptions{Replicas: cfg.Replicas})
+			cancel()
+		} else {
+			err = waitForState(ctx, nc, tool, cfg.Wait, log)
+		}
+		if err != nil {
+			return lost(ctx, fmt.Errorf("worker: %w", err))
+		}
+	}
+	return lost(ctx, demo.Run(ctx, nc, workers.WithLogger(log)))
 }
 
 // joinBus is how a worker role starts: Go profiles if asked, and a NATS connection
 // with the worker's credentials. The context returned ends when the connection is
 // lost for good (its credentials revoked); call stop before closing nc.
-func joinBus(ctx context.Context, cfg workerConfig, name string, log *slog.Logger) (context.Context, *nats.Conn, context.CancelFunc, error) {
+func joinBus(ctx context.Context, cfg workerConfig, name string, log *slog.Logger, extra ...nats.Option) (context.Context, *nats.Conn, context.CancelFunc, error) {
 	if err := startPprof(ctx, log); err != nil {
 		return nil, nil, nil, fmt.Errorf("worker: %w", err)
 	}
-	nc, ctx, stop, err := connectNATS(ctx, cfg.NATS, name, cfg.NATSAuth, cfg.Wait, log)
+	nc, ctx, stop, err := connectNATS(ctx, cfg.NATS, name, cfg.NATSAuth, cfg.Wait, log, extra...)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("worker: %w", err)
 	}

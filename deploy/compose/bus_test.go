@@ -17,7 +17,8 @@ func (s *stack) toolgate(service string, args ...string) (string, error) {
 
 // busSecured checks, on the running stack, that its NATS nodes admit only the
 // deployment's users over TLS, and that a tool team's credentials are issued and
-// revoked through bus-init as the README says.
+// revoked through bus-init, and its state bucket made by the bootstrap, as the
+// README says.
 func (s *stack) busSecured(t *testing.T) {
 	// A probe from inside the stack's network: a worker that would serve tool probe.
 	probe := func(flags ...string) (string, error) {
@@ -46,6 +47,11 @@ func (s *stack) busSecured(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(s.keys, "ca.pem")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("the CA's certificate is not in %s: %v", s.keys, err)
+	}
+	// A tool whose workers keep state gets its state bucket from the bootstrap's
+	// admin credentials, as the README says.
+	if out := s.compose("run", "--rm", "bootstrap", "state", "create", "probe"); !strings.Contains(out, "state: made tg-state-probe") {
+		t.Errorf("state create: want the probe tool's state bucket made:\n%s", out)
 	}
 	out = s.compose("run", "--rm", "bus-init", "creds", "revoke", "probe")
 	if !strings.Contains(out, "revoked worker user "+user[1]) || strings.Count(out, "applied it") != 3 {

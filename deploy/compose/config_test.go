@@ -114,7 +114,12 @@ func TestComposeBusIsSecured(t *testing.T) {
 			}
 		}
 	}
-	roles := map[string]string{"edge-1": "edge.creds", "edge-2": "edge.creds", "bootstrap": "admin.creds", "demo-1": "admin.creds", "demo-2": "admin.creds"}
+	// The demo workers run on their tools' credentials, which bus-init issues, as a
+	// tool team's worker does: never the admin's.
+	if env("bus-init", "TOOLGATE_CREDS_DEMO") != "true" {
+		t.Errorf("bus-init does not issue the demo workers' credentials (TOOLGATE_CREDS_DEMO %q)", env("bus-init", "TOOLGATE_CREDS_DEMO"))
+	}
+	roles := map[string]string{"edge-1": "edge.creds", "edge-2": "edge.creds", "bootstrap": "admin.creds", "demo-1": "demo.creds", "demo-2": "demo.creds"}
 	for svc, creds := range roles {
 		if !strings.HasSuffix(env(svc, "TOOLGATE_NATS_CREDS"), "/creds/"+creds) || env(svc, "TOOLGATE_NATS_TLS_CA") == "" {
 			t.Errorf("%s: credentials %q, CA %q: want %s and the CA", svc, env(svc, "TOOLGATE_NATS_CREDS"), env(svc, "TOOLGATE_NATS_TLS_CA"), creds)

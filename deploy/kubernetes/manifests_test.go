@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -92,6 +93,8 @@ func newObject(tm metav1.TypeMeta) (any, error) {
 		return &corev1.Service{}, nil
 	case "policy/v1 PodDisruptionBudget":
 		return &policyv1.PodDisruptionBudget{}, nil
+	case "batch/v1 Job":
+		return &batchv1.Job{}, nil
 	}
 	return nil, fmt.Errorf("unexpected apiVersion %q kind %q", tm.APIVersion, tm.Kind)
 }
@@ -123,12 +126,12 @@ func env(c corev1.Container, name string) string {
 	return ""
 }
 
-// secretFiles maps each file a container reads from a mounted Secret to the Secret's
-// name and key.
-func secretFiles(d *appsv1.Deployment, c corev1.Container) map[string]string {
+// secretFiles maps each file a container of pod reads from a mounted Secret to the
+// Secret's name and key.
+func secretFiles(pod corev1.PodSpec, c corev1.Container) map[string]string {
 	files := map[string]string{}
 	for _, m := range c.VolumeMounts {
-		for _, v := range d.Spec.Template.Spec.Volumes {
+		for _, v := range pod.Volumes {
 			if v.Name == m.Name && v.Secret != nil {
 				for _, it := range v.Secret.Items {
 					files[filepath.Join(m.MountPath, it.Path)] = v.Secret.SecretName + "/" + it.Key
@@ -170,7 +173,7 @@ func TestManifests(t *testing.T) {
 				}
 				// The bus is secured: each role connects with its credentials and the CA,
 				// files of a Secret it mounts.
-				files := secretFiles(d, c)
+				files := secretFiles(d.Spec.Template.Spec, c)
 				for _, name := range []string{"TOOLGATE_NATS_CREDS", "TOOLGATE_NATS_TLS_CA"} {
 					if f, ok := files[env(c, name)]; !ok || !strings.HasPrefix(f, "toolgate-bus/") {
 						t.Errorf("%s: %s %q is no file of the toolgate-bus Secret it mounts (%v)", key, name, env(c, name), files)
@@ -207,7 +210,7 @@ func TestManifests(t *testing.T) {
 		if c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.LivenessProbe.HTTPGet.Path != "/healthz" {
 			t.Errorf("edge probes: readiness %s, liveness %s", c.ReadinessProbe.HTTPGet.Path, c.LivenessProbe.HTTPGet.Path)
 		}
-		mounts := secretFiles(d, c)
+		mounts := secretFiles(d.Spec.Template.Spec, c)
 		if !strings.HasSuffix(mounts[env(c, "TOOLGATE_NATS_CREDS")], "/edge.creds") {
 			t.Errorf("the edges connect as %q, not the edge role", mounts[env(c, "TOOLGATE_NATS_CREDS")])
 		}
@@ -246,6 +249,45 @@ func TestManifests(t *testing.T) {
 		}
 		if d.Spec.Replicas == nil || *d.Spec.Replicas < 2 {
 			t.Errorf("demo replicas %v: want at least 2, so one can stop", d.Spec.Replicas)
+		}
+	})
+
+	t.Run("the demo workers run on their tools' credentials, never the admin's", func(t *testing.T) {
+		d := get[*appsv1.Deployment](t, objs, "Deployment/toolgate-demo")
+		c := d.Spec.Template.Spec.Containers[0]
+		files := secretFiles(d.Spec.Template.Spec, c)
+		if files[env(c, "TOOLGATE_NATS_CREDS")] != "toolgate-bus/demo.creds" {
+			t.Errorf("the demo workers connect as %q, want toolgate-bus/demo.creds", files[env(c, "TOOLGATE_NATS_CREDS")])
+		}
+		for path, key := range files {
+			if strings.HasSuffix(key, "/admin.creds") {
+				t.Errorf("the demo workers mount the admin's credentials at %s", path)
+			}
+		}
+	})
+
+	t.Run("a Job makes the email tool's state with the admin's credentials", func(t *testing.T) {
+		j := get[*batchv1.Job](t, objs, "Job/toolgate-demo-state")
+		pod := j.Spec.Template.Spec
+		if len(pod.Containers) != 1 || pod.RestartPolicy != corev1.RestartPolicyOnFailure {
+			t.Fatalf("the Job's pod: %d containers, restart policy %q", len(pod.Containers), pod.RestartPolicy)
+		}
+		c := pod.Containers[0]
+		if strings.Join(c.Args, " ") != "state create email" || !strings.HasPrefix(c.Image, "toolgate:") {
+			t.Errorf("the Job runs %s %q", c.Image, c.Args)
+		}
+		if got := env(c, "TOOLGATE_NATS"); got != nats {
+			t.Errorf("the Job's TOOLGATE_NATS %q, the chart's Service is %q", got, nats)
+		}
+		files := secretFiles(pod, c)
+		if files[env(c, "TOOLGATE_NATS_CREDS")] != "toolgate-bus/admin.creds" || files[env(c, "TOOLGATE_NATS_TLS_CA")] != "toolgate-bus/ca.pem" {
+			t.Errorf("the Job connects with %v", files)
+		}
+		if env(c, "TOOLGATE_REPLICAS") != "3" || env(c, "TOOLGATE_WAIT") == "" {
+			t.Errorf("the Job: TOOLGATE_REPLICAS %q (want 3), TOOLGATE_WAIT %q", env(c, "TOOLGATE_REPLICAS"), env(c, "TOOLGATE_WAIT"))
+		}
+		if sc := pod.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.FSGroup == nil {
+			t.Errorf("the Job's pod must run as non-root with an fsGroup: %+v", sc)
 		}
 	})
 }

@@ -1,5 +1,6 @@
 // Package demo holds the built-in demo tools that `toolgate dev` and `toolgate worker
-// demo` serve: email (mail goes to an outbox in JetStream KV, never to the network),
+// demo` serve: email (mail goes to an outbox, the tool's state bucket in JetStream
+// KV, never to the network),
 // echo and clock. They show a tool's whole path through the gateway without any
 // account elsewhere.
 package demo
@@ -27,17 +28,20 @@ import (
 // Version is the version the demo tools declare.
 const Version = "1.0.0"
 
-// OutboxBucket is the KV bucket the email tool keeps sent mail in.
-const OutboxBucket = "tg-demo-outbox"
+// StateTools are the demo tools whose workers keep state: the email tool's outbox is
+// its state bucket (workers.Worker.State), which an admin makes before it starts
+// (registry.CreateToolState; toolgate dev and toolgate bootstrap do).
+var StateTools = []string{"email"}
 
 // OutboxTTL is how long sent mail stays in the outbox.
 const OutboxTTL = 24 * time.Hour
 
 // Run serves the three demo tools on nc until ctx ends, then drains them. If one of
-// them cannot start, the others are stopped and Run returns why. outboxReplicas is
-// the email tool's outbox bucket's replica count when Run creates it (0 for one).
-func Run(ctx context.Context, nc *nats.Conn, outboxReplicas int, opts ...workers.Option) error {
-	email, err := Email(ctx, nc, outboxReplicas, opts...)
+// them cannot start, the others are stopped and Run returns why. With the demo tools'
+// credentials (toolgate creds issue email echo clock), nc must have been made with
+// workers.Inbox("email").
+func Run(ctx context.Context, nc *nats.Conn, opts ...workers.Option) error {
+	email, err := Email(ctx, nc, opts...)
 	if err != nil {
 		return err
 	}
@@ -73,29 +77,20 @@ type Mail struct {
 type outbox struct{ kv jetstream.KeyValue }
 
 // Email returns the email tool's worker: send_email puts a message in the outbox,
-// list_sent lists the outbox. It opens the outbox bucket, creating it with replicas
-// if need be. The outbox is the tool's own state, not the registry's.
-func Email(ctx context.Context, nc *nats.Conn, replicas int, opts ...workers.Option) (*workers.Worker, error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, fmt.Errorf("demo: jetstream: %w", err)
-	}
-	cfg := jetstream.KeyValueConfig{
-		Bucket: OutboxBucket, Description: "toolgate demo email outbox", TTL: OutboxTTL, Replicas: replicas,
-	}
-	kv, err := js.CreateKeyValue(ctx, cfg)
-	if errors.Is(err, jetstream.ErrBucketExists) {
-		kv, err = js.KeyValue(ctx, OutboxBucket) // made differently by an operator: use it as it is
-	}
-	if err != nil {
-		return nil, fmt.Errorf("demo: outbox %s: %w", OutboxBucket, err)
-	}
-	o := &outbox{kv: kv}
-
+// list_sent lists the outbox. The outbox is the tool's state bucket, which must
+// exist (workers.ErrNoState otherwise); each message expires OutboxTTL after it was
+// sent.
+func Email(ctx context.Context, nc *nats.Conn, opts ...workers.Option) (*workers.Worker, error) {
 	w := workers.New(nc, workers.Tool{
 		ID: "email", Title: "Email", Version: Version,
 		Description: "Sends e-mail. A demo: mail is kept in an outbox for a day and never leaves it.",
 	}, opts...)
+	kv, err := w.State(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("demo: outbox: %w", err)
+	}
+	o := &outbox{kv: kv}
+
 	send := workers.Func("send_email", "Send an e-mail message; it is queued in the outbox.", o.send)
 	// The type cannot say that "to" is an e-mail address; the schema can.
 	send.InputSchema = json.RawMessage(`{"type":"object","properties":{` +
@@ -141,7 +136,7 @@ func (o *outbox) send(ctx context.Context, _ *workers.Call, in sendIn) (sendOut,
 	if err != nil {
 		return sendOut{}, err
 	}
-	if _, err := o.kv.Create(ctx, m.ID, b); err != nil {
+	if _, err := o.kv.Create(ctx, m.ID, b, jetstream.KeyTTL(OutboxTTL)); err != nil {
 		return sendOut{}, fmt.Errorf("outbox: %w", err)
 	}
 	return sendOut{ID: m.ID, QueuedAt: m.QueuedAt}, nil

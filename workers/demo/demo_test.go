@@ -31,9 +31,10 @@ func start(t testing.TB) *stack {
 	nc := testenv.Conn(t, srv.ClientURL())
 	store := testenv.Store(t, nc, 1)
 	view := testenv.View(t, store)
+	makeState(t, nc)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- demo.Run(ctx, nc, 1, workers.WithLogger(testenv.Logger(t))) }()
+	go func() { done <- demo.Run(ctx, nc, workers.WithLogger(testenv.Logger(t))) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -50,6 +51,16 @@ func start(t testing.TB) *stack {
 		defer cancel()
 		return bus.Do(ctx, nc, wire.DefaultSubjects, &wire.Request{Tool: tool, Method: method, CallID: registry.NewID("req_"), RequestID: registry.NewID("req_"), Account: "dev", Data: []byte(params)})
 	}}
+}
+
+// makeState makes the demo tools' state buckets, as the admin does.
+func makeState(t testing.TB, nc *nats.Conn) {
+	t.Helper()
+	for _, tool := range demo.StateTools {
+		if _, err := registry.CreateToolState(testenv.Context(t), nc, tool, registry.StateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func wantToolError(t *testing.T, err error, code string, status int) {
@@ -94,7 +105,7 @@ func TestEmail(t *testing.T) {
 			}
 			sent = append(sent, out.ID)
 		}
-		kv, err := s.store.JetStream().KeyValue(context.Background(), demo.OutboxBucket)
+		kv, err := s.store.JetStream().KeyValue(context.Background(), wire.StateBucket("email"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,6 +116,18 @@ func TestEmail(t *testing.T) {
 		var m demo.Mail
 		if err := json.Unmarshal(e.Value(), &m); err != nil || m.To != "ada@example.com" || m.Subject != "first" || m.Body != "hello" {
 			t.Errorf("outbox holds %s (%v)", e.Value(), err)
+		}
+		// Each message expires a day after it was sent.
+		st, err := s.store.JetStream().Stream(context.Background(), "KV_"+wire.StateBucket("email"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := st.GetLastMsgForSubject(context.Background(), "$KV."+wire.StateBucket("email")+"."+sent[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if raw.Header.Get("Nats-TTL") != demo.OutboxTTL.String() {
+			t.Errorf("message %s: TTL %q, want %s", sent[0], raw.Header.Get("Nats-TTL"), demo.OutboxTTL)
 		}
 	})
 	t.Run("send_email refuses an address that is not one", func(t *testing.T) {
@@ -210,9 +233,10 @@ func TestRunDrainsEveryTool(t *testing.T) {
 	nc := testenv.Conn(t, srv.ClientURL())
 	store := testenv.Store(t, nc, 1)
 	view := testenv.View(t, store)
+	makeState(t, nc)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- demo.Run(ctx, nc, 1, workers.WithLogger(testenv.Logger(t))) }()
+	go func() { done <- demo.Run(ctx, nc, workers.WithLogger(testenv.Logger(t))) }()
 	testenv.Eventually(t, 5*time.Second, "the demo tools are live", func() bool {
 		return view.Snapshot().Instances("email")+view.Snapshot().Instances("echo")+view.Snapshot().Instances("clock") == 3
 	})
