@@ -831,7 +831,28 @@ func (s *Store) CreateSession(ctx context.Context, sess Session, opts ...Session
 	if w := sessionWriteOf(opts); w.ttl > 0 && !sess.Stream {
 		create = append(create, jetstream.KeyTTL(w.ttl))
 	}
-	rev, err := s.sessions.Create(ctx, sess.ID, b, create...)
+	// A session is opened while its client waits: like an administrator's change, it
+	// waits out a stream's election of a new leader (Options.WriteWait) instead of
+	// failing, and an attempt that may have been written is recognised as its own.
+	var rev uint64
+	err = s.lasting(ctx, func(ctx context.Context, again bool) (err error) {
+		rev, err = s.sessions.Create(ctx, sess.ID, b, create...)
+		if !errors.Is(err, jetstream.ErrKeyExists) || !again {
+			return err
+		}
+		e, gerr := s.sessions.Get(ctx, sess.ID)
+		switch {
+		case gerr == nil && string(e.Value()) == string(b):
+			rev = e.Revision()
+			return nil
+		case gerr == nil:
+			return err
+		case errors.Is(gerr, jetstream.ErrKeyNotFound):
+			return fmt.Errorf("registry: create %s/%s: %w", BucketSessions, sess.ID, errUnsettled)
+		default:
+			return gerr
+		}
+	})
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return 0, ErrExists
 	}
