@@ -79,10 +79,10 @@ func NewWatcher(nc *nats.Conn, subjects wire.Subjects, log *slog.Logger) (*Watch
 	return w, nil
 }
 
-// Do is bus.Do for req; with watch (the tool's workers name the calls they hold, see
+// Send sends req as bus.Do does; with watch (the tool's workers name the calls they hold, see
 // wire.Tool.Holding), a call nothing is heard of for wire.HoldingLost fails with
 // ErrCallLost.
-func (w *Watcher) Do(ctx context.Context, req *wire.Request, watch bool) (*wire.Reply, error) {
+func (w *Watcher) Send(ctx context.Context, req *wire.Request, watch bool) (*wire.Reply, error) {
 	if !watch || req.CallID == "" {
 		return Do(ctx, w.nc, w.subjects, req)
 	}

@@ -82,7 +82,7 @@ func TestAWatcherTellsItsOwnSilentServerFromADeadWorker(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		r, err := w.Do(context.Background(), &wire.Request{Tool: "slow", Method: "m", CallID: "c1",
+		r, err := w.Send(context.Background(), &wire.Request{Tool: "slow", Method: "m", CallID: "c1",
 			Data: []byte(`{"n":1}`), Deadline: time.Now().Add(20 * time.Second)}, true)
 		done <- result{r, err}
 	}()

@@ -194,7 +194,7 @@ func (e *Edge) toolCall(c *gin.Context) {
 	if len(bytes.TrimSpace(params)) == 0 {
 		params = emptyObject // a method without parameters may be called without a body
 	}
-	reply, err := e.gw.Do(c.Request.Context(), &gateway.Call{
+	reply, err := e.gw.Call(c.Request.Context(), &gateway.Call{
 		Principal: p, Tool: tool, Method: method, Params: params,
 		RequestID: requestID(c), Timeout: timeout, Entry: entry,
 	})

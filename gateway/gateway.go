@@ -2,7 +2,9 @@
 // (the HTTP tool-call route, the direct tool API, an MCP session): the tool and method
 // must be visible to the caller, the parameters a JSON object valid against the
 // method's input schema, the caller within its rate; then the call goes over the bus
-// with its deadline and comes back as the tool answered it.
+// with its deadline and comes back as the tool answered it. The other MCP requests a
+// session forwards to a tool (resources, prompts, completion) take the same path
+// (Forward), without a method schema to check.
 package gateway
 
 import (
@@ -152,7 +154,7 @@ type Call struct {
 	Tool      string
 	Method    string
 	Params    []byte
-	// CallID names the call on the bus: its cancel and progress subjects. Do makes a
+	// CallID names the call on the bus: its cancel and progress subjects. Call makes a
 	// random one when it is empty; a caller that must know it beforehand (to follow
 	// the call's progress) makes it, never from anything its client sent.
 	CallID string
@@ -200,32 +202,72 @@ func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, er
 	return m, nil
 }
 
-// Do checks c and sends it to the tool, returning the tool's reply or a typed error
+// Call checks c and sends it to the tool, returning the tool's reply or a typed error
 // (registry, gateway or bus errors). A call of a tool whose workers name the calls
 // they hold fails with bus.ErrCallLost once its worker stops naming it.
+//
+// A call that finds no worker on the bus while the registry holds live instances of
+// the tool is sent again, for up to MovingWorkersWait (see send).
+func (g *Gateway) Call(ctx context.Context, c *Call) (*wire.Reply, error) {
+	m, err := g.Check(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return g.send(ctx, c, false, g.Timeout(m.Method, c.Timeout), m.Tool.Holding)
+}
+
+// Forward sends an MCP request other than a tool call to the tool's workers, on its
+// tg.mcp subject: c.Method is the MCP method (resources, prompts, completion), c.Params
+// its params (nothing or null is an empty object). It passes the checks every call
+// passes, in the same order as Call: the tool is visible to c.Principal (a registry error
+// otherwise), the params are a JSON object (ErrInvalidJSON), the caller is within its
+// rate (*RateLimitedError); it then takes the default timeout, shortened by
+// c.Timeout. A JSON-RPC error the workers answer with is a *wire.RPCError.
+func (g *Gateway) Forward(ctx context.Context, c *Call) (*wire.Reply, error) {
+	t, err := g.view.Snapshot().Tool(c.Principal, c.Tool)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.Params) == 0 || string(c.Params) == "null" {
+		c.Params = []byte("{}")
+	}
+	if !registry.IsObject(c.Params) {
+		return nil, ErrInvalidJSON
+	}
+	if err := g.allow(ctx, c.Principal); err != nil {
+		return nil, err
+	}
+	f := *c
+	if f.CallID == "" {
+		f.CallID = registry.NewID("mcp-")
+	}
+	if f.RequestID == "" {
+		f.RequestID = f.CallID // the request has no id of its own
+	}
+	return g.send(ctx, &f, true, g.Timeout(nil, c.Timeout), t.Tool.Holding)
+}
+
+// send puts a checked call on the bus, naming it when the caller did not.
 //
 // A call that finds no worker on the bus while the registry holds live instances of
 // the tool is sent again, for up to MovingWorkersWait: its workers are moving to
 // another NATS node (theirs died or was cut off) and will subscribe there in a moment.
 // Nothing received the call, so sending it again cannot run it twice.
-func (g *Gateway) Do(ctx context.Context, c *Call) (*wire.Reply, error) {
-	m, err := g.Check(ctx, c)
-	if err != nil {
-		return nil, err
-	}
+func (g *Gateway) send(ctx context.Context, c *Call, mcp bool, timeout time.Duration, holding bool) (*wire.Reply, error) {
 	callID := c.CallID
 	if callID == "" {
 		callID = nuid.Next()
 	}
 	req := &wire.Request{
 		Tool:               c.Tool,
+		MCP:                mcp,
 		Method:             c.Method,
 		CallID:             callID,
 		RequestID:          c.RequestID,
 		Account:            c.Principal.Account,
 		Session:            c.Session,
 		ClientCapabilities: c.ClientCapabilities,
-		Deadline:           time.Now().Add(g.Timeout(m.Method, c.Timeout)),
+		Deadline:           time.Now().Add(timeout),
 		Progress:           c.Progress,
 		Data:               c.Params,
 		Header:             c.Header,
@@ -233,7 +275,7 @@ func (g *Gateway) Do(ctx context.Context, c *Call) (*wire.Reply, error) {
 	}
 	began := time.Now()
 	for {
-		reply, err := g.calls.Do(ctx, req, m.Tool.Holding)
+		reply, err := g.calls.Send(ctx, req, holding)
 		if !errors.Is(err, bus.ErrNoResponders) || g.view.Snapshot().Instances(c.Tool) == 0 ||
 			time.Since(began) >= MovingWorkersWait || time.Now().After(req.Deadline) {
 			return reply, err
@@ -247,7 +289,7 @@ func (g *Gateway) Do(ctx context.Context, c *Call) (*wire.Reply, error) {
 }
 
 // MovingWorkersWait bounds how long a call waits for the workers of a tool the
-// registry says is online when none is on the bus (see Do): longer than a worker
+// registry says is online when none is on the bus (see send): longer than a worker
 // takes to notice its NATS node is gone and reconnect to another (bus.PingInterval
 // times bus.MaxPingsOut and a little).
 const (

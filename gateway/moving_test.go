@@ -26,7 +26,7 @@ func TestACallWaitsForWorkersMovingToAnotherNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	call := func() error {
-		_, err := gw.Do(env.Ctx, &gateway.Call{Principal: p, Tool: "echo", Method: "echo", Params: []byte(`{}`)})
+		_, err := gw.Call(env.Ctx, &gateway.Call{Principal: p, Tool: "echo", Method: "echo", Params: []byte(`{}`)})
 		return err
 	}
 

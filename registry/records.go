@@ -51,27 +51,6 @@ type Key struct {
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
 }
 
-// Usable reports whether the key authenticates at now.
-func (k *Key) Usable(now time.Time) bool {
-	if k.RevokedAt != nil {
-		return false
-	}
-	return k.ExpiresAt == nil || now.Before(*k.ExpiresAt)
-}
-
-// Allows reports whether the key's scopes include tool.
-func (k *Key) Allows(tool string) bool {
-	if len(k.Scopes) == 0 {
-		return true
-	}
-	for _, s := range k.Scopes {
-		if s == tool {
-			return true
-		}
-	}
-	return false
-}
-
 // Connection makes a tool available to an account. LinkNonce, with the deployment's
 // link secret, derives the connection's current SSE link token (see LinkSigner).
 type Connection struct {

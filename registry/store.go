@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -90,7 +91,9 @@ type Store struct {
 	presence jetstream.KeyValue
 	sessions jetstream.KeyValue
 	rates    jetstream.KeyValue
-	configs  map[string]jetstream.KeyValueConfig // each bucket's, by name, as Open made or found it
+
+	cfgMu   sync.Mutex
+	configs map[string]jetstream.KeyValueConfig // each bucket's, by name, as Open or OpenBucket made or found it
 }
 
 // Open creates the buckets that are missing (it is safe for many processes to do so at
@@ -168,7 +171,9 @@ func (s *Store) remake(ctx context.Context, bucket string) error {
 	if s.js.Conn().ConnectedClusterName() != "" {
 		return nil
 	}
+	s.cfgMu.Lock()
 	cfg, ok := s.configs[bucket]
+	s.cfgMu.Unlock()
 	if !ok {
 		return fmt.Errorf("registry: bucket %s: not one of the registry's", bucket)
 	}
@@ -177,6 +182,29 @@ func (s *Store) remake(ctx context.Context, bucket string) error {
 		return fmt.Errorf("registry: bucket %s: make it again: %w", bucket, err)
 	}
 	return nil
+}
+
+// OpenBucket opens a bucket of the deployment's beside the registry's own (the
+// dashboard's sign-ins), the way Open opens those: made when missing (safe for many
+// processes at once), with the registry's replicas when cfg names none; checked
+// against cfg when it exists, and changed to cfg when update is set, else refused
+// with a *MismatchError. Follow follows it as it does the registry's.
+func (s *Store) OpenBucket(ctx context.Context, cfg jetstream.KeyValueConfig, update bool) (jetstream.KeyValue, error) {
+	if cfg.Replicas == 0 {
+		cfg.Replicas = s.opts.Replicas
+	}
+	found, err := findBucket(ctx, s.js, cfg.Bucket)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := openBucket(ctx, s.js, cfg, found, update)
+	if err != nil {
+		return nil, err
+	}
+	s.cfgMu.Lock()
+	s.configs[cfg.Bucket] = cfg
+	s.cfgMu.Unlock()
+	return kv, nil
 }
 
 // existingBucket is a bucket as it is: its handle and its configuration.

@@ -4,17 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -127,13 +123,12 @@ func NewView(ctx context.Context, store *Store, log *slog.Logger) (*View, error)
 		keyIDs: map[string]string{}, conns: map[string]map[string]*Connection{},
 		links: map[string]*Link{}, presence: map[string]map[string]*Presence{},
 	})
-	buckets := []jetstream.KeyValue{store.tools, store.accounts, store.keys, store.conns, store.links, store.presence}
-	updates := make(chan update, 256)
-	for i, kv := range buckets {
-		go v.follow(ctx, i, kv, updates)
+	updates := make(chan Update, 256)
+	for _, name := range viewBuckets {
+		go store.Follow(ctx, name, updates, log)
 	}
 	synced := make(chan struct{})
-	go v.apply(ctx, len(buckets), updates, synced)
+	go v.apply(ctx, updates, synced)
 	select {
 	case <-synced:
 		return v, nil
@@ -142,283 +137,14 @@ func NewView(ctx context.Context, store *Store, log *slog.Logger) (*View, error)
 	}
 }
 
-// followHeartbeat is how often the server must show a watch's consumer is alive.
-// A consumer that lived on a node that died is noticed after about two missed
-// heartbeats and recreated from the last revision seen, so the view lags by a few
-// seconds at most while a node fails, instead of the many seconds of a KV watch.
-const followHeartbeat = time.Second
-
-// followAttempt bounds one attempt to (re)start a bucket's consumer.
-const followAttempt = time.Second
-
-// follow feeds one bucket's changes into updates until ctx ends: the latest value
-// of every key, then a markLoaded update, then every change.
-//
-// Two things restart the bucket's consumer, each time from the revision after the
-// last one forwarded: missed heartbeats (the node holding the consumer died, or the
-// stream lost its leader), and the connection coming back after a loss (a pull that
-// was pending on the old server is not always resumed). The view makes the consumer
-// again itself, an attempt of followAttempt every quarter second, rather than leave it
-// to the client, whose attempts wait 10 seconds each for a leader that is gone and
-// back off for seconds between them: the view would lag for as long. After a loss, the bucket may not hold what the view
-// saw any more (see lost): it is then loaded again from scratch.
-func (v *View) follow(ctx context.Context, bucket int, kv jetstream.KeyValue, updates chan<- update) {
-	nc := v.store.js.Conn()
-	reconnected := nc.StatusChanged(nats.CONNECTED)
-	defer nc.RemoveStatusListener(reconnected)
-	disconnected := nc.StatusChanged(nats.RECONNECTING, nats.DISCONNECTED)
-	defer nc.RemoveStatusListener(disconnected)
-	f := &follower{view: v, bucket: bucket, name: kv.Bucket(), updates: updates, ctx: ctx, stalled: make(chan struct{}, 1)}
-	for ctx.Err() == nil {
-		// Each attempt is short: a cluster that just restarted answers nothing for a
-		// while, and the first attempt after it does should not be seconds away.
-		actx, cancel := context.WithTimeout(ctx, followAttempt)
-		cc, err := f.start(actx)
-		cancel()
-		if err != nil {
-			v.log.Warn("registry: watch failed; retrying", "bucket", f.name, "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(250 * time.Millisecond):
-			}
-			continue
-		}
-		select {
-		case <-ctx.Done():
-		case <-reconnected:
-		case <-disconnected:
-		case <-f.stalled:
-		}
-		// What the consumer delivers from now on may come from a server that
-		// restarted with the bucket emptied: it is dropped, and the consumer made once
-		// the connection is back decides where to go on from. A restart disconnects
-		// and reconnects more than once: go by the connection as it is, not by the
-		// changes queued.
-		f.mu.Lock()
-		f.generation++
-		f.mu.Unlock()
-		for ctx.Err() == nil {
-			drain(reconnected)
-			drain(disconnected)
-			select {
-			case <-f.stalled:
-			default:
-			}
-			if nc.Status() == nats.CONNECTED {
-				break
-			}
-			select {
-			case <-ctx.Done():
-			case <-reconnected:
-			}
-		}
-		cc.Stop()
-	}
-}
-
-// drain empties a channel of status changes.
-func drain(ch <-chan nats.Status) {
-	for {
-		select {
-		case <-ch:
-		default:
-			return
-		}
-	}
-}
-
-// follower is one bucket's watch across consumer restarts.
-type follower struct {
-	view    *View
-	bucket  int
-	name    string
-	updates chan<- update
-	ctx     context.Context
-	stalled chan struct{} // the consumer missed its heartbeats
-
-	mu         sync.Mutex
-	generation int       // bumped per consumer, so a stopped one's late messages are dropped
-	last       uint64    // last revision forwarded
-	lastTime   time.Time // when the server stored it
-	loaded     bool      // the initial values have been forwarded
-	reloading  bool      // the bucket is being loaded again (see lost)
-}
-
-func (f *follower) start(ctx context.Context) (jetstream.ConsumeContext, error) {
-	f.mu.Lock()
-	resuming := f.last > 0
-	f.mu.Unlock()
-	if resuming {
-		lost, err := f.lost(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if lost {
-			f.view.log.Warn("registry: the bucket no longer holds what this view saw (NATS restarted?); loading it again", "bucket", f.name)
-			f.mu.Lock()
-			f.last, f.lastTime, f.reloading = 0, time.Time{}, true
-			f.mu.Unlock()
-			f.sendMark(markReload)
-		}
-	}
-	prefix := "$KV." + f.name + "."
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{prefix + ">"}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy}
-	f.mu.Lock()
-	f.generation++
-	gen := f.generation
-	if f.last > 0 {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, f.last+1
-	}
-	f.mu.Unlock()
-	cons, err := f.view.store.js.OrderedConsumer(ctx, "KV_"+f.name, cfg)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		// Gone with a NATS restart: a single node keeps no bucket in memory.
-		if rerr := f.view.store.remake(ctx, f.name); rerr != nil {
-			return nil, errors.Join(err, rerr)
-		}
-		return nil, err
-	}
-	if err != nil {
-		return nil, err
-	}
-	if info := cons.CachedInfo(); info == nil || info.NumPending == 0 {
-		f.caughtUp()
-	}
-	return cons.Consume(func(m jetstream.Msg) {
-		md, err := m.Metadata()
-		if err != nil {
-			return
-		}
-		f.mu.Lock()
-		if gen != f.generation || md.Sequence.Stream <= f.last {
-			f.mu.Unlock()
-			return
-		}
-		f.last, f.lastTime = md.Sequence.Stream, md.Timestamp
-		f.mu.Unlock()
-		f.send(update{bucket: f.bucket, entry: &entry{bucket: f.name, key: strings.TrimPrefix(m.Subject(), prefix), value: m.Data(),
-			revision: md.Sequence.Stream, created: md.Timestamp, op: entryOp(m.Headers())}})
-		if md.NumPending == 0 {
-			f.caughtUp()
-		}
-	}, jetstream.PullHeartbeat(followHeartbeat), jetstream.PullExpiry(10*followHeartbeat),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			f.view.log.Debug("registry: watch", "bucket", f.name, "err", err)
-			if errors.Is(err, jetstream.ErrNoHeartbeat) {
-				select {
-				case f.stalled <- struct{}{}:
-				default:
-				}
-			}
-		}))
-}
-
-// lost reports whether the bucket's stream may no longer hold what the view has seen,
-// so that going on from the last revision seen would miss what changed: the stream
-// was made again (a NATS restart empties a bucket kept in memory), its revisions went
-// backwards, or it holds nothing as old as the last revision seen (it was emptied
-// and filled again, or every key changed meanwhile: loading it again is exact either
-// way).
-func (f *follower) lost(ctx context.Context) (bool, error) {
-	st, err := f.view.store.js.Stream(ctx, "KV_"+f.name)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return true, nil // start makes it again
-	}
-	if err != nil {
-		return false, err
-	}
-	state := st.CachedInfo().State
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return state.LastSeq < f.last || state.Msgs == 0 || state.FirstTime.After(f.lastTime), nil
-}
-
-// caughtUp forwards the end of a load, once per load: markLoaded for the first,
-// markReloaded for one after lost.
-func (f *follower) caughtUp() {
-	f.mu.Lock()
-	var m mark
-	switch {
-	case !f.loaded:
-		f.loaded, m = true, markLoaded
-	case f.reloading:
-		f.reloading, m = false, markReloaded
-	}
-	f.mu.Unlock()
-	if m != 0 {
-		f.sendMark(m)
-	}
-}
-
-func (f *follower) sendMark(m mark) { f.send(update{bucket: f.bucket, name: f.name, mark: m}) }
-
-func (f *follower) send(u update) {
-	select {
-	case f.updates <- u:
-	case <-f.ctx.Done():
-	}
-}
-
-// entryOp reads a KV message's operation from its headers, as the KV API does: a
-// delete or purge, or a marker the server left when the bucket's TTL removed a key.
-func entryOp(h nats.Header) jetstream.KeyValueOp {
-	switch h.Get("KV-Operation") {
-	case "DEL":
-		return jetstream.KeyValueDelete
-	case "PURGE":
-		return jetstream.KeyValuePurge
-	}
-	switch h.Get(jetstream.MarkerReasonHeader) {
-	case "MaxAge", "Purge":
-		return jetstream.KeyValuePurge
-	case "Remove":
-		return jetstream.KeyValueDelete
-	}
-	return jetstream.KeyValuePut
-}
-
-// entry is a KV entry read from the bucket's stream.
-type entry struct {
-	bucket, key string
-	value       []byte
-	revision    uint64
-	created     time.Time
-	op          jetstream.KeyValueOp
-}
-
-func (e *entry) Bucket() string                  { return e.bucket }
-func (e *entry) Key() string                     { return e.key }
-func (e *entry) Value() []byte                   { return e.value }
-func (e *entry) Revision() uint64                { return e.revision }
-func (e *entry) Created() time.Time              { return e.created }
-func (e *entry) Delta() uint64                   { return 0 }
-func (e *entry) Operation() jetstream.KeyValueOp { return e.op }
-
-// An update is an entry of a bucket, or, without one, a mark of where a load of the
-// bucket's contents begins or ends.
-type update struct {
-	bucket int
-	entry  jetstream.KeyValueEntry
-	name   string // the bucket's, with a mark
-	mark   mark
-}
-
-type mark int
-
-const (
-	markLoaded   mark = iota + 1 // the end of the bucket's initial values
-	markReload                   // the bucket is loaded again from scratch: what it no longer holds goes
-	markReloaded                 // the end of that load
-)
-
 // apply is the one goroutine that changes the view: it applies each batch of updates
 // to a working copy and publishes it as the next snapshot.
-func (v *View) apply(ctx context.Context, buckets int, updates <-chan update, synced chan struct{}) {
-	pending := buckets
+func (v *View) apply(ctx context.Context, updates <-chan Update, synced chan struct{}) {
+	pending := len(viewBuckets)
 	reloading := map[int]map[string]bool{} // bucket -> the keys its reload has brought so far
 	work := *v.snap.Load()
 	for {
-		var batch []update
+		var batch []Update
 		select {
 		case <-ctx.Done():
 			return
@@ -443,30 +169,31 @@ func (v *View) apply(ctx context.Context, buckets int, updates <-chan update, sy
 			}
 		}
 		for _, u := range batch {
-			switch u.mark {
-			case markLoaded:
+			b := viewBucket[u.Bucket]
+			switch u.Mark {
+			case MarkLoaded:
 				pending--
 				continue
-			case markReload:
-				reloading[u.bucket] = map[string]bool{}
+			case MarkReload:
+				reloading[b] = map[string]bool{}
 				continue
-			case markReloaded:
-				own(u.bucket)
-				for _, key := range work.keysOf(u.bucket) {
-					if !reloading[u.bucket][key] {
-						if c, ok := work.applyEntry(u.bucket, &entry{bucket: u.name, key: key, op: jetstream.KeyValueDelete}, v.log); ok {
+			case MarkReloaded:
+				own(b)
+				for _, key := range work.keysOf(b) {
+					if !reloading[b][key] {
+						if c, ok := work.applyEntry(b, &entry{bucket: u.Bucket, key: key, op: jetstream.KeyValueDelete}, v.log); ok {
 							changes = append(changes, c)
 						}
 					}
 				}
-				delete(reloading, u.bucket)
+				delete(reloading, b)
 				continue
 			}
-			if seen := reloading[u.bucket]; seen != nil {
-				seen[u.entry.Key()] = true
+			if seen := reloading[b]; seen != nil {
+				seen[u.Entry.Key()] = true
 			}
-			own(u.bucket)
-			if c, ok := work.applyEntry(u.bucket, u.entry, v.log); ok {
+			own(b)
+			if c, ok := work.applyEntry(b, u.Entry, v.log); ok {
 				changes = append(changes, c)
 			}
 		}
@@ -484,7 +211,7 @@ func (v *View) apply(ctx context.Context, buckets int, updates <-chan update, sy
 	}
 }
 
-// Bucket order in NewView.
+// The buckets the view follows, by their index in a Snapshot.
 const (
 	bTools = iota
 	bAccounts
@@ -493,6 +220,10 @@ const (
 	bLinks
 	bPresence
 )
+
+var viewBuckets = []string{bTools: BucketTools, bAccounts: BucketAccounts, bKeys: BucketKeys, bConns: BucketConnections, bLinks: BucketLinks, bPresence: BucketPresence}
+
+var viewBucket = map[string]int{BucketTools: bTools, BucketAccounts: bAccounts, BucketKeys: bKeys, BucketConnections: bConns, BucketLinks: bLinks, BucketPresence: bPresence}
 
 // cloneBucket gives the working copy its own outer map for a bucket, so the published
 // snapshot that shares the old one is not disturbed. Inner maps are replaced, never
@@ -712,79 +443,6 @@ func (v *View) WaitFor(ctx context.Context, cond func(*Snapshot) bool) error {
 			return ctx.Err()
 		}
 	}
-}
-
-// Principal is who a call is made for: an account, reached through an API key or
-// through the SSE link of one tool.
-type Principal struct {
-	Account string
-	Key     *Key   // set when authenticated by API key
-	Tool    string // set when authenticated by link: the only tool it reaches
-}
-
-// AuthenticateKey finds the usable key secret names. Every failure is
-// ErrUnauthenticated, so the answer does not tell unknown from revoked or expired.
-func (s *Snapshot) AuthenticateKey(secret string, now time.Time) (Principal, error) {
-	if secret == "" {
-		return Principal{}, ErrUnauthenticated
-	}
-	k := s.keys[Hash(secret)]
-	if k == nil || !k.Usable(now) || s.accounts[k.Account] == nil {
-		return Principal{}, ErrUnauthenticated
-	}
-	return Principal{Account: k.Account, Key: k}, nil
-}
-
-// AuthenticateLink finds the live link token names.
-func (s *Snapshot) AuthenticateLink(token string) (Principal, error) {
-	if token == "" {
-		return Principal{}, ErrUnauthenticated
-	}
-	l := s.links[Hash(token)]
-	if l == nil || s.accounts[l.Account] == nil || s.conns[l.Account][l.Tool] == nil {
-		return Principal{}, ErrUnauthenticated
-	}
-	return Principal{Account: l.Account, Tool: l.Tool}, nil
-}
-
-// Tool returns the tool id as p may see it: ErrToolNotFound when it does not exist or
-// is not connected to p's account, ErrForbidden when p's key is scoped away from it.
-func (s *Snapshot) Tool(p Principal, id string) (*ToolEntry, error) {
-	t := s.tools[id]
-	if t == nil || s.conns[p.Account][id] == nil || (p.Tool != "" && p.Tool != id) {
-		return nil, ErrToolNotFound
-	}
-	if p.Key != nil && !p.Key.Allows(id) {
-		return nil, ErrForbidden
-	}
-	return t, nil
-}
-
-// Method returns a method of a tool as p may see it.
-func (s *Snapshot) Method(p Principal, tool, method string) (*MethodEntry, error) {
-	t, err := s.Tool(p, tool)
-	if err != nil {
-		return nil, err
-	}
-	m := t.Method(method)
-	if m == nil {
-		return nil, ErrMethodNotFound
-	}
-	return m, nil
-}
-
-// Tools lists, by id, the tools p may call: connected to its account, deployed, and
-// within its key's scopes.
-func (s *Snapshot) Tools(p Principal) []*ToolEntry {
-	conns := s.conns[p.Account]
-	out := make([]*ToolEntry, 0, len(conns))
-	for id := range conns {
-		if t, err := s.Tool(p, id); err == nil {
-			out = append(out, t)
-		}
-	}
-	slices.SortFunc(out, func(a, b *ToolEntry) int { return cmpString(a.Tool.ID, b.Tool.ID) })
-	return out
 }
 
 // Instances counts the live workers of a tool.

@@ -59,6 +59,11 @@ func BenchmarkToolsCall(b *testing.B) {
 		})
 	}
 
+	// A client that declares something a worker could ask of it gets a round (mrtr.go).
+	for name, caps := range map[string]string{"": `{}`, ", a client that may be asked": `{"sampling":{}}`} {
+		b.Run("Streamable HTTP, stateless 2026-07-28"+name, func(b *testing.B) { statelessCalls(b, url, caps, want) })
+	}
+
 	b.Run("legacy HTTP+SSE", func(b *testing.B) {
 		stream := openLegacyStream(b, e.sseURL(ed.url))
 		messages := ed.url + stream.endpoint
@@ -88,4 +93,30 @@ func BenchmarkToolsCall(b *testing.B) {
 			}
 		}
 	})
+}
+
+func statelessCalls(b *testing.B, url, capabilities string, want []byte) {
+	h, _ := modern("tools/call", "")
+	id := 1
+	b.ReportAllocs()
+	for b.Loop() {
+		id++
+		body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":%s},"name":"echo","arguments":{"text":"hello"}}}`, id, capabilities)
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		req.Header.Set("Accept", "application/json")
+		req.Header.Set("Mcp-Name", "echo")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(got, want) {
+			b.Fatalf("tools/call: %d %s", resp.StatusCode, got)
+		}
+	}
 }

@@ -45,22 +45,45 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 		args = []byte("{}")
 	}
 
+	if r.modern && params.RequestState != "" {
+		return s.resumeRound(ctx, r, params, m)
+	}
+
 	token := params.Meta["progressToken"]
 	level := s.logLevel(r, token != nil)
 	wantNotes := r.notify != nil && (token != nil || level != "")
 
+	reqCtx := ctx
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	// Another edge that receives the client's notifications/cancelled publishes
 	// the cancel of the call, which this edge follows for all its calls; a session's
 	// call ids are derived for that, from the session's id, a secret the gateway
 	// made, and the client's JSON-RPC id.
 	callID := registry.NewID("mcp-")
-	if r.sess != nil {
+	session, replyTo, capabilities := sessionID(r.sess), r.replyTo, clientCapabilities(r.sess)
+	var rd *round
+	var requests *follower
+	if r.modern {
+		capabilities = metaCapabilities(r.meta.ClientCapabilities)
+	}
+	if r.modern && mayBeAsked(capabilities) {
+		// A stateless call's worker may ask its client for input: the call gets a
+		// round (see mrtr.go), and outlives this request when it does, until its
+		// deadline. A client that declared nothing it could be asked has no round,
+		// and its call costs no more than a session's.
+		cancel()
+		ctx, cancel = context.WithTimeout(s.ctx, s.gw.Timeout(m, 0))
+		var err error
+		if rd, requests, err = s.openRound(r); err != nil {
+			cancel()
+			return nil, err
+		}
+		defer requests.stop()
+		session = rd.session
+	} else if r.sess != nil {
 		callID = callRequestID(r.sess.ID, r.req.ID)
 	}
 	s.calls.add(callID, sessionID(r.sess), cancel)
-	defer s.calls.remove(callID)
 	if s.ctx.Err() != nil {
 		cancel() // the edge closed after this request passed its guard
 	}
@@ -74,43 +97,75 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 		notes = make(chan *nats.Msg, 1024)
 		sub, err := s.nc.ChanSubscribe(s.subj.Progress(r.tool, callID), notes)
 		if err != nil {
+			cancel()
+			s.calls.remove(callID)
 			return nil, fmt.Errorf("sse: subscribe to progress: %w", err)
 		}
 		defer sub.Unsubscribe()
 	}
 
-	s.inflight.add()
-	defer s.inflight.done()
 	type outcome struct {
 		reply *wire.Reply
 		err   error
 	}
-	call := func() outcome {
-		reply, err := s.gw.Do(ctx, &gateway.Call{
+	done := make(chan outcome, 1)
+	var handoff handoff // a stateless call's, once its client was asked for input
+	s.inflight.add()
+	run := func() {
+		defer s.inflight.done()
+		defer s.calls.remove(callID)
+		defer cancel()
+		reply, err := s.gw.Call(ctx, &gateway.Call{
 			Principal: r.p, Tool: r.tool, Method: m.Name, Params: args, Entry: t.Method(m.Name),
-			CallID: callID, RequestID: callID, Session: sessionID(r.sess), Progress: wantNotes,
-			ClientCapabilities: clientCapabilities(r.sess), ReplyTo: r.replyTo,
+			CallID: callID, RequestID: callID, Session: session, Progress: wantNotes,
+			ClientCapabilities: capabilities, ReplyTo: replyTo,
 		})
-		return outcome{reply, err}
+		if rd != nil && handoff.finish() {
+			// Nobody here waits: the client's retry does, on any edge.
+			s.storeAnswer(r, rd, m, reply, err)
+		}
+		done <- outcome{reply, err}
+	}
+	if notes == nil && rd == nil {
+		// Nothing to relay while it runs, and nothing to hand over: the call runs
+		// here, as its request's.
+		run()
+		out := <-done
+		return toolAnswer(r.tool, m, out.reply, out.err)
+	}
+	go run()
+	var asked chan []workerRequest
+	if rd != nil {
+		asked = make(chan []workerRequest, 1)
+		go func() { asked <- s.awaitRequests(ctx, requests, nil, false) }()
 	}
 	var out outcome
-	if notes == nil {
-		out = call()
-	} else {
-		done := make(chan outcome, 1)
-		go func() { done <- call() }()
-	wait:
-		for {
-			select {
-			case msg := <-notes:
-				s.relayNote(r, token, level, msg)
-			case out = <-done:
-				break wait
+wait:
+	for {
+		select {
+		case msg := <-notes:
+			s.relayNote(r, token, level, msg)
+		case out = <-done:
+			break wait
+		case reqs := <-asked:
+			if len(reqs) > 0 && handoff.hand() {
+				// The call runs on, waiting for the client's answers.
+				if err := s.storeRound(r, rd); err != nil {
+					cancel()
+					return nil, err
+				}
+				return s.askInput(*rd, reqs), nil
 			}
+		case <-reqCtx.Done():
+			if rd != nil {
+				// At 2026-07-28 a client cancels by closing its request.
+				cancel()
+			}
+			reqCtx = context.Background() // wait for the call to end
 		}
-		for len(notes) > 0 {
-			s.relayNote(r, token, level, <-notes)
-		}
+	}
+	for len(notes) > 0 {
+		s.relayNote(r, token, level, <-notes)
 	}
 	return toolAnswer(r.tool, m, out.reply, out.err)
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // TestClientsUseALink drives every kind of client through what MCP users do with a
-// tool's link: connect, list the tools, call them, follow a call's progress, cancel
+// tool's link: connect, ping, list the tools, call them, follow a call's progress, cancel
 // a call, and learn that the tool changed.
 func TestClientsUseALink(t *testing.T) {
 	e := newEnv(t)
@@ -23,6 +23,9 @@ func TestClientsUseALink(t *testing.T) {
 			ctx := testenv.Context(t)
 			t.Logf("protocol %s", c.protocol())
 
+			if err := c.ping(ctx); err != nil {
+				t.Fatalf("ping: %v", err)
+			}
 			names, err := c.tools(ctx)
 			if err != nil {
 				t.Fatalf("tools/list: %v", err)
@@ -39,6 +42,13 @@ func TestClientsUseALink(t *testing.T) {
 			}
 			if res.isError || res.text != `{"text":"hello"}` || structuredText(res.structured) != "hello" {
 				t.Fatalf("echo answered %+v, want the tool's JSON as text and as structured content", res)
+			}
+
+			// At 2026-07-28 the region and count travel in Mcp-Param headers too, which
+			// the edge checks against the arguments.
+			res, err = c.call(ctx, "route", map[string]any{"region": "eu-west ☀", "count": 3}, false)
+			if err != nil || res.isError || !strings.Contains(res.text, `"routed":"eu-west ☀"`) {
+				t.Fatalf("route (arguments mirrored in headers): %+v %v", res, err)
 			}
 
 			res, err = c.call(ctx, "fail", nil, false)

@@ -3,7 +3,11 @@ package sse_test
 import (
 	"context"
 	"encoding/json"
-
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/tsclient"
 )
 
 // mcpClient is what the tests do with any MCP client: a real client of one of the
@@ -21,6 +26,7 @@ type mcpClient interface {
 	// protocol is the revision the client settled on.
 	protocol() string
 	tools(ctx context.Context) ([]string, error)
+	ping(ctx context.Context) error
 	// call calls a tool; with progress, it asks for progress notifications.
 	call(ctx context.Context, name string, args map[string]any, progress bool) (callResult, error)
 	// cancelWait starts the kit's wait method and cancels it as this client does.
@@ -73,6 +79,28 @@ var kinds = []kind{
 	{"go-sdk over Streamable HTTP at its default", func(t *testing.T, e *env, base string, s *seen) mcpClient {
 		return connectGoSDK(t, &mcp.StreamableClientTransport{Endpoint: e.streamableURL(base)}, "", s)
 	}},
+	{"TypeScript SDK over Streamable HTTP at its default", func(t *testing.T, e *env, base string, s *seen) mcpClient {
+		return connectTS(t, e.streamableURL(base), "", s)
+	}},
+	{"TypeScript SDK over Streamable HTTP at 2025-06-18", func(t *testing.T, e *env, base string, s *seen) mcpClient {
+		return connectTS(t, e.streamableURL(base), "2025-06-18", s)
+	}},
+	{"TypeScript SDK through toolgate connect at its default", func(t *testing.T, e *env, base string, s *seen) mcpClient {
+		return connectTSStdio(t, "", s, toolgate(t), "connect", e.streamableURL(base))
+	}},
+	{"TypeScript SDK through toolgate connect at 2025-06-18", func(t *testing.T, e *env, base string, s *seen) mcpClient {
+		return connectTSStdio(t, "2025-06-18", s, toolgate(t), "connect", e.streamableURL(base))
+	}},
+	{"go-sdk through toolgate connect at its default", func(t *testing.T, e *env, base string, s *seen) mcpClient {
+		return connectGoSDK(t, &mcp.CommandTransport{Command: exec.Command(toolgate(t), "connect", e.streamableURL(base))}, "", s)
+	}},
+	{"go-sdk through toolgate connect at 2025-06-18", func(t *testing.T, e *env, base string, s *seen) mcpClient {
+		return connectGoSDK(t, &mcp.CommandTransport{Command: exec.Command(toolgate(t), "connect", e.streamableURL(base))}, "2025-06-18", s)
+	}},
+	{"mcp-go through toolgate connect at its default", func(t *testing.T, e *env, base string, s *seen) mcpClient {
+		tr := mcpgotransport.NewStdio(toolgate(t), nil, "connect", e.streamableURL(base))
+		return connectMCPGo(t, tr, "", s)
+	}},
 	{"mcp-go over HTTP+SSE", func(t *testing.T, e *env, base string, s *seen) mcpClient {
 		tr, err := mcpgotransport.NewSSE(e.sseURL(base))
 		if err != nil {
@@ -115,6 +143,9 @@ func connectGoSDK(t *testing.T, tr mcp.Transport, version string, s *seen) *goSD
 		CreateMessageHandler: func(_ context.Context, r *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 			return &mcp.CreateMessageResult{Model: "test-model", Role: "assistant", Content: &mcp.TextContent{Text: "hi from the client"}}, nil
 		},
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"ok": true}}, nil
+		},
 	})
 	var opts *mcp.ClientSessionOptions
 	if version != "" {
@@ -130,6 +161,8 @@ func connectGoSDK(t *testing.T, tr mcp.Transport, version string, s *seen) *goSD
 }
 
 func (c *goSDKClient) protocol() string { return c.cs.InitializeResult().ProtocolVersion }
+
+func (c *goSDKClient) ping(ctx context.Context) error { return c.cs.Ping(ctx, nil) }
 
 func (c *goSDKClient) tools(ctx context.Context) ([]string, error) {
 	res, err := c.cs.ListTools(ctx, nil)
@@ -228,6 +261,8 @@ func connectMCPGo(t *testing.T, tr mcpgotransport.Interface, version string, s *
 
 func (c *mcpGoClient) protocol() string { return c.c.ProtocolVersion() }
 
+func (c *mcpGoClient) ping(ctx context.Context) error { return c.c.Ping(ctx) }
+
 func (c *mcpGoClient) tools(ctx context.Context) ([]string, error) {
 	res, err := c.c.ListTools(ctx, mcpgotypes.ListToolsRequest{})
 	if err != nil {
@@ -317,4 +352,119 @@ func structuredText(v any) string {
 	}
 	_ = json.Unmarshal(b, &s)
 	return s.Text
+}
+
+// tsSDKClient is a client of the TypeScript SDK, run by Node (internal/tsclient).
+type tsSDKClient struct {
+	c *tsclient.Client
+}
+
+func connectTS(t *testing.T, url, version string, s *seen) *tsSDKClient {
+	t.Helper()
+	return followTS(tsclient.HTTP(t, url, version), s, "progress")
+}
+
+func connectTSStdio(t *testing.T, version string, s *seen, command ...string) *tsSDKClient {
+	t.Helper()
+	// Over stdio the client's transport reads what arrives at once in one go, and the
+	// SDK drops progress read together with the call's answer before its onprogress
+	// runs (typescript-sdk#2580): progress is taken where the transport received it.
+	return followTS(tsclient.Stdio(t, version, command...), s, "wire-progress")
+}
+
+// toolgate is the toolgate binary, built once, for clients that start `toolgate
+// connect` as their stdio server.
+func toolgate(t *testing.T) string {
+	t.Helper()
+	bin, err := buildToolgate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// binDir holds the binaries the tests build; TestMain removes it.
+var binDir string
+
+var buildToolgate = sync.OnceValues(func() (string, error) {
+	bin := filepath.Join(binDir, "toolgate")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/toolgate/toolgate/cmd/toolgate").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("building toolgate: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// followTS hands what the client is told to s; progress comes as events of kind
+// progress.
+func followTS(c *tsclient.Client, s *seen, progress string) *tsSDKClient {
+	go func() {
+		for {
+			select {
+			case e := <-c.Events:
+				switch e.Event {
+				case progress:
+					s.progress <- e.Progress
+				case "log":
+					s.logs <- e.Level
+				case "changed":
+					s.changed <- struct{}{}
+				}
+			case <-c.Exited():
+				return
+			}
+		}
+	}()
+	return &tsSDKClient{c: c}
+}
+
+func (c *tsSDKClient) protocol() string { return c.c.Protocol }
+
+func (c *tsSDKClient) ping(ctx context.Context) error {
+	_, err := c.c.Do(ctx, map[string]any{"op": "ping"})
+	return err
+}
+
+func (c *tsSDKClient) tools(ctx context.Context) ([]string, error) {
+	raw, err := c.c.Do(ctx, map[string]any{"op": "tools"})
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	err = json.Unmarshal(raw, &names)
+	return names, err
+}
+
+func (c *tsSDKClient) call(ctx context.Context, name string, args map[string]any, progress bool) (callResult, error) {
+	raw, err := c.c.Do(ctx, map[string]any{"op": "call", "name": name, "args": args, "progress": progress})
+	if err != nil {
+		return callResult{}, err
+	}
+	var r struct {
+		Text       string `json:"text"`
+		IsError    bool   `json:"isError"`
+		Structured any    `json:"structured"`
+	}
+	err = json.Unmarshal(raw, &r)
+	return callResult{text: r.Text, isError: r.IsError, structured: r.Structured}, err
+}
+
+func (c *tsSDKClient) cancelWait(t *testing.T, w *worker) string {
+	ctx := testenv.Context(t)
+	ref := c.c.ID()
+	if _, err := c.c.Do(ctx, map[string]any{"op": "start", "name": "wait"}); err != nil {
+		t.Fatal(err)
+	}
+	id := w.waitStarted(t)
+	raw, err := c.c.Do(ctx, map[string]any{"op": "abort", "ref": ref})
+	if err != nil || !strings.HasPrefix(string(raw), `"rejected`) {
+		t.Fatalf("a cancelled call: %s %v, want it rejected", raw, err)
+	}
+	return id
+}
+
+func (c *tsSDKClient) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _ = c.c.Do(ctx, map[string]any{"op": "close"})
 }

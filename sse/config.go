@@ -47,6 +47,12 @@ type Config struct {
 	// connection broke, waiting for the client to resume the stream (on any edge)
 	// before taking its absence for a cancellation.
 	ResumeGrace time.Duration
+	// StreamAfter is how long a session's tools/call may run before its answer, to a
+	// client that takes either JSON or a stream, turns into a stream: a call that
+	// answers sooner is plain JSON (nothing kept in the event log); a longer one gets
+	// a stream with a priming event, so that a client whose connection breaks
+	// resumes it with Last-Event-ID instead of losing the answer.
+	StreamAfter time.Duration
 	// ServerName and ServerVersion identify the gateway to MCP clients.
 	ServerName    string
 	ServerVersion string
@@ -61,10 +67,15 @@ const DefaultEventRetention = 10 * time.Minute
 // without ending their sessions do not fill an account's limit.
 const DefaultSessionIdle = 5 * time.Minute
 
+// DefaultStreamAfter is Config.StreamAfter unless told otherwise: well above what a
+// call through the bus costs, well below what a person notices.
+const DefaultStreamAfter = 100 * time.Millisecond
+
 // DefaultConfig: keep-alives every 15 s, sessions without a stream ending 5 min
 // after their last request, the registry's session TTL, 100 sessions per account, the
-// event log's retention as it is, 4 MiB messages, clients told to reconnect after 1 s
-// and given 10 s to resume a broken call stream.
+// event log's retention as it is, 4 MiB messages, clients told to reconnect after 1 s,
+// given 10 s to resume a broken call stream, and calls that run past 100 ms
+// answered as streams.
 func DefaultConfig() Config {
 	return Config{
 		KeepAlive:             15 * time.Second,
@@ -73,6 +84,7 @@ func DefaultConfig() Config {
 		MaxMessageBytes:       4 << 20,
 		RetryAfter:            time.Second,
 		ResumeGrace:           10 * time.Second,
+		StreamAfter:           DefaultStreamAfter,
 		ServerName:            "toolgate",
 		ServerVersion:         "dev",
 	}
@@ -99,6 +111,8 @@ func (c Config) Validate() error {
 		return errors.New("sse: retry-after: must be positive")
 	case c.ResumeGrace < c.RetryAfter:
 		return errors.New("sse: resume-grace: must be at least retry-after, or no client could resume in time")
+	case c.StreamAfter <= 0:
+		return errors.New("sse: stream-after: must be positive")
 	case c.ServerName == "":
 		return errors.New("sse: server-name: required")
 	case c.ServerVersion == "":

@@ -21,6 +21,7 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{"an account may hold a session", func(c *sse.Config) { c.MaxSessionsPerAccount = 0 }, "max-sessions-per-account"},
 		{"events are kept a while", func(c *sse.Config) { c.EventRetention = time.Millisecond }, "event-retention"},
 		{"a client gets time to resume", func(c *sse.Config) { c.ResumeGrace = c.RetryAfter / 2 }, "resume-grace"},
+		{"a call turns into a stream after a while", func(c *sse.Config) { c.StreamAfter = 0 }, "stream-after"},
 		{"origins are scheme://host", func(c *sse.Config) { c.AllowedOrigins = []string{"example.com"} }, "allowed-origins"},
 		{"any origin may be allowed", func(c *sse.Config) { c.AllowedOrigins = []string{"*"} }, ""},
 		{"the server has a name", func(c *sse.Config) { c.ServerName = "" }, "server-name"},

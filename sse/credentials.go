@@ -45,8 +45,8 @@ func credentialValid(snap *registry.Snapshot, sess *registry.Session, now time.T
 		return false
 	}
 	if id, ok := strings.CutPrefix(sess.Credential, "key:"); ok {
-		_, k := snap.KeyByID(id)
-		return k != nil && k.Account == sess.Account && k.Usable(now) && k.Allows(sess.Tool)
+		p, err := snap.AuthenticateKeyID(id, "", sess.Account, now)
+		return err == nil && p.Key.Allows(sess.Tool)
 	}
 	return sess.Credential != "" && sess.Credential == linkCredential(conn)
 }

@@ -88,6 +88,9 @@ func kitTool(extra ...registry.Method) registry.Tool {
 		{Name: "wait", Description: "Waits until cancelled"},
 		{Name: "fail", Description: "Always fails"},
 		{Name: "ask", Description: "Asks the client's model to sample a message and returns its text"},
+		{Name: "route", Description: "Says where it would go; its region and count travel in headers too at 2026-07-28",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"count":{"type":"integer","x-mcp-header":"Count"}},"required":["region"]}`)},
+		{Name: "confirm", Description: "Asks the user to confirm through elicitation and returns the answer"},
 		{Name: "sleep", Description: "Sleeps for ms milliseconds, then answers",
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"ms":{"type":"integer"}},"required":["ms"]}`)},
 	}
@@ -203,6 +206,19 @@ func (w *worker) serve(method string, msg *nats.Msg) {
 		}
 	case "fail":
 		_ = w.nc.PublishMsg(wire.ErrorReply(msg.Reply, &wire.ToolError{Code: "no_luck", Message: "the kit failed on purpose"}))
+	case "route":
+		b, _ := json.Marshal(map[string]any{"routed": args["region"], "count": args["count"]})
+		_ = msg.Respond(b)
+	case "confirm":
+		res, err := askClient(ctx, w.nc, session, "elicitation/create", map[string]any{
+			"message":         "Go ahead?",
+			"requestedSchema": map[string]any{"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}}},
+		})
+		if err != nil {
+			_ = w.nc.PublishMsg(wire.ErrorReply(msg.Reply, &wire.ToolError{Code: "confirm_failed", Message: err.Error()}))
+			return
+		}
+		_ = msg.Respond(res)
 	case "ask":
 		res, err := askClient(ctx, w.nc, session, "sampling/createMessage", map[string]any{
 			"messages":  []any{map[string]any{"role": "user", "content": map[string]any{"type": "text", "text": "say hi"}}},

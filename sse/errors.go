@@ -26,6 +26,11 @@ const (
 	codeSessionLimit = -32000
 	// codeCancelled answers a request the client cancelled, where an answer is owed.
 	codeCancelled = -32001
+	// codeRateLimited answers a forwarded request (resources, prompts, completion)
+	// of a caller over its rate; a tools/call over it is an isError result instead.
+	// Clear of MCP's codes and of those the go-sdk gives a meaning of its own
+	// (-32000 to -32005: -32003 reads there as "client is closing").
+	codeRateLimited = -32029
 )
 
 // ErrUnknownTool: the tools/call names no tool of the link.
@@ -66,6 +71,17 @@ func invalidParams(format string, args ...any) error {
 
 func headerMismatch(format string, args ...any) error {
 	return &protocolError{code: codeHeaderMismatch, status: http.StatusBadRequest, message: "Header mismatch: " + fmt.Sprintf(format, args...)}
+}
+
+// rateLimited is the error of a forwarded request over the caller's rate: the text a
+// tools/call over it gets as its isError result, and the wait in milliseconds as data.
+func rateLimited(method string, e *gateway.RateLimitedError) error {
+	return &protocolError{code: codeRateLimited, status: http.StatusOK, message: rateLimitedText(method, e),
+		data: map[string]int64{"retryAfterMs": max(1, e.RetryAfter.Milliseconds())}}
+}
+
+func rateLimitedText(method string, e *gateway.RateLimitedError) string {
+	return fmt.Sprintf("%s: rate limited; retry after %v", method, e.RetryAfter.Round(time.Millisecond))
 }
 
 func unsupportedVersion(requested string) error {
@@ -135,7 +151,7 @@ func toolFailure(tool, method string, err error) (string, bool) {
 	case errors.As(err, &verr):
 		return fmt.Sprintf("%s: %s", method, verr.Error()), true
 	case errors.As(err, &limited):
-		return fmt.Sprintf("%s: rate limited; retry after %v", method, limited.RetryAfter.Round(time.Millisecond)), true
+		return rateLimitedText(method, limited), true
 	case errors.Is(err, bus.ErrNoResponders):
 		return fmt.Sprintf("%s: tool %s is offline: no worker is serving it", method, tool), true
 	case errors.Is(err, bus.ErrCallLost):

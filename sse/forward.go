@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -37,25 +37,22 @@ func (s *Server) forwards(r *rpcRequest) bool {
 	return err == nil && declared(t.Tool.Capabilities)
 }
 
-// forward sends r to the tool's workers on tg.mcp.<tool> and returns their result as
-// it is. A worker's JSON-RPC error reaches the client unchanged: its code travels as
-// a number.
+// forward sends r to the tool's workers through the gateway (visibility, rate,
+// timeout) on tg.mcp.<tool> and returns their result as it is. A worker's JSON-RPC
+// error reaches the client unchanged: its code travels as a number.
 func (s *Server) forward(ctx context.Context, r *rpcRequest) (json.RawMessage, error) {
-	params := []byte(r.req.Params)
-	if len(params) == 0 || string(params) == "null" {
-		params = []byte("{}")
-	}
-	callID := registry.NewID("mcp-")
-	reply, err := bus.Do(ctx, s.nc, s.subj, &wire.Request{
-		Tool: r.tool, MCP: true, Method: r.req.Method,
-		CallID: callID, RequestID: callID, Account: r.p.Account, Session: sessionID(r.sess),
-		ClientCapabilities: clientCapabilities(r.sess),
-		Deadline:           time.Now().Add(s.gw.Timeout(nil, 0)),
-		Data:               params,
+	reply, err := s.gw.Forward(ctx, &gateway.Call{
+		Principal: r.p, Tool: r.tool, Method: r.req.Method, Params: []byte(r.req.Params),
+		Session: sessionID(r.sess), ClientCapabilities: clientCapabilities(r.sess),
 	})
 	var re *wire.RPCError
 	var te *wire.ToolError
+	var limited *gateway.RateLimitedError
 	switch {
+	case errors.As(err, &limited):
+		return nil, rateLimited(r.req.Method, limited)
+	case errors.Is(err, gateway.ErrInvalidJSON):
+		return nil, invalidParams("%s: params must be a JSON object", r.req.Method)
 	case errors.As(err, &re):
 		pe := &protocolError{code: re.Code, status: http.StatusOK, message: re.Message}
 		if len(re.Data) > 0 {
@@ -68,6 +65,8 @@ func (s *Server) forward(ctx context.Context, r *rpcRequest) (json.RawMessage, e
 		return nil, &protocolError{code: jsonrpc.CodeInternalError, status: http.StatusOK, message: te.Message}
 	case errors.Is(err, bus.ErrNoResponders):
 		return nil, &protocolError{code: jsonrpc.CodeInternalError, status: http.StatusOK, message: "the tool is offline: no worker answers " + r.req.Method}
+	case errors.Is(err, bus.ErrCallLost):
+		return nil, &protocolError{code: jsonrpc.CodeInternalError, status: http.StatusOK, message: "the worker of the tool answering " + r.req.Method + " stopped, or the request was lost on its way"}
 	case errors.Is(err, bus.ErrTimeout):
 		return nil, &protocolError{code: jsonrpc.CodeInternalError, status: http.StatusOK, message: "the tool did not answer " + r.req.Method + " in time"}
 	case err != nil:

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -267,6 +268,36 @@ func TestStatelessRequests(t *testing.T) {
 			h["Mcp-Method"] = "server/discover"
 			return `{"jsonrpc":"2.0","id":7,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{}}}}`
 		}, 400, -32602},
+		{"an argument mirrored in a header needs its Mcp-Param header", func(h map[string]string) string {
+			h["Mcp-Method"], h["Mcp-Name"] = "tools/call", "route"
+			_, b := modern("tools/call", `"name":"route","arguments":{"region":"eu"}`)
+			return b
+		}, 400, -32020},
+		{"an Mcp-Param header must match its argument", func(h map[string]string) string {
+			h["Mcp-Method"], h["Mcp-Name"], h["Mcp-Param-Region"] = "tools/call", "route", "us"
+			_, b := modern("tools/call", `"name":"route","arguments":{"region":"eu"}`)
+			return b
+		}, 400, -32020},
+		{"an Mcp-Param header may be base64", func(h map[string]string) string {
+			h["Mcp-Method"], h["Mcp-Name"], h["Mcp-Param-Region"], h["Mcp-Param-Count"] = "tools/call", "route", "=?base64?ZXU=?=", "3"
+			_, b := modern("tools/call", `"name":"route","arguments":{"region":"eu","count":3}`)
+			return b
+		}, 200, 0},
+		{"an Mcp-Param header's base64 must be valid", func(h map[string]string) string {
+			h["Mcp-Method"], h["Mcp-Name"], h["Mcp-Param-Region"] = "tools/call", "route", "=?base64?ZXU?="
+			_, b := modern("tools/call", `"name":"route","arguments":{"region":"eu"}`)
+			return b
+		}, 400, -32020},
+		{"a value that is not wrapped whole is taken as it is", func(h map[string]string) string {
+			h["Mcp-Method"], h["Mcp-Name"], h["Mcp-Param-Region"] = "tools/call", "route", "=?base64?ZXU="
+			_, b := modern("tools/call", `"name":"route","arguments":{"region":"=?base64?ZXU="}`)
+			return b
+		}, 200, 0},
+		{"no Mcp-Param header for an absent argument", func(h map[string]string) string {
+			h["Mcp-Method"], h["Mcp-Name"], h["Mcp-Param-Region"], h["Mcp-Param-Count"] = "tools/call", "route", "eu", "3"
+			_, b := modern("tools/call", `"name":"route","arguments":{"region":"eu"}`)
+			return b
+		}, 400, -32020},
 		{"initialize is not a method of this revision", func(h map[string]string) string {
 			h["Mcp-Method"] = "initialize"
 			return initialize // the same body as a session's
@@ -367,6 +398,56 @@ func TestCallAnswerType(t *testing.T) {
 	}
 	if ct := answeredAs(strings.Replace(plain, `"id":2`, `"id":5`, 1)); ct != "text/event-stream" {
 		t.Fatalf("a call once the session set a log level answered as %s, want text/event-stream", ct)
+	}
+}
+
+// TestLongCallAnswersOnAStream: a call with nothing to send before its answer is plain
+// JSON when it answers within StreamAfter, and a resumable stream when it runs longer:
+// a priming event (an id, the retry delay, no data) first, then the answer; a client
+// whose connection breaks after the priming event resumes it with Last-Event-ID and
+// gets the answer.
+func TestLongCallAnswersOnAStream(t *testing.T) {
+	const after = 300 * time.Millisecond
+	e := newEnv(t)
+	ed := e.startEdge(t, 0, func(c *sse.Config) { c.StreamAfter = after })
+	url := e.streamableURL(ed.url)
+	session := initSession(t, url)
+	either := map[string]string{"Accept": "application/json, text/event-stream", "Mcp-Session-Id": session}
+	sleep := func(id int, d time.Duration) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":%d}}}`, id, d.Milliseconds())
+	}
+
+	x := do(t, "POST", url, either, sleep(2, 0))
+	if ct := x.header.Get("Content-Type"); x.status != http.StatusOK || !strings.HasPrefix(ct, "application/json") {
+		t.Fatalf("a quick call: %d %s %s, want application/json", x.status, ct, x.body)
+	}
+
+	x = do(t, "POST", url, either, sleep(3, 3*after))
+	if ct := x.header.Get("Content-Type"); x.status != http.StatusOK || !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("a call past StreamAfter: %d %s %s, want text/event-stream", x.status, ct, x.body)
+	}
+	first, rest, _ := strings.Cut(string(x.body), "\n\n")
+	if !strings.HasPrefix(first, "id: ") || !strings.Contains(first, "\nretry: ") || !strings.HasSuffix(first, "\ndata: ") {
+		t.Fatalf("the stream does not open with a priming event: %q", x.body)
+	}
+	if !strings.Contains(rest, `"id":3`) || !strings.Contains(rest, "slept") {
+		t.Fatalf("the stream carries no answer: %q", x.body)
+	}
+
+	// The connection breaks once the call turned into a stream; the client comes
+	// back with the priming event's id.
+	stream := openStream(t, "POST", url, either, sleep(4, 4*after))
+	lastID := strings.TrimPrefix(stream.nextLine(t, 10*time.Second, func(l string) bool { return strings.HasPrefix(l, "id: ") }), "id: ")
+	stream.close()
+	resumed := openStream(t, "GET", url, map[string]string{"Accept": "text/event-stream", "Mcp-Session-Id": session, "Last-Event-ID": lastID}, "")
+	for {
+		_, data := resumed.next(t, "")
+		if strings.Contains(data, `"id":4`) {
+			if !strings.Contains(data, "slept") {
+				t.Fatalf("the resumed stream answered %s", data)
+			}
+			break
+		}
 	}
 }
 

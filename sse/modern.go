@@ -38,6 +38,9 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, p registry.
 		return
 	}
 	meta, err := checkModern(r.Header, req)
+	if err == nil && req.Method == methodToolsCall {
+		err = s.checkParamHeaders(r.Header, p, tool, req)
+	}
 	if err != nil {
 		writeRPCError(w, req.ID, err)
 		return
@@ -169,4 +172,24 @@ func (s *Server) listen(w http.ResponseWriter, r *http.Request, rr *rpcRequest) 
 			}
 		}
 	}, func(streamEnd) {})
+}
+
+// checkParamHeaders checks the Mcp-Param headers of a tools/call against its
+// arguments, for a method whose input schema mirrors arguments in headers
+// (x-mcp-header); a call of an unknown method is left to fail as such.
+func (s *Server) checkParamHeaders(h http.Header, p registry.Principal, tool string, req *jsonrpc.Request) error {
+	t, err := s.view.Snapshot().Tool(p, tool)
+	if err != nil {
+		return nil
+	}
+	name, _ := mcphttp.Name(req.Method, req.Params)
+	for i := range t.Tool.Methods {
+		if m := &t.Tool.Methods[i]; mcpName(m) == name {
+			if err := mcphttp.CheckParamHeaders(h, mcphttp.ParamBindings(m.InputSchema), req.Params); err != nil {
+				return headerMismatch("%v", err)
+			}
+			return nil
+		}
+	}
+	return nil
 }

@@ -181,6 +181,14 @@ func (x *sessionIndex) advance(rev uint64) {
 	}
 }
 
+// restart forgets the revisions applied: the bucket is loaded again from scratch, and
+// its revisions may count from 1 again (NATS restarted and made it anew).
+func (x *sessionIndex) restart() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.applied = 0
+}
+
 // caughtUp returns once the bucket's revision rev has been applied here, or with
 // ctx's error.
 func (x *sessionIndex) caughtUp(ctx context.Context, rev uint64) error {
@@ -199,24 +207,45 @@ func (x *sessionIndex) caughtUp(ctx context.Context, rev uint64) error {
 	}
 }
 
-// watchSessions loads the sessions bucket and follows it until stop ends; ended is
-// called for every session that is deleted or expires.
+// watchSessions loads the sessions bucket and follows it until stop ends, as the
+// registry's view follows its buckets (registry.Store.Follow: a node that dies costs
+// seconds); ended is called for every session that is deleted or expires, or that a
+// load of the bucket again from scratch no longer brings.
 func watchSessions(ctx, stop context.Context, store *registry.Store, log *slog.Logger, ended func(id string), bg *sync.WaitGroup) (*sessionIndex, error) {
-	kv, err := store.JetStream().KeyValue(ctx, registry.BucketSessions)
-	if err != nil {
-		return nil, fmt.Errorf("sse: sessions bucket: %w", err)
-	}
-	w, err := kv.WatchAll(stop)
-	if err != nil {
-		return nil, fmt.Errorf("sse: watch sessions: %w", err)
-	}
+	updates := make(chan registry.Update, 256)
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		store.Follow(stop, registry.BucketSessions, updates, log)
+	}()
 	x := newSessionIndex()
-	apply := func(e jetstream.KeyValueEntry) {
+	var reloaded map[string]bool // the sessions a load from scratch has brought so far
+	apply := func(u registry.Update) (loaded bool) {
+		switch u.Mark {
+		case registry.MarkLoaded:
+			return true
+		case registry.MarkReload:
+			reloaded = map[string]bool{}
+			x.restart()
+			return false
+		case registry.MarkReloaded:
+			for _, sess := range x.sessions() {
+				if !reloaded[sess.ID] && x.remove(sess.ID, 0) {
+					ended(sess.ID)
+				}
+			}
+			reloaded = nil
+			return false
+		}
+		e := u.Entry
+		if reloaded != nil {
+			reloaded[e.Key()] = true
+		}
 		if e.Operation() != jetstream.KeyValuePut {
 			if x.remove(e.Key(), e.Revision()) {
 				ended(e.Key())
 			}
-			return
+			return false
 		}
 		var s registry.Session
 		if err := json.Unmarshal(e.Value(), &s); err != nil {
@@ -224,40 +253,33 @@ func watchSessions(ctx, stop context.Context, store *registry.Store, log *slog.L
 			x.mu.Lock()
 			x.advance(e.Revision())
 			x.mu.Unlock()
-			return
+			return false
 		}
 		x.seen(&s, e.Value(), e.Revision())
+		return false
 	}
 	for {
 		select {
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, errors.New("sse: watch sessions: stopped while loading")
+		case u := <-updates:
+			if !apply(u) {
+				continue
 			}
-			if e == nil { // the bucket's current contents are loaded
-				bg.Add(1)
-				go func() {
-					defer bg.Done()
-					defer w.Stop()
-					for {
-						select {
-						case <-stop.Done():
-							return
-						case e, ok := <-w.Updates():
-							if !ok {
-								return
-							}
-							if e != nil {
-								apply(e)
-							}
-						}
+			bg.Add(1)
+			go func() {
+				defer bg.Done()
+				for {
+					select {
+					case <-stop.Done():
+						return
+					case u := <-updates:
+						apply(u)
 					}
-				}()
-				return x, nil
-			}
-			apply(e)
+				}
+			}()
+			return x, nil
+		case <-stop.Done():
+			return nil, errors.New("sse: watch sessions: stopped while loading")
 		case <-ctx.Done():
-			w.Stop()
 			return nil, fmt.Errorf("sse: watch sessions: %w", ctx.Err())
 		}
 	}

@@ -187,12 +187,57 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 		return
 	}
 	defer s.sustain(sess)()
-	if req.Method == methodToolsCall && accept.events && (!accept.json || s.mayNotify(rr)) {
-		s.streamCall(ctx, w, rr, raw)
+	if req.Method == methodToolsCall && accept.events {
+		if !accept.json || s.mayNotify(rr) {
+			s.streamCall(ctx, w, rr, raw, nil)
+			return
+		}
+		s.callJSONOrStream(ctx, w, accept, rr, raw)
 		return
 	}
 	result, err := s.handle(ctx, rr)
 	s.answer(w, accept, req.ID, result, err)
+}
+
+// running is a session's tools/call under way: its cancellation, and where its
+// outcome arrives.
+type running struct {
+	cancel context.CancelFunc
+	done   <-chan handled
+}
+
+type handled struct {
+	result []byte
+	err    error
+}
+
+// callJSONOrStream runs a tools/call whose client takes either type and to which
+// nothing can come before the answer: an answer within StreamAfter is plain JSON; a
+// call that runs longer gets a stream (primed with an event id), which its client
+// resumes with Last-Event-ID should the connection break while the call runs on.
+func (s *Server) callJSONOrStream(reqCtx context.Context, w http.ResponseWriter, accept accepts, rr *rpcRequest, raw []byte) {
+	// The call must outlive the POST once it streams, so it runs on the server's
+	// context and is cancelled here while it answers with JSON.
+	ctx, cancel := context.WithCancel(s.ctx)
+	done := make(chan handled, 1)
+	go func() {
+		result, err := s.handle(ctx, rr)
+		done <- handled{result, err}
+	}()
+	timer := time.NewTimer(s.cfg.StreamAfter)
+	defer timer.Stop()
+	select {
+	case h := <-done:
+		cancel()
+		s.answer(w, accept, rr.req.ID, h.result, h.err)
+	case <-reqCtx.Done():
+		// The client left before a stream it could resume was opened: that is a
+		// cancellation.
+		cancel()
+		<-done
+	case <-timer.C:
+		s.streamCall(reqCtx, w, rr, raw, &running{cancel: cancel, done: done})
+	}
 }
 
 // mayNotify reports whether a session's tools/call may send its client anything
@@ -272,7 +317,10 @@ func (s *Server) awaitResume(subject string, from uint64, finished <-chan struct
 // edge with Last-Event-ID (the transport's rule: a broken connection is not a
 // cancellation). A client that is gone and does not resume within ResumeGrace has
 // gone away: its call is cancelled.
-func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *rpcRequest, raw []byte) {
+//
+// call, when not nil, is the call already running, answered on the stream from now
+// on; else streamCall starts it.
+func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *rpcRequest, raw []byte, call *running) {
 	sess := rr.sess
 	post := registry.NewID("")
 	subject := s.events.postSubject(sess.Tool, sess.ID, post)
@@ -282,6 +330,10 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 	cancel()
 	if err != nil {
 		s.log.Error("opening a call stream", "session", sess.ID, "err", err)
+		if call != nil {
+			call.cancel()
+			<-call.done
+		}
 		s.refuse(w, http.StatusServiceUnavailable, "the event log is unavailable; retry")
 		return
 	}
@@ -304,13 +356,22 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 		}
 		_ = ew.event(id, "message", msg)
 	}
-	rr.notify = func(msg []byte) { send(msg, false) }
-	rr.replyTo = s.events.replySubject(subject)
+	if call == nil {
+		rr.notify = func(msg []byte) { send(msg, false) }
+		rr.replyTo = s.events.replySubject(subject)
+		ctx, cancel := context.WithCancel(s.ctx)
+		done := make(chan handled, 1)
+		go func() {
+			result, err := s.handle(ctx, rr)
+			done <- handled{result, err}
+		}()
+		call = &running{cancel: cancel, done: done}
+	}
 
 	// The call outlives the POST's connection by up to ResumeGrace. One goroutine
 	// keeps the stream alive while the client is there, and waits for it to resume
 	// once it is not.
-	ctx, cancelCall := context.WithCancel(s.ctx)
+	cancelCall := call.cancel
 	defer cancelCall()
 	var abandoned atomic.Bool
 	finished := make(chan struct{})
@@ -339,7 +400,8 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 		}
 	}()
 
-	result, err := s.handle(ctx, rr)
+	h := <-call.done
+	result, err := h.result, h.err
 	s.log.Debug("answer", "session", sess.ID, "id", rr.req.ID.Raw(), "err", err)
 	switch {
 	case errors.Is(err, context.Canceled) && abandoned.Load():

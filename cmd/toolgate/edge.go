@@ -178,6 +178,7 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.DurationVar(&o.MCP.KeepAlive, "mcp-keep-alive", o.MCP.KeepAlive, "how often an idle MCP stream gets a keep-alive comment")
 	f.IntVar(&o.MCP.MaxSessionsPerAccount, "mcp-max-sessions", o.MCP.MaxSessionsPerAccount, "MCP sessions one account may hold at once (an account's limits override it)")
 	f.DurationVar(&o.MCP.SessionIdle, "mcp-session-idle", o.MCP.SessionIdle, "how long an MCP session lives after its last request while its client holds no stream (one that holds a stream lives while it does)")
+	f.DurationVar(&o.MCP.StreamAfter, "mcp-stream-after", o.MCP.StreamAfter, "how long an MCP call may run before its answer, to a client that takes JSON or a stream, becomes a resumable stream")
 	f.DurationVar(&o.MCP.EventRetention, "mcp-event-retention", o.MCP.EventRetention, "how long MCP stream events are kept for clients that reconnect; unset, as the shared event log keeps them (10m when creating it), and a value that differs from the log's stops the edge unless --update-registry")
 	f.StringSliceVar(&o.MCP.AllowedOrigins, "mcp-allowed-origins", nil, "browser origins allowed to use MCP links besides the edge's own (\"*\" for any)")
 	f.StringSliceVar(&o.MCP.AllowedHosts, "mcp-allowed-hosts", nil, "Host values accepted on a loopback listener besides localhost (DNS rebinding protection)")

@@ -149,9 +149,8 @@ type visit struct {
 	account   *registry.Account
 }
 
-// canManageKeys: only a key that reaches every tool of the account may make or
-// revoke keys; otherwise a key scoped to one tool could mint itself a wider one.
-func (v *visit) canManageKeys() bool { return len(v.principal.Key.Scopes) == 0 }
+// canManageKeys: see registry.Principal.ManagesKeys.
+func (v *visit) canManageKeys() bool { return v.principal.ManagesKeys() }
 
 // errSessionEnded: the session's key was revoked or expired, or its account deleted.
 var errSessionEnded = errors.New("dashboard: the session's key is no longer valid")
@@ -168,9 +167,8 @@ func (d *Dashboard) lookup(r *http.Request) (*visit, error) {
 		return nil, err
 	}
 	snap := d.view.Snapshot()
-	hash, k := snap.KeyByID(s.KeyID)
-	account := snap.Account(s.Account)
-	if k == nil || hash != s.KeyHash || k.Account != s.Account || !k.Usable(now) || account == nil {
+	p, err := snap.AuthenticateKeyID(s.KeyID, s.KeyHash, s.Account, now)
+	if err != nil {
 		if err := d.sessions.delete(r.Context(), c.Value); err != nil {
 			d.log.Warn("dashboard: ending a session", "err", err)
 		}
@@ -179,8 +177,8 @@ func (d *Dashboard) lookup(r *http.Request) (*visit, error) {
 	return &visit{
 		sessionID: c.Value,
 		session:   s,
-		principal: registry.Principal{Account: s.Account, Key: k},
-		account:   account,
+		principal: p,
+		account:   snap.Account(s.Account),
 	}, nil
 }
 

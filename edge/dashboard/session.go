@@ -41,27 +41,19 @@ type sessions struct {
 	lifetime time.Duration
 }
 
-// openSessions creates the bucket if it is missing. Entries expire with the bucket's
-// TTL, the session lifetime, so abandoned sessions need no sweeping.
+// openSessions opens the bucket as the registry opens its own, made if it is missing
+// and set to this lifetime if it has another. Entries expire with the bucket's TTL,
+// the session lifetime, so abandoned sessions need no sweeping.
 func openSessions(ctx context.Context, store *registry.Store, lifetime time.Duration) (*sessions, error) {
-	cfg := jetstream.KeyValueConfig{
+	kv, err := store.OpenBucket(ctx, jetstream.KeyValueConfig{
 		Bucket:      SessionBucket,
 		Description: "toolgate dashboard sessions, by sha256 of the session id",
 		TTL:         lifetime,
-		Replicas:    store.Options().Replicas,
+	}, true)
+	if err != nil {
+		return nil, fmt.Errorf("dashboard: session bucket: %w", err)
 	}
-	for {
-		kv, err := store.JetStream().CreateOrUpdateKeyValue(ctx, cfg)
-		if err == nil {
-			return &sessions{kv: kv, lifetime: lifetime}, nil
-		}
-		// A new cluster may still be electing its JetStream leader.
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("dashboard: session bucket: %w", err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return &sessions{kv: kv, lifetime: lifetime}, nil
 }
 
 // newSecret is 32 random bytes, URL-safe.

@@ -220,7 +220,7 @@ func (d *Dashboard) tryCall(w http.ResponseWriter, r *http.Request, v *visit) {
 		RequestID: registry.NewID("req_"),
 	}
 	res := &callResult{RequestID: call.RequestID}
-	reply, err := d.gw.Do(r.Context(), call)
+	reply, err := d.gw.Call(r.Context(), call)
 	if err != nil {
 		status, env, retry := edge.ErrorAnswer(err, call.RequestID)
 		b, _ := json.MarshalIndent(env, "", "  ")

@@ -207,6 +207,34 @@ func (f *fixture) addConformanceTools() {
 	}`), func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return text("Received: " + string(req.Params.Arguments)), nil
 	})
+	// The diagnostic tools of the 2026-07-28 scenarios (server-stateless).
+	add("test_logging_tool", "Sends a log message while it runs", noArgs, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "mcpfixture", Data: "logging tool ran"}); err != nil {
+			return nil, err
+		}
+		return text("Logging tool executed"), nil
+	})
+	add("test_streaming_elicitation", "Asks the user a question before it answers", noArgs,
+		elicit("Streaming elicitation completed", func(map[string]any) *mcp.ElicitParams {
+			return &mcp.ElicitParams{Message: "Continue?", RequestedSchema: map[string]any{
+				"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}},
+			}}
+		}))
+	add("test_trigger_tool_change", "Adds the extra tool, or removes it; clients hear tools/list_changed", noArgs,
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return f.toggleExtra(), nil
+		})
+	add("test_custom_headers", "Says back its region, which a 2026-07-28 call mirrors in the Mcp-Param-Region header",
+		json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}},"required":["region"]}`),
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args struct {
+				Region string `json:"region"`
+			}
+			if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
+				return nil, err
+			}
+			return text("Region: " + args.Region), nil
+		})
 	add("test_reconnection", "Closes its SSE stream mid-call, when it has one, and answers after a moment", noArgs, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if req.Extra != nil && req.Extra.CloseSSEStream != nil {
 			req.Extra.CloseSSEStream(mcp.CloseSSEStreamArgs{RetryAfter: 100 * time.Millisecond})
@@ -339,18 +367,7 @@ func (f *fixture) addBridgeTools() {
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "toggle_extra", Description: "Adds the extra tool, or removes it; clients hear tools/list_changed"},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			f.extra = !f.extra
-			if !f.extra {
-				s.RemoveTools(ExtraToolName)
-				return text("extra removed"), nil, nil
-			}
-			s.AddTool(&mcp.Tool{Name: ExtraToolName, Description: "A tool that comes and goes", InputSchema: noArgs},
-				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-					return text("extra here"), nil
-				})
-			return text("extra added"), nil, nil
+			return f.toggleExtra(), nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "update_resource", Description: "Tells subscribers that a resource changed"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in updateIn) (*mcp.CallToolResult, any, error) {
@@ -483,3 +500,19 @@ var silence = func() []byte {
 	b.Write(bytes.Repeat([]byte{128}, samples))
 	return b.Bytes()
 }()
+
+// toggleExtra adds the extra tool, or removes it.
+func (f *fixture) toggleExtra() *mcp.CallToolResult {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.extra = !f.extra
+	if !f.extra {
+		f.server.RemoveTools(ExtraToolName)
+		return text("extra removed")
+	}
+	f.server.AddTool(&mcp.Tool{Name: ExtraToolName, Description: "A tool that comes and goes", InputSchema: noArgs},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return text("extra here"), nil
+		})
+	return text("extra added")
+}

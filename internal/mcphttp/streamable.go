@@ -78,8 +78,10 @@ const defaultRetry = time.Second
 // initialize a new one on the same connection.
 //
 // Messages of revision 2026-07-28 get the headers that revision requires (the
-// version, Mcp-Method, Mcp-Name); the client's notifications/cancelled, which that
-// revision replaces with the closing of the request's stream, closes it.
+// version, Mcp-Method, Mcp-Name, and the Mcp-Param headers of the arguments the
+// tool's schema mirrors, as a tools/list through the connection showed it); the
+// client's notifications/cancelled, which that revision replaces with the closing of
+// the request's stream, closes it.
 type Streamable struct {
 	cfg      Config
 	log      *slog.Logger
@@ -95,6 +97,10 @@ type Streamable struct {
 	listening bool
 	calls     map[string]context.CancelFunc // calls in flight, by idKey
 	closed    bool
+	// The tools/list requests in flight, by idKey, and what their answers said of
+	// each tool's arguments mirrored in headers, by tool name.
+	lists  map[string]bool
+	params map[string][]ParamBinding
 }
 
 // NewStreamable returns a connection to cfg.Endpoint; nothing is sent until the
@@ -104,6 +110,7 @@ func NewStreamable(cfg Config) *Streamable {
 	return &Streamable{
 		cfg: cfg, log: cfg.logger(), incoming: make(chan jsonrpc.Message, 64),
 		ctx: ctx, stop: stop, calls: map[string]context.CancelFunc{},
+		lists: map[string]bool{}, params: map[string][]ParamBinding{},
 	}
 }
 
@@ -192,10 +199,14 @@ func (c *Streamable) Write(ctx context.Context, msg jsonrpc.Message) error {
 		key := IDKey(req.ID)
 		c.mu.Lock()
 		c.calls[key] = cancel
+		if req.Method == "tools/list" {
+			c.lists[key] = true
+		}
 		c.mu.Unlock()
 		defer func() {
 			c.mu.Lock()
 			delete(c.calls, key)
+			delete(c.lists, key)
 			c.mu.Unlock()
 		}()
 	}
@@ -351,10 +362,28 @@ func (c *Streamable) readStream(body io.Reader, call *jsonrpc.Request) (lastID s
 	return lastID, retry, answered
 }
 
-// deliver hands a message to Read, noting the version initialize negotiated.
+// deliver hands a message to Read, noting the version initialize negotiated and the
+// arguments a tools/list says its tools mirror in headers.
 func (c *Streamable) deliver(m jsonrpc.Message) {
 	if r, ok := m.(*jsonrpc.Response); ok && r.Error == nil {
 		c.mu.Lock()
+		if c.lists[IDKey(r.ID)] {
+			var res struct {
+				Tools []struct {
+					Name        string          `json:"name"`
+					InputSchema json.RawMessage `json:"inputSchema"`
+				} `json:"tools"`
+			}
+			if json.Unmarshal(r.Result, &res) == nil {
+				for _, t := range res.Tools {
+					if b := ParamBindings(t.InputSchema); b != nil {
+						c.params[t.Name] = b
+					} else {
+						delete(c.params, t.Name)
+					}
+				}
+			}
+		}
 		if c.initID.IsValid() && r.ID == c.initID {
 			var res struct {
 				ProtocolVersion string `json:"protocolVersion"`
@@ -407,6 +436,12 @@ func (c *Streamable) setHeaders(h http.Header, session, version string, msg json
 		h.Set(HeaderMethod, req.Method)
 		if name, ok := Name(req.Method, req.Params); ok {
 			h.Set(HeaderName, EncodeHeaderValue(name))
+			if req.Method == "tools/call" {
+				c.mu.Lock()
+				bindings := c.params[name]
+				c.mu.Unlock()
+				SetParamHeaders(h, bindings, req.Params)
+			}
 		}
 	}
 }

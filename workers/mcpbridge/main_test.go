@@ -119,7 +119,7 @@ func stdioConfig(tool string, sessions int) mcpbridge.Config {
 
 var requests atomic.Int64
 
-// call is what the REST tool-call route does: gateway.Do with the caller's account.
+// call is what the REST tool-call route does: gateway.Call with the caller's account.
 type call struct {
 	method, params string
 	session        string
@@ -132,7 +132,7 @@ func (e *env) do(ctx context.Context, tool string, c call) (*wire.Reply, error) 
 	if c.requestID == "" {
 		c.requestID = fmt.Sprintf("req-%d", requests.Add(1))
 	}
-	return e.gw.Do(ctx, &gateway.Call{
+	return e.gw.Call(ctx, &gateway.Call{
 		Principal: registry.Principal{Account: account}, Tool: tool, Method: c.method, Params: []byte(c.params),
 		CallID: c.requestID, RequestID: c.requestID, Session: c.session, ClientCapabilities: c.caps,
 		Progress: c.progress, Timeout: 20 * time.Second,

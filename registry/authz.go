@@ -1,0 +1,119 @@
+package registry
+
+import (
+	"slices"
+	"time"
+)
+
+// Authorization: who a request is made for (a Principal, from an API key or a link)
+// and what it may see and call. Every door asks here, against one Snapshot: the edge's
+// HTTP API and MCP routes, the MCP server (sse) for each request and for the sessions
+// a credential opened, the dashboard for its sign-ins, and the gateway for each call.
+// Nothing here reads the network: a Snapshot holds everything it needs.
+
+// Principal is who a call is made for: an account, reached through an API key or
+// through the SSE link of one tool.
+type Principal struct {
+	Account string
+	Key     *Key   // set when authenticated by API key
+	Tool    string // set when authenticated by link: the only tool it reaches
+}
+
+// ManagesKeys reports whether p may make and revoke its account's keys: only a key
+// that reaches every tool of the account may, or a key scoped to one tool could mint
+// itself a wider one.
+func (p Principal) ManagesKeys() bool { return p.Key != nil && len(p.Key.Scopes) == 0 }
+
+// AuthenticateKey finds the usable key secret names. Every failure is
+// ErrUnauthenticated, so the answer does not tell unknown from revoked or expired.
+func (s *Snapshot) AuthenticateKey(secret string, now time.Time) (Principal, error) {
+	if secret == "" {
+		return Principal{}, ErrUnauthenticated
+	}
+	k := s.keys[Hash(secret)]
+	if k == nil || !k.Usable(now) || s.accounts[k.Account] == nil {
+		return Principal{}, ErrUnauthenticated
+	}
+	return Principal{Account: k.Account, Key: k}, nil
+}
+
+// AuthenticateKeyID finds again a key that authenticated before, by its id: the
+// principal of a sign-in or an MCP session it opened, as long as the key still
+// authenticates for account at now (it exists, under hash when hash is not empty, is
+// neither revoked nor expired, and its account exists). Every failure is
+// ErrUnauthenticated.
+func (s *Snapshot) AuthenticateKeyID(id, hash, account string, now time.Time) (Principal, error) {
+	h, k := s.KeyByID(id)
+	if k == nil || (hash != "" && h != hash) || k.Account != account || !k.Usable(now) || s.accounts[account] == nil {
+		return Principal{}, ErrUnauthenticated
+	}
+	return Principal{Account: account, Key: k}, nil
+}
+
+// AuthenticateLink finds the live link token names.
+func (s *Snapshot) AuthenticateLink(token string) (Principal, error) {
+	if token == "" {
+		return Principal{}, ErrUnauthenticated
+	}
+	l := s.links[Hash(token)]
+	if l == nil || s.accounts[l.Account] == nil || s.conns[l.Account][l.Tool] == nil {
+		return Principal{}, ErrUnauthenticated
+	}
+	return Principal{Account: l.Account, Tool: l.Tool}, nil
+}
+
+// Tool returns the tool id as p may see it: ErrToolNotFound when it does not exist or
+// is not connected to p's account, ErrForbidden when p's key is scoped away from it.
+func (s *Snapshot) Tool(p Principal, id string) (*ToolEntry, error) {
+	t := s.tools[id]
+	if t == nil || s.conns[p.Account][id] == nil || (p.Tool != "" && p.Tool != id) {
+		return nil, ErrToolNotFound
+	}
+	if p.Key != nil && !p.Key.Allows(id) {
+		return nil, ErrForbidden
+	}
+	return t, nil
+}
+
+// Method returns a method of a tool as p may see it.
+func (s *Snapshot) Method(p Principal, tool, method string) (*MethodEntry, error) {
+	t, err := s.Tool(p, tool)
+	if err != nil {
+		return nil, err
+	}
+	m := t.Method(method)
+	if m == nil {
+		return nil, ErrMethodNotFound
+	}
+	return m, nil
+}
+
+// Tools lists, by id, the tools p may call: connected to its account, deployed, and
+// within its key's scopes.
+func (s *Snapshot) Tools(p Principal) []*ToolEntry {
+	conns := s.conns[p.Account]
+	out := make([]*ToolEntry, 0, len(conns))
+	for id := range conns {
+		if t, err := s.Tool(p, id); err == nil {
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(a, b *ToolEntry) int { return cmpString(a.Tool.ID, b.Tool.ID) })
+	return out
+}
+
+// Usable reports whether the key authenticates at now.
+func (k *Key) Usable(now time.Time) bool {
+	if k.RevokedAt != nil {
+		return false
+	}
+	return k.ExpiresAt == nil || now.Before(*k.ExpiresAt)
+}
+
+// Allows reports whether the key's scopes include tool.
+func (k *Key) Allows(tool string) bool {
+	if len(k.Scopes) == 0 {
+		return true
+	}
+	return slices.Contains(k.Scopes, tool)
+}
