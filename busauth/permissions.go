@@ -37,11 +37,18 @@ const ReplyWindow = 10 * time.Minute
 
 // WorkerPermissions are what the workers of the given tools may do on the bus, and
 // nothing else: take their tools' calls in the tools' queue groups, follow their
-// cancels and session replies, answer, report progress, write to their sessions'
-// streams, write their own tool records and presence keys, read their own records,
-// use their tools' state buckets (statePermissions), use their tools' inboxes, and
-// answer nats micro discovery. With several tools the
-// user may do this for each of them.
+// cancels and session replies, answer (once per request received, within
+// ReplyWindow), report progress, ask the edges for what they must store or read
+// (their tool records, presence keys, state and session messages: wire's Ask
+// subjects, each naming the tool), use their tools' inboxes, and answer nats micro
+// discovery. With several tools the user may do this for each of them.
+//
+// No JetStream subject at all, nor any subject a stream stores: JetStream publishes
+// its answers (a read, a push consumer's messages, a write's acknowledgement) on the
+// reply subject the requester names, which no permission checks, so a user that may
+// reach it could have the server write another account's records or call another
+// tool in its name (see busauth/forgery_test.go). The edges answer asks only on the
+// tool's own inbox.
 func WorkerPermissions(s wire.Subjects, tools ...string) jwt.Permissions {
 	p := jwt.Permissions{Resp: &jwt.ResponsePermission{MaxMsgs: 1, Expires: ReplyWindow}}
 	p.Sub.Allow.Add("$SRV.PING", "$SRV.INFO", "$SRV.STATS")
@@ -52,42 +59,16 @@ func WorkerPermissions(s wire.Subjects, tools ...string) jwt.Permissions {
 			s.MCP(t)+queue,
 			s.CancelTool(t),
 			s.SessionReplies(t),
+			s.SessionEnds(t),
 			wire.WorkerInbox(t)+">",
 			"$SRV.*."+t, "$SRV.*."+t+".>",
 		)
 		p.Pub.Allow.Add(
 			s.Progress(t, ">"),
-			s.SessionOut(t, "*"), s.SessionPost(t, "*", "*"),
-			wire.ToolRecord(t),
-			wire.PresenceRecord(t, "*"),
-			wire.ToolRecordGet(t),
+			s.AskRecord(t), s.AskPresence(t, "*"), s.AskState(t, "*"), s.AskSession(t, "*"),
 		)
-		p.Pub.Allow.Add(statePermissions(t)...)
 	}
 	return p
-}
-
-// statePermissions are the subjects, all published to, with which the workers of tool
-// use its state bucket (wire.StateBucket) through nats.go's jetstream.KeyValue, on a
-// connection whose inboxes are the tool's (the answers come there): open it and read
-// its status (STREAM.INFO), read a key or a revision (DIRECT.GET), write, create,
-// update, delete and purge keys ($KV.<bucket>.>), watch it and list its keys and
-// history (an ordered consumer: CONSUMER.CREATE, and CONSUMER.DELETE when the watch
-// stops; the consumer's flow control messages are answered on their reply subject,
-// which allow_responses grants), and drop old delete markers (STREAM.PURGE, of its
-// own stream only). Making, changing or deleting the bucket is the admin's:
-// a stream's configuration names the subjects it keeps, so whoever may create or
-// update one could make it keep, and read, anyone's messages.
-func statePermissions(tool string) []string {
-	b := wire.StateBucket(tool)
-	st := "KV_" + b
-	return []string{
-		"$KV." + b + ".>",
-		"$JS.API.STREAM.INFO." + st,
-		"$JS.API.DIRECT.GET." + st, "$JS.API.DIRECT.GET." + st + ".>",
-		"$JS.API.CONSUMER.CREATE." + st + ".>", "$JS.API.CONSUMER.DELETE." + st + ".*",
-		"$JS.API.STREAM.PURGE." + st,
-	}
 }
 
 // EdgePermissions are what an edge does: call tools (requests on the call and MCP
@@ -95,8 +76,9 @@ func statePermissions(tool string) []string {
 // progress, carry MCP sessions' messages and follow the event log, and use the
 // registry's buckets and the event log through JetStream: create them when they are
 // missing and update them when told to (--update-registry), read, write and follow
-// them. It may not delete or purge a stream, touch any other stream, or read a
-// worker's inbox.
+// them; answer workers' asks (package asks), which takes the tools' state buckets
+// too, and reply to them on the tools' inboxes. It may not make, change, delete or
+// purge any stream but its own, or read a worker's inbox.
 func EdgePermissions(s wire.Subjects) jwt.Permissions {
 	pre := prefix(s)
 	var p jwt.Permissions
@@ -114,6 +96,15 @@ func EdgePermissions(s wire.Subjects) jwt.Permissions {
 			"$JS.API.CONSUMER.CREATE."+st+".>", "$JS.API.CONSUMER.DELETE."+st+".*", "$JS.API.CONSUMER.MSG.NEXT."+st+".*",
 		)
 	}
+	// The tools' state buckets, for the asks of their workers (package asks): a
+	// subject permission cannot say "the streams named KV_tg-state-*", so these name
+	// every stream, for reading, writing keys and listing them, never for making,
+	// changing, purging or deleting one.
+	p.Pub.Allow.Add(
+		"$KV.*.>", "$JS.API.STREAM.INFO.*", "$JS.API.DIRECT.GET.*.>",
+		"$JS.API.CONSUMER.CREATE.*.>", "$JS.API.CONSUMER.DELETE.*.*",
+		"_INBOX.tool.>", // the answers to asks, each on the asking tool's inbox
+	)
 	log := eventLogStream(s)
 	p.Pub.Allow.Add(
 		"$JS.API.STREAM.INFO."+log, "$JS.API.STREAM.CREATE."+log, "$JS.API.STREAM.UPDATE."+log,
@@ -123,6 +114,7 @@ func EdgePermissions(s wire.Subjects) jwt.Permissions {
 		// A call answered with a stream has its tool answer beside the stream, in the
 		// event log (tg.sess.<tool>.<session>.out.<post>~reply), for the edge running it.
 		s.SessionPost("*", "*", "*"))
+	p.Sub.Allow.Add(s.Asks()...) // what workers ask of the edges, and their stream answers
 	p.Sub.Deny.Add("_INBOX.tool.>")
 	return p
 }

@@ -13,9 +13,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolgate/toolgate/asks"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/busauth"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/registry"
 )
 
 // violations collects the permission errors the server sends a connection.
@@ -61,12 +63,15 @@ func (v violations) none(t *testing.T) {
 }
 
 // workerEnv is a secured server with the registry's buckets and the event log made
-// by the admin role, and a connection with the worker credentials of tool "alpha".
+// by the admin role, an edge (its credentials) answering workers' asks, and a
+// connection with the worker credentials of tool "alpha".
 type workerEnv struct {
-	admin  *nats.Conn
-	worker *nats.Conn
-	errs   violations
-	ctx    context.Context
+	admin    *nats.Conn
+	edge     *nats.Conn
+	edgeErrs violations // what the server refused the edge
+	worker   *nats.Conn
+	errs     violations
+	ctx      context.Context
 }
 
 func newWorkerEnv(t *testing.T) *workerEnv {
@@ -78,8 +83,19 @@ func newWorkerEnv(t *testing.T) *workerEnv {
 func newWorkerEnvOn(t *testing.T, sec *testenv.Security, srv *server.Server) *workerEnv {
 	t.Helper()
 	admin := testenv.SecureConn(t, srv.ClientURL(), sec.Client(sec.Deployment.CredsFile(busauth.RoleAdmin), true))
-	testenv.Store(t, admin, 1) // the buckets, as an admin or bootstrap makes them
 	ctx := testenv.Context(t)
+	if _, err := registry.Open(ctx, admin, registry.DefaultOptions()); err != nil { // the buckets, as an admin or bootstrap makes them
+		t.Fatal(err)
+	}
+	edgeErrs := make(violations, 64)
+	edge := testenv.SecureConn(t, srv.ClientURL(), sec.Client(sec.Deployment.CredsFile(busauth.RoleEdge), true), edgeErrs.handler())
+	// One ask at a time, so that an ask answered says the ones sent before it are done
+	// with (the forgery tests fence on it).
+	asked, err := asks.Serve(edge, wire.DefaultSubjects, 1, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(asked.Stop)
 	js, err := jetstream.New(admin)
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +108,7 @@ func newWorkerEnvOn(t *testing.T, sec *testenv.Security, srv *server.Server) *wo
 	errs := make(violations, 64)
 	worker := testenv.SecureConn(t, srv.ClientURL(), sec.Client(creds, true),
 		workerInbox("alpha"), errs.handler())
-	return &workerEnv{admin: admin, worker: worker, errs: errs, ctx: ctx}
+	return &workerEnv{admin: admin, edge: edge, edgeErrs: edgeErrs, worker: worker, errs: errs, ctx: ctx}
 }
 
 // TestWorkerCredentialsServeTheirOwnTool checks every subject a worker of tool alpha
@@ -142,35 +158,65 @@ func TestWorkerCredentialsServeTheirOwnTool(t *testing.T) {
 		}
 		e.errs.none(t)
 	})
-	t.Run("reports progress and writes to its sessions' streams", func(t *testing.T) {
+	t.Run("reports progress and asks an edge to put messages on its sessions' streams", func(t *testing.T) {
 		if err := e.worker.Publish("tg.progress.alpha.call1", []byte("{}")); err != nil {
 			t.Fatal(err)
 		}
-		for _, subj := range []string{"tg.sess.alpha.s1.out", "tg.sess.alpha.s1.out.p1"} {
-			ack, err := e.worker.Request(subj, []byte("{}"), 5*time.Second) // the event log's acknowledgement
-			if err != nil || !strings.Contains(string(ack.Data), `"stream":"tg-mcp-events"`) {
-				t.Fatalf("%s: %v %v", subj, ack, err)
-			}
+		if _, err := e.ask(t, &nats.Msg{Subject: "tg.sessout.alpha.s1", Data: []byte(`{"jsonrpc":"2.0","method":"x"}`)}); err != nil {
+			t.Fatal(err)
 		}
-		e.errs.none(t)
-	})
-	t.Run("writes its tool record and presence and reads its record", func(t *testing.T) {
-		js, err := jetstream.New(e.worker)
+		js, _ := jetstream.New(e.admin)
+		st, err := js.Stream(e.ctx, "tg-mcp-events")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := js.Publish(e.ctx, "$KV.tg-tools.alpha", []byte(`{"id":"alpha"}`)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := js.Publish(e.ctx, "$KV.tg-presence.alpha.i1", []byte(`{}`)); err != nil {
-			t.Fatal(err)
-		}
-		got, err := e.worker.Request("$JS.API.DIRECT.GET.KV_tg-tools.$KV.tg-tools.alpha", nil, 5*time.Second)
-		if err != nil || string(got.Data) != `{"id":"alpha"}` {
-			t.Fatalf("own record: %v %v", got, err)
+		m, err := st.GetLastMsgForSubject(e.ctx, "tg.sess.alpha.s1.out")
+		if err != nil || string(m.Data) != `{"jsonrpc":"2.0","method":"x"}` {
+			t.Fatalf("the log holds %v, %v", m, err)
 		}
 		e.errs.none(t)
+		e.edgeErrs.none(t)
 	})
+	t.Run("asks an edge to write its tool record and presence", func(t *testing.T) {
+		rec, err := wire.DefaultSubjects.AskRecordMsg(&wire.Tool{ID: "alpha", Version: "1.0.0", Methods: []wire.Method{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.ask(t, rec); err != nil {
+			t.Fatal(err)
+		}
+		pres, err := wire.DefaultSubjects.AskPresenceMsg(&wire.Presence{Tool: "alpha", Instance: "i1"}, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.ask(t, pres); err != nil {
+			t.Fatal(err)
+		}
+		js, _ := jetstream.New(e.admin)
+		for bucket, key := range map[string]string{"tg-tools": "alpha", "tg-presence": "alpha.i1"} {
+			kv, err := js.KeyValue(e.ctx, bucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := kv.Get(e.ctx, key); err != nil {
+				t.Fatalf("%s %s: %v", bucket, key, err)
+			}
+		}
+		e.errs.none(t)
+		e.edgeErrs.none(t)
+	})
+}
+
+// ask sends msg from the worker, as a request answered on its tool's inbox, and
+// returns the edge's answer.
+func (e *workerEnv) ask(t *testing.T, msg *nats.Msg) ([]byte, error) {
+	t.Helper()
+	answer, err := e.worker.RequestMsg(msg, 10*time.Second)
+	if err != nil {
+		t.Fatalf("%s: %v", msg.Subject, err)
+	}
+	body, _, err := wire.ReadAskReply(answer)
+	return body, err
 }
 
 // TestWorkerCredentialsRefuseEverythingElse tries, with the worker credentials of
@@ -224,8 +270,23 @@ func TestWorkerCredentialsRefuseEverythingElse(t *testing.T) {
 		{"answering for another tool's sessions", "tg.sess.beta.s1.reply.r1"},
 		{"answering for its own sessions' clients", "tg.sess.alpha.s1.reply.r1"},
 		{"the event log's republished subjects", "tg.logged.sess.alpha.s1.out"},
+		{"its session's stream in the event log", "tg.sess.alpha.s1.out"},
+		{"its session's POST stream in the event log", "tg.sess.alpha.s1.out.p1"},
+		{"a stream answer beside the log", "tg.sess.alpha.s1.out.p1~reply"},
+		{"a stream answer on an edge's subject", "tg.answer.alpha.s1.p1"},
+		{"its own record in JetStream", "$KV.tg-tools.alpha"},
+		{"its own presence in JetStream", "$KV.tg-presence.alpha.i1"},
+		{"reading its own record from JetStream", "$JS.API.DIRECT.GET.KV_tg-tools.$KV.tg-tools.alpha"},
+		{"its own state in JetStream", "$KV.tg-state-alpha.k"},
+		{"reading its own state from JetStream", "$JS.API.DIRECT.GET.KV_tg-state-alpha.$KV.tg-state-alpha.k"},
+		{"opening its own state in JetStream", "$JS.API.STREAM.INFO.KV_tg-state-alpha"},
+		{"watching its own state in JetStream", "$JS.API.CONSUMER.CREATE.KV_tg-state-alpha.w1.$KV.tg-state-alpha.>"},
 		{"another tool's record", "$KV.tg-tools.beta"},
+		{"asking for another tool's record", "tg.reg.beta.record"},
 		{"another tool's presence", "$KV.tg-presence.beta.i1"},
+		{"asking for another tool's presence", "tg.reg.beta.presence.i1"},
+		{"asking for another tool's state", "tg.state.beta.get"},
+		{"asking for another tool's session", "tg.sessout.beta.s1"},
 		{"its presence under another tool's key", "$KV.tg-presence.beta"},
 		{"reading another tool's record", "$JS.API.DIRECT.GET.KV_tg-tools.$KV.tg-tools.beta"},
 		{"reading the tools bucket", "$JS.API.DIRECT.GET.KV_tg-tools"},
@@ -321,7 +382,8 @@ func TestEdgeCredentialsRefuseWhatEdgesDoNotDo(t *testing.T) {
 		{"purging a bucket", "$JS.API.STREAM.PURGE.KV_tg-keys"},
 		{"deleting the event log", "$JS.API.STREAM.DELETE.tg-mcp-events"},
 		{"making another stream", "$JS.API.STREAM.CREATE.other"},
-		{"writing a tool's state", "$KV.tg-state-email.x"},
+		{"making a tool's state bucket", "$JS.API.STREAM.CREATE.KV_tg-state-email"},
+		{"purging a tool's state bucket", "$JS.API.STREAM.PURGE.KV_tg-state-email"},
 		{"progress as if it were a worker", "tg.progress.alpha.c1"},
 		{"an account JWT", "$SYS.REQ.CLAIMS.UPDATE"},
 	} {

@@ -3,28 +3,26 @@ package busauth_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolgate/toolgate/busauth"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
 	"github.com/toolgate/toolgate/workers"
 )
 
 // stateEnv is a secured server where the admin made the state buckets of tools
-// alpha, beta and alpha-2, and a connection with the worker credentials of alpha,
-// its inboxes alpha's.
+// alpha, beta and alpha-2, an edge answering asks, and a connection with the worker
+// credentials of alpha.
 type stateEnv struct {
 	*workerEnv
 	log   *testenv.ServerLog
-	state jetstream.KeyValue // alpha's, through the SDK on the worker's connection
+	state *workers.State // alpha's, through the SDK on the worker's connection
 }
 
 func newStateEnv(t *testing.T) *stateEnv {
@@ -38,118 +36,77 @@ func newStateEnv(t *testing.T) *stateEnv {
 			t.Fatalf("state of %s: made %v, %v", tool, made, err)
 		}
 	}
-	kv, err := workers.New(e.worker, workers.Tool{ID: "alpha"}).State(e.ctx)
+	st, err := workers.New(e.worker, workers.Tool{ID: "alpha"}).State(e.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &stateEnv{workerEnv: e, log: log, state: kv}
+	t.Cleanup(st.Close)
+	return &stateEnv{workerEnv: e, log: log, state: st}
 }
 
-// TestWorkerCredentialsUseTheirToolsState does everything nats.go's KeyValue does
-// with tool alpha's state bucket, with alpha's worker credentials: each works, and
-// the server logs no refusal.
+// TestWorkerCredentialsUseTheirToolsState does everything Worker.State does with
+// tool alpha's state, with alpha's worker credentials and an edge's: each works, and
+// the server refuses neither anything.
 func TestWorkerCredentialsUseTheirToolsState(t *testing.T) {
 	e := newStateEnv(t)
-	ctx, kv := e.ctx, e.state
+	ctx, st := e.ctx, e.state
 
-	rev, err := kv.Put(ctx, "k1", []byte("v1"))
+	rev, err := st.Put(ctx, "k1", []byte("v1"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := kv.Get(ctx, "k1"); err != nil || string(got.Value()) != "v1" {
-		t.Fatalf("get: %v %v", got, err)
+	if v, r, err := st.Get(ctx, "k1"); err != nil || string(v) != "v1" || r != rev {
+		t.Fatalf("get: %q at %d (put at %d), %v", v, r, rev, err)
 	}
-	if rev, err = kv.Update(ctx, "k1", []byte("v2"), rev); err != nil {
+	if rev, err = st.Update(ctx, "k1", []byte("v2"), rev); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kv.Update(ctx, "k1", []byte("stale"), rev-1); !errors.Is(err, jetstream.ErrKeyExists) {
+	if _, err := st.Update(ctx, "k1", []byte("stale"), rev-1); !errors.Is(err, workers.ErrKeyExists) {
 		t.Fatalf("an update of an old revision: %v", err)
 	}
-	if got, err := kv.GetRevision(ctx, "k1", rev); err != nil || string(got.Value()) != "v2" {
-		t.Fatalf("get revision: %v %v", got, err)
-	}
-	if _, err := kv.Create(ctx, "k2", []byte("short-lived"), jetstream.KeyTTL(time.Hour)); err != nil {
+	if _, err := st.Create(ctx, "k2", []byte("short-lived"), time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kv.Create(ctx, "k2", []byte("again")); !errors.Is(err, jetstream.ErrKeyExists) {
+	if _, err := st.Create(ctx, "k2", []byte("again"), 0); !errors.Is(err, workers.ErrKeyExists) {
 		t.Fatalf("creating a key that exists: %v", err)
 	}
-	if _, err := kv.Put(ctx, "k3", []byte("gone soon")); err != nil {
+	if _, err := st.Put(ctx, "k3", []byte("gone soon"), time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if err := kv.Delete(ctx, "k3"); err != nil {
+	if err := st.Delete(ctx, "k3"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kv.Put(ctx, "k4", []byte("purged soon")); err != nil {
-		t.Fatal(err)
+	if _, _, err := st.Get(ctx, "k3"); !errors.Is(err, workers.ErrKeyNotFound) {
+		t.Fatalf("a deleted key: %v", err)
 	}
-	if err := kv.Purge(ctx, "k4"); err != nil {
-		t.Fatal(err)
-	}
-	keys, err := kv.Keys(ctx)
+	keys, err := st.Keys(ctx)
 	slices.Sort(keys)
 	if err != nil || !slices.Equal(keys, []string{"k1", "k2"}) {
 		t.Fatalf("keys %v, %v", keys, err)
 	}
-	lister, err := kv.ListKeys(ctx)
+	if _, _, err := st.Get(ctx, "a key*"); err == nil || !strings.Contains(err.Error(), "state key") {
+		t.Fatalf("a bad key: %v", err)
+	}
+	// What alpha's worker stored is in alpha's bucket, as the admin sees it.
+	js, _ := jetstream.New(e.admin)
+	kv, err := js.KeyValue(ctx, "tg-state-alpha")
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
-	for range lister.Keys() {
-		n++
-	}
-	if n != 2 {
-		t.Fatalf("listed %d keys", n)
-	}
-	if h, err := kv.History(ctx, "k1"); err != nil || len(h) != 1 { // history 1: only the last
-		t.Fatalf("history %v, %v", h, err)
-	}
-	w, err := kv.WatchAll(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	seen := map[string]string{}
-	for e := range w.Updates() {
-		if e == nil {
-			break // every current value seen
-		}
-		seen[e.Key()] = string(e.Value())
-	}
-	if _, err := kv.Put(ctx, "k5", []byte("live")); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case e := <-w.Updates():
-		if e.Key() != "k5" || string(e.Value()) != "live" {
-			t.Fatalf("watched %s=%s", e.Key(), e.Value())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the watch saw no change")
-	}
-	if seen["k1"] != "v2" || seen["k2"] != "short-lived" {
-		t.Fatalf("the watch began with %v", seen)
-	}
-	if err := w.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	if err := kv.PurgeDeletes(ctx, jetstream.DeleteMarkersOlderThan(-1)); err != nil {
-		t.Fatal(err)
-	}
-	st, err := kv.Status(ctx)
-	if err != nil || st.Bucket() != "tg-state-alpha" {
-		t.Fatalf("status %v, %v", st, err)
+	if got, err := kv.Get(ctx, "k1"); err != nil || string(got.Value()) != "v2" {
+		t.Fatalf("the bucket holds %v, %v", got, err)
 	}
 	e.errs.none(t)
+	e.edgeErrs.none(t)
 	if v := e.log.Violations(); len(v) != 0 {
 		t.Fatalf("the server refused %v", v)
 	}
 }
 
 // TestWorkerCredentialsRefuseOtherState tries, with tool alpha's worker credentials,
-// what its workers must not do with state: make, change or delete buckets (its own
-// too), or touch another tool's, each refused by the server.
+// what its workers must not do with state: reach any bucket through JetStream (its
+// own too), or ask for another tool's, each refused by the server; and an ask with a
+// reply subject outside alpha's inbox goes unanswered.
 func TestWorkerCredentialsRefuseOtherState(t *testing.T) {
 	e := newStateEnv(t)
 	own := "KV_tg-state-alpha"
@@ -157,10 +114,10 @@ func TestWorkerCredentialsRefuseOtherState(t *testing.T) {
 		{"creating its own bucket", "$JS.API.STREAM.CREATE." + own},
 		{"changing its own bucket's settings", "$JS.API.STREAM.UPDATE." + own},
 		{"deleting its own bucket", "$JS.API.STREAM.DELETE." + own},
-		{"creating another tool's bucket", "$JS.API.STREAM.CREATE.KV_tg-state-gamma"},
+		{"purging its own bucket", "$JS.API.STREAM.PURGE." + own},
 		{"creating any bucket", "$JS.API.STREAM.CREATE.KV_scratch"},
 		{"listing the buckets", "$JS.API.STREAM.NAMES"},
-		{"listing the buckets' settings", "$JS.API.STREAM.LIST"},
+		{"a consumer on its own bucket", "$JS.API.CONSUMER.CREATE." + own + ".c1.$KV.tg-state-alpha.>"},
 		{"a durable consumer on its own bucket", "$JS.API.CONSUMER.DURABLE.CREATE." + own + ".d1"},
 	}
 	for _, other := range []string{"beta", "alpha-2"} {
@@ -168,15 +125,11 @@ func TestWorkerCredentialsRefuseOtherState(t *testing.T) {
 		st := "KV_" + b
 		who := "tool " + other + "'s"
 		publish = append(publish, []struct{ name, subject string }{
+			{"asking for " + who + " state", "tg.state." + other + ".get"},
 			{"writing " + who + " state", "$KV." + b + ".k"},
 			{"reading " + who + " state", "$JS.API.DIRECT.GET." + st + ".$KV." + b + ".k"},
-			{"reading " + who + " state by revision", "$JS.API.DIRECT.GET." + st},
-			{"reading " + who + " state by sequence", "$JS.API.STREAM.MSG.GET." + st},
 			{"opening " + who + " state", "$JS.API.STREAM.INFO." + st},
-			{"watching " + who + " state", "$JS.API.CONSUMER.CREATE." + st + ".w1.$KV." + b + ".>"},
 			{"answering " + who + " state's flow control", "$JS.FC." + st + ".w1.x"},
-			{"purging " + who + " state", "$JS.API.STREAM.PURGE." + st},
-			{"deleting " + who + " state", "$JS.API.STREAM.DELETE." + st},
 		}...)
 	}
 	e.refusesPublishing(t, publish)
@@ -187,7 +140,30 @@ func TestWorkerCredentialsRefuseOtherState(t *testing.T) {
 		if _, err := workers.New(e.worker, workers.Tool{ID: "beta"}).State(ctx); err == nil {
 			t.Fatal("alpha's worker opened beta's state")
 		}
-		e.errs.expect(t, `Publish to "$JS.API.STREAM.INFO.KV_tg-state-beta"`)
+		e.errs.expect(t, `Publish to "tg.state.beta.info"`)
+	})
+	t.Run("an ask answered anywhere but its tool's inbox goes unanswered and does nothing", func(t *testing.T) {
+		probe, err := e.admin.SubscribeSync("probe.>")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, reply := range []string{"probe.x", "_INBOX.tool.beta.x", "_INBOX.tool.alpha.*"} {
+			m := wire.DefaultSubjects.AskStateMsg("alpha", wire.StatePut, "forged", []byte("x"), 0, 0)
+			m.Reply = reply
+			if err := e.worker.PublishMsg(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// An ask sent after them, answered, says the edge has taken them.
+		if _, err := e.state.Put(e.ctx, "after", []byte("x"), 0); err != nil {
+			t.Fatal(err)
+		}
+		if m, err := probe.NextMsg(200 * time.Millisecond); err == nil {
+			t.Fatalf("the edge answered on %s", m.Subject)
+		}
+		if _, _, err := e.state.Get(e.ctx, "forged"); !errors.Is(err, workers.ErrKeyNotFound) {
+			t.Fatalf("an ask with a foreign reply subject was acted on: %v", err)
+		}
 	})
 	t.Run("making a state bucket as the admin does fails", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(e.ctx, 3*time.Second)
@@ -224,74 +200,13 @@ func TestWorkerCredentialsRefuseOtherState(t *testing.T) {
 	})
 }
 
-// TestStateNeedsTheToolsInbox: on a connection with the default inboxes, a tool's
-// credentials cannot receive the JetStream client's answers, and State says what to
-// connect with.
-func TestStateNeedsTheToolsInbox(t *testing.T) {
+// TestStateWithoutBucket: a tool whose bucket no admin made gets ErrNoState.
+func TestStateWithoutBucket(t *testing.T) {
 	sec := testenv.NewSecurity(t)
 	srv := testenv.SecureServer(t, sec, true)
-	admin := testenv.SecureConn(t, srv.ClientURL(), sec.Client(sec.Deployment.CredsFile(busauth.RoleAdmin), true))
-	ctx := testenv.Context(t)
-	if _, err := registry.CreateToolState(ctx, admin, "alpha", registry.StateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	creds, _ := sec.WorkerCreds(t, "alpha")
-	plain := testenv.SecureConn(t, srv.ClientURL(), sec.Client(creds, true), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
-	short, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	_, err := workers.New(plain, workers.Tool{ID: "alpha"}).State(short)
-	if err == nil || !strings.Contains(err.Error(), `workers.Inbox("alpha")`) {
-		t.Fatalf("got %v, want the hint to connect with workers.Inbox", err)
-	}
-	withInbox := testenv.SecureConn(t, srv.ClientURL(), sec.Client(creds, true), workers.Inbox("alpha"))
-	if _, err := workers.New(withInbox, workers.Tool{ID: "alpha"}).State(ctx); err != nil {
-		t.Fatal(err)
-	}
-}
-
-
-// TestWorkerStateWatchAnswersFlowControl watches more of alpha's state than the
-// server sends before it asks for flow control (1 MiB pending), with alpha's worker
-// credentials: the worker answers the server's flow control messages on their reply
-// subjects, which its response permission allows, and nothing is refused.
-func TestWorkerStateWatchAnswersFlowControl(t *testing.T) {
-	sec := testenv.NewSecurity(t)
-	srv := testenv.SecureServer(t, sec, true)
-	log := testenv.RecordServerLog(srv, true) // the protocol traffic: the flow control answers
 	e := newWorkerEnvOn(t, sec, srv)
-	if _, err := registry.CreateToolState(e.ctx, e.admin, "alpha", registry.StateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	kv, err := workers.New(e.worker, workers.Tool{ID: "alpha"}).State(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	value := []byte(strings.Repeat("x", 8<<10))
-	const keys = 256 // 2 MiB
-	for i := range keys {
-		if _, err := kv.Put(e.ctx, fmt.Sprintf("k%d", i), value); err != nil {
-			t.Fatal(err)
-		}
-	}
-	w, err := kv.WatchAll(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	n := 0
-	for u := range w.Updates() {
-		if u == nil {
-			break
-		}
-		n++
-	}
-	if n != keys {
-		t.Fatalf("watched %d keys of %d", n, keys)
-	}
-	testenv.Eventually(t, 10*time.Second, "the worker answers flow control", func() bool {
-		return len(log.Matching("PUB $JS.FC.KV_tg-state-alpha.")) > 0
-	})
-	if v := log.Violations(); len(v) != 0 {
-		t.Fatalf("the server refused %v", v)
+	_, err := workers.New(e.worker, workers.Tool{ID: "alpha"}).State(e.ctx)
+	if !errors.Is(err, workers.ErrNoState) {
+		t.Fatalf("got %v, want ErrNoState", err)
 	}
 }

@@ -168,7 +168,13 @@ type Call struct {
 	Progress bool   // the caller listens on the call's progress subject
 	// ClientCapabilities are what the session's MCP client declared, when known.
 	ClientCapabilities []string
-	Header             nats.Header
+	// ClientCapabilityObject is the capabilities object the client sent, as JSON.
+	ClientCapabilityObject []byte
+	// Post names the session's POST stream the call is answered on, if any.
+	Post string
+	// LogLevel is the log level the session's client set, if any.
+	LogLevel string
+	Header   nats.Header
 	// ReplyTo is where the tool answers, when not this edge's inbox alone (wire.Request).
 	ReplyTo string
 	// Entry is the method, when the caller has already found it visible to Principal
@@ -259,19 +265,22 @@ func (g *Gateway) send(ctx context.Context, c *Call, mcp bool, timeout time.Dura
 		callID = nuid.Next()
 	}
 	req := &wire.Request{
-		Tool:               c.Tool,
-		MCP:                mcp,
-		Method:             c.Method,
-		CallID:             callID,
-		RequestID:          c.RequestID,
-		Account:            c.Principal.Account,
-		Session:            c.Session,
-		ClientCapabilities: c.ClientCapabilities,
-		Deadline:           time.Now().Add(timeout),
-		Progress:           c.Progress,
-		Data:               c.Params,
-		Header:             c.Header,
-		ReplyTo:            c.ReplyTo,
+		Tool:                   c.Tool,
+		MCP:                    mcp,
+		Method:                 c.Method,
+		CallID:                 callID,
+		RequestID:              c.RequestID,
+		Account:                c.Principal.Account,
+		Session:                c.Session,
+		ClientCapabilities:     c.ClientCapabilities,
+		ClientCapabilityObject: c.ClientCapabilityObject,
+		Post:                   c.Post,
+		LogLevel:               c.LogLevel,
+		Deadline:               time.Now().Add(timeout),
+		Progress:               c.Progress,
+		Data:                   c.Params,
+		Header:                 c.Header,
+		ReplyTo:                c.ReplyTo,
 	}
 	began := time.Now()
 	for {

@@ -1,6 +1,7 @@
 package sse
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -43,6 +44,17 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 	args := []byte(params.Arguments)
 	if len(args) == 0 || string(args) == "null" {
 		args = []byte("{}")
+	}
+	if r.sess != nil && !r.modern && carriesTasks(t.Tool.Capabilities) {
+		var augmented struct {
+			Task json.RawMessage `json:"task"`
+		}
+		if json.Unmarshal(r.req.Params, &augmented) == nil && len(augmented.Task) > 0 && string(augmented.Task) != "null" {
+			// A task-augmented call, sent as the client sent it (through the
+			// gateway's checks of a forwarded request: visibility, rate), for the
+			// server's CreateTaskResult; the server checks its arguments.
+			return s.forward(ctx, r)
+		}
 	}
 
 	if r.modern && params.RequestState != "" {
@@ -119,6 +131,7 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 			Principal: r.p, Tool: r.tool, Method: m.Name, Params: args, Entry: t.Method(m.Name),
 			CallID: callID, RequestID: callID, Session: session, Progress: wantNotes,
 			ClientCapabilities: capabilities, ReplyTo: replyTo,
+			ClientCapabilityObject: capabilityObject(r.sess), Post: r.post, LogLevel: sessionLogLevel(r.sess),
 		})
 		if rd != nil && handoff.finish() {
 			// Nobody here waits: the client's retry does, on any edge.
@@ -227,6 +240,39 @@ func clientCapabilities(sess *registry.Session) []string {
 		return nil
 	}
 	return slices.Sorted(maps.Keys(caps))
+}
+
+// capabilityObject is the capabilities object a session's client sent, compact (a
+// header's value is one line); nil when unknown.
+func capabilityObject(sess *registry.Session) []byte {
+	if sess == nil || len(sess.Capabilities) == 0 {
+		return nil
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, sess.Capabilities) != nil || b.Len() == 0 || b.Bytes()[0] != '{' {
+		return nil
+	}
+	return b.Bytes()
+}
+
+// sessionLogLevel is the level a session's client set with logging/setLevel, if any.
+func sessionLogLevel(sess *registry.Session) string {
+	if sess == nil {
+		return ""
+	}
+	return sess.LogLevel
+}
+
+// asksClient reports whether a session's client declared a capability a worker may
+// send it a request for (sampling, elicitation, roots): a call of such a client is
+// answered with a stream, on which those requests travel.
+func asksClient(sess *registry.Session) bool {
+	for _, c := range clientCapabilities(sess) {
+		if c == "sampling" || c == "elicitation" || c == "roots" {
+			return true
+		}
+	}
+	return false
 }
 
 // logLevel is the least severe level of log notification the request's client

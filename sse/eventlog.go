@@ -21,7 +21,13 @@ const (
 	headerEvent    = "Tg-Event"  // "open" and "close": a standalone stream opened, closed; "request": a POST stream began; "resume": a POST stream was resumed
 	headerInstance = "Tg-Stream" // with "open": which stream instance opened
 	headerFinal    = "Tg-Final"  // on a POST stream's response: the stream ends after it
+	// headerOrigin marks the messages of a POST stream that the edge running the
+	// call wrote to the stream itself; the others (a worker's requests) it writes as
+	// the log republishes them.
+	headerOrigin = "Tg-Origin"
 )
+
+const originEdge = "edge"
 
 const (
 	eventOpen    = "open"
@@ -150,9 +156,12 @@ func (l *eventLog) postSubject(tool, session, post string) string {
 	return l.subj.SessionPost(tool, session, post)
 }
 
-// replySubject is where the tool answers the call of a POST stream's subject: kept in
-// the log beside the stream, not on it, since the tool's reply is not a message for the
-// client. '~' never occurs in a post id, so no POST's stream is named so.
+// replySubject is where the log keeps the tool's answer to the call of a POST
+// stream's subject (wire.Subjects.StreamAnswerLogged): beside the stream, not on it,
+// since the tool's reply is not a message for the client. The tool sends it on
+// wire.Subjects.StreamAnswer, a plain subject, and an edge stores it here (package
+// asks): a worker publishes on no subject the log stores. '~' never occurs in a post
+// id, so no POST's stream is named so.
 func (l *eventLog) replySubject(postSubject string) string { return postSubject + "~reply" }
 
 // appendRecord stores one record and returns its sequence. A msgID makes the append

@@ -25,6 +25,23 @@ var forwarded = map[string]func(registry.Capabilities) bool{
 	"prompts/list":             func(c registry.Capabilities) bool { return c.Prompts },
 	"prompts/get":              func(c registry.Capabilities) bool { return c.Prompts },
 	"completion/complete":      func(c registry.Capabilities) bool { return c.Completions },
+	"tasks/get":                carriesTasks,
+	"tasks/result":             carriesTasks,
+	"tasks/list":               carriesTasks,
+	"tasks/cancel":             carriesTasks,
+}
+
+// carriesTasks reports whether a tool's workers carry the tasks of 2025-11-25 to its
+// MCP server: a server that lists its tools per session (a bridged one) and declares
+// tasks.
+func carriesTasks(c registry.Capabilities) bool {
+	if !c.SessionTools || len(c.MCP) == 0 {
+		return false
+	}
+	var caps struct {
+		Tasks json.RawMessage `json:"tasks"`
+	}
+	return json.Unmarshal(c.MCP, &caps) == nil && len(caps.Tasks) > 0 && string(caps.Tasks) != "null"
 }
 
 // forwards reports whether r is a request the tool's workers answer.
@@ -44,6 +61,7 @@ func (s *Server) forward(ctx context.Context, r *rpcRequest) (json.RawMessage, e
 	reply, err := s.gw.Forward(ctx, &gateway.Call{
 		Principal: r.p, Tool: r.tool, Method: r.req.Method, Params: []byte(r.req.Params),
 		Session: sessionID(r.sess), ClientCapabilities: clientCapabilities(r.sess),
+		ClientCapabilityObject: capabilityObject(r.sess), LogLevel: sessionLogLevel(r.sess),
 	})
 	var re *wire.RPCError
 	var te *wire.ToolError

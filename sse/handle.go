@@ -30,6 +30,8 @@ type rpcRequest struct {
 	// replyTo is where the tool answers a tools/call answered with a stream: the event
 	// log, so that any edge can finish the stream should this one be lost.
 	replyTo string
+	// post names the POST stream the request is answered on, when it is.
+	post string
 
 	call    *mcp.CallToolParamsRaw // the params of a tools/call, once read
 	callErr error
@@ -79,7 +81,7 @@ func (s *Server) handle(ctx context.Context, r *rpcRequest) (json.RawMessage, er
 		}
 		result, err = s.discover(r)
 	case methodToolsList:
-		result, err = s.listTools(r)
+		result, err = s.listTools(ctx, r)
 	case methodToolsCall:
 		result, err = s.callTool(ctx, r)
 	case methodSetLevel:
@@ -220,10 +222,17 @@ func mcpName(m *registry.Method) string {
 	return m.Name
 }
 
-func (s *Server) listTools(r *rpcRequest) (*mcp.ListToolsResult, error) {
+func (s *Server) listTools(ctx context.Context, r *rpcRequest) (any, error) {
 	t, err := s.view.Snapshot().Tool(r.p, r.tool)
 	if err != nil {
 		return nil, err
+	}
+	if t.Tool.Capabilities.SessionTools && r.sess != nil && !r.modern {
+		if list, err := s.sessionTools(ctx, r, t.Tool); err == nil {
+			return list, nil
+		} else {
+			s.log.Debug("the tool did not list its tools for the session; listing its methods", "session", r.sess.ID, "err", err)
+		}
 	}
 	tools := make([]*mcp.Tool, 0, len(t.Tool.Methods))
 	for i := range t.Tool.Methods {
@@ -246,6 +255,38 @@ func (s *Server) listTools(r *rpcRequest) (*mcp.ListToolsResult, error) {
 	return &mcp.ListToolsResult{Tools: tools}, nil
 }
 
+// sessionTools asks the tool's workers which of its tools the session's client may
+// see, and lists them as the server behind the tool describes them, keeping only those
+// that are methods of the tool.
+func (s *Server) sessionTools(ctx context.Context, r *rpcRequest, t *registry.Tool) (any, error) {
+	raw, err := s.forward(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	var listed struct {
+		Tools []json.RawMessage `json:"tools"`
+	}
+	if err := json.Unmarshal(raw, &listed); err != nil {
+		return nil, fmt.Errorf("sse: the tool's tools/list: %w", err)
+	}
+	known := map[string]bool{}
+	for i := range t.Methods {
+		known[mcpName(&t.Methods[i])] = true
+	}
+	out := struct {
+		Tools []json.RawMessage `json:"tools"`
+	}{Tools: []json.RawMessage{}}
+	for _, tool := range listed.Tools {
+		var named struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(tool, &named) == nil && known[named.Name] {
+			out.Tools = append(out.Tools, tool)
+		}
+	}
+	return out, nil
+}
+
 func (s *Server) setLevel(ctx context.Context, r *rpcRequest) (any, error) {
 	var params mcp.SetLoggingLevelParams
 	if err := json.Unmarshal(r.req.Params, &params); err != nil || !slices.Contains(logLevels, string(params.Level)) {
@@ -253,6 +294,15 @@ func (s *Server) setLevel(ctx context.Context, r *rpcRequest) (any, error) {
 	}
 	if err := s.updateSession(ctx, r.sess, func(sess *registry.Session) { sess.LogLevel = string(params.Level) }); err != nil {
 		return nil, err
+	}
+	// A tool whose own MCP server logs (a bridged one) is told too, so that the
+	// messages its server sends outside any call are filtered as the client asked.
+	if t, err := s.view.Snapshot().Tool(r.p, r.tool); err == nil {
+		if c := t.Tool.Capabilities; c.Logging && (c.SessionTools || c.Resources || c.Prompts || c.Completions) {
+			if _, err := s.forward(ctx, r); err != nil {
+				s.log.Debug("the tool did not take the log level", "session", r.sess.ID, "err", err)
+			}
+		}
 	}
 	return struct{}{}, nil
 }

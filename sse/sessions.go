@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -112,13 +113,13 @@ func (x *sessionIndex) get(id string) (*registry.Session, bool) {
 
 // remove forgets session id, deleted or expired at revision rev, and reports whether
 // it was known.
-func (x *sessionIndex) remove(id string, rev uint64) bool {
+func (x *sessionIndex) remove(id string, rev uint64) (tool string, ok bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	defer x.advance(rev)
 	e, ok := x.byID[id]
 	if !ok {
-		return false
+		return "", false
 	}
 	delete(x.byID, id)
 	del := func(m map[string]map[string]struct{}, k string) {
@@ -129,7 +130,7 @@ func (x *sessionIndex) remove(id string, rev uint64) bool {
 	}
 	del(x.byTool, e.seen.Tool)
 	del(x.byAccount, e.seen.Account)
-	return true
+	return e.seen.Tool, true
 }
 
 // sessions returns a copy of every session the index knows, as the bucket shows it.
@@ -211,7 +212,7 @@ func (x *sessionIndex) caughtUp(ctx context.Context, rev uint64) error {
 // registry's view follows its buckets (registry.Store.Follow: a node that dies costs
 // seconds); ended is called for every session that is deleted or expires, or that a
 // load of the bucket again from scratch no longer brings.
-func watchSessions(ctx, stop context.Context, store *registry.Store, log *slog.Logger, ended func(id string), bg *sync.WaitGroup) (*sessionIndex, error) {
+func watchSessions(ctx, stop context.Context, store *registry.Store, log *slog.Logger, ended func(id, tool string), bg *sync.WaitGroup) (*sessionIndex, error) {
 	updates := make(chan registry.Update, 256)
 	bg.Add(1)
 	go func() {
@@ -230,8 +231,10 @@ func watchSessions(ctx, stop context.Context, store *registry.Store, log *slog.L
 			return false
 		case registry.MarkReloaded:
 			for _, sess := range x.sessions() {
-				if !reloaded[sess.ID] && x.remove(sess.ID, 0) {
-					ended(sess.ID)
+				if !reloaded[sess.ID] {
+					if tool, ok := x.remove(sess.ID, 0); ok {
+						ended(sess.ID, tool)
+					}
 				}
 			}
 			reloaded = nil
@@ -242,8 +245,8 @@ func watchSessions(ctx, stop context.Context, store *registry.Store, log *slog.L
 			reloaded[e.Key()] = true
 		}
 		if e.Operation() != jetstream.KeyValuePut {
-			if x.remove(e.Key(), e.Revision()) {
-				ended(e.Key())
+			if tool, ok := x.remove(e.Key(), e.Revision()); ok {
+				ended(e.Key(), tool)
 			}
 			return false
 		}
@@ -286,8 +289,15 @@ func watchSessions(ctx, stop context.Context, store *registry.Store, log *slog.L
 }
 
 // sessionEnded runs on every edge when a session is deleted or expires: its calls
-// here are cancelled and its streams here closed.
-func (s *Server) sessionEnded(id string) {
+// here are cancelled and its streams here closed, and the tool's workers are told,
+// so that they let go of what they hold for it (a bridged server's upstream
+// session). Every edge tells them; they take the first.
+func (s *Server) sessionEnded(id, tool string) {
+	if wire.ValidToken(id) && wire.ValidToken(tool) {
+		if err := s.nc.Publish(s.subj.SessionEnd(tool, id), nil); err != nil {
+			s.log.Warn("telling workers a session ended", "session", id, "err", err)
+		}
+	}
 	s.calls.cancelSession(id)
 	s.streams.end(id)
 	s.touchMu.Lock()

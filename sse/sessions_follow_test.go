@@ -33,7 +33,7 @@ func TestSessionIndexFollowsThroughANodeLoss(t *testing.T) {
 		own = try % len(c.Servers)
 		stop, cancel := context.WithCancel(context.Background())
 		var err error
-		x, err = watchSessions(ctx, stop, testenv.Store(t, testenv.Conn(t, c.Servers[own].ClientURL()), 3), testenv.Logger(t), func(id string) { ended <- id }, &bg)
+		x, err = watchSessions(ctx, stop, testenv.Store(t, testenv.Conn(t, c.Servers[own].ClientURL()), 3), testenv.Logger(t), func(id, _ string) { ended <- id }, &bg)
 		if err != nil {
 			cancel()
 			t.Fatal(err)

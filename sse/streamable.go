@@ -199,6 +199,30 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 	s.answer(w, accept, req.ID, result, err)
 }
 
+// relayToolMessages writes to a call's stream the messages the tool put on it (its
+// requests to the client, related to the call) until the call finishes.
+func (s *Server) relayToolMessages(ctx context.Context, ew *eventWriter, sess *registry.Session, post string, f *follower, finished <-chan struct{}) {
+	deliver := func(rec record) bool {
+		if rec.header.Get(headerEvent) != "" || rec.header.Get(headerOrigin) != "" {
+			return false // this edge's own, written already, or a record that steers
+		}
+		_ = ew.event(eventID{session: sess.ID, post: post, seq: rec.seq}.String(), "message", rec.data)
+		return false
+	}
+	for {
+		select {
+		case m := <-f.live:
+			if _, err := f.take(ctx, m, deliver); err != nil && ctx.Err() == nil {
+				s.log.Warn("reading a call stream", "session", sess.ID, "err", err)
+			}
+		case <-finished:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // running is a session's tools/call under way: its cancellation, and where its
 // outcome arrives.
 type running struct {
@@ -242,16 +266,16 @@ func (s *Server) callJSONOrStream(reqCtx context.Context, w http.ResponseWriter,
 
 // mayNotify reports whether a session's tools/call may send its client anything
 // before the answer: progress, when the call carries a progressToken, or log
-// messages, once the session set a level. A call that cannot is answered with plain
-// JSON to a client that takes it: no stream, so nothing to keep in the event log for
-// a resume. (A worker's own requests to the client travel on the session's
-// standalone stream either way.)
+// messages, once the session set a level; or requests of the tool (sampling,
+// elicitation, roots), when the client declared a capability for one, which travel
+// on the call's stream. A call that cannot is answered with plain JSON to a client
+// that takes it: no stream, so nothing to keep in the event log for a resume.
 func (s *Server) mayNotify(rr *rpcRequest) bool {
 	params, err := rr.callParams()
 	if err != nil {
 		return false // answered with an error at once
 	}
-	return params.Meta["progressToken"] != nil || s.logLevel(rr, false) != ""
+	return params.Meta["progressToken"] != nil || s.logLevel(rr, false) != "" || asksClient(rr.sess)
 }
 
 // answer writes a request's answer as JSON, or as a one-event stream to a client
@@ -342,9 +366,9 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 	send := func(msg []byte, final bool) {
 		ctx, cancel := s.detached()
 		defer cancel()
-		var hdr nats.Header
+		hdr := nats.Header{headerOrigin: {originEdge}}
 		if final {
-			hdr = nats.Header{headerFinal: {"1"}}
+			hdr.Set(headerFinal, "1")
 		}
 		seq, err := s.events.appendRecord(ctx, subject, msg, hdr, "")
 		if err != nil {
@@ -356,9 +380,19 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 		}
 		_ = ew.event(id, "message", msg)
 	}
+	// What the tool sends the client about the call (its requests) it publishes on
+	// the stream's subject; this edge writes it as the log stores it, following it
+	// from before the call starts.
+	f, err := s.events.follow(subject)
+	if err != nil {
+		s.log.Warn("following a call stream", "session", sess.ID, "err", err)
+	} else {
+		f.next = start + 1
+	}
 	if call == nil {
 		rr.notify = func(msg []byte) { send(msg, false) }
-		rr.replyTo = s.events.replySubject(subject)
+		rr.replyTo = s.subj.StreamAnswer(sess.Tool, sess.ID, post) // an edge logs it at replySubject
+		rr.post = post
 		ctx, cancel := context.WithCancel(s.ctx)
 		done := make(chan handled, 1)
 		go func() {
@@ -376,10 +410,21 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 	var abandoned atomic.Bool
 	finished := make(chan struct{})
 	watched := make(chan struct{})
+	relayed := make(chan struct{})
 	defer func() {
 		close(finished)
 		<-watched // no keep-alive after the handler returns
+		<-relayed
 	}()
+	if f == nil {
+		close(relayed)
+	} else {
+		go func() {
+			defer close(relayed)
+			defer f.stop()
+			s.relayToolMessages(s.ctx, ew, sess, post, f, finished)
+		}()
+	}
 	go func() {
 		defer close(watched)
 		keepAlive := time.NewTicker(s.cfg.KeepAlive)

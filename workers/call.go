@@ -30,6 +30,12 @@ type Call struct {
 	Session   string          // the MCP session, for calls that come through one
 	Deadline  time.Time       // zero when the caller set none
 	Header    nats.Header     // the request's headers, as they came
+	// ClientCapabilities is the capabilities object the session's MCP client sent in
+	// initialize, as it sent it; nil when unknown (no session).
+	ClientCapabilities json.RawMessage
+	// LogLevel is the least severe log level the session's client asked for with
+	// logging/setLevel; "" when it set none.
+	LogLevel string
 
 	w        *Worker
 	req      wire.Request

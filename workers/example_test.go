@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
+	"github.com/toolgate/toolgate/asks"
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/busauth"
@@ -64,9 +66,9 @@ func Example() {
 }
 
 // A worker that keeps state between calls, in its tool's state bucket: here, how many
-// times each city was asked for. The connection takes its inboxes under the tool's,
-// which the tool's credentials allow; an admin made the bucket before
-// (toolgate state create weather).
+// times each city was asked for. An admin made the bucket before (toolgate state
+// create weather); the worker reaches it through the edges, which answer for its
+// tool's bucket only.
 func ExampleWorker_State() {
 	ctx := context.Background()
 	nc, err := nats.Connect("tls://nats.example.com:4222", nats.UserCredentials("weather.creds"),
@@ -85,10 +87,10 @@ func ExampleWorker_State() {
 		func(ctx context.Context, c *workers.Call, in forecastIn) (forecastOut, error) {
 			key := base64.RawURLEncoding.EncodeToString([]byte(in.City)) // a key holds no spaces
 			n := 0
-			if e, err := asked.Get(ctx, key); err == nil {
-				n, _ = strconv.Atoi(string(e.Value()))
+			if v, _, err := asked.Get(ctx, key); err == nil {
+				n, _ = strconv.Atoi(string(v))
 			}
-			if _, err := asked.Put(ctx, key, []byte(strconv.Itoa(n+1))); err != nil {
+			if _, err := asked.Put(ctx, key, []byte(strconv.Itoa(n+1)), 0); err != nil {
 				return forecastOut{}, err
 			}
 			return forecastOut{City: in.City, Summary: fmt.Sprintf("sunny (asked %d times)", n+1), At: time.Now()}, nil
@@ -110,6 +112,7 @@ type exampleBus struct {
 	dir     string
 	deploy  *busauth.Deployment // with secure
 	edge    *nats.Conn
+	asked   *asks.Server
 	stopSrv func()
 }
 
@@ -144,10 +147,15 @@ func startExampleBus(secure bool) *exampleBus {
 	if _, err := registry.Open(ctx, b.edge, registry.DefaultOptions()); err != nil {
 		log.Fatal(err)
 	}
+	// It answers the workers' asks (their records and presence), as every edge does.
+	if b.asked, err = asks.Serve(b.edge, wire.DefaultSubjects, 0, slog.New(slog.DiscardHandler)); err != nil {
+		log.Fatal(err)
+	}
 	return b
 }
 
 func (b *exampleBus) stop() {
+	b.asked.Stop()
 	b.edge.Close()
 	b.stopSrv()
 	_ = os.RemoveAll(b.dir)
@@ -341,8 +349,8 @@ func ExampleWorker_HandleMCP() {
 }
 
 // A worker on a production bus connects with the credentials file the deployment
-// issued for its tool (`toolgate creds issue worker --tool weather`): the bus lets it
-// serve that tool's calls and write that tool's records, and nothing else.
+// issued for its tool (`toolgate creds issue weather`): the bus lets it serve that
+// tool's calls and ask the edges to write that tool's records, and nothing else.
 func ExampleNew_credentials() {
 	b := startExampleBus(true)
 	defer b.stop()

@@ -13,8 +13,8 @@ import (
 	"github.com/toolgate/toolgate/bus/wire"
 )
 
-// inbox is where a worker waits for the answers to what it sends: the acks of its
-// registry writes and session requests, and its direct reads. It is one subscription
+// inbox is where a worker waits for the answers to what it asks of the edges (its
+// record, its presence, its state, its session requests). It is one subscription
 // under the tool's own inbox root (wire.WorkerInbox), made by the worker whatever
 // inbox prefix its connection has, so that a worker's credentials need grant it only
 // its own tool's inbox, never the whole of _INBOX.
@@ -74,17 +74,6 @@ func (b *inbox) request(ctx context.Context, msg *nats.Msg) (*nats.Msg, error) {
 		}
 		return nil, ctx.Err()
 	}
-}
-
-// store publishes msg to the stream that keeps its subject and returns once the
-// stream has stored it: wire.ErrNotStored when no stream keeps it.
-func (b *inbox) store(ctx context.Context, msg *nats.Msg) error {
-	ack, err := b.request(ctx, msg)
-	if err != nil {
-		return err
-	}
-	_, err = wire.ReadAck(ack)
-	return err
 }
 
 func (b *inbox) close() { _ = b.sub.Unsubscribe() }

@@ -1,16 +1,18 @@
 // Package workers is the SDK a tool team imports to put its tool behind toolgate:
 // take a NATS connection, declare the tool and its methods (schemas written out or
-// inferred from Go types), then Run. A running Worker writes the tool's record and
-// keeps its own presence in the registry, serves the methods' bus subjects in the
-// tool's queue group as a nats micro service (and, for a tool that serves resources,
-// prompts or completion, its tg.mcp subject), runs calls concurrently up to a bound,
-// and on shutdown drains: the calls it has taken finish and reply, new ones go to the
-// tool's other instances.
+// inferred from Go types), then Run. A running Worker has an edge write the tool's
+// record and its own presence in the registry, serves the methods' bus subjects in
+// the tool's queue group as a nats micro service (and, for a tool that serves
+// resources, prompts or completion, its tg.mcp subject), runs calls concurrently up
+// to a bound, and on shutdown drains: the calls it has taken finish and reply, new
+// ones go to the tool's other instances.
 //
 // Everything a worker of tool T sends or follows names T (see bus/wire), so the NATS
 // account it runs as can be limited to its own tool: its calls, its cancels, its
-// record and presence, its state bucket (State), its sessions' replies, and its own
-// inbox.
+// asks to the edges (record, presence, state, session messages), its sessions'
+// replies, and its own inbox. It uses no JetStream subject: JetStream answers on any
+// reply subject a requester names, so a worker that could reach it could have the
+// server publish anywhere in the account.
 package workers
 
 import (
@@ -21,7 +23,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"regexp"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -141,13 +142,14 @@ type Worker struct {
 	log   *slog.Logger
 	inbox *inbox // while Run runs
 
-	mu       sync.Mutex
-	methods  []Method
-	mcp      MCPHandler
-	started  bool
-	svc      micro.Service   // while serving
-	served   map[string]bool // method names with an endpoint
-	stopping bool
+	mu         sync.Mutex
+	methods    []Method
+	mcp        MCPHandler
+	sessionEnd func(session string)
+	started    bool
+	svc        micro.Service   // while serving
+	served     map[string]bool // method names with an endpoint
+	stopping   bool
 
 	table atomic.Pointer[map[string]*Method] // the methods calls are dispatched to, by name
 	setMu sync.Mutex                         // one SetMethods at a time
@@ -199,8 +201,6 @@ func New(nc *nats.Conn, tool Tool, opts ...Option) *Worker {
 		stats:     map[string]*methodStats{},
 	}
 }
-
-var instancePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 
 func defaultInstance() string {
 	host, _ := os.Hostname()
@@ -396,6 +396,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("workers: tool %s: subscribe to cancellations: %w", w.tool.ID, err)
 	}
 	defer cancels.Unsubscribe()
+	ends, err := w.nc.Subscribe(w.cfg.subjects.SessionEnds(w.tool.ID), w.onSessionEnd)
+	if err != nil {
+		return fmt.Errorf("workers: tool %s: subscribe to session ends: %w", w.tool.ID, err)
+	}
+	defer ends.Unsubscribe()
 
 	svc, err := w.serve(methods, mcpHandler)
 	if err != nil {
@@ -442,8 +447,8 @@ func (w *Worker) record(methods []Method, hasMCP bool) (wire.Tool, error) {
 	if err := wire.CheckToolID(w.tool.ID); err != nil {
 		return wire.Tool{}, fmt.Errorf("workers: %w", err)
 	}
-	if !instancePattern.MatchString(w.cfg.instance) {
-		return fail("instance %q: must match %s", w.cfg.instance, instancePattern)
+	if !wire.ValidToken(w.cfg.instance) {
+		return fail("instance %q: must be 1 to 128 letters, digits, '-' and '_'", w.cfg.instance)
 	}
 	if w.cfg.concurrency < 1 {
 		return fail("concurrency: must be at least 1")
@@ -489,43 +494,42 @@ func (w *Worker) record(methods []Method, hasMCP bool) (wire.Tool, error) {
 	return rec, nil
 }
 
-// putTool writes the tool's record unless the registry holds it already: every
-// instance writes it at start, and an unchanged tool should not look changed to the
-// edges (MCP sessions are told of every change). Until the registry exists, it waits.
+// putTool asks an edge to store the tool's record (wire.Subjects.AskRecord); the
+// edge leaves an unchanged record alone, so that an unchanged tool does not look
+// changed to the edges (MCP sessions are told of every change), though every
+// instance asks at start. Until an edge answers and the registry exists, it waits.
 func (w *Worker) putTool(ctx context.Context, rec wire.Tool) error {
+	rec.UpdatedAt = time.Time{} // the edge's to set
+	msg, err := w.cfg.subjects.AskRecordMsg(&rec)
+	if err != nil {
+		return err
+	}
 	return w.untilStored(ctx, "the tool's record", func() error {
-		get := nats.NewMsg(wire.ToolRecordGet(rec.ID))
-		answer, err := w.inbox.request(ctx, get)
-		if err != nil {
-			return fmt.Errorf("read the tool's record: %w", err)
-		}
-		cur, err := wire.ReadToolRecord(answer)
-		if err != nil {
-			return fmt.Errorf("read the tool's record: %w", err)
-		}
-		if cur != nil {
-			cur.UpdatedAt = time.Time{}
-			a, errA := json.Marshal(cur)
-			b, errB := json.Marshal(rec)
-			if errA == nil && errB == nil && string(a) == string(b) {
-				return nil
-			}
-		}
-		rec.UpdatedAt = time.Now().UTC().Truncate(time.Millisecond)
-		msg, err := wire.ToolRecordMsg(&rec)
-		if err != nil {
-			return err
-		}
-		if err := w.inbox.store(ctx, msg); err != nil {
+		if err := w.ask(ctx, msg); err != nil {
 			return fmt.Errorf("write the tool's record: %w", err)
 		}
 		return nil
 	})
 }
 
-// putPresence writes (or refreshes) the instance's presence, to expire one TTL after.
+// ask sends one ask to the edges and waits for its answer: wire.ErrNotStored when no
+// edge answers or the registry is missing.
+func (w *Worker) ask(ctx context.Context, msg *nats.Msg) error {
+	answer, err := w.inbox.request(ctx, msg)
+	if err != nil {
+		return err
+	}
+	_, _, err = wire.ReadAskReply(answer)
+	if errors.Is(err, wire.ErrAskNoBucket) {
+		return fmt.Errorf("%w: %w", wire.ErrNotStored, err)
+	}
+	return err
+}
+
+// putPresence asks an edge to write (or refresh) the instance's presence, to expire
+// one TTL after.
 func (w *Worker) putPresence(ctx context.Context, p *wire.Presence) error {
-	msg, err := wire.PresenceMsg(p, w.cfg.presenceTTL)
+	msg, err := w.cfg.subjects.AskPresenceMsg(p, w.cfg.presenceTTL)
 	if err != nil {
 		return err
 	}
@@ -535,8 +539,8 @@ func (w *Worker) putPresence(ctx context.Context, p *wire.Presence) error {
 		// next attempt, once it has one, must not wait for the heartbeat after.
 		actx, cancel := context.WithTimeout(ctx, presenceAttempt)
 		defer cancel()
-		err := w.inbox.store(actx, msg)
-		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		err := w.ask(actx, msg)
+		if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, &wire.AskError{Code: wire.AskFailed})) {
 			return fmt.Errorf("%w: %w", errUnanswered, err)
 		}
 		return err
@@ -630,11 +634,15 @@ func (w *Worker) addEndpoint(svc micro.Service, name, subject string, lookup fun
 func (w *Worker) intake(lookup func() *Method, st *methodStats) micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
 		in := inbound{subject: req.Subject(), reply: req.Reply(), data: req.Data(), header: nats.Header(req.Headers())}
+		if !wire.CallReplyAcceptable(in.reply) {
+			// Every call an edge sends waits for its answer on a plain reply subject; a
+			// call without one, or one answered into JetStream's API, is none of theirs.
+			w.log.Warn("call refused: its reply subject is none an edge gives", "subject", in.subject)
+			return
+		}
 		m := lookup()
 		if m == nil {
-			if in.reply != "" {
-				_ = w.nc.PublishMsg(reply(in.reply, nil, &Error{Code: CodeMethodNotFound, Message: "the tool has no such method any more", Status: 404}))
-			}
+			_ = w.nc.PublishMsg(reply(in.reply, nil, &Error{Code: CodeMethodNotFound, Message: "the tool has no such method any more", Status: 404}))
 			return
 		}
 		j := job{m, st, in, in.header.Get(wire.HeaderCallID)}
@@ -703,7 +711,10 @@ func (w *Worker) call(m *Method, st *methodStats, in inbound) {
 	c := &Call{
 		Tool: w.tool.ID, Method: method, Params: in.data, Header: in.header,
 		Account: req.Account, RequestID: req.RequestID, CallID: req.CallID, Session: req.Session,
-		Deadline: req.Deadline, w: w, req: req, progress: req.Progress,
+		Deadline: req.Deadline, LogLevel: req.LogLevel, w: w, req: req, progress: req.Progress,
+	}
+	if len(req.ClientCapabilityObject) > 0 && json.Valid(req.ClientCapabilityObject) {
+		c.ClientCapabilities = json.RawMessage(req.ClientCapabilityObject)
 	}
 
 	ctx := wire.Propagator.Extract(w.base, wire.HeaderCarrier(in.header))
@@ -863,7 +874,7 @@ func (w *Worker) drain(svc micro.Service, closed <-chan nats.Status) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	presErr := w.inbox.store(ctx, wire.PresenceDeleteMsg(w.tool.ID, w.cfg.instance))
+	presErr := w.ask(ctx, w.cfg.subjects.AskPresenceDeleteMsg(w.tool.ID, w.cfg.instance))
 
 	// Once the server has answered a flush sent after the unsubscriptions, every call
 	// it routed here sits in the connection's pending queues; the barrier runs when the

@@ -506,6 +506,7 @@ func ExampleFunc() {
 func TestSubjectPrefix(t *testing.T) {
 	e := newEnv(t)
 	alt := wire.Subjects{Prefix: "alt"}
+	testenv.Asks(t, e.nc, alt)
 	e.start(workers.Tool{ID: "prefixed"}, []workers.Method{greet()}, workers.WithSubjects(alt))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -599,12 +600,16 @@ func TestWorkerWaitsForTheRegistry(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	var stopOnce sync.Once
+	stop := func() { // before the edge that answers its asks stops: its drain asks one
+		stopOnce.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	testenv.Eventually(t, 10*time.Second, "the worker says it waits for the registry", func() bool {
 		return strings.Contains(logs.String(), "the registry is not on this NATS system yet")
 	})
@@ -628,5 +633,37 @@ func TestWorkerWaitsForTheRegistry(t *testing.T) {
 	})
 	if r, err := call(t, e, "greeter", "greet", `{"name":"Ada"}`); err != nil || string(r.Data) != `{"greeting":"hello, Ada"}` {
 		t.Fatalf("call: %v %v", err, r)
+	}
+	stop()
+}
+
+// TestCallsWithoutAProperReplyAreNotRun: an edge always gives a call a reply subject
+// of its own; a call without one, or answered into the server's APIs, is not run, so
+// that whatever the handler does and answers never lands where a sender chose.
+func TestCallsWithoutAProperReplyAreNotRun(t *testing.T) {
+	e := newEnv(t)
+	var ran atomic.Int64
+	e.start(workers.Tool{ID: "counted"}, []workers.Method{{Name: "run", Handler: func(context.Context, *workers.Call) (any, error) {
+		ran.Add(1)
+		return "ran", nil
+	}}})
+	jsAPI, err := e.nc.SubscribeSync("$JS.API.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, reply := range []string{"", "$JS.API.DIRECT.GET.KV_tg-keys.$KV.tg-keys.x", "$KV.tg-keys.x"} {
+		if err := e.nc.PublishMsg(&nats.Msg{Subject: "tg.call.counted.run", Reply: reply, Data: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A proper call after them: the worker takes a method's calls in order.
+	if r, err := call(t, e, "counted", "run", `{}`); err != nil || string(r.Data) != `"ran"` {
+		t.Fatalf("the proper call: %v %v", r, err)
+	}
+	if n := ran.Load(); n != 1 {
+		t.Fatalf("the handler ran %d times, want only the proper call's", n)
+	}
+	if m, err := jsAPI.NextMsg(100 * time.Millisecond); err == nil {
+		t.Fatalf("the worker published on %s", m.Subject)
 	}
 }

@@ -3,6 +3,7 @@ package wire_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -212,16 +213,79 @@ func TestGoldenRecords(t *testing.T) {
 	tool := wire.Tool{ID: "email", Title: "Email", Version: "1.0.0", Capabilities: wire.Capabilities{Resources: true}, Holding: true,
 		Methods:   []wire.Method{{Name: "send_email", InputSchema: json.RawMessage(`{"type":"object"}`), Timeout: wire.Duration(5 * time.Second)}},
 		UpdatedAt: deadline.UTC()}
-	rec, err := wire.ToolRecordMsg(&tool)
+	s := wire.DefaultSubjects
+	rec, err := s.AskRecordMsg(&tool)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := wire.Presence{Tool: "email", Instance: "host-1", Host: "host", Version: "1.0.0", StartedAt: deadline.UTC()}
-	pres, err := wire.PresenceMsg(&p, 2500*time.Millisecond)
+	pres, err := s.AskPresenceMsg(&p, 2500*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "records", render(rec)+render(pres)+render(wire.PresenceDeleteMsg("email", "host-1")))
+	golden(t, "records", render(rec)+render(pres)+render(s.AskPresenceDeleteMsg("email", "host-1")))
+}
+
+func TestGoldenAsks(t *testing.T) {
+	s := wire.DefaultSubjects
+	var out string
+	for _, m := range []*nats.Msg{
+		s.AskStateMsg("email", wire.StateCreate, "msg_1", []byte(`{"to":"ada@example.com"}`), 0, 24*time.Hour),
+		s.AskStateMsg("email", wire.StateUpdate, "msg_1", []byte(`{"to":"bo@example.com"}`), 7, 0),
+		s.AskStateMsg("email", wire.StateGet, "msg_1", nil, 0, 0),
+		s.AskStateMsg("email", wire.StateKeys, "", nil, 0, 0),
+		wire.AskReply("_INBOX.tool.email.N1.t1", 8, []byte(`{"to":"bo@example.com"}`)),
+		wire.AskErrorReply("_INBOX.tool.email.N1.t2", wire.AskExists, "the key has a value, or another revision"),
+	} {
+		out += render(m)
+	}
+	golden(t, "asks", out)
+}
+
+func TestAskReplies(t *testing.T) {
+	body, rev, err := wire.ReadAskReply(wire.AskReply("r", 8, []byte("v")))
+	if err != nil || rev != 8 || string(body) != "v" {
+		t.Fatalf("%q %d %v", body, rev, err)
+	}
+	_, _, err = wire.ReadAskReply(wire.AskErrorReply("r", wire.AskNotFound, "no"))
+	if !errors.Is(err, wire.ErrAskNotFound) || errors.Is(err, wire.ErrAskExists) {
+		t.Fatalf("%v", err)
+	}
+	noResponders := nats.NewMsg("r")
+	noResponders.Header.Set("Status", "503")
+	if _, _, err := wire.ReadAskReply(noResponders); !errors.Is(err, wire.ErrNotStored) {
+		t.Fatalf("no responders: %v", err)
+	}
+	for reply, ok := range map[string]bool{
+		"_INBOX.tool.email.N1.t1": true, "_INBOX.tool.email.": false, "_INBOX.tool.emailx.N1": false,
+		"_INBOX.tool.email.*": false, "_INBOX.tool.email.>": false, "$KV.tg-keys.x": false, "tg.call.beta.run": false, "": false,
+	} {
+		if got := wire.AskReplyAllowed("email", reply); got != ok {
+			t.Errorf("AskReplyAllowed(email, %q) = %v", reply, got)
+		}
+	}
+	for reply, ok := range map[string]bool{"_INBOX.x": true, "tg.answer.email.S.P": true, "": false, "$JS.API.DIRECT.GET.x": false, "$KV.tg-keys.x": false} {
+		if got := wire.CallReplyAcceptable(reply); got != ok {
+			t.Errorf("CallReplyAcceptable(%q) = %v", reply, got)
+		}
+	}
+	for subject, want := range map[string]wire.Ask{
+		"tg.reg.email.record":          {Kind: wire.AskRecordKind, Tool: "email"},
+		"tg.reg.email.presence.host-1": {Kind: wire.AskPresenceKind, Tool: "email", Instance: "host-1"},
+		"tg.state.email.get":           {Kind: wire.AskStateKind, Tool: "email", Op: wire.StateGet},
+		"tg.sessout.email.S1":          {Kind: wire.AskSessionKind, Tool: "email", Session: "S1"},
+		"tg.answer.email.S1.P1":        {Kind: wire.AskAnswerKind, Tool: "email", Session: "S1", Post: "P1"},
+		"tg.state.email.drop":          {},
+		"tg.reg.Email.record":          {},
+		"tg.reg.email.record.x":        {},
+		"tg.call.email.get":            {},
+		"other.reg.email.record":       {},
+	} {
+		got, ok := wire.DefaultSubjects.ParseAsk(subject)
+		if ok != (want.Kind != 0) || got != want {
+			t.Errorf("ParseAsk(%s) = %+v, %v", subject, got, ok)
+		}
+	}
 }
 
 func TestGoldenHolding(t *testing.T) {
@@ -264,7 +328,14 @@ func TestGoldenSubjects(t *testing.T) {
 		"event log " + strings.Join(s.EventLog(), " "),
 		"logged " + s.Logged(s.SessionPost("email", "S1", "P1")),
 		"tool record " + wire.ToolRecord("email"),
-		"tool record get " + wire.ToolRecordGet("email"),
+		"ask record " + s.AskRecord("email"),
+		"ask presence " + s.AskPresence("email", "host-1"),
+		"ask state " + s.AskState("email", wire.StateGet),
+		"ask session " + s.AskSession("email", "S1"),
+		"stream answer " + s.StreamAnswer("email", "S1", "P1"),
+		"stream answer logged " + s.StreamAnswerLogged("email", "S1", "P1"),
+		"asks " + strings.Join(s.Asks(), " "),
+		"ask queue " + s.AskQueue(),
 		"presence " + wire.PresenceRecord("email", "host-1"),
 		"worker inbox " + wire.WorkerInbox("email"),
 		"another prefix " + wire.Subjects{Prefix: "acme.tg"}.Cancel("email", "Nx1"),

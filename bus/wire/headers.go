@@ -18,6 +18,18 @@ const (
 	// present, perhaps empty, when the session's capabilities are known, so a worker
 	// sends a client no request it cannot answer.
 	HeaderClientCapabilities = "Tg-Client-Capabilities"
+	// HeaderClientCapabilityObject is the capabilities object the session's MCP
+	// client sent in initialize, compact JSON, so that a worker speaking MCP to a
+	// server of its own can declare to it exactly what the client declared.
+	HeaderClientCapabilityObject = "Tg-Client-Capability-Object"
+	// HeaderPost names the POST stream of the session that carries the call's answer:
+	// a worker's requests related to the call (sampling, elicitation, roots) go on it,
+	// SessionPost(tool, session, post), rather than on the session's standalone
+	// stream, which a client need not open.
+	HeaderPost = "Tg-Post"
+	// HeaderLogLevel is the least severe level of log message the session's client
+	// asked for with logging/setLevel; absent when it set none.
+	HeaderLogLevel = "Tg-Log-Level"
 )
 
 // Headers on reply messages.
@@ -43,11 +55,5 @@ const (
 	ResultRPCError = "jsonrpc-error"
 )
 
-// Headers of the JetStream messages a worker writes and reads.
-const (
-	headerTTL        = "Nats-TTL"           // a presence record's own time to live
-	headerKVOp       = "KV-Operation"       // DEL or PURGE on a key's delete marker
-	headerMarker     = "Nats-Marker-Reason" // a marker the server left when it removed a key
-	headerNATSStatus = "Status"             // 503 no responders, 404 no message
-	headerSequence   = "Nats-Sequence"
-)
+// The server's status header: 503 on a request nobody answered.
+const headerNATSStatus = "Status"

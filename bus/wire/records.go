@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -48,6 +47,11 @@ type Capabilities struct {
 	Prompts     bool `json:"prompts,omitempty"`
 	Completions bool `json:"completions,omitempty"`
 	Logging     bool `json:"logging,omitempty"`
+	// SessionTools says the tool's MCP handler answers tools/list for an MCP session:
+	// the tools that session's client may see, as the server behind the tool lists
+	// them to a client that declared what it did (a bridged server may offer tools
+	// only to clients with roots, say). Edges list those of the tool's methods.
+	SessionTools bool `json:"session_tools,omitempty"`
 	// MCP is the capabilities object of the MCP server behind the tool, as that
 	// server declared it (a bridged server): what it says of each feature
 	// (listChanged, subscribe), and features the gateway passes through without
@@ -145,7 +149,8 @@ type Presence struct {
 // says otherwise.
 const DefaultPresenceTTL = 10 * time.Second
 
-// ToolRecordMsg is the message that writes t's record.
+// ToolRecordMsg is the message that writes t's record into the tools bucket (an
+// edge's, for the worker that asked: Subjects.AskRecordMsg).
 func ToolRecordMsg(t *Tool) (*nats.Msg, error) {
 	b, err := json.Marshal(t)
 	if err != nil {
@@ -154,53 +159,4 @@ func ToolRecordMsg(t *Tool) (*nats.Msg, error) {
 	msg := nats.NewMsg(ToolRecord(t.ID))
 	msg.Data = b
 	return msg, nil
-}
-
-// ReadToolRecord decodes the answer of ToolRecordGet: the record, or nil when the tool
-// has none (never written, deleted, or expired).
-func ReadToolRecord(msg *nats.Msg) (*Tool, error) {
-	if len(msg.Data) == 0 {
-		switch status := msg.Header.Get(headerNATSStatus); status {
-		case "404":
-			return nil, nil
-		case "":
-		case "503":
-			return nil, ErrNotStored
-		default:
-			return nil, fmt.Errorf("wire: tool record: status %s %s", status, msg.Header.Get("Description"))
-		}
-	}
-	if msg.Header.Get(headerKVOp) != "" || msg.Header.Get(headerMarker) != "" {
-		return nil, nil
-	}
-	if msg.Header.Get(headerSequence) == "" {
-		return nil, fmt.Errorf("wire: tool record: the answer is no stored message")
-	}
-	var t Tool
-	if err := json.Unmarshal(msg.Data, &t); err != nil {
-		return nil, fmt.Errorf("wire: tool record: %w", err)
-	}
-	return &t, nil
-}
-
-// PresenceMsg is the message that writes (or refreshes) p, to expire ttl after it is
-// stored. The server counts whole seconds, at least one: ttl is rounded up to them.
-func PresenceMsg(p *Presence, ttl time.Duration) (*nats.Msg, error) {
-	b, err := json.Marshal(p)
-	if err != nil {
-		return nil, fmt.Errorf("wire: presence %s.%s: %w", p.Tool, p.Instance, err)
-	}
-	msg := nats.NewMsg(PresenceRecord(p.Tool, p.Instance))
-	secs := max(1, int64((ttl+time.Second-1)/time.Second))
-	msg.Header.Set(headerTTL, strconv.FormatInt(secs, 10)+"s")
-	msg.Data = b
-	return msg, nil
-}
-
-// PresenceDeleteMsg is the message that removes an instance's presence at once, as a
-// clean stop does: the key's delete marker.
-func PresenceDeleteMsg(tool, instance string) *nats.Msg {
-	msg := nats.NewMsg(PresenceRecord(tool, instance))
-	msg.Header.Set(headerKVOp, "DEL")
-	return msg
 }

@@ -30,9 +30,17 @@ type Request struct {
 	// ClientCapabilities are the capabilities the session's MCP client declared; nil
 	// when unknown (no session, or none recorded).
 	ClientCapabilities []string
-	Deadline           time.Time // zero means the context's deadline, if any
-	Progress           bool      // the caller follows Progress(Tool, CallID)
-	Data               []byte
+	// ClientCapabilityObject is the capabilities object the session's client sent in
+	// initialize, as JSON; nil when unknown.
+	ClientCapabilityObject []byte
+	// Post names the POST stream of the session the call is answered on, when it is
+	// answered with one (HeaderPost).
+	Post string
+	// LogLevel is the log level the session's client set, if any.
+	LogLevel string
+	Deadline time.Time // zero means the context's deadline, if any
+	Progress bool      // the caller follows Progress(Tool, CallID)
+	Data     []byte
 	// Header holds extra headers, copied onto the message first.
 	Header nats.Header
 	// ReplyTo is where the tool answers, when the answer must be kept where others can
@@ -68,6 +76,9 @@ func (s Subjects) Msg(ctx context.Context, r *Request) *nats.Msg {
 	set(HeaderRequestID, r.RequestID)
 	set(HeaderAccount, r.Account)
 	set(HeaderSession, r.Session)
+	set(HeaderPost, r.Post)
+	set(HeaderLogLevel, r.LogLevel)
+	set(HeaderClientCapabilityObject, string(r.ClientCapabilityObject))
 	if r.MCP {
 		set(HeaderMethod, r.Method)
 	}
@@ -110,6 +121,11 @@ func (s Subjects) ReadRequest(subject string, h nats.Header, data []byte) (Reque
 	r.Account = h.Get(HeaderAccount)
 	r.Session = h.Get(HeaderSession)
 	r.Progress = h.Get(HeaderProgress) != ""
+	r.Post = h.Get(HeaderPost)
+	r.LogLevel = h.Get(HeaderLogLevel)
+	if v := h.Get(HeaderClientCapabilityObject); v != "" {
+		r.ClientCapabilityObject = []byte(v)
+	}
 	if caps, ok := h[HeaderClientCapabilities]; ok {
 		r.ClientCapabilities = []string{}
 		if len(caps) > 0 && caps[0] != "" {

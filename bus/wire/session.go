@@ -18,18 +18,28 @@ import (
 
 // SessionRequest is the body of a request with id for a session's client.
 func SessionRequest(id, method string, params any) ([]byte, error) {
+	return sessionMessage(&id, method, params)
+}
+
+// SessionNotification is the body of a notification for a session's client.
+func SessionNotification(method string, params any) ([]byte, error) {
+	return sessionMessage(nil, method, params)
+}
+
+// sessionMessage is a request (with id) or a notification (without) for a client.
+func sessionMessage(id *string, method string, params any) ([]byte, error) {
 	p, err := json.Marshal(params)
 	if err != nil {
-		return nil, fmt.Errorf("wire: session request %s: params: %w", method, err)
+		return nil, fmt.Errorf("wire: session message %s: params: %w", method, err)
 	}
 	b, err := json.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
-		ID      string          `json:"id"`
+		ID      *string         `json:"id,omitempty"`
 		Method  string          `json:"method"`
 		Params  json.RawMessage `json:"params,omitempty"`
 	}{"2.0", id, method, p})
 	if err != nil {
-		return nil, fmt.Errorf("wire: session request %s: %w", method, err)
+		return nil, fmt.Errorf("wire: session message %s: %w", method, err)
 	}
 	return b, nil
 }

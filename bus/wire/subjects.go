@@ -99,6 +99,30 @@ func (s Subjects) SessionReply(tool, session, id string) string {
 	return s.join("sess", tool, session, "reply", id)
 }
 
+// SessionEnd tells a tool's workers that an MCP session of tool ended (its client
+// deleted it, or it expired): what they hold for it, they may let go. Every edge
+// publishes it, so a worker may hear it more than once.
+func (s Subjects) SessionEnd(tool, session string) string {
+	return s.join("sess", tool, session, "end")
+}
+
+// SessionEnds matches the ends of every session of tool: what its workers follow.
+func (s Subjects) SessionEnds(tool string) string { return s.join("sess", tool, "*", "end") }
+
+// ParseSessionEnd reads the tool and session out of a SessionEnd subject.
+func (s Subjects) ParseSessionEnd(subject string) (tool, session string, ok bool) {
+	rest, ok := strings.CutPrefix(subject, s.SessionRoot())
+	if !ok {
+		return "", "", false
+	}
+	rest, ok = strings.CutSuffix(rest, ".end")
+	if !ok {
+		return "", "", false
+	}
+	tool, session, ok = strings.Cut(rest, ".")
+	return tool, session, ok && tool != "" && session != "" && !strings.Contains(session, ".")
+}
+
 // SessionReplies matches the answers to every session request of tool's workers.
 func (s Subjects) SessionReplies(tool string) string { return s.join("sess", tool, "*", "reply", ">") }
 
@@ -121,23 +145,18 @@ func (s Subjects) Logged(subject string) string {
 	return s.LoggedRoot() + strings.TrimPrefix(subject, s.SessionRoot())
 }
 
-// The registry buckets a worker writes to. Their names are the deployment's, not the
+// The registry buckets whose records a worker asks an edge to write. Their names are the deployment's, not the
 // subject prefix's.
 const (
 	BucketTools    = "tg-tools"
 	BucketPresence = "tg-presence"
 )
 
-// ToolRecord is the subject a worker publishes its tool's record on: the key tool of
-// the tools bucket.
+// ToolRecord is the subject of tool's record in the tools bucket.
 func ToolRecord(tool string) string { return "$KV." + BucketTools + "." + tool }
 
-// ToolRecordGet is the direct-get subject that answers with the last record of tool.
-func ToolRecordGet(tool string) string {
-	return "$JS.API.DIRECT.GET.KV_" + BucketTools + "." + ToolRecord(tool)
-}
-
-// PresenceRecord is the subject a worker instance publishes its presence on.
+// PresenceRecord is the subject of a worker instance's presence in the presence
+// bucket.
 func PresenceRecord(tool, instance string) string {
 	return "$KV." + BucketPresence + "." + tool + "." + instance
 }
@@ -151,7 +170,7 @@ const StateBucketPrefix = "tg-state-"
 // bucket is another's, nor one of the registry's.
 func StateBucket(tool string) string { return StateBucketPrefix + tool }
 
-// WorkerInbox is the root of the subjects a worker of tool waits for answers on (acks
-// of its writes, its session requests' acks): its own, so that a worker never needs
-// the whole of _INBOX.
+// WorkerInbox is the root of the subjects a worker of tool waits for answers on (the
+// edges' answers to its asks): its own, so that a worker never needs the whole of
+// _INBOX, and the only place an edge answers an ask of the tool.
 func WorkerInbox(tool string) string { return "_INBOX.tool." + tool + "." }

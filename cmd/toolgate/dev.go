@@ -13,7 +13,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/toolgate/toolgate/asks"
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/registry"
 	"github.com/toolgate/toolgate/workers"
@@ -219,6 +221,13 @@ func serveDev(ctx context.Context, cfg devConfig, st *devState, natsURL string, 
 	if err != nil {
 		return err
 	}
+	// The edge's answers to the workers' asks outlive the workers' drain, which asks
+	// for their presence to go.
+	asked, err := asks.Serve(nc, wire.DefaultSubjects, 0, log)
+	if err != nil {
+		return err
+	}
+	defer asked.Stop()
 	workerCtx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWorkers()
 	workersDone := make(chan error, 1)

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/toolgate/toolgate/asks"
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/edge/dashboard"
@@ -231,6 +232,12 @@ func runEdge(ctx context.Context, o edgeOptions, out io.Writer, log *slog.Logger
 	if err != nil {
 		return lost(ctx, err)
 	}
+	// What workers, which have no JetStream reach, ask the edges to store for them.
+	asked, err := asks.Serve(nc, o.Gateway.Subjects, 0, log)
+	if err != nil {
+		return err
+	}
+	defer asked.Stop()
 	return lost(ctx, serveEdge(ctx, o, nc, store, signer, log, func(listen, base string) {
 		fmt.Fprintf(out, "toolgate edge: listening on %s, links under %s\n", listen, base)
 	}))

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
+	"github.com/toolgate/toolgate/workers"
 
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/registry"
@@ -94,26 +94,24 @@ that exists is kept as it is.`,
 }
 
 // waitForState waits up to wait for tool's state bucket, which an admin makes, and says
-// once that it waits.
+// once that it waits. The worker asks an edge (it has no JetStream reach of its own),
+// so it waits for an edge too.
 func waitForState(ctx context.Context, nc *nats.Conn, tool string, wait time.Duration, log *slog.Logger) error {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	deadline := time.Now().Add(wait)
 	logged := false
 	for {
 		attempt, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := js.KeyValue(attempt, wire.StateBucket(tool))
+		st, err := workers.New(nc, workers.Tool{ID: tool}).State(attempt)
 		cancel()
 		if err == nil {
+			st.Close()
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			if errors.Is(err, jetstream.ErrBucketNotFound) {
+			if errors.Is(err, workers.ErrNoState) {
 				return fmt.Errorf("state of %s: %s is missing; an admin makes it (toolgate state create %s, or toolgate bootstrap for the demo tools)", tool, wire.StateBucket(tool), tool)
 			}
-			return fmt.Errorf("state of %s: %w", tool, err)
+			return fmt.Errorf("state of %s: %w (is an edge running?)", tool, err)
 		}
 		if !logged {
 			log.Info("waiting for the tool's state bucket", "tool", tool, "bucket", wire.StateBucket(tool), "err", err)

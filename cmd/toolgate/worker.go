@@ -162,7 +162,7 @@ func newWorkerMCPCmd() *cobra.Command {
 	bridge := mcpbridge.DefaultConfig()
 	var headers []string
 	cmd := &cobra.Command{
-		Use:   "mcp --tool ID [--title T] [--sessions N] (-- COMMAND [ARGS...] | --url URL [--header K:V]...)",
+		Use:   "mcp --tool ID [--title T] [--sessions N] [--client-sessions N] (-- COMMAND [ARGS...] | --url URL [--header K:V]...)",
 		Short: "Deploy an existing MCP server as a tool: a stdio command, or a remote URL",
 		Example: `  toolgate worker mcp --tool everything -- npx -y @modelcontextprotocol/server-everything
   toolgate worker mcp --tool search --url https://mcp.example.com/mcp --header "Authorization: Bearer $TOKEN"`,
@@ -192,7 +192,9 @@ func newWorkerMCPCmd() *cobra.Command {
 	f.StringVar(&cfg.HealthListen, "health-listen", cfg.HealthListen, "address to serve GET /healthz on, for container health checks (env "+healthEnv+"; empty: none)")
 	f.StringVar(&bridge.Tool, "tool", "", "the tool's id")
 	f.StringVar(&bridge.Title, "title", "", "the tool's title (default: the server's own)")
-	f.IntVar(&bridge.Sessions, "sessions", bridge.Sessions, "upstream sessions calls are spread over; for a command, its processes")
+	f.IntVar(&bridge.Sessions, "sessions", bridge.Sessions, "shared upstream sessions (for a command, processes): calls without an MCP session (HTTP API) are spread over them")
+	f.IntVar(&bridge.ClientSessions, "client-sessions", bridge.ClientSessions, "most upstream sessions (for a command, processes) held at once for MCP client sessions, one each; more are refused until one ends")
+	f.DurationVar(&bridge.ClientSessionIdle, "client-session-idle", bridge.ClientSessionIdle, "end the upstream session of an MCP client session that made no request for this long")
 	f.StringVar(&bridge.URL, "url", "", "a remote server's Streamable HTTP (or HTTP+SSE) endpoint, instead of a command")
 	f.StringArrayVar(&headers, "header", nil, "a header sent to the --url server, as \"Name: value\" (repeatable)")
 	f.DurationVar(&bridge.CallTimeout, "call-timeout", 0, "the timeout of the server's tools (default: the gateway's)")

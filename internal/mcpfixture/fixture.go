@@ -48,8 +48,10 @@ const (
 	DottedToolName = "process.pid"
 	// RemoteSchemaToolName is a tool whose input schema refers to another document.
 	RemoteSchemaToolName = "remote_schema"
-	TemplateURI          = "test://template/{id}/data"
-	WatchedResource      = "test://watched-resource"
+	// LogLaterToolName is a tool whose server sends log messages after the call.
+	LogLaterToolName = "log_later"
+	TemplateURI      = "test://template/{id}/data"
+	WatchedResource  = "test://watched-resource"
 )
 
 // New returns the fixture server. Each call returns a server of its own: state (the
@@ -316,6 +318,11 @@ type updateIn struct {
 	URI string `json:"uri"`
 }
 
+type logLaterIn struct {
+	MS   int    `json:"ms,omitempty" jsonschema:"how long after the call the messages are sent"`
+	Text string `json:"text" jsonschema:"what the messages say"`
+}
+
 func (f *fixture) addBridgeTools() {
 	s := f.server
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Title: "Echo", Description: "Says the text back, with its length",
@@ -368,6 +375,17 @@ func (f *fixture) addBridgeTools() {
 	mcp.AddTool(s, &mcp.Tool{Name: "toggle_extra", Description: "Adds the extra tool, or removes it; clients hear tools/list_changed"},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 			return f.toggleExtra(), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: LogLaterToolName, Description: "Answers at once; ms later, outside any call, logs text at debug and at info"},
+		func(_ context.Context, req *mcp.CallToolRequest, in logLaterIn) (*mcp.CallToolResult, any, error) {
+			ss := req.Session
+			go func() {
+				time.Sleep(time.Duration(in.MS) * time.Millisecond)
+				for _, level := range []mcp.LoggingLevel{"debug", "info"} {
+					_ = ss.Log(context.Background(), &mcp.LoggingMessageParams{Level: level, Logger: "fixture", Data: in.Text})
+				}
+			}()
+			return text("logging later"), nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "update_resource", Description: "Tells subscribers that a resource changed"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in updateIn) (*mcp.CallToolResult, any, error) {

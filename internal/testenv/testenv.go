@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +18,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolgate/toolgate/asks"
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -204,8 +207,10 @@ func Context(t testing.TB) context.Context {
 	return ctx
 }
 
-// Store opens the registry on nc with replicas and the default options. (A test of
-// presence expiry gives its worker a short TTL of its own: workers.WithPresenceTTL.)
+// Store opens the registry on nc with replicas and the default options, and answers
+// workers' asks on nc as an edge does (Asks), so that workers can store their records
+// there. (A test of presence expiry gives its worker a short TTL of its own:
+// workers.WithPresenceTTL.)
 func Store(t testing.TB, nc *nats.Conn, replicas int) *registry.Store {
 	t.Helper()
 	opts := registry.DefaultOptions()
@@ -214,7 +219,20 @@ func Store(t testing.TB, nc *nats.Conn, replicas int) *registry.Store {
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
+	Asks(t, nc, wire.DefaultSubjects)
 	return st
+}
+
+// Asks answers workers' asks under subj on nc (package asks), as every edge does,
+// until the test ends.
+func Asks(t testing.TB, nc *nats.Conn, subj wire.Subjects) *asks.Server {
+	t.Helper()
+	s, err := asks.Serve(nc, subj, 0, Logger(t))
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
 }
 
 // View starts a registry view on store that lives as long as the test.
@@ -300,4 +318,22 @@ func NewRegistry(t testing.TB) *Registry {
 	nc := Conn(t, s.ClientURL())
 	st := Store(t, nc, 1)
 	return &Registry{Server: s, Conn: nc, Store: st, View: View(t, st), Signer: LinkSigner(t), Ctx: Context(t)}
+}
+
+// NPXPackage returns npx once it has the npm package pkg, fetched within two minutes;
+// it skips the test when there is no npx or the registry cannot be reached.
+func NPXPackage(t testing.TB, pkg string) string {
+	t.Helper()
+	npx, err := exec.LookPath("npx")
+	if err != nil {
+		t.Skip("skipping: no npx on PATH to fetch " + pkg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	if out, err := exec.CommandContext(ctx, npx, "--yes", "--package", pkg, "-c", "true").CombinedOutput(); err != nil {
+		t.Skipf("skipping: npx could not install %s within 2 minutes: %v\n%s", pkg, err, out)
+	}
+	t.Logf("npx has %s (%v)", pkg, time.Since(start).Round(time.Millisecond))
+	return npx
 }

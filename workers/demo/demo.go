@@ -19,7 +19,6 @@ import (
 	_ "time/tzdata" // clock must know every IANA zone, whatever the host has installed
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
 	"github.com/toolgate/toolgate/workers"
@@ -74,7 +73,7 @@ type Mail struct {
 	QueuedAt time.Time `json:"queued_at"`
 }
 
-type outbox struct{ kv jetstream.KeyValue }
+type outbox struct{ kv *workers.State }
 
 // Email returns the email tool's worker: send_email puts a message in the outbox,
 // list_sent lists the outbox. The outbox is the tool's state bucket, which must
@@ -136,7 +135,7 @@ func (o *outbox) send(ctx context.Context, _ *workers.Call, in sendIn) (sendOut,
 	if err != nil {
 		return sendOut{}, err
 	}
-	if _, err := o.kv.Create(ctx, m.ID, b, jetstream.KeyTTL(OutboxTTL)); err != nil {
+	if _, err := o.kv.Create(ctx, m.ID, b, OutboxTTL); err != nil {
 		return sendOut{}, fmt.Errorf("outbox: %w", err)
 	}
 	return sendOut{ID: m.ID, QueuedAt: m.QueuedAt}, nil
@@ -157,25 +156,22 @@ func (o *outbox) list(ctx context.Context, _ *workers.Call, in listIn) (listOut,
 	if in.Limit < 1 || in.Limit > 1000 {
 		return listOut{}, invalidParams("limit: must be from 1 to 1000")
 	}
-	watch, err := o.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	keys, err := o.kv.Keys(ctx)
 	if err != nil {
 		return listOut{}, fmt.Errorf("outbox: %w", err)
 	}
-	defer watch.Stop()
 	out := listOut{Messages: []Mail{}}
-read:
-	for {
-		select {
-		case e, ok := <-watch.Updates():
-			if !ok || e == nil {
-				break read // every current message has been seen
-			}
-			var m Mail
-			if err := json.Unmarshal(e.Value(), &m); err == nil {
-				out.Messages = append(out.Messages, m)
-			}
-		case <-ctx.Done():
-			return listOut{}, ctx.Err()
+	for _, k := range keys {
+		v, _, err := o.kv.Get(ctx, k)
+		if errors.Is(err, workers.ErrKeyNotFound) {
+			continue // expired since it was listed
+		}
+		if err != nil {
+			return listOut{}, fmt.Errorf("outbox: %w", err)
+		}
+		var m Mail
+		if err := json.Unmarshal(v, &m); err == nil {
+			out.Messages = append(out.Messages, m)
 		}
 	}
 	slices.SortFunc(out.Messages, func(a, b Mail) int {

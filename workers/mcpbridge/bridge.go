@@ -6,16 +6,28 @@
 // caller's MCP session, serves the server's resources, prompts and completions on the
 // tool's tg.mcp subject, and follows the server's tools/list_changed into the registry.
 //
-// Calls are spread over a pool of upstream sessions (for a stdio server, one child
-// process each). A session that ends is restarted with backoff; the calls in flight
-// on it fail at once with tool_unavailable, and the other sessions keep serving.
+// Each MCP client session that uses the tool has an upstream session of its own (for
+// a stdio server, a child process), opened at its first request with the
+// capabilities the client declared, and ended when the client's session ends (edges
+// announce it), after ClientSessionIdle without a request, or when the bridge stops:
+// what the server keeps per session (subscriptions, state a tool toggles, roots) is
+// the client's alone, and everything the server sends on it outside a call (log
+// messages, resource updates, its own requests) goes to that client. Calls that come
+// without an MCP session (the HTTP API) are spread over a pool of shared sessions,
+// which also say what the tool's methods are; when the server keeps no session state
+// (a remote Streamable HTTP server that names no session), every call uses the pool.
 //
-// The server's notifications and requests that MCP does not tie to a request (log
-// messages, sampling, elicitation) are given to the call running on the session they
-// came from when exactly one is; calls go to the least busy session, so a call has its
-// session to itself unless the pool is saturated. When several calls share the
-// session, log messages go to the worker's log and requests are refused, since there
-// is no telling whose caller should be asked.
+// A shared session that ends is restarted with backoff; the calls in flight on it
+// fail at once with tool_unavailable, and the other sessions keep serving. A
+// client's session that ends is opened again at the client's next request, as a
+// server restarted.
+//
+// A server's requests (sampling, elicitation, roots) and log messages go to the call
+// running on the session they came from when exactly one is: a request on the
+// stream of that call's POST. When none or several are, on a client's session they
+// go to the client's standalone stream, and on a shared session log messages go to
+// the worker's log and requests are refused, since there is no telling whose caller
+// should be asked.
 package mcpbridge
 
 //lint:file-ignore SA1019 the bridge forwards sampling and logging, which MCP deprecates only from 2026-07-28, for the revisions that have them.
@@ -64,17 +76,20 @@ const stableAfter = 10 * time.Second
 
 // Bridge runs one MCP server as one instance of a tool.
 type Bridge struct {
-	nc     *nats.Conn
-	cfg    Config
-	log    *slog.Logger
-	opts   []workers.Option
-	client *mcp.Client
+	nc   *nats.Conn
+	cfg  Config
+	log  *slog.Logger
+	opts []workers.Option
 
 	ready   chan struct{}
 	changed chan struct{} // a session's tool list changed
+	w       *workers.Worker
+	life    context.Context // the upstream sessions' (outlives Run's ctx while calls drain)
 
 	mu       sync.Mutex
 	sessions []*session
+	clients  map[string]*session // by MCP client session id
+	shared   bool                // the server keeps no per-session state: clients share the pool
 	byClient map[*mcp.ClientSession]*session
 	progress map[string]*inflight       // by progress token
 	subs     map[string]map[string]bool // resource URI -> MCP sessions subscribed
@@ -83,17 +98,27 @@ type Bridge struct {
 	dropped  map[string]bool            // tools whose input schema was dropped, logged once
 }
 
-// session is one upstream MCP session, restarted when it ends. Its fields are
-// guarded by the Bridge's mu.
+// session is one upstream MCP session: a shared one, restarted when it ends, or the
+// one of a client session. Its fields are guarded by the Bridge's mu.
 type session struct {
-	idx    int
-	cs     *mcp.ClientSession // nil while it is down
-	down   chan struct{}      // closed when cs ends
-	ended  error              // why cs ended, once down is closed
-	stop   context.CancelFunc // ends the context cs was connected with
-	stderr *lineLog           // a stdio child's stderr
-	calls  map[*inflight]struct{}
-	relist chan struct{} // the server said its tool list changed
+	idx    int    // in the pool; -1 for a client's
+	client string // the MCP client session it serves; "" for a shared one
+	caps   *mcp.ClientCapabilities
+	level  string        // the log level set upstream
+	opened chan struct{} // a client's: closed once it is open, or failed to open
+	err    error         // why a client's did not open
+	used   time.Time     // a client's: its last request
+	raw    rawWaits      // the requests whose raw results are wanted (its own lock)
+	conn   *observedConn // a stdio server's connection, for requests the SDK cannot make
+	// initialized is the server's initialize result as it sent it, if seen.
+	initialized json.RawMessage
+	cs          *mcp.ClientSession // nil while it is down
+	down        chan struct{}      // closed when cs ends
+	ended       error              // why cs ended, once down is closed
+	stop        context.CancelFunc // ends the context cs was connected with
+	stderr      *lineLog           // a stdio child's stderr
+	calls       map[*inflight]struct{}
+	relist      chan struct{} // the server said its tool list changed
 
 	tools    map[string]*mcp.Tool // by MCP name, from the session's latest tools/list
 	listedAt time.Time
@@ -120,36 +145,39 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger, opts ...workers.Option) *B
 		ready:    make(chan struct{}),
 		changed:  make(chan struct{}, 1),
 		byClient: map[*mcp.ClientSession]*session{},
+		clients:  map[string]*session{},
 		progress: map[string]*inflight{},
 		subs:     map[string]map[string]bool{},
 		dropped:  map[string]bool{},
 	}
 	for i := range cfg.Sessions {
-		b.sessions = append(b.sessions, &session{idx: i, calls: map[*inflight]struct{}{}, relist: make(chan struct{}, 1)})
+		b.sessions = append(b.sessions, &session{idx: i, caps: everyCapability(), calls: map[*inflight]struct{}{}, relist: make(chan struct{}, 1)})
 	}
-	b.client = mcp.NewClient(&mcp.Implementation{Name: "toolgate-mcpbridge", Version: "1.0.0"}, &mcp.ClientOptions{
-		Logger: b.log,
-		// No roots: the bridge has no files of its own to offer.
-		Capabilities: &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}},
-		CreateMessageWithToolsHandler: func(ctx context.Context, req *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
-			var res mcp.CreateMessageWithToolsResult
-			if err := b.ask(ctx, req.Session, "sampling/createMessage", req.Params, &res); err != nil {
-				return nil, err
-			}
-			return &res, nil
-		},
-		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			var res mcp.ElicitResult
-			if err := b.ask(ctx, req.Session, "elicitation/create", req.Params, &res); err != nil {
-				return nil, err
-			}
-			return &res, nil
-		},
+	return b
+}
+
+// everyCapability is what a shared session declares: every capability a client may
+// have, so that the server lists every tool it may offer some client.
+func everyCapability() *mcp.ClientCapabilities {
+	return &mcp.ClientCapabilities{
+		RootsV2:     &mcp.RootCapabilities{ListChanged: true},
+		Sampling:    &mcp.SamplingCapabilities{Context: &mcp.SamplingContextCapabilities{}, Tools: &mcp.SamplingToolsCapabilities{}},
+		Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}},
+	}
+}
+
+// newClient is the MCP client of one upstream session, declaring caps. The server's
+// requests go to the caller (see ask), never answered by the SDK itself.
+func (b *Bridge) newClient(caps *mcp.ClientCapabilities) *mcp.Client {
+	c := mcp.NewClient(&mcp.Implementation{Name: "toolgate-mcpbridge", Version: "1.0.0"}, &mcp.ClientOptions{
+		Logger:       b.log,
+		Capabilities: caps,
 		// Progress and log messages are read as they arrive (see observe).
 		ToolListChangedHandler: b.onToolListChanged,
 		ResourceUpdatedHandler: b.onResourceUpdated,
 	})
-	return b
+	c.AddReceivingMiddleware(b.serverRequests)
+	return c
 }
 
 // Ready is closed once the tool is served.
@@ -171,24 +199,33 @@ func (b *Bridge) Run(ctx context.Context) error {
 		wg.Wait()
 	}()
 
+	b.life = poolCtx
+	defer b.endClients("the bridge stopped")
+
 	first := b.sessions[0]
 	if err := b.open(poolCtx, first); err != nil {
 		return fmt.Errorf("mcp: tool %s: start the server: %w", b.cfg.Tool, err)
 	}
 	b.mu.Lock()
-	info := first.cs.InitializeResult()
+	info, infoRaw := first.cs.InitializeResult(), first.initialized
+	// A Streamable HTTP server that names no session keeps no state of one.
+	b.shared = b.cfg.URL != "" && !b.useSSE && first.cs.ID() == ""
 	b.mu.Unlock()
-	w := workers.New(b.nc, b.tool(info), b.opts...)
+	tool := b.tool(info, infoRaw)
+	// Each client session lists the tools its own upstream session offers.
+	tool.Capabilities.SessionTools = !b.shared
+	w := workers.New(b.nc, tool, b.opts...)
+	b.w = w
+	w.OnSessionEnd(func(id string) { go b.endClient(id, nil, "the client's session ended") })
 	if err := w.SetMethods(ctx, b.methods()); err != nil {
 		return err
 	}
-	if caps := info.Capabilities; caps != nil && (caps.Resources != nil || caps.Prompts != nil || caps.Completions != nil) {
-		w.HandleMCP(b.serveMCP)
-	}
+	w.HandleMCP(b.serveMCP)
 	for _, s := range b.sessions {
 		wg.Go(func() { b.keep(poolCtx, s, s == first) })
 	}
 	wg.Go(func() { b.follow(poolCtx, w) })
+	wg.Go(func() { b.sweep(poolCtx) })
 	wg.Go(func() {
 		select {
 		case <-w.Ready():
@@ -203,7 +240,7 @@ var semverPattern = regexp.MustCompile(`^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\
 
 // tool is what the worker declares: the configured id and title, and what the server
 // says of itself.
-func (b *Bridge) tool(info *mcp.InitializeResult) workers.Tool {
+func (b *Bridge) tool(info *mcp.InitializeResult, raw json.RawMessage) workers.Tool {
 	t := workers.Tool{ID: b.cfg.Tool, Title: b.cfg.Title, Description: info.Instructions}
 	if si := info.ServerInfo; si != nil {
 		t.Title = cmp.Or(t.Title, si.Title, si.Name)
@@ -216,6 +253,13 @@ func (b *Bridge) tool(info *mcp.InitializeResult) workers.Tool {
 			Resources: caps.Resources != nil, Prompts: caps.Prompts != nil,
 			Completions: caps.Completions != nil, Logging: caps.Logging != nil,
 			MCP: rawJSON(caps),
+		}
+		// As the server declared them, with what the SDK's types do not know (tasks).
+		var sent struct {
+			Capabilities json.RawMessage `json:"capabilities"`
+		}
+		if json.Unmarshal(raw, &sent) == nil && len(sent.Capabilities) > 0 && sent.Capabilities[0] == '{' {
+			t.Capabilities.MCP = sent.Capabilities
 		}
 	}
 	return t
@@ -240,10 +284,12 @@ func (b *Bridge) open(ctx context.Context, s *session) error {
 		return err
 	}
 	opts := &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion}
-	cs, err := b.client.Connect(connCtx, transport, opts)
+	client := b.newClient(s.caps)
+	initCtx, initRaw := withRaw(connCtx)
+	cs, err := client.Connect(initCtx, transport, opts)
 	if err != nil && b.cfg.URL != "" && !b.sse() && connCtx.Err() == nil {
 		// An endpoint that does not take Streamable HTTP may be a legacy HTTP+SSE one.
-		sseCS, sseErr := b.client.Connect(connCtx, &mcp.SSEClientTransport{Endpoint: b.cfg.URL, HTTPClient: b.httpClient(s)}, opts)
+		sseCS, sseErr := client.Connect(initCtx, &mcp.SSEClientTransport{Endpoint: b.cfg.URL, HTTPClient: b.httpClient(s)}, opts)
 		if sseErr == nil {
 			b.log.Info("the server does not take Streamable HTTP; using HTTP+SSE", "url", b.cfg.URL, "streamable_error", err)
 			b.mu.Lock()
@@ -258,8 +304,10 @@ func (b *Bridge) open(ctx context.Context, s *session) error {
 		return fail(err)
 	}
 	down := make(chan struct{})
+	initialized := initRaw.raw()
+	s.raw.forget(initRaw)
 	b.mu.Lock()
-	s.cs, s.down, s.stderr = cs, down, stderr
+	s.cs, s.down, s.stderr, s.initialized = cs, down, stderr, initialized
 	b.byClient[cs] = s
 	b.mu.Unlock()
 	go func() {
@@ -270,15 +318,25 @@ func (b *Bridge) open(ctx context.Context, s *session) error {
 		close(down)
 	}()
 
-	if caps := cs.InitializeResult().Capabilities; caps != nil && caps.Logging != nil {
+	b.mu.Lock()
+	level := s.level
+	b.mu.Unlock()
+	if s.client == "" {
 		// Everything: what reaches a caller is filtered by the level its session set.
-		if err := cs.SetLoggingLevel(connCtx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		level = "debug"
+	}
+	if caps := cs.InitializeResult().Capabilities; caps != nil && caps.Logging != nil && level != "" {
+		// A client's session has the level its client set, if any, as it would
+		// have directly.
+		if err := cs.SetLoggingLevel(connCtx, &mcp.SetLoggingLevelParams{Level: mcp.LoggingLevel(level)}); err != nil {
 			b.log.Warn("upstream logging/setLevel failed", "session", s.idx, "err", err)
 		}
 	}
-	if err := b.list(connCtx, s); err != nil {
-		b.shut(s, cancel)
-		return fail(err)
+	if s.client == "" {
+		if err := b.list(connCtx, s); err != nil {
+			b.shut(s, cancel)
+			return fail(err)
+		}
 	}
 	if !timer.Stop() {
 		b.shut(s, cancel)
@@ -291,6 +349,9 @@ func (b *Bridge) open(ctx context.Context, s *session) error {
 		b.resubscribe(connCtx, cs)
 	}
 	attrs := []any{"session", s.idx, "protocol", cs.InitializeResult().ProtocolVersion}
+	if s.client != "" {
+		attrs = append(attrs, "client_session", s.client)
+	}
 	if cmd != nil && cmd.Process != nil {
 		attrs = append(attrs, "pid", cmd.Process.Pid)
 	}
@@ -313,14 +374,19 @@ func (b *Bridge) transport(s *session) (mcp.Transport, *exec.Cmd, *lineLog) {
 	// A grandchild that keeps stderr open must not keep the restart waiting.
 	cmd.WaitDelay = 2 * time.Second
 	t := &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
-	return observed{Transport: t, see: func(msg jsonrpc.Message) { b.observe(s, msg) }}, cmd, stderr
+	return observed{Transport: t, see: func(msg jsonrpc.Message) { b.observe(s, msg) }, sent: s.raw.sent, opened: func(c *observedConn) {
+		b.mu.Lock()
+		s.conn = c
+		b.mu.Unlock()
+	}}, cmd, stderr
 }
 
 // httpClient is s's HTTP client for the remote server.
 func (b *Bridge) httpClient(s *session) *http.Client {
 	return &http.Client{Transport: httpTransport{
 		header: b.cfg.Header, base: http.DefaultTransport,
-		see: func(msg jsonrpc.Message) { b.observe(s, msg) },
+		see:  func(msg jsonrpc.Message) { b.observe(s, msg) },
+		sent: s.raw.sent,
 	}}
 }
 
@@ -444,6 +510,17 @@ func (b *Bridge) onToolListChanged(_ context.Context, req *mcp.ToolListChangedRe
 	if s == nil {
 		return
 	}
+	if s.client != "" {
+		// A client's session is listed again at once; it has no keep loop.
+		go func() {
+			ctx, cancel := context.WithTimeout(b.life, b.cfg.StartTimeout)
+			defer cancel()
+			if err := b.list(ctx, s); err != nil {
+				b.log.Warn("upstream tools/list failed", "client_session", s.client, "err", err)
+			}
+		}()
+		return
+	}
 	select {
 	case s.relist <- struct{}{}:
 	default:
@@ -470,6 +547,11 @@ func (b *Bridge) methods() []workers.Method {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	sessions := slices.Clone(b.sessions)
+	for _, c := range b.clients {
+		// A tool a server offers one client only (one it added on that client's
+		// session) is a method too; other clients' lists leave it out.
+		sessions = append(sessions, c)
+	}
 	sort.SliceStable(sessions, func(i, j int) bool { return sessions[i].listedAt.After(sessions[j].listedAt) })
 	tools := map[string]*mcp.Tool{}
 	for _, s := range sessions {

@@ -34,9 +34,14 @@ func (b *Bridge) callTool(name string) workers.Handler {
 		if in.token != "" {
 			params.SetProgressToken(in.token)
 		}
-		res, err := in.cs.CallTool(ctx, params)
+		rctx, sink := withRaw(ctx)
+		res, err := in.cs.CallTool(rctx, params)
+		in.s.raw.forget(sink)
 		if err != nil {
 			return nil, upstreamError(ctx, err)
+		}
+		if raw := sink.raw(); raw != nil {
+			return workers.MCPResult(raw), nil // as the server sent it
 		}
 		body, err := json.Marshal(res)
 		if err != nil {
@@ -46,9 +51,27 @@ func (b *Bridge) callTool(name string) workers.Handler {
 	}
 }
 
-// acquire picks the least busy running session that has the tool (any running
-// session when tool is ""), and counts c as running on it.
+// acquire picks the session c runs on, and counts c as running on it: the upstream
+// session of c's client session; or, for a call without one or when the server keeps
+// no session state, the least busy shared session that has the tool (any when tool
+// is "").
 func (b *Bridge) acquire(ctx context.Context, c *workers.Call, tool string) (*inflight, error) {
+	b.mu.Lock()
+	own := c.Session != "" && !b.shared
+	b.mu.Unlock()
+	if own {
+		in, err := b.acquireClient(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		if tool != "" && c.Header.Get(wire.HeaderProgress) != "" {
+			b.mu.Lock()
+			in.token = "tg-" + nuid.Next()
+			b.progress[in.token] = in
+			b.mu.Unlock()
+		}
+		return in, nil
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var best *session
@@ -126,9 +149,11 @@ func (b *Bridge) sole(s *session) (*inflight, error) {
 	return nil, fmt.Errorf("%d calls are running on this session, and MCP does not say which one this is for", len(s.calls))
 }
 
-// ask forwards a server's request (sampling, elicitation) to the MCP client of the
-// call running on the session it came on, and decodes the client's result into out.
-func (b *Bridge) ask(ctx context.Context, cs *mcp.ClientSession, method string, params, out any) error {
+// ask forwards a server's request (sampling, elicitation, roots) to the MCP client of
+// the call running on the session it came on, on that call's stream, or, on a
+// client's session with no single call running, to the client on its session's
+// standalone stream; and decodes the client's result into out.
+func (b *Bridge) ask(ctx context.Context, cs *mcp.ClientSession, method string, params json.RawMessage, out any) error {
 	b.mu.Lock()
 	s := b.byClient[cs]
 	b.mu.Unlock()
@@ -136,16 +161,32 @@ func (b *Bridge) ask(ctx context.Context, cs *mcp.ClientSession, method string, 
 		return fmt.Errorf("%s: the session is not running", method)
 	}
 	in, err := b.sole(s)
+	if err != nil && s.client != "" {
+		raw, err := b.askClient(ctx, s, method, params)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(raw, out); err != nil {
+			return fmt.Errorf("%s: the client's result: %w", method, err)
+		}
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("%s: no caller to ask: %w", method, err)
 	}
 	if in.c.Session == "" {
 		return fmt.Errorf("%s: the call came through the HTTP API, not an MCP session: there is no client to ask", method)
 	}
-	// The question ends with the call as well as with the server's own cancellation.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(in.ctx, cancel)()
+	if s.client == "" {
+		// On a shared session nobody else could answer: the question ends with the
+		// call as well as with the server's own cancellation. On a client's, the
+		// call it came during may not be what it is about (a server asks for roots
+		// once initialized, whatever runs): it lives as long as the server awaits it.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(in.ctx, cancel)()
+	}
 	raw, err := in.c.Request(ctx, method, params)
 	if err != nil {
 		var re *workers.RPCError
@@ -174,12 +215,18 @@ func (b *Bridge) onProgress(p *mcp.ProgressNotificationParams) {
 	}
 }
 
-// onLog forwards a log message of s's server to the call running on s, if only one is.
-func (b *Bridge) onLog(s *session, p *mcp.LoggingMessageParams) {
-	if in, err := b.sole(s); err == nil {
+// onLog forwards a log message of s's server to the call running on s, if only one
+// is and its caller follows it; else, on a client's session, to the client's session,
+// as the server sent it.
+func (b *Bridge) onLog(s *session, p *mcp.LoggingMessageParams, raw json.RawMessage) {
+	if in, err := b.sole(s); err == nil && (s.client == "" || in.c.Header.Get(wire.HeaderProgress) != "") {
 		if err := in.c.Log(string(p.Level), p.Logger, p.Data); err != nil {
 			b.log.Debug("log message not forwarded", "err", err)
 		}
+		return
+	}
+	if s.client != "" {
+		b.toClient(s, "notifications/message", raw)
 		return
 	}
 	b.log.Debug("upstream log message", "level", p.Level, "logger", p.Logger, "data", p.Data)

@@ -24,9 +24,21 @@ type Config struct {
 	// Header is sent with every HTTP request to URL (an Authorization header, say).
 	Header http.Header
 
-	// Sessions is how many upstream sessions calls are spread over: for a stdio
-	// server, how many child processes run.
+	// Sessions is how many shared upstream sessions there are (for a stdio server,
+	// child processes): the calls that come without an MCP session (the HTTP API)
+	// are spread over them, the tool's list is read from them, and, when the server
+	// keeps no state per session (a remote Streamable HTTP server that names no
+	// session), so is every call.
 	Sessions int
+	// ClientSessions bounds how many upstream sessions the bridge holds for MCP
+	// client sessions at once. Each client session has one of its own for as long as
+	// it lives, so that what the server keeps per session stays the client's; a
+	// client session beyond the bound is refused (upstream_session_limit) until one
+	// ends.
+	ClientSessions int
+	// ClientSessionIdle ends the upstream session of a client session that has made
+	// no request for this long: its end, which edges announce, may have gone unheard.
+	ClientSessionIdle time.Duration
 	// CallTimeout is the timeout of every one of the server's tools, for servers whose
 	// tools run longer than the gateway's default; 0 leaves it to the gateway.
 	CallTimeout time.Duration
@@ -42,17 +54,23 @@ type Config struct {
 	Subjects wire.Subjects
 }
 
-// DefaultConfig is four sessions, a minute to start, and restarts from 100ms backing
-// off to 30s.
+// DefaultConfig is four shared sessions, up to 64 sessions of clients each ended
+// after 30 minutes idle, a minute to start, and restarts from 100ms backing off to
+// 30s.
 func DefaultConfig() Config {
 	return Config{
-		Sessions:     4,
-		StartTimeout: time.Minute,
-		RestartMin:   100 * time.Millisecond,
-		RestartMax:   30 * time.Second,
-		Subjects:     wire.DefaultSubjects,
+		Sessions:          4,
+		ClientSessions:    64,
+		ClientSessionIdle: 30 * time.Minute,
+		StartTimeout:      time.Minute,
+		RestartMin:        100 * time.Millisecond,
+		RestartMax:        30 * time.Second,
+		Subjects:          wire.DefaultSubjects,
 	}
 }
+
+// MaxClientSessions is the most ClientSessions may be.
+const MaxClientSessions = 4096
 
 // Validate names the first field that is wrong.
 func (c Config) Validate() error {
@@ -78,6 +96,10 @@ func (c Config) Validate() error {
 	switch {
 	case c.Sessions < 1 || c.Sessions > 64:
 		return errors.New("mcp: sessions: must be from 1 to 64")
+	case c.ClientSessions < 1 || c.ClientSessions > MaxClientSessions:
+		return fmt.Errorf("mcp: client-sessions: must be from 1 to %d", MaxClientSessions)
+	case c.ClientSessionIdle <= 0:
+		return errors.New("mcp: client-session-idle: must be positive")
 	case c.CallTimeout < 0:
 		return errors.New("mcp: call-timeout: must not be negative")
 	case c.StartTimeout <= 0:

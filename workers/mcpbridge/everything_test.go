@@ -1,9 +1,7 @@
 package mcpbridge_test
 
 import (
-	"context"
 	"encoding/json"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -20,25 +18,13 @@ func TestReferenceServerFromNPM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fetches a server from npm")
 	}
-	npx, err := exec.LookPath("npx")
-	if err != nil {
-		t.Skip("skipping: no npx on PATH to fetch " + everything)
-	}
-	// Fetch it first, bounded, so that a machine without the registry skips rather
-	// than fails.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	start := time.Now()
-	if out, err := exec.CommandContext(ctx, npx, "--yes", "--package", everything, "-c", "true").CombinedOutput(); err != nil {
-		t.Skipf("skipping: npx could not install %s within 2 minutes: %v\n%s", everything, err, out)
-	}
-	t.Logf("npx has %s (%v)", everything, time.Since(start).Round(time.Millisecond))
+	npx := testenv.NPXPackage(t, everything)
 
 	e := newEnv(t)
 	cfg := stdioConfig("everything", 2)
 	cfg.Command = []string{npx, "-y", everything}
 	cfg.StartTimeout = time.Minute
-	start = time.Now()
+	start := time.Now()
 	e.start(cfg)
 	t.Logf("the bridge served the reference server %v after its start", time.Since(start).Round(time.Millisecond))
 	tctx := testenv.Context(t)

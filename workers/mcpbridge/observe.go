@@ -6,12 +6,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nuid"
 )
 
 // The SDK hands a server's notifications to its handlers on a goroutine of their own,
@@ -23,6 +26,10 @@ import (
 
 // observe forwards a notification of s's server to the call it belongs to.
 func (b *Bridge) observe(s *session, msg jsonrpc.Message) {
+	if resp, ok := msg.(*jsonrpc.Response); ok {
+		s.raw.received(resp)
+		return
+	}
 	req, ok := msg.(*jsonrpc.Request)
 	if !ok || req.IsCall() {
 		return
@@ -36,15 +43,33 @@ func (b *Bridge) observe(s *session, msg jsonrpc.Message) {
 	case "notifications/message":
 		var p mcp.LoggingMessageParams
 		if json.Unmarshal(req.Params, &p) == nil {
-			b.onLog(s, &p)
+			b.onLog(s, &p, req.Params)
+		}
+	case "notifications/cancelled":
+		// The SDK's.
+	case "notifications/tools/list_changed":
+		// A shared session's list makes the tool's methods, whose changes edges
+		// announce; a client's session's list is what its client sees (SessionTools).
+		if s.client != "" {
+			b.toClient(s, req.Method, req.Params)
+		}
+	default:
+		// Anything else (resource updates, the other lists' changes, the end of a
+		// URL elicitation) is for the client of a client's session, as it came.
+		if s.client != "" && strings.HasPrefix(req.Method, "notifications/") {
+			b.toClient(s, req.Method, req.Params)
 		}
 	}
 }
 
-// observed wraps a transport so that see gets each message its connection reads.
+// observed wraps a transport so that see gets each message its connection reads,
+// and sent each it writes; opened gets the connection, for requests the SDK cannot
+// make (see rawCall).
 type observed struct {
 	mcp.Transport
-	see func(jsonrpc.Message)
+	see    func(jsonrpc.Message)
+	sent   func(context.Context, jsonrpc.Message)
+	opened func(*observedConn)
 }
 
 func (t observed) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -52,20 +77,84 @@ func (t observed) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return observedConn{Connection: c, see: t.see}, nil
+	oc := &observedConn{Connection: c, see: t.see, sent: t.sent, waits: map[string]chan *jsonrpc.Response{}}
+	if t.opened != nil {
+		t.opened(oc)
+	}
+	return oc, nil
 }
 
 type observedConn struct {
 	mcp.Connection
-	see func(jsonrpc.Message)
+	see  func(jsonrpc.Message)
+	sent func(context.Context, jsonrpc.Message)
+
+	mu    sync.Mutex
+	waits map[string]chan *jsonrpc.Response // the bridge's own requests, by id
 }
 
-func (c observedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	msg, err := c.Connection.Read(ctx)
-	if err == nil {
+func (c *observedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	c.sent(ctx, msg)
+	return c.Connection.Write(ctx, msg)
+}
+
+func (c *observedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			return msg, err
+		}
+		if resp, ok := msg.(*jsonrpc.Response); ok {
+			if id, ok := resp.ID.Raw().(string); ok && strings.HasPrefix(id, rawIDPrefix) {
+				c.mu.Lock()
+				ch := c.waits[id]
+				delete(c.waits, id)
+				c.mu.Unlock()
+				if ch != nil {
+					ch <- resp // buffered for one
+				}
+				continue // the bridge's own: the SDK never asked
+			}
+		}
 		c.see(msg)
+		return msg, nil
 	}
-	return msg, err
+}
+
+// rawIDPrefix starts the ids of the bridge's own requests; the SDK's ids are numbers.
+const rawIDPrefix = "tg-raw-"
+
+// rawCall makes a request the SDK has no method for (the tasks of 2025-11-25) on the
+// connection, with params as they are, and returns the server's result as it is.
+func (c *observedConn) rawCall(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	id := rawIDPrefix + nuid.Next()
+	jid, err := jsonrpc.MakeID(id)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan *jsonrpc.Response, 1)
+	c.mu.Lock()
+	c.waits[id] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.waits, id)
+		c.mu.Unlock()
+	}()
+	if err := c.Connection.Write(ctx, &jsonrpc.Request{ID: jid, Method: method, Params: params}); err != nil {
+		return nil, err
+	}
+	select {
+	case resp := <-ch:
+		if resp.Error != nil {
+			return nil, resp.Error
+		}
+		return resp.Result, nil
+	case <-ctx.Done():
+		_ = c.Connection.Write(context.WithoutCancel(ctx), &jsonrpc.Request{Method: "notifications/cancelled",
+			Params: json.RawMessage(fmt.Sprintf(`{"requestId":%q,"reason":"the caller left"}`, id))})
+		return nil, ctx.Err()
+	}
 }
 
 // httpTransport is the round tripper of one session with a remote server: it adds the
@@ -76,6 +165,7 @@ type httpTransport struct {
 	header http.Header
 	base   http.RoundTripper
 	see    func(jsonrpc.Message)
+	sent   func(context.Context, jsonrpc.Message)
 }
 
 func (t httpTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -85,9 +175,25 @@ func (t httpTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			req.Header[k] = vs
 		}
 	}
+	wantsRaw := req.Context().Value(rawKey{}) != nil
+	if wantsRaw && req.Method == http.MethodPost && req.GetBody != nil {
+		if body, err := req.GetBody(); err == nil {
+			data, err := io.ReadAll(io.LimitReader(body, maxEvent))
+			body.Close()
+			if msg, derr := jsonrpc.DecodeMessage(data); err == nil && derr == nil {
+				t.sent(req.Context(), msg)
+			}
+		}
+	}
 	resp, err := t.base.RoundTrip(req)
-	if err == nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+	if err != nil {
+		return resp, err
+	}
+	switch ct := resp.Header.Get("Content-Type"); {
+	case strings.HasPrefix(ct, "text/event-stream"):
 		resp.Body = &eventTee{ReadCloser: resp.Body, see: t.see}
+	case wantsRaw && strings.HasPrefix(ct, "application/json"):
+		resp.Body = &jsonTee{ReadCloser: resp.Body, see: t.see}
 	}
 	return resp, err
 }
@@ -147,7 +253,8 @@ func (t *eventTee) endLine(line []byte) {
 	}
 }
 
-// isNotification is a cheap look for what observe handles, before decoding.
+// isNotification is a cheap look for what observe handles, before decoding: the
+// notifications, and the responses whose raw results may be wanted.
 func isNotification(data []byte) bool {
-	return bytes.Contains(data, []byte(`"notifications/progress"`)) || bytes.Contains(data, []byte(`"notifications/message"`))
+	return bytes.Contains(data, []byte(`"notifications/`)) || bytes.Contains(data, []byte(`"result"`))
 }

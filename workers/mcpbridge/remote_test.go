@@ -213,3 +213,34 @@ func data(r *wire.Reply) []byte {
 	}
 	return r.Data
 }
+
+// TestRemoteSessions checks which client sessions get an upstream session of their
+// own from a remote server: every one when the server names sessions, none when it
+// keeps no session state (stateless Streamable HTTP), whose calls share the pool.
+func TestRemoteSessions(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		stateless bool
+	}{{"a server with sessions", false}, {"a stateless server", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			r := serveRemote(t, func(s *mcp.Server) http.Handler {
+				return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: tt.stateless})
+			})
+			tool := "remote-own"
+			if tt.stateless {
+				tool = "remote-shared"
+			}
+			b := e.start(remoteConfig(tool, r.url))
+			ctx := testenv.Context(t)
+			res := e.result(t, ctx, tool, call{method: "echo", params: `{"text":"hi"}`, session: "sess-remote"})
+			if got := texts(res); len(got) != 1 || !strings.Contains(got[0], "hi") {
+				t.Fatalf("echo answered %v", res)
+			}
+			held := b.ClientSessions()
+			if want := !tt.stateless; (len(held) == 1) != want {
+				t.Fatalf("upstream sessions held for client sessions %v; want one of its own: %v", held, want)
+			}
+		})
+	}
+}

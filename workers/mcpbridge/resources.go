@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -27,10 +28,27 @@ func (b *Bridge) serveMCP(ctx context.Context, c *workers.Call, method string) (
 		return forward(ctx, b, c, (*mcp.ClientSession).GetPrompt)
 	case "completion/complete":
 		return forward(ctx, b, c, (*mcp.ClientSession).Complete)
-	case "resources/subscribe":
-		return b.subscribe(ctx, c)
-	case "resources/unsubscribe":
+	case "resources/subscribe", "resources/unsubscribe":
+		b.mu.Lock()
+		own := c.Session != "" && !b.shared
+		b.mu.Unlock()
+		switch {
+		case own && method == "resources/subscribe":
+			return forward(ctx, b, c, noResult((*mcp.ClientSession).Subscribe))
+		case own:
+			return forward(ctx, b, c, noResult((*mcp.ClientSession).Unsubscribe))
+		case method == "resources/subscribe":
+			return b.subscribe(ctx, c)
+		}
 		return b.unsubscribe(ctx, c)
+	case "logging/setLevel":
+		return b.serveSetLevel(ctx, c)
+	case "tools/list":
+		return b.sessionTools(ctx, c)
+	case "tools/call", "tasks/get", "tasks/result", "tasks/list", "tasks/cancel":
+		// A task-augmented tools/call and the tasks of 2025-11-25, which the SDK
+		// does not make: as they are, on the client session's upstream session.
+		return b.rawRequest(ctx, c, method)
 	}
 	return nil, &workers.RPCError{Code: workers.RPCMethodNotFound, Message: "method not found: " + method}
 }
@@ -48,12 +66,151 @@ func forward[P any, R any](ctx context.Context, b *Bridge, c *workers.Call, requ
 		return nil, rpcError(ctx, err)
 	}
 	defer b.release(in)
-	res, err := request(in.cs, ctx, params)
+	rctx, sink := withRaw(ctx)
+	res, err := request(in.cs, rctx, params)
+	in.s.raw.forget(sink)
+	if err != nil {
+		return nil, rpcError(ctx, err)
+	}
+	if raw := sink.raw(); raw != nil {
+		return raw, nil // as the server sent it
+	}
+	return res, nil
+}
+
+// noResult adapts a request whose result is empty to forward.
+func noResult[P any](request func(*mcp.ClientSession, context.Context, *P) error) func(*mcp.ClientSession, context.Context, *P) (struct{}, error) {
+	return func(cs *mcp.ClientSession, ctx context.Context, p *P) (struct{}, error) {
+		return struct{}{}, request(cs, ctx, p)
+	}
+}
+
+// serveSetLevel passes a client's logging/setLevel on to its upstream session, which
+// it opens if need be: the server filters what it sends the client by it, as it
+// would directly. Shared sessions keep the level that lets everything through.
+func (b *Bridge) serveSetLevel(ctx context.Context, c *workers.Call) (any, error) {
+	var p mcp.SetLoggingLevelParams
+	if err := c.Bind(&p); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	own := c.Session != "" && !b.shared
+	b.mu.Unlock()
+	if !own || p.Level == "" {
+		return struct{}{}, nil
+	}
+	c.LogLevel = string(p.Level)
+	in, err := b.acquire(ctx, c, "")
+	if err != nil {
+		return nil, rpcError(ctx, err)
+	}
+	b.release(in)
+	return struct{}{}, nil
+}
+
+// sessionTools answers tools/list for a client session: every page of what its own
+// upstream session lists, as the server sent it, so that the client sees the tools
+// the server offers a client that declared what it did.
+func (b *Bridge) sessionTools(ctx context.Context, c *workers.Call) (any, error) {
+	b.mu.Lock()
+	own := c.Session != "" && !b.shared
+	b.mu.Unlock()
+	if !own {
+		return nil, &workers.RPCError{Code: workers.RPCMethodNotFound, Message: "method not found: tools/list"} // the registry lists the methods to callers without a client session
+	}
+	in, err := b.acquire(ctx, c, "")
+	if err != nil {
+		return nil, rpcError(ctx, err)
+	}
+	defer b.release(in)
+	tools := []json.RawMessage{}
+	typed := map[string]*mcp.Tool{}
+	params := &mcp.ListToolsParams{}
+	for range maxToolPages {
+		rctx, sink := withRaw(ctx)
+		res, err := in.cs.ListTools(rctx, params)
+		in.s.raw.forget(sink)
+		if err != nil {
+			return nil, rpcError(ctx, err)
+		}
+		var page struct {
+			Tools []json.RawMessage `json:"tools"`
+		}
+		if raw := sink.raw(); raw == nil || json.Unmarshal(raw, &page) != nil {
+			page.Tools = nil
+			for _, t := range res.Tools {
+				page.Tools = append(page.Tools, rawJSON(t))
+			}
+		}
+		tools = append(tools, page.Tools...)
+		for _, t := range res.Tools {
+			typed[t.Name] = t
+		}
+		if res.NextCursor == "" {
+			break
+		}
+		params = &mcp.ListToolsParams{Cursor: res.NextCursor}
+	}
+	// What the session lists counts among the tool's methods (see methods).
+	b.mu.Lock()
+	changed := !sameTools(in.s.tools, typed)
+	in.s.tools, in.s.listedAt = typed, time.Now()
+	b.mu.Unlock()
+	if changed {
+		select {
+		case b.changed <- struct{}{}:
+		default:
+		}
+	}
+	return map[string]any{"tools": tools}, nil
+}
+
+// sameTools reports whether two lists name the same tools.
+func sameTools(a, b map[string]*mcp.Tool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name := range a {
+		if b[name] == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// rawRequest makes a request as the client sent it on its client session's upstream
+// session, and answers with the server's result as it is.
+func (b *Bridge) rawRequest(ctx context.Context, c *workers.Call, method string) (any, error) {
+	b.mu.Lock()
+	own := c.Session != "" && !b.shared
+	b.mu.Unlock()
+	if !own {
+		return nil, &workers.RPCError{Code: jsonrpc.CodeInvalidRequest, Message: method + ": tasks belong to an MCP session of a server that keeps sessions"}
+	}
+	in, err := b.acquire(ctx, c, "")
+	if err != nil {
+		return nil, rpcError(ctx, err)
+	}
+	defer b.release(in)
+	b.mu.Lock()
+	conn := in.s.conn
+	b.mu.Unlock()
+	if conn == nil {
+		return nil, &workers.RPCError{Code: workers.RPCMethodNotFound, Message: method + ": the bridge carries tasks to a stdio server only"}
+	}
+	params := json.RawMessage(c.Params)
+	if len(params) == 0 {
+		params = json.RawMessage("{}")
+	}
+	res, err := conn.rawCall(ctx, method, params)
 	if err != nil {
 		return nil, rpcError(ctx, err)
 	}
 	return res, nil
 }
+
+// maxToolPages bounds the pages of tools/list read for one client session.
+const maxToolPages = 100
 
 // rpcError is a failed upstream request as the MCP client sees it: the server's own
 // JSON-RPC error as it is, anything else an internal error.
@@ -151,11 +308,11 @@ func (b *Bridge) resubscribe(ctx context.Context, cs *mcp.ClientSession) {
 // onResourceUpdated tells every MCP session subscribed to the resource, forgetting
 // the sessions that have ended.
 func (b *Bridge) onResourceUpdated(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
-	note, err := json.Marshal(map[string]any{
-		"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": req.Params,
-	})
-	if err != nil {
-		return
+	b.mu.Lock()
+	s := b.byClient[req.Session]
+	b.mu.Unlock()
+	if s == nil || s.client != "" {
+		return // a client's session's updates go to its client as they come (observe)
 	}
 	b.mu.Lock()
 	var sessions []string
@@ -164,7 +321,7 @@ func (b *Bridge) onResourceUpdated(ctx context.Context, req *mcp.ResourceUpdated
 	}
 	b.mu.Unlock()
 	for _, id := range sessions {
-		if err := b.nc.Publish(b.cfg.Subjects.SessionOut(b.cfg.Tool, id), note); err != nil {
+		if err := b.w.Notify(ctx, id, "notifications/resources/updated", req.Params); err != nil {
 			b.log.Warn("resource update not sent", "session", id, "err", err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -340,4 +341,30 @@ func TestChildCrashMidCall(t *testing.T) {
 // answerWith answers every request with a JSON-RPC result of result.
 func answerWith(result string) func(id string) string {
 	return func(id string) string { return fmt.Sprintf(`{"jsonrpc":"2.0","id":%q,"result":%s}`, id, result) }
+}
+
+// TestClientSessionsEnd checks that the upstream session a client session holds ends
+// once the client's session has been idle for ClientSessionIdle, and when the edges
+// announce the session's end, and that a session at ClientSessions is refused.
+func TestClientSessionsEnd(t *testing.T) {
+	e := newEnv(t)
+	cfg := stdioConfig("ends", 1)
+	cfg.ClientSessions, cfg.ClientSessionIdle = 1, 2*time.Second
+	b := e.start(cfg)
+	ctx := testenv.Context(t)
+
+	held := func(id string) bool { return slices.Contains(b.ClientSessions(), id) }
+	e.result(t, ctx, "ends", call{method: "echo", params: `{"text":"a"}`, session: "sess-idle"})
+	if !held("sess-idle") {
+		t.Fatalf("sessions held %v, want sess-idle", b.ClientSessions())
+	}
+	_, err := e.do(ctx, "ends", call{method: "echo", params: `{"text":"b"}`, session: "sess-other"})
+	toolError(t, err, mcpbridge.CodeSessionLimit, 503)
+	testenv.Eventually(t, 10*time.Second, "the idle session's upstream session ended", func() bool { return !held("sess-idle") })
+
+	e.result(t, ctx, "ends", call{method: "echo", params: `{"text":"c"}`, session: "sess-other"})
+	if err := e.nc.Publish(wire.DefaultSubjects.SessionEnd("ends", "sess-other"), nil); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the ended session's upstream session ended", func() bool { return !held("sess-other") })
 }

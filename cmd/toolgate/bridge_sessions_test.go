@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	mcpgo "github.com/mark3labs/mcp-go/client"
+	mcpgotransport "github.com/mark3labs/mcp-go/client/transport"
+	mcpgotypes "github.com/mark3labs/mcp-go/mcp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/mcpfixture"
+	"github.com/toolgate/toolgate/internal/testenv"
+)
+
+// bridgedLink runs `toolgate worker mcp` for the tool with args (the flags, then --
+// and the server's command) on a dev stack, connects the tool to the dev account and
+// returns the stack and the tool's link once the tool is online.
+func bridgedLink(t *testing.T, tool string, args ...string) (devStack, string) {
+	t.Helper()
+	data := t.TempDir()
+	dev := startDevStack(t, data)
+	t.Cleanup(func() { _ = dev.stop() })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	root := newRootCmd()
+	root.SetArgs(append([]string{"worker", "mcp", "--nats", dev.natsURL, "--tool", tool}, args...))
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	admin := strings.TrimSpace(readFile(t, data, "admin-key"))
+	req, _ := http.NewRequest(http.MethodPost, dev.edgeURL+"/admin/connections", strings.NewReader(`{"account":"dev","tool":"`+tool+`"}`))
+	req.Header.Set("Authorization", "Bearer "+admin)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
+		t.Fatalf("connect %s: %s", tool, resp.Status)
+	}
+	var info struct {
+		MCPURL string `json:"mcp_url"`
+		Status string `json:"status"`
+	}
+	testenv.Eventually(t, 90*time.Second, "the bridged tool is online", func() bool {
+		status, body := call(t, http.MethodGet, dev.edgeURL+"/tools/"+tool, dev.key, "")
+		return status == 200 && json.Unmarshal([]byte(body), &info) == nil && info.Status == "online"
+	})
+	return dev, info.MCPURL
+}
+
+// sessionRevision is the newest MCP revision with sessions.
+const sessionRevision = "2025-11-25"
+
+// pidOf calls the fixture's process.pid on a client session: which server process
+// serves the session.
+func pidOf(t *testing.T, ctx context.Context, cs *mcp.ClientSession) int {
+	t.Helper()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpfixture.DottedToolName, Arguments: map[string]any{}})
+	if err != nil || res.IsError {
+		t.Fatalf("process.pid: %+v %v", res, err)
+	}
+	var out struct {
+		PID int `json:"pid"`
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &out); err != nil || out.PID == 0 {
+		t.Fatalf("process.pid answered %s", b)
+	}
+	return out.PID
+}
+
+func alive(pid int) bool {
+	return !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+// TestBridgedSessionsThroughTheLink checks that what a server keeps per session stays
+// with one client session: each client session has an upstream session (here a
+// process) of its own while it lives, whose end ends it; the number held is bounded;
+// and what the server sends on it reaches that client, within calls or outside them.
+func TestBridgedSessionsThroughTheLink(t *testing.T) {
+	t.Setenv(mcpfixture.ChildEnv, "stdio") // the server below is this test binary
+	dev, link := bridgedLink(t, "fixture", "--sessions", "1", "--client-sessions", "2", "--", os.Args[0], "-test.run=^$")
+	ctx := testenv.Context(t)
+
+	logs := make(chan *mcp.LoggingMessageParams, 16)
+	connect := func(name string) *mcp.ClientSession {
+		t.Helper()
+		c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, &mcp.ClientOptions{
+			LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) { logs <- r.Params },
+		})
+		// Sessions are of the revisions before 2026-07-28, which is stateless.
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: link}, &mcp.ClientSessionOptions{ProtocolVersion: sessionRevision})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		return cs
+	}
+	a, b := connect("a"), connect("b")
+
+	var pidA, pidB int
+	t.Run("each client session is served by one upstream session of its own", func(t *testing.T) {
+		pidA, pidB = pidOf(t, ctx, a), pidOf(t, ctx, b)
+		for range 4 {
+			if got := pidOf(t, ctx, a); got != pidA {
+				t.Fatalf("client a was served by processes %d and %d", pidA, got)
+			}
+			if got := pidOf(t, ctx, b); got != pidB {
+				t.Fatalf("client b was served by processes %d and %d", pidB, got)
+			}
+		}
+		if pidA == pidB {
+			t.Fatalf("clients a and b share the server process %d", pidA)
+		}
+		status, body := call(t, http.MethodPost, dev.edgeURL+"/tool-call/fixture/process_pid", dev.key, `{}`)
+		if status != 200 || strings.Contains(body, `"pid":`+itoa(pidA)) || strings.Contains(body, `"pid":`+itoa(pidB)) {
+			t.Fatalf("a REST call, which has no MCP session, answered %d %s (clients' processes %d, %d)", status, body, pidA, pidB)
+		}
+	})
+
+	t.Run("log messages the server sends outside any call reach the client, at its level", func(t *testing.T) {
+		if err := b.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := b.CallTool(ctx, &mcp.CallToolParams{Name: mcpfixture.LogLaterToolName, Arguments: map[string]any{"ms": 300, "text": "after the call"}})
+		if err != nil || res.IsError {
+			t.Fatalf("log_later: %+v %v", res, err)
+		}
+		select {
+		case m := <-logs:
+			if m.Level != "info" || m.Data != "after the call" || m.Logger != "fixture" {
+				t.Fatalf("the client got %+v, want the info message only", m)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("no log message reached the client within 20s")
+		}
+	})
+
+	t.Run("a client session beyond the bound is refused, and served once one ends", func(t *testing.T) {
+		c := connect("c")
+		res, err := c.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.IsError || !strings.Contains(toolText(res), "upstream_session_limit") {
+			t.Fatalf("a third client session with --client-sessions 2 got %+v, want upstream_session_limit", res)
+		}
+		if err := a.Close(); err != nil { // DELETE: the client's session ends
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, 20*time.Second, "the ended session's server process gone", func() bool { return !alive(pidA) })
+		if !alive(pidB) {
+			t.Fatal("the other client's server process ended too")
+		}
+		testenv.Eventually(t, 20*time.Second, "the third client served", func() bool {
+			res, err := c.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})
+			return err == nil && !res.IsError
+		})
+	})
+}
+
+// TestBridgedSamplingOnThePostStream calls a tool whose server asks the client to
+// sample with mcp-go, which by default opens no standalone stream: the request must
+// come on the stream of the call's own POST.
+func TestBridgedSamplingOnThePostStream(t *testing.T) {
+	t.Setenv(mcpfixture.ChildEnv, "stdio")
+	_, link := bridgedLink(t, "fixture", "--sessions", "1", "--", os.Args[0], "-test.run=^$")
+	ctx, cancel := context.WithTimeout(testenv.Context(t), 60*time.Second)
+	defer cancel()
+
+	tr, err := mcpgotransport.NewStreamableHTTP(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startMCPGo(t, ctx, tr, mcpgo.WithSamplingHandler(sampler{}))
+	callCtx, callCancel := context.WithTimeout(ctx, 15*time.Second)
+	defer callCancel()
+	var call mcpgotypes.CallToolRequest
+	call.Params.Name = "test_sampling"
+	call.Params.Arguments = map[string]any{"prompt": "2+2?"}
+	res, err := c.CallTool(callCtx, call)
+	if err != nil {
+		t.Fatalf("test_sampling: %v", err)
+	}
+	if len(res.Content) != 1 || !strings.Contains(mcpgotypes.GetTextFromContent(res.Content[0]), "LLM response: 4 from mcp-go") {
+		t.Fatalf("test_sampling answered %+v", res)
+	}
+}
+
+// startMCPGo starts an mcp-go client on tr and initializes its session at
+// sessionRevision; the client closes with the test.
+func startMCPGo(t *testing.T, ctx context.Context, tr mcpgotransport.Interface, opts ...mcpgo.ClientOption) *mcpgo.Client {
+	t.Helper()
+	c := mcpgo.NewClient(tr, opts...)
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	req := mcpgotypes.InitializeRequest{}
+	req.Params.ProtocolVersion = sessionRevision
+	req.Params.ClientInfo = mcpgotypes.Implementation{Name: "mcp-go-test", Version: "1"}
+	if _, err := c.Initialize(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+type sampler struct{}
+
+func (sampler) CreateMessage(_ context.Context, _ mcpgotypes.CreateMessageRequest) (*mcpgotypes.CreateMessageResult, error) {
+	return &mcpgotypes.CreateMessageResult{
+		SamplingMessage: mcpgotypes.SamplingMessage{Role: mcpgotypes.RoleAssistant, Content: mcpgotypes.NewTextContent("4 from mcp-go")},
+		Model:           "m",
+	}, nil
+}
+
+func toolText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
