@@ -207,11 +207,19 @@ func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
 	e.log.Info("edge: stopping: no new connections; waiting for requests in flight", "for at most", e.cfg.ShutdownTimeout)
 	grace, cancel := context.WithTimeout(context.Background(), e.cfg.ShutdownTimeout)
 	defer cancel()
-	var mcpErr error
-	if e.cfg.MCP != nil {
-		mcpErr = e.cfg.MCP.Drain(grace)
-	}
+	// The listener closes as MCP drains, not after: a request that reached a draining
+	// MCP server would be refused with a 503, which a client does not resend, where a
+	// connection refused sends it to another edge.
+	mcpDone := make(chan error, 1)
+	go func() {
+		if e.cfg.MCP == nil {
+			mcpDone <- nil
+			return
+		}
+		mcpDone <- e.cfg.MCP.Drain(grace)
+	}()
 	err := srv.Shutdown(grace)
+	mcpErr := <-mcpDone
 	if err != nil {
 		e.log.Warn("edge: shutdown grace ran out; closing what is left", "err", err)
 		cancelBase()
