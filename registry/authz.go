@@ -30,7 +30,8 @@ func (s *Snapshot) AuthenticateKey(secret string, now time.Time) (Principal, err
 	if secret == "" {
 		return Principal{}, ErrUnauthenticated
 	}
-	k := s.keys[Hash(secret)]
+	h := hashHex(secret)
+	k := s.keys[string(h[:])]
 	if k == nil || !k.Usable(now) || s.accounts[k.Account] == nil {
 		return Principal{}, ErrUnauthenticated
 	}
@@ -55,7 +56,8 @@ func (s *Snapshot) AuthenticateLink(token string) (Principal, error) {
 	if token == "" {
 		return Principal{}, ErrUnauthenticated
 	}
-	l := s.links[Hash(token)]
+	h := hashHex(token)
+	l := s.links[string(h[:])]
 	if l == nil || s.accounts[l.Account] == nil || s.conns[l.Account][l.Tool] == nil {
 		return Principal{}, ErrUnauthenticated
 	}

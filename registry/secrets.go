@@ -52,8 +52,17 @@ func NewID(prefix string) string { return prefix + base62(randomBytes(16)) }
 // Hash is the hex sha256 under which a secret's record is filed. Lookups go by this
 // hash, so finding a record reveals nothing about how close a wrong secret came.
 func Hash(secret string) string {
+	h := hashHex(secret)
+	return string(h[:])
+}
+
+// hashHex is Hash in an array, for lookups in maps keyed by Hash: indexing a map with
+// string(h[:]) copies nothing, and a request's key is looked up on every request.
+func hashHex(secret string) [2 * sha256.Size]byte {
 	sum := sha256.Sum256([]byte(secret))
-	return hex.EncodeToString(sum[:])
+	var h [2 * sha256.Size]byte
+	hex.Encode(h[:], sum[:])
+	return h
 }
 
 // LinkSigner derives SSE link tokens from a deployment secret. A link token must be

@@ -80,7 +80,11 @@ func (m *MethodEntry) Validate(params []byte) error {
 	if m.schema.anyObject && IsObject(params) {
 		return nil
 	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(params))
+	inst, err := decodeInstance(params)
+	if err != nil {
+		// Not JSON after all: the decoder of the schema library says why.
+		_, err = jsonschema.UnmarshalJSON(bytes.NewReader(params))
+	}
 	if err != nil {
 		return &ValidationError{Violations: []Violation{{Message: "not JSON: " + err.Error()}}}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
@@ -71,7 +72,7 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 	// the cancel of the call, which this edge follows for all its calls; a session's
 	// call ids are derived for that, from the session's id, a secret the gateway
 	// made, and the client's JSON-RPC id.
-	callID := registry.NewID("mcp-")
+	var callID string
 	session, replyTo, capabilities := sessionID(r.sess), r.replyTo, clientCapabilities(r.sess)
 	var rd *round
 	var requests *follower
@@ -94,6 +95,9 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 		session = rd.session
 	} else if r.sess != nil {
 		callID = callRequestID(r.sess.ID, r.req.ID)
+	}
+	if callID == "" {
+		callID = registry.NewID("mcp-")
 	}
 	s.calls.add(callID, sessionID(r.sess), cancel)
 	if s.ctx.Err() != nil {
@@ -235,11 +239,23 @@ func clientCapabilities(sess *registry.Session) []string {
 	if sess == nil {
 		return nil
 	}
+	capsMu.RLock()
+	names, ok := capsCache[string(sess.Capabilities)]
+	capsMu.RUnlock()
+	if ok {
+		return names
+	}
 	var caps map[string]json.RawMessage
 	if json.Unmarshal(sess.Capabilities, &caps) != nil {
 		return nil
 	}
-	return slices.Sorted(maps.Keys(caps))
+	names = slices.Sorted(maps.Keys(caps))
+	capsMu.Lock()
+	if len(capsCache) < maxCachedCaps {
+		capsCache[string(sess.Capabilities)] = names
+	}
+	capsMu.Unlock()
+	return names
 }
 
 // capabilityObject is the capabilities object a session's client sent, compact (a
@@ -274,6 +290,17 @@ func asksClient(sess *registry.Session) bool {
 	}
 	return false
 }
+
+// The capability names of the capabilities objects seen, which few clients make in
+// few ways, so that a call does not decode its session's again. The slices are
+// shared: their readers only read them. At most maxCachedCaps are kept, so that
+// clients that declare many different objects cannot grow it without bound.
+var (
+	capsMu    sync.RWMutex
+	capsCache = map[string][]string{}
+)
+
+const maxCachedCaps = 1024
 
 // logLevel is the least severe level of log notification the request's client
 // wants, or "" for none. On 2026-07-28 it is what the request's _meta asks for, and

@@ -461,27 +461,34 @@ func (s *Server) sustain(sess *registry.Session) (stop func()) {
 	if sess == nil {
 		return func() {}
 	}
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(max(s.cfg.SessionIdle/3, time.Second))
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				s.touch(s.ctx, sess)
-			case <-done:
-				return
-			case <-s.ctx.Done():
-				return
-			}
+	// A timer, not a goroutine with a ticker: most requests end long before the first
+	// refresh, and should not pay for a goroutine and the switches to stop it.
+	every := max(s.cfg.SessionIdle/3, time.Second)
+	k := &keeper{}
+	k.mu.Lock()
+	k.t = time.AfterFunc(every, func() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if k.stopped || s.ctx.Err() != nil {
+			return
 		}
-	}()
+		s.touch(s.ctx, sess)
+		k.t.Reset(every)
+	})
+	k.mu.Unlock()
 	return func() {
-		close(done)
-		<-finished
+		k.t.Stop()
+		k.mu.Lock() // a refresh under way ends before stop returns
+		k.stopped = true
+		k.mu.Unlock()
 	}
+}
+
+// keeper is the timer that refreshes a session while one of its requests runs.
+type keeper struct {
+	mu      sync.Mutex
+	t       *time.Timer
+	stopped bool
 }
 
 // streamHeld records on a session whether its client holds its standalone stream:

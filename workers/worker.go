@@ -161,13 +161,16 @@ type Worker struct {
 	base  context.Context // the parent of every call's context: Run's values, never its end
 
 	cancelMu  sync.Mutex
-	running   map[string]map[*runningCall]struct{} // by call id
-	cancelled *recentCancels                       // call ids whose caller gave up
+	running   map[string]*runningCall // by call id; calls of one id (rare) chained by next
+	cancelled *recentCancels          // call ids whose caller gave up
 
 	stats map[string]*methodStats // by endpoint subject
 }
 
-type runningCall struct{ cancel context.CancelCauseFunc }
+type runningCall struct {
+	cancel context.CancelCauseFunc
+	next   *runningCall // another call of the same id
+}
 
 // New returns a worker for tool on nc. Declare its methods with Handle, then call Run.
 func New(nc *nats.Conn, tool Tool, opts ...Option) *Worker {
@@ -196,7 +199,7 @@ func New(nc *nats.Conn, tool Tool, opts ...Option) *Worker {
 		ready:     make(chan struct{}),
 		done:      make(chan struct{}),
 		served:    map[string]bool{},
-		running:   map[string]map[*runningCall]struct{}{},
+		running:   map[string]*runningCall{},
 		cancelled: newRecentCancels(cfg.cancelWindow, cfg.cancelMax),
 		stats:     map[string]*methodStats{},
 	}
@@ -748,7 +751,8 @@ func (w *Worker) call(m *Method, st *methodStats, in inbound) {
 		ctx, stop = context.WithTimeout(ctx, m.Timeout)
 		defer stop()
 	}
-	defer w.track(c.CallID, cancel)()
+	rc := w.track(c.CallID, cancel)
+	defer w.untrack(c.CallID, rc)
 
 	var result any
 	var err error
@@ -818,31 +822,43 @@ func (w *Worker) invoke(ctx context.Context, m *Method, c *Call) (result any, er
 	return m.Handler(ctx, c)
 }
 
-// track makes the call cancellable by a message on its cancel subject, until the
-// returned func is called. A call whose cancel came before it started is cancelled
-// at once.
-func (w *Worker) track(callID string, cancel context.CancelCauseFunc) (untrack func()) {
+// track makes the call cancellable by a message on its cancel subject, until untrack.
+// A call whose cancel came before it started is cancelled at once. A call without an
+// id is not tracked (nil).
+func (w *Worker) track(callID string, cancel context.CancelCauseFunc) *runningCall {
 	if callID == "" {
-		return func() {}
+		return nil
 	}
-	rc := &runningCall{cancel: cancel}
 	w.cancelMu.Lock()
 	defer w.cancelMu.Unlock()
 	if w.cancelled.has(callID, time.Now()) {
 		cancel(ErrCancelled)
 	}
-	set := w.running[callID]
-	if set == nil {
-		set = map[*runningCall]struct{}{}
-		w.running[callID] = set
+	rc := &runningCall{cancel: cancel, next: w.running[callID]}
+	w.running[callID] = rc
+	return rc
+}
+
+// untrack ends what track began.
+func (w *Worker) untrack(callID string, rc *runningCall) {
+	if rc == nil {
+		return
 	}
-	set[rc] = struct{}{}
-	return func() {
-		w.cancelMu.Lock()
-		defer w.cancelMu.Unlock()
-		delete(set, rc)
-		if len(set) == 0 {
+	w.cancelMu.Lock()
+	defer w.cancelMu.Unlock()
+	head := w.running[callID]
+	if head == rc {
+		if rc.next == nil {
 			delete(w.running, callID)
+		} else {
+			w.running[callID] = rc.next
+		}
+		return
+	}
+	for p := head; p != nil; p = p.next {
+		if p.next == rc {
+			p.next = rc.next
+			return
 		}
 	}
 }
@@ -857,7 +873,7 @@ func (w *Worker) onCancel(msg *nats.Msg) {
 	}
 	w.cancelMu.Lock()
 	defer w.cancelMu.Unlock()
-	for rc := range w.running[id] {
+	for rc := w.running[id]; rc != nil; rc = rc.next {
 		rc.cancel(ErrCancelled)
 	}
 	w.cancelled.add(id, time.Now())

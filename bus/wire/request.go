@@ -60,44 +60,58 @@ func (s Subjects) Subject(r *Request) string {
 // Msg encodes r as the NATS message its tool's workers read, with the trace context of
 // ctx injected.
 func (s Subjects) Msg(ctx context.Context, r *Request) *nats.Msg {
-	msg := nats.NewMsg(s.Subject(r))
-	msg.Data = r.Data
-	for k, v := range r.Header {
-		msg.Header[k] = v
-	}
-	// Direct assignments, not Set: the names are canonical already, and the call path
-	// pays for every allocation.
-	set := func(k, v string) {
+	// The headers' map is made for all of them at once, and their values share one
+	// backing array, each capped to its own element so that an append elsewhere
+	// copies it: the call path pays for every allocation.
+	// Direct assignments, not Set: the names are canonical already.
+	var keys, vals [maxRequestHeaders]string
+	n := 0
+	add := func(k, v string) {
 		if v != "" {
-			msg.Header[k] = []string{v}
+			keys[n], vals[n] = k, v
+			n++
 		}
 	}
-	set(HeaderCallID, r.CallID)
-	set(HeaderRequestID, r.RequestID)
-	set(HeaderAccount, r.Account)
-	set(HeaderSession, r.Session)
-	set(HeaderPost, r.Post)
-	set(HeaderLogLevel, r.LogLevel)
-	set(HeaderClientCapabilityObject, string(r.ClientCapabilityObject))
+	add(HeaderCallID, r.CallID)
+	add(HeaderRequestID, r.RequestID)
+	add(HeaderAccount, r.Account)
+	add(HeaderSession, r.Session)
+	add(HeaderPost, r.Post)
+	add(HeaderLogLevel, r.LogLevel)
+	add(HeaderClientCapabilityObject, string(r.ClientCapabilityObject))
 	if r.MCP {
-		set(HeaderMethod, r.Method)
+		add(HeaderMethod, r.Method)
 	}
 	if r.ClientCapabilities != nil {
-		msg.Header[HeaderClientCapabilities] = []string{strings.Join(r.ClientCapabilities, ",")}
+		// Set even when empty: a client that declared nothing is not one unknown.
+		keys[n], vals[n] = HeaderClientCapabilities, strings.Join(r.ClientCapabilities, ",")
+		n++
 	}
 	deadline := r.Deadline
 	if deadline.IsZero() {
 		deadline, _ = ctx.Deadline()
 	}
 	if !deadline.IsZero() {
-		set(HeaderDeadline, strconv.FormatInt(deadline.UnixMilli(), 10))
+		add(HeaderDeadline, strconv.FormatInt(deadline.UnixMilli(), 10))
 	}
 	if r.Progress {
-		set(HeaderProgress, "1")
+		add(HeaderProgress, "1")
+	}
+	msg := &nats.Msg{Subject: s.Subject(r), Data: r.Data, Header: make(nats.Header, len(r.Header)+n)}
+	for k, v := range r.Header {
+		msg.Header[k] = v
+	}
+	shared := make([]string, n)
+	copy(shared, vals[:n])
+	for i := range n {
+		msg.Header[keys[i]] = shared[i : i+1 : i+1]
 	}
 	Propagator.Inject(ctx, HeaderCarrier(msg.Header))
 	return msg
 }
+
+// maxRequestHeaders is how many headers Msg sets at most, besides the trace context's.
+const maxRequestHeaders = 11
 
 // ReadRequest decodes a request a worker received on subject. Header is kept as it
 // came, for the trace context and any header the SDK does not read.
