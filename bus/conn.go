@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
+	"sync"
 	"time"
+	"weak"
 
 	"github.com/nats-io/nats.go"
 )
@@ -89,9 +92,16 @@ func (a ClientAuth) Options() []nats.Option {
 // How often a connection asks its server for a sign of life, and how many asks may go
 // unanswered before it is given up.
 const (
-	PingInterval = 2 * time.Second
+	PingInterval = 500 * time.Millisecond
 	MaxPingsOut  = 2
 )
+
+// DialTimeout bounds opening the TCP connection to one server address: an address
+// that does not answer (a node cut off the network, or one that moved) is left for
+// the next within it, so a client reconnecting tries every node in seconds. The
+// handshake after it (TLS, the server's check of the credentials) has the client's
+// own timeout, 5 seconds.
+const DialTimeout = time.Second
 
 // Connect dials NATS with the options every toolgate role wants: reconnect forever
 // (an edge or worker that gives up is worse than one that waits), a name that shows in
@@ -140,12 +150,73 @@ func Connect(url, name string, log *slog.Logger, extra ...nats.Option) (*nats.Co
 			return nil, fmt.Errorf("bus: connect %s: %w", url, err)
 		}
 	}
+	d := &dialer{Dialer: net.Dialer{Timeout: DialTimeout, KeepAlive: -1}}
+	if o.CustomDialer == nil {
+		o.CustomDialer = d
+	}
 	nc, err := o.Connect()
 	if err != nil {
 		return nil, fmt.Errorf("bus: connect %s: %w", url, explain(err, o.UserJWT != nil || o.User != "" || o.Token != "" || o.Nkey != ""))
 	}
+	keepDialer(nc, d)
 	log.Info("nats connected", "url", nc.ConnectedUrlRedacted())
 	return nc, nil
+}
+
+// dialer dials as the client does by default and keeps the connection it made last,
+// so that Reconnect can drop it.
+type dialer struct {
+	net.Dialer
+	mu   sync.Mutex
+	last net.Conn
+}
+
+func (d *dialer) Dial(network, address string) (net.Conn, error) {
+	c, err := d.Dialer.Dial(network, address)
+	if err == nil {
+		d.mu.Lock()
+		d.last = c
+		d.mu.Unlock()
+	}
+	return c, err
+}
+
+// drop closes the connection made last; false when there is none.
+func (d *dialer) drop() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.last == nil {
+		return false
+	}
+	_ = d.last.Close()
+	return true
+}
+
+// dialers holds the dialer of each connection Connect made, by a weak pointer to the
+// connection, so that a connection no longer used is not kept.
+var dialers sync.Map // weak.Pointer[nats.Conn] -> *dialer
+
+func keepDialer(nc *nats.Conn, d *dialer) {
+	dialers.Range(func(k, _ any) bool {
+		if k.(weak.Pointer[nats.Conn]).Value() == nil {
+			dialers.Delete(k)
+		}
+		return true
+	})
+	dialers.Store(weak.Make(nc), d)
+}
+
+// Reconnect gives up the server nc is connected to and goes on to another, as the
+// client does when its pings go unanswered: what is published meanwhile waits in the
+// client's buffer, subscriptions are made again on the new server, and requests in
+// flight still take their replies there. (The client's own ForceReconnect fails every
+// request in flight instead.) For a server that stopped answering, sooner than the
+// pings notice.
+func Reconnect(nc *nats.Conn) error {
+	if d, ok := dialers.Load(weak.Make(nc)); ok && d.(*dialer).drop() {
+		return nil
+	}
+	return nc.ForceReconnect()
 }
 
 // explain puts the cause a user can act on in front of the client's error, when

@@ -25,6 +25,11 @@ type ServerConfig struct {
 	MonitorHost string
 	MonitorPort int
 
+	// PingInterval is how often the node asks a client it has heard nothing from for
+	// a sign of life; after MaxPingsOut unanswered, the client is taken for gone and
+	// its subscriptions with it. 0 keeps the server's default (2 minutes).
+	PingInterval time.Duration
+
 	Cluster ClusterConfig
 
 	// Auth, when set, admits only users whose JWTs are signed by an account its
@@ -40,7 +45,21 @@ type ClusterConfig struct {
 	Host   string
 	Port   int      // -1 picks a free one
 	Routes []string // nats-route://host:port of the other nodes
+	// PingInterval is how often a route is asked for a sign of life; after
+	// MaxPingsOut unanswered, the node gives the route up, and with it the interest
+	// of the other node's clients, so that messages stop going where they are lost.
+	// 0 keeps the server's default (up to 30 seconds).
+	PingInterval time.Duration
 }
+
+// Defaults of `toolgate nats` for PingInterval and ClusterConfig.PingInterval: a node
+// cut off the network is given up by the other nodes (routes) within about a second
+// and a half, and a client that vanished within about six seconds. Either way after
+// MaxPingsOut pings unanswered.
+const (
+	DefaultRoutePing  = 500 * time.Millisecond
+	DefaultClientPing = 2 * time.Second
+)
 
 // ServerAuth is decentralized JWT authentication (operator mode) with the NATS-based
 // "full" account resolver: the node keeps every account JWT in ResolverDir, takes
@@ -85,6 +104,9 @@ func DefaultServerConfig() ServerConfig {
 func (c ServerConfig) Validate() error {
 	if c.JetStream && c.StoreDir == "" {
 		return errors.New("nats: store-dir: required with JetStream")
+	}
+	if c.PingInterval < 0 || c.Cluster.PingInterval < 0 {
+		return errors.New("nats: ping intervals must not be negative")
 	}
 	if c.Cluster.Name != "" && c.Name == "" {
 		return errors.New("nats: name: required in a cluster")
@@ -131,8 +153,14 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		NoSigs:     true,
 		NoLog:      true,
 	}
+	if cfg.PingInterval > 0 {
+		opts.PingInterval, opts.MaxPingsOut = cfg.PingInterval, MaxPingsOut
+	}
 	if cfg.Cluster.Name != "" {
 		opts.Cluster = server.ClusterOpts{Name: cfg.Cluster.Name, Host: cfg.Cluster.Host, Port: cfg.Cluster.Port}
+		if cfg.Cluster.PingInterval > 0 {
+			opts.Cluster.PingInterval, opts.Cluster.MaxPingsOut = cfg.Cluster.PingInterval, MaxPingsOut
+		}
 		for _, r := range cfg.Cluster.Routes {
 			u, err := url.Parse(r)
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -22,13 +23,30 @@ var ErrCallLost = errors.New("bus: the call was lost: no worker holds it any mor
 // up the calls of this edge that nothing is heard of, so that a call whose worker died
 // fails within about a second instead of at its deadline. It costs a call that is
 // answered quickly nothing on the bus.
+//
+// Silence proves a worker gone only while this edge's own connection carries what the
+// workers say. So the Watcher gives nothing up while the connection is down or moving
+// to another server, and counts a call's silence again from the moment it is back (a
+// request sent meanwhile waits in the client's buffer and goes out then). And a call
+// silent for SilenceProbe makes it ask its own server for a sign of life: a server
+// that does not answer within ProbeTimeout is given up at once (the client reconnects
+// elsewhere) instead of after the client's pings, seconds later, while every call it
+// sends is lost. A call is given up only once a probe sent after the call's silence
+// began has been answered.
 type Watcher struct {
 	nc       *nats.Conn
 	subjects wire.Subjects
+	log      *slog.Logger
 
 	mu       sync.Mutex
 	calls    map[string]*watched // by call id
 	scanning bool                // a scan goroutine runs while calls are watched
+	// The connection as last seen by scan: reconnects counted, and whether it was
+	// connected.
+	reconnects uint64
+	connected  bool
+	probing    bool      // a probe is in flight
+	aliveAt    time.Time // when the last probe the server answered was sent
 }
 
 type watched struct {
@@ -37,9 +55,24 @@ type watched struct {
 	cancel context.CancelCauseFunc
 }
 
-// NewWatcher follows the Holding subjects of every tool on nc.
-func NewWatcher(nc *nats.Conn, subjects wire.Subjects) (*Watcher, error) {
-	w := &Watcher{nc: nc, subjects: subjects, calls: map[string]*watched{}}
+// How the Watcher checks its own connection: a call silent for SilenceProbe sends a
+// probe (a PING the server must answer), and a server that leaves it unanswered for
+// ProbeTimeout is given up. A connection that comes back, here or on another server,
+// gives each call ReconnectGrace before its silence counts again.
+const (
+	SilenceProbe   = 500 * time.Millisecond
+	ProbeTimeout   = 750 * time.Millisecond
+	ReconnectGrace = wire.HoldingLost
+)
+
+// NewWatcher follows the Holding subjects of every tool on nc; log says when it gives
+// up a server.
+func NewWatcher(nc *nats.Conn, subjects wire.Subjects, log *slog.Logger) (*Watcher, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	w := &Watcher{nc: nc, subjects: subjects, log: log, calls: map[string]*watched{},
+		reconnects: nc.Stats().Reconnects, connected: nc.IsConnected()}
 	if _, err := nc.Subscribe(subjects.HoldingAll(), w.onHolding); err != nil {
 		return nil, fmt.Errorf("bus: follow the calls workers hold: %w", err)
 	}
@@ -119,11 +152,58 @@ func (w *Watcher) scan() {
 			w.mu.Unlock()
 			return
 		}
-		for _, c := range w.calls {
-			if now.Sub(c.heard) > wire.HoldingLost {
-				c.cancel(ErrCallLost)
-			}
-		}
+		w.scanAt(now)
 		w.mu.Unlock()
 	}
+}
+
+// scanAt looks the calls over at now; w.mu is held.
+func (w *Watcher) scanAt(now time.Time) {
+	connected, reconnects := w.nc.IsConnected(), w.nc.Stats().Reconnects
+	if !connected || !w.connected || reconnects != w.reconnects {
+		// Down, or back a moment ago: what the workers said meanwhile was never heard.
+		w.connected, w.reconnects = connected, reconnects
+		for _, c := range w.calls {
+			c.heard = latest(c.heard, now.Add(ReconnectGrace-wire.HoldingLost))
+		}
+		return
+	}
+	probe := false
+	for _, c := range w.calls {
+		silent := now.Sub(c.heard)
+		switch {
+		case silent > wire.HoldingLost && w.aliveAt.After(c.heard.Add(SilenceProbe)):
+			c.cancel(ErrCallLost)
+		case silent > SilenceProbe:
+			probe = true
+		}
+	}
+	if probe && !w.probing {
+		w.probing = true
+		go w.probe()
+	}
+}
+
+// probe asks the server for a sign of life; one that gives none within ProbeTimeout
+// is given up, and the client goes on to another.
+func (w *Watcher) probe() {
+	sent := time.Now()
+	err := w.nc.FlushTimeout(ProbeTimeout)
+	w.mu.Lock()
+	w.probing = false
+	if err == nil {
+		w.aliveAt = sent
+	}
+	w.mu.Unlock()
+	if errors.Is(err, nats.ErrTimeout) && w.nc.IsConnected() {
+		w.log.Warn("nats server silent: reconnecting", "url", w.nc.ConnectedUrlRedacted(), "waited", ProbeTimeout)
+		_ = Reconnect(w.nc)
+	}
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

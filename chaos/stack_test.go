@@ -196,7 +196,7 @@ func startStack(t *testing.T, bin string) *stack {
 		url := fmt.Sprintf("http://127.0.0.1:%d", ports[6+i])
 		p := &process{t: t, name: fmt.Sprintf("edge-%d", i+1), bin: bin, log: filepath.Join(dir, fmt.Sprintf("edge-%d.log", i+1)),
 			args: []string{"edge", "--nats", s.natsURL, "--listen", strings.TrimPrefix(url, "http://"), "--base-url", url,
-				"--link-secret-file", linkSecret, "--admin-key-file", adminKey, "--replicas", "3", "--dashboard=false"}}
+				"--link-secret-file", linkSecret, "--admin-key-file", adminKey, "--replicas", "3", "--dashboard=false", "--drain-delay", "0"}}
 		s.edges, s.urls = append(s.edges, p), append(s.urls, url)
 		p.start()
 		s.waitReady(url, 60*time.Second) // the first makes the registry; the second finds it

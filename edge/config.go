@@ -34,7 +34,14 @@ type Config struct {
 	AdminKeyHash string
 	// TimeoutHeader names the request header in which a caller shortens a call's deadline.
 	TimeoutHeader string
-	// ShutdownTimeout is how long Serve waits for in-flight requests when its context ends.
+	// DrainDelay is how long Serve goes on serving, with /readyz answering 503, once its
+	// context ends, before it stops taking connections: the time a balancer (a
+	// Kubernetes Service, a proxy checking /readyz) takes to send new requests
+	// elsewhere. Meanwhile every answer closes its connection, so that clients open
+	// their next one where the balancer sends them.
+	DrainDelay time.Duration
+	// ShutdownTimeout is how long Serve waits for in-flight requests and MCP streams
+	// once it stops taking connections.
 	ShutdownTimeout time.Duration
 	// ReadHeaderTimeout bounds how long a client may take to send a request's headers.
 	ReadHeaderTimeout time.Duration
@@ -60,6 +67,10 @@ const (
 	DefaultReadBodyTimeout   = 30 * time.Second
 )
 
+// DefaultDrainDelay is Config.DrainDelay by default: a readiness probe checked every
+// few seconds sees the edge unready within it.
+const DefaultDrainDelay = 5 * time.Second
+
 // DefaultConfig serves on 127.0.0.1:8080 with 1 MiB bodies and no admin API.
 func DefaultConfig() Config {
 	return Config{
@@ -67,6 +78,7 @@ func DefaultConfig() Config {
 		BaseURL:           "http://127.0.0.1:8080",
 		MaxBodyBytes:      DefaultMaxBodyBytes,
 		TimeoutHeader:     "Tg-Timeout",
+		DrainDelay:        DefaultDrainDelay,
 		ShutdownTimeout:   15 * time.Second,
 		ReadHeaderTimeout: DefaultReadHeaderTimeout,
 		ReadBodyTimeout:   DefaultReadBodyTimeout,
@@ -93,6 +105,9 @@ func (c Config) Validate() error {
 	}
 	if !httpguts.ValidHeaderFieldName(c.TimeoutHeader) {
 		return errors.New("edge: timeout-header: must be a valid header name")
+	}
+	if c.DrainDelay < 0 {
+		return errors.New("edge: drain-delay: must not be negative")
 	}
 	if c.ShutdownTimeout < 0 {
 		return errors.New("edge: shutdown-timeout: must not be negative")

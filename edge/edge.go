@@ -169,9 +169,12 @@ func (e *Edge) readyz(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": "ready"})
 }
 
-// Serve answers requests on ln until ctx ends, then stops taking new ones, lets
-// in-flight requests finish for up to ShutdownTimeout, and closes what is left (MCP
-// streams and calls still running see their contexts end).
+// Serve answers requests on ln until ctx ends, then drains: /readyz answers 503 and
+// every answer closes its connection while the edge goes on serving for DrainDelay (a
+// balancer moves new requests elsewhere meanwhile); then it stops taking connections,
+// ends MCP streams (their clients resume on another edge), lets in-flight requests
+// and calls finish for up to ShutdownTimeout, and closes what is left (calls still
+// running see their contexts end).
 func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
 	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()
@@ -192,13 +195,31 @@ func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	e.draining.Store(true)
+	srv.SetKeepAlivesEnabled(false)
+	if e.cfg.DrainDelay > 0 {
+		e.log.Info("edge: draining: unready, serving on", "for", e.cfg.DrainDelay)
+		select {
+		case err := <-errc:
+			return fmt.Errorf("edge: serve: %w", err)
+		case <-time.After(e.cfg.DrainDelay):
+		}
+	}
+	e.log.Info("edge: stopping: no new connections; waiting for requests in flight", "for at most", e.cfg.ShutdownTimeout)
 	grace, cancel := context.WithTimeout(context.Background(), e.cfg.ShutdownTimeout)
 	defer cancel()
-	var mcpErr error
-	if e.cfg.MCP != nil {
-		mcpErr = e.cfg.MCP.Drain(grace)
-	}
+	// The listener closes as MCP drains, not after: a request that reached a draining
+	// MCP server would be refused with a 503, which a client does not resend, where a
+	// connection refused sends it to another edge.
+	mcpDone := make(chan error, 1)
+	go func() {
+		if e.cfg.MCP == nil {
+			mcpDone <- nil
+			return
+		}
+		mcpDone <- e.cfg.MCP.Drain(grace)
+	}()
 	err := srv.Shutdown(grace)
+	mcpErr := <-mcpDone
 	if err != nil {
 		e.log.Warn("edge: shutdown grace ran out; closing what is left", "err", err)
 		cancelBase()

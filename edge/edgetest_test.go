@@ -89,6 +89,7 @@ func newEnv(t testing.TB, opts ...option) *env {
 	cfg := edge.DefaultConfig()
 	cfg.BaseURL = e.url
 	cfg.AdminKeyHash = registry.Hash(e.adminKey)
+	cfg.DrainDelay = 0 // tests stop their edge at once; TestShutdownDrains gives it one
 	if o.edge != nil {
 		o.edge(&cfg)
 	}

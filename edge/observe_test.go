@@ -2,6 +2,8 @@ package edge_test
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -167,5 +169,75 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	if _, err := http.Get(e.url + "/healthz"); err == nil {
 		t.Fatal("the edge still takes connections after Serve returned")
+	}
+}
+
+// TestShutdownDrains: when Serve's context ends with a DrainDelay, the edge turns
+// unready and goes on serving for the delay, every answer closing its connection, so
+// that a balancer moves new requests elsewhere before any is refused; then it stops
+// taking connections and still answers the call in flight before Serve returns.
+func TestShutdownDrains(t *testing.T) {
+	const delay = 4 * time.Second
+	e := newEnv(t, withEdge(func(c *edge.Config) { c.DrainDelay = delay }))
+	key := e.account("acme", registry.Limits{})
+	held, release := make(chan struct{}), make(chan struct{})
+	e.serve(echoTool, func(_ string, m *nats.Msg) {
+		if string(m.Data) == `{"hold":true}` {
+			close(held)
+			<-release
+		}
+		respond(m, 0, "application/json", m.Data)
+	})
+	e.connect("acme", "echo")
+	fresh := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	call := func(body string) (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/tool-call/echo/echo", strings.NewReader(body))
+		req.Header.Set("SERVICE_API_KEY", key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := fresh.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		return resp, err
+	}
+	inFlight := make(chan error, 1)
+	go func() {
+		resp, err := call(`{"hold":true}`)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("status %d", resp.StatusCode)
+		}
+		inFlight <- err
+	}()
+	<-held
+	stopped := make(chan error, 1)
+	began := time.Now()
+	go func() { stopped <- e.stop() }()
+
+	testenv.Eventually(t, delay, "readyz unready while draining", func() bool {
+		resp, err := fresh.Get(e.url + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	})
+	resp, err := call(`{"n":1}`)
+	if err != nil || resp.StatusCode != http.StatusOK || !resp.Close {
+		t.Fatalf("a call while draining (%s after the stop): %v %+v; want 200 closing its connection", time.Since(began), err, resp)
+	}
+	testenv.Eventually(t, 2*delay, "no new connections once the delay is over", func() bool {
+		_, err := call(`{"n":2}`)
+		return err != nil
+	})
+	close(release)
+	if err := <-inFlight; err != nil {
+		t.Fatalf("the call in flight: %v", err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	if waited := time.Since(began); waited < delay {
+		t.Fatalf("Serve returned %s after its context ended, before the drain delay %s", waited, delay)
 	}
 }

@@ -101,6 +101,11 @@ func WithSharedRates(store *registry.Store, log *slog.Logger) Option {
 	return func(g *Gateway) { g.shared, g.log = store, log }
 }
 
+// WithLogger logs what the gateway has to say on log.
+func WithLogger(log *slog.Logger) Option {
+	return func(g *Gateway) { g.log = log }
+}
+
 // LeaseTime is how much of a key's rate an edge takes from its shared bucket at once,
 // and how long it keeps what it has not spent.
 const LeaseTime = 100 * time.Millisecond
@@ -128,7 +133,7 @@ func New(nc *nats.Conn, view *registry.View, cfg Config, opts ...Option) (*Gatew
 		g.log = slog.Default()
 	}
 	var err error
-	if g.calls, err = bus.NewWatcher(nc, cfg.Subjects); err != nil {
+	if g.calls, err = bus.NewWatcher(nc, cfg.Subjects, g.log); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	return g, nil
@@ -206,6 +211,9 @@ func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, er
 // Call checks c and sends it to the tool, returning the tool's reply or a typed error
 // (registry, gateway or bus errors). A call of a tool whose workers name the calls
 // they hold fails with bus.ErrCallLost once its worker stops naming it.
+//
+// A call that finds no worker on the bus while the registry holds live instances of
+// the tool is sent again, for up to MovingWorkersWait (see send).
 func (g *Gateway) Call(ctx context.Context, c *Call) (*wire.Reply, error) {
 	m, err := g.Check(ctx, c)
 	if err != nil {
@@ -246,12 +254,17 @@ func (g *Gateway) Forward(ctx context.Context, c *Call) (*wire.Reply, error) {
 }
 
 // send puts a checked call on the bus, naming it when the caller did not.
+//
+// A call that finds no worker on the bus while the registry holds live instances of
+// the tool is sent again, for up to MovingWorkersWait: its workers are moving to
+// another NATS node (theirs died or was cut off) and will subscribe there in a moment.
+// Nothing received the call, so sending it again cannot run it twice.
 func (g *Gateway) send(ctx context.Context, c *Call, mcp bool, timeout time.Duration, holding bool) (*wire.Reply, error) {
 	callID := c.CallID
 	if callID == "" {
 		callID = nuid.Next()
 	}
-	return g.calls.Send(ctx, &wire.Request{
+	req := &wire.Request{
 		Tool:                   c.Tool,
 		MCP:                    mcp,
 		Method:                 c.Method,
@@ -268,8 +281,30 @@ func (g *Gateway) send(ctx context.Context, c *Call, mcp bool, timeout time.Dura
 		Data:                   c.Params,
 		Header:                 c.Header,
 		ReplyTo:                c.ReplyTo,
-	}, holding)
+	}
+	began := time.Now()
+	for {
+		reply, err := g.calls.Send(ctx, req, holding)
+		if !errors.Is(err, bus.ErrNoResponders) || g.view.Snapshot().Instances(c.Tool) == 0 ||
+			time.Since(began) >= MovingWorkersWait || time.Now().After(req.Deadline) {
+			return reply, err
+		}
+		select {
+		case <-ctx.Done():
+			return reply, err
+		case <-time.After(movingWorkersRetry):
+		}
+	}
 }
+
+// MovingWorkersWait bounds how long a call waits for the workers of a tool the
+// registry says is online when none is on the bus (see send): longer than a worker
+// takes to notice its NATS node is gone and reconnect to another (bus.PingInterval
+// times bus.MaxPingsOut and a little).
+const (
+	MovingWorkersWait  = 2 * time.Second
+	movingWorkersRetry = 100 * time.Millisecond
+)
 
 // Timeout is how long a call of m may take: the method's own timeout (or the
 // default), shortened by what the caller asked for, never beyond the maximum.

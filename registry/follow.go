@@ -49,9 +49,12 @@ const followAttempt = time.Second
 // every change. It is how everything that keeps a copy of a bucket follows it.
 //
 // Two things restart the bucket's consumer, each time from the revision after the
-// last one forwarded: missed heartbeats (the node holding the consumer died), and
-// the connection coming back after a loss (a pull that was pending on the old
-// server is not always resumed). After a loss, the bucket may not hold what was
+// last one forwarded: missed heartbeats (the node holding the consumer died, or the
+// stream lost its leader), and the connection coming back after a loss (a pull that
+// was pending on the old server is not always resumed). Follow makes the consumer
+// again itself, an attempt of followAttempt every quarter second, rather than leave
+// it to the client, whose attempts wait 10 seconds each for a leader that is gone and
+// back off for seconds between them: the copy would lag for as long. After a loss, the bucket may not hold what was
 // forwarded any more (see lost): it is then loaded again from scratch, between
 // MarkReload and MarkReloaded, and a key that load does not bring is gone.
 func (s *Store) Follow(ctx context.Context, bucket string, updates chan<- Update, log *slog.Logger) {
@@ -63,7 +66,7 @@ func (s *Store) Follow(ctx context.Context, bucket string, updates chan<- Update
 	defer nc.RemoveStatusListener(reconnected)
 	disconnected := nc.StatusChanged(nats.RECONNECTING, nats.DISCONNECTED)
 	defer nc.RemoveStatusListener(disconnected)
-	f := &follower{store: s, log: log, name: bucket, updates: updates, ctx: ctx}
+	f := &follower{store: s, log: log, name: bucket, updates: updates, ctx: ctx, stalled: make(chan struct{}, 1)}
 	for ctx.Err() == nil {
 		// Each attempt is short: a cluster that just restarted answers nothing for a
 		// while, and the first attempt after it does should not be seconds away.
@@ -82,6 +85,7 @@ func (s *Store) Follow(ctx context.Context, bucket string, updates chan<- Update
 		case <-ctx.Done():
 		case <-reconnected:
 		case <-disconnected:
+		case <-f.stalled:
 		}
 		// What the consumer delivers from now on may come from a server that
 		// restarted with the bucket emptied: it is dropped, and the consumer made once
@@ -94,6 +98,10 @@ func (s *Store) Follow(ctx context.Context, bucket string, updates chan<- Update
 		for ctx.Err() == nil {
 			drain(reconnected)
 			drain(disconnected)
+			select {
+			case <-f.stalled:
+			default:
+			}
 			if nc.Status() == nats.CONNECTED {
 				break
 			}
@@ -124,6 +132,7 @@ type follower struct {
 	name    string
 	updates chan<- Update
 	ctx     context.Context
+	stalled chan struct{} // the consumer missed its heartbeats
 
 	mu         sync.Mutex
 	generation int       // bumped per consumer, so a stopped one's late messages are dropped
@@ -193,6 +202,12 @@ func (f *follower) start(ctx context.Context) (jetstream.ConsumeContext, error) 
 	}, jetstream.PullHeartbeat(followHeartbeat), jetstream.PullExpiry(10*followHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			f.log.Debug("registry: following a bucket", "bucket", f.name, "err", err)
+			if errors.Is(err, jetstream.ErrNoHeartbeat) {
+				select {
+				case f.stalled <- struct{}{}:
+				default:
+				}
+			}
 		}))
 }
 

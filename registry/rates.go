@@ -76,7 +76,7 @@ func (s *Store) TakeTokens(ctx context.Context, id string, rate float64, burst, 
 			}
 			return took, 0, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) { // wrong last sequence: another edge took
+		if !revisionConflict(err) { // wrong last sequence: another edge took
 			return 0, 0, fmt.Errorf("registry: rate %s: %w", id, err)
 		}
 		if ctx.Err() != nil {

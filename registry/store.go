@@ -43,11 +43,22 @@ type Options struct {
 	// Update changes buckets that exist with other settings to these, instead of
 	// refusing to open them: for changing a registry's replicas or TTLs on purpose.
 	Update bool
+	// WriteWait is how long a change of the records an administrator keeps (accounts,
+	// keys, connections, links, tools) keeps trying while the registry cannot take it,
+	// as while a bucket's stream elects a new leader after a NATS node died or dropped
+	// off, before it fails. It is this process's, not the buckets': 0 is
+	// DefaultWriteWait.
+	WriteWait time.Duration
 }
+
+// DefaultWriteWait is Options.WriteWait when unset: longer than a JetStream cluster
+// takes to elect a stream's leader again once one is lost (a few seconds; at most 9
+// seconds of election timeout after the leader's silence).
+const DefaultWriteWait = 15 * time.Second
 
 // DefaultOptions suit a single node.
 func DefaultOptions() Options {
-	return Options{Replicas: 1, PresenceTTL: wire.DefaultPresenceTTL, SessionTTL: 30 * time.Minute}
+	return Options{Replicas: 1, PresenceTTL: wire.DefaultPresenceTTL, SessionTTL: 30 * time.Minute, WriteWait: DefaultWriteWait}
 }
 
 // ErrSettingsDiffer is what a *MismatchError is.
@@ -114,6 +125,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	opts.Replicas = cmp.Or(opts.Replicas, def.Replicas)
 	opts.PresenceTTL = cmp.Or(opts.PresenceTTL, def.PresenceTTL)
 	opts.SessionTTL = cmp.Or(opts.SessionTTL, def.SessionTTL)
+	opts.WriteWait = cmp.Or(opts.WriteWait, def.WriteWait)
 
 	s := &Store{opts: opts, js: js}
 	buckets := []struct {
@@ -302,8 +314,36 @@ func retry(ctx context.Context, bucket string, op func(context.Context) error) e
 	}
 }
 
+// writeAttempt bounds one attempt of a change that lasts (see Options.WriteWait): a
+// request to a stream's leader that died meanwhile is never answered, and the next
+// attempt finds the new one.
+const writeAttempt = 2 * time.Second
+
+// lasting runs op, a change of the records an administrator keeps, until it succeeds
+// or fails in a way waiting will not mend, for up to WriteWait; each attempt has
+// writeAttempt at most. again tells op that an attempt before it failed without an
+// answer, which may have been written nonetheless.
+func (s *Store) lasting(ctx context.Context, op func(ctx context.Context, again bool) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.WriteWait)
+	defer cancel()
+	for again := false; ; again = true {
+		attempt, cancelAttempt := context.WithTimeout(ctx, writeAttempt)
+		err := op(attempt, again)
+		cancelAttempt()
+		if err == nil || !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 func retryable(err error) bool {
 	return errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrDisconnected) || errors.Is(err, errUnsettled) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
 		errors.Is(err, jetstream.ErrNoHeartbeat) || isClusterNotReady(err)
 }
@@ -351,6 +391,29 @@ func createJSON(ctx context.Context, kv jetstream.KeyValue, key string, v any) e
 	return err
 }
 
+// createOwnJSON is createJSON as an attempt of lasting: after an attempt that may have
+// written v (again), a record at key that is v is this write's own.
+func createOwnJSON(ctx context.Context, kv jetstream.KeyValue, key string, v any, again bool) error {
+	err := createJSON(ctx, kv, key, v)
+	if !errors.Is(err, ErrExists) || !again {
+		return err
+	}
+	b, merr := json.Marshal(v)
+	e, gerr := kv.Get(ctx, key)
+	switch {
+	case merr == nil && gerr == nil && string(e.Value()) == string(b):
+		return nil // the earlier attempt's
+	case gerr == nil:
+		return err // another writer's
+	case errors.Is(gerr, jetstream.ErrKeyNotFound):
+		// The earlier attempt still waits for the stream's quorum (which refuses
+		// a second write of the key meanwhile), or the read came from a node behind.
+		return fmt.Errorf("registry: create %s/%s: %w", kv.Bucket(), key, errUnsettled)
+	default:
+		return fmt.Errorf("registry: get %s/%s: %w", kv.Bucket(), key, gerr)
+	}
+}
+
 // createJSONRev is createJSON that also returns the revision of the write.
 func createJSONRev(ctx context.Context, kv jetstream.KeyValue, key string, v any) (uint64, error) {
 	b, err := json.Marshal(v)
@@ -396,13 +459,23 @@ func updateJSONWith[T any](ctx context.Context, kv jetstream.KeyValue, key strin
 		if err == nil {
 			return v, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) { // wrong last sequence: someone else wrote
+		if !revisionConflict(err) { // wrong last sequence: someone else wrote
 			return nil, fmt.Errorf("registry: update %s/%s: %w", kv.Bucket(), key, err)
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// revisionConflict reports whether a write that named the revision it follows was
+// refused because the record is at another one: another writer wrote first, or the
+// revision was read from a node behind the others (one back from a partition). Either
+// way the change is made again on what is there now.
+// (A replicated bucket says so with another code than a single node's: the client
+// marks both ErrKeyRevisionMismatch.)
+func revisionConflict(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
 }
 
 func deleteKey(ctx context.Context, kv jetstream.KeyValue, key string) error {
@@ -413,6 +486,31 @@ func deleteKey(ctx context.Context, kv jetstream.KeyValue, key string) error {
 }
 
 func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
+
+// The single changes of lasting records, each tried for up to WriteWait.
+
+func (s *Store) lastingCreate(ctx context.Context, kv jetstream.KeyValue, key string, v any) error {
+	return s.lasting(ctx, func(ctx context.Context, again bool) error { return createOwnJSON(ctx, kv, key, v, again) })
+}
+
+func (s *Store) lastingPut(ctx context.Context, kv jetstream.KeyValue, key string, v any) error {
+	return s.lasting(ctx, func(ctx context.Context, _ bool) error { return putJSON(ctx, kv, key, v) })
+}
+
+func (s *Store) lastingDelete(ctx context.Context, kv jetstream.KeyValue, key string) error {
+	return s.lasting(ctx, func(ctx context.Context, _ bool) error { return deleteKey(ctx, kv, key) })
+}
+
+// lastingUpdate is updateJSON tried for up to WriteWait; change must come to the same
+// whether or not an attempt that failed without an answer was written.
+func lastingUpdate[T any](ctx context.Context, s *Store, kv jetstream.KeyValue, key string, change func(*T) error) (*T, error) {
+	var v *T
+	err := s.lasting(ctx, func(ctx context.Context, _ bool) (err error) {
+		v, err = updateJSON(ctx, kv, key, change)
+		return err
+	})
+	return v, err
+}
 
 // PutTool writes a tool's record, as its workers would: it refuses one the edges
 // would ignore.
@@ -426,7 +524,7 @@ func (s *Store) PutTool(ctx context.Context, t Tool) error {
 	if t.UpdatedAt.IsZero() {
 		t.UpdatedAt = now()
 	}
-	return putJSON(ctx, s.tools, t.ID, t)
+	return s.lastingPut(ctx, s.tools, t.ID, t)
 }
 
 // Tool reads a tool's record.
@@ -436,7 +534,9 @@ func (s *Store) Tool(ctx context.Context, id string) (*Tool, error) {
 }
 
 // DeleteTool removes a tool's record.
-func (s *Store) DeleteTool(ctx context.Context, id string) error { return deleteKey(ctx, s.tools, id) }
+func (s *Store) DeleteTool(ctx context.Context, id string) error {
+	return s.lastingDelete(ctx, s.tools, id)
+}
 
 // CreateAccount writes a new account; ErrExists if the id is taken.
 func (s *Store) CreateAccount(ctx context.Context, a Account) (*Account, error) {
@@ -446,7 +546,7 @@ func (s *Store) CreateAccount(ctx context.Context, a Account) (*Account, error) 
 	if a.CreatedAt.IsZero() {
 		a.CreatedAt = now()
 	}
-	if err := createJSON(ctx, s.accounts, a.ID, a); err != nil {
+	if err := s.lastingCreate(ctx, s.accounts, a.ID, a); err != nil {
 		return nil, err
 	}
 	return &a, nil
@@ -460,7 +560,7 @@ func (s *Store) Account(ctx context.Context, id string) (*Account, error) {
 
 // UpdateAccount changes an account with compare-and-set.
 func (s *Store) UpdateAccount(ctx context.Context, id string, change func(*Account) error) (*Account, error) {
-	return updateJSON(ctx, s.accounts, id, change)
+	return lastingUpdate(ctx, s, s.accounts, id, change)
 }
 
 // DeleteAccount removes an account with its keys, connections and links.
@@ -482,11 +582,11 @@ func (s *Store) DeleteAccount(ctx context.Context, id string) error {
 		return err
 	}
 	for hash := range keys {
-		if err := deleteKey(ctx, s.keys, hash); err != nil {
+		if err := s.lastingDelete(ctx, s.keys, hash); err != nil {
 			return err
 		}
 	}
-	return deleteKey(ctx, s.accounts, id)
+	return s.lastingDelete(ctx, s.accounts, id)
 }
 
 // Accounts lists every account.
@@ -526,7 +626,10 @@ type NewKeyRequest struct {
 // CreateKey makes a key for an account and returns its record and the key itself,
 // which is not stored and cannot be shown again.
 func (s *Store) CreateKey(ctx context.Context, req NewKeyRequest) (*Key, string, error) {
-	if _, err := s.Account(ctx, req.Account); err != nil {
+	if err := s.lasting(ctx, func(ctx context.Context, _ bool) error {
+		_, err := s.Account(ctx, req.Account)
+		return err
+	}); err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return nil, "", invalidf("account %q does not exist", req.Account)
 		}
@@ -550,7 +653,7 @@ func (s *Store) CreateKey(ctx context.Context, req NewKeyRequest) (*Key, string,
 		CreatedAt: now(),
 		ExpiresAt: req.ExpiresAt,
 	}
-	if err := createJSON(ctx, s.keys, Hash(secret), k); err != nil {
+	if err := s.lastingCreate(ctx, s.keys, Hash(secret), k); err != nil {
 		return nil, "", err
 	}
 	return &k, secret, nil
@@ -565,7 +668,7 @@ func (s *Store) ImportKey(ctx context.Context, secret string, k Key) error {
 	if k.CreatedAt.IsZero() {
 		k.CreatedAt = now()
 	}
-	err := createJSON(ctx, s.keys, Hash(secret), k)
+	err := s.lastingCreate(ctx, s.keys, Hash(secret), k)
 	if errors.Is(err, ErrExists) {
 		return nil
 	}
@@ -584,15 +687,37 @@ func (s *Store) Keys(ctx context.Context, account string) (map[string]Key, error
 }
 
 // RevokeKey marks the key filed under hash revoked. Revoking twice is not an error.
+// The caller found the key (in a view, or a listing) a moment ago: a key the bucket
+// says is not there is read again for up to staleReadWait, since a node of the
+// cluster that is catching up (one back from a restart or a partition) may answer a
+// read with what it held before the key was made.
 func (s *Store) RevokeKey(ctx context.Context, hash string) (*Key, error) {
-	return updateJSON(ctx, s.keys, hash, func(k *Key) error {
-		if k.RevokedAt == nil {
-			t := now()
-			k.RevokedAt = &t
+	var k *Key
+	began := time.Now()
+	err := s.lasting(ctx, func(ctx context.Context, _ bool) (err error) {
+		k, err = updateJSON(ctx, s.keys, hash, func(k *Key) error {
+			if k.RevokedAt == nil {
+				t := now()
+				k.RevokedAt = &t
+			}
+			return nil
+		})
+		if errors.Is(err, ErrNotFound) && time.Since(began) < staleReadWait {
+			return fmt.Errorf("%w: %w", errUnsettled, err)
 		}
-		return nil
+		return err
 	})
+	return k, err
 }
+
+// staleReadWait is how long a record that must exist is read again when a read says
+// it does not (see RevokeKey).
+const staleReadWait = 2 * time.Second
+
+// errUnsettled marks an answer the bucket may not stand by a moment later: a read that
+// may have come from a node behind the others, or a write refused while an earlier
+// attempt of it waits for the stream's quorum. lasting tries again.
+var errUnsettled = errors.New("the bucket has not settled on the record yet")
 
 func connKey(account, tool string) string { return account + "." + tool }
 
@@ -610,11 +735,11 @@ func (s *Store) Connect(ctx context.Context, account, tool string, signer *LinkS
 	}
 	t := now()
 	c := Connection{Account: account, Tool: tool, ConnectedAt: t, LinkNonce: NewID(""), LinkCreatedAt: t}
-	if err := createJSON(ctx, s.conns, connKey(account, tool), c); err != nil {
+	if err := s.lastingCreate(ctx, s.conns, connKey(account, tool), c); err != nil {
 		return nil, err
 	}
 	link := Link{Account: account, Tool: tool, CreatedAt: t}
-	if err := putJSON(ctx, s.links, Hash(signer.Token(account, tool, c.LinkNonce)), link); err != nil {
+	if err := s.lastingPut(ctx, s.links, Hash(signer.Token(account, tool, c.LinkNonce)), link); err != nil {
 		return nil, err
 	}
 	return &c, nil
@@ -647,12 +772,12 @@ func (s *Store) Disconnect(ctx context.Context, account, tool string, signer *Li
 	if err := s.deleteLinks(ctx, c, signer); err != nil {
 		return err
 	}
-	return deleteKey(ctx, s.conns, connKey(account, tool))
+	return s.lastingDelete(ctx, s.conns, connKey(account, tool))
 }
 
 func (s *Store) deleteLinks(ctx context.Context, c *Connection, signer *LinkSigner) error {
 	if signer != nil {
-		return deleteKey(ctx, s.links, Hash(signer.Token(c.Account, c.Tool, c.LinkNonce)))
+		return s.lastingDelete(ctx, s.links, Hash(signer.Token(c.Account, c.Tool, c.LinkNonce)))
 	}
 	var hashes []string
 	if err := eachJSON(ctx, s.links, func(hash string, l Link) {
@@ -663,7 +788,7 @@ func (s *Store) deleteLinks(ctx context.Context, c *Connection, signer *LinkSign
 		return err
 	}
 	for _, h := range hashes {
-		if err := deleteKey(ctx, s.links, h); err != nil {
+		if err := s.lastingDelete(ctx, s.links, h); err != nil {
 			return err
 		}
 	}
@@ -683,10 +808,10 @@ func (s *Store) RotateLink(ctx context.Context, account, tool string, signer *Li
 		return nil, err
 	}
 	link := Link{Account: account, Tool: tool, CreatedAt: c.LinkCreatedAt}
-	if err := putJSON(ctx, s.links, Hash(signer.Token(account, tool, c.LinkNonce)), link); err != nil {
+	if err := s.lastingPut(ctx, s.links, Hash(signer.Token(account, tool, c.LinkNonce)), link); err != nil {
 		return nil, err
 	}
-	if err := deleteKey(ctx, s.links, Hash(signer.Token(account, tool, old))); err != nil {
+	if err := s.lastingDelete(ctx, s.links, Hash(signer.Token(account, tool, old))); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -734,7 +859,28 @@ func (s *Store) CreateSession(ctx context.Context, sess Session, opts ...Session
 	if w := sessionWriteOf(opts); w.ttl > 0 && !sess.Stream {
 		create = append(create, jetstream.KeyTTL(w.ttl))
 	}
-	rev, err := s.sessions.Create(ctx, sess.ID, b, create...)
+	// A session is opened while its client waits: like an administrator's change, it
+	// waits out a stream's election of a new leader (Options.WriteWait) instead of
+	// failing, and an attempt that may have been written is recognised as its own.
+	var rev uint64
+	err = s.lasting(ctx, func(ctx context.Context, again bool) (err error) {
+		rev, err = s.sessions.Create(ctx, sess.ID, b, create...)
+		if !errors.Is(err, jetstream.ErrKeyExists) || !again {
+			return err
+		}
+		e, gerr := s.sessions.Get(ctx, sess.ID)
+		switch {
+		case gerr == nil && string(e.Value()) == string(b):
+			rev = e.Revision()
+			return nil
+		case gerr == nil:
+			return err
+		case errors.Is(gerr, jetstream.ErrKeyNotFound):
+			return fmt.Errorf("registry: create %s/%s: %w", BucketSessions, sess.ID, errUnsettled)
+		default:
+			return gerr
+		}
+	})
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return 0, ErrExists
 	}

@@ -156,3 +156,46 @@ func TestClientResumesOnAnotherEdge(t *testing.T) {
 		t.Fatalf("echo after the move: %+v, %v", res, err)
 	}
 }
+
+// TestALegacyResponseWaitsOutTheEventLogsElection: on the legacy transport a response
+// reaches the client only through the event log. The log's stream loses its quorum
+// while a call runs (two of the three nodes stop; the edge and the worker are on the
+// third) and gets it back when one returns: the response is stored then and reaches
+// the client's stream, instead of being lost with the one append that found no
+// leader.
+func TestALegacyResponseWaitsOutTheEventLogsElection(t *testing.T) {
+	c := testenv.NewCluster(t)
+	var urls []string
+	for _, s := range c.Servers {
+		urls = append(urls, s.ClientURL())
+	}
+	e := setupEnv(t, urls, 3) // the worker is on the last node
+	ed := e.startEdge(t, 2, nil)
+	stream := openLegacyStream(t, e.sseURL(ed.url))
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":1500}}}`
+	if x := do(t, "POST", ed.url+stream.endpoint, nil, call); x.status != http.StatusAccepted {
+		t.Fatalf("POST: %d %s", x.status, x.body)
+	}
+	c.Stop(0)
+	c.Stop(1)
+	time.Sleep(4 * time.Second) // the answer came and found no leader to store it
+	c.Start(t, 1)
+
+	deadline := time.After(45 * time.Second)
+	for {
+		select {
+		case l, ok := <-stream.lines:
+			if !ok {
+				t.Fatal("the stream ended")
+			}
+			if strings.HasPrefix(l, "data: ") && strings.Contains(l, `"id":7`) {
+				if !strings.Contains(l, `slept`) {
+					t.Fatalf("the response: %s", l)
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatal("the response never reached the stream")
+		}
+	}
+}

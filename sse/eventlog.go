@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/toolgate/toolgate/bus/wire"
 )
@@ -140,6 +141,7 @@ func retryable(err error) bool {
 		return true
 	}
 	return errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrDisconnected) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
 		errors.Is(err, jetstream.ErrNoHeartbeat)
 }
@@ -179,6 +181,38 @@ func (l *eventLog) appendRecord(ctx context.Context, subject string, data []byte
 		return 0, fmt.Errorf("sse: event log: append to %s: %w", subject, err)
 	}
 	return ack.Sequence, nil
+}
+
+// How a record that must reach its client is stored: each attempt waits appendAttempt
+// at most for the log's answer, and attempts go on, under one message id so that the
+// log keeps one copy, for up to deliverWait. A stream of the log whose leader died or
+// was cut off takes a few seconds (up to about ten) to elect another; a response must
+// not be lost to it.
+const (
+	appendAttempt = 2 * time.Second
+	deliverWait   = 30 * time.Second
+)
+
+// appendSure is appendRecord for a record that must not be lost: the response of a
+// request whose client waits for it on its stream. It tries again, as the same
+// message, while the log cannot take it, for up to deliverWait from ctx.
+func (l *eventLog) appendSure(ctx context.Context, subject string, data []byte, hdr nats.Header) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, deliverWait)
+	defer cancel()
+	id := nuid.Next()
+	for {
+		attempt, cancelAttempt := context.WithTimeout(ctx, appendAttempt)
+		seq, err := l.appendRecord(attempt, subject, data, hdr, id)
+		cancelAttempt()
+		if err == nil || !retryable(err) || ctx.Err() != nil {
+			return seq, err
+		}
+		select {
+		case <-ctx.Done():
+			return seq, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // publish stores one record, as opts allow.

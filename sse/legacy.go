@@ -138,11 +138,11 @@ func (s *Server) ServeMessages(w http.ResponseWriter, r *http.Request, p registr
 	w.WriteHeader(http.StatusAccepted)
 }
 
-// sendToSession appends a message to a session's standalone stream.
+// sendToSession appends a message to a session's standalone stream, waiting out a
+// log that cannot take it for a while (appendSure): the client has no other way to
+// get it.
 func (s *Server) sendToSession(sess *registry.Session, msg []byte) {
-	ctx, cancel := s.detached()
-	defer cancel()
-	if _, err := s.events.appendRecord(ctx, s.events.standaloneSubject(sess.Tool, sess.ID), msg, nil, ""); err != nil {
+	if _, err := s.events.appendSure(s.ctx, s.events.standaloneSubject(sess.Tool, sess.ID), msg, nil); err != nil {
 		s.log.Error("sending to session", "session", sess.ID, "err", err)
 	}
 }

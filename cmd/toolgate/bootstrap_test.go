@@ -81,7 +81,8 @@ func TestBootstrap(t *testing.T) {
 // and returns its URL once it is ready.
 func startEdgeWith(t *testing.T, flags ...string) string {
 	t.Helper()
-	out := startCommand(t, append([]string{"edge", "--listen", "127.0.0.1:0"}, flags...)...)
+	// No balancer to wait for: the test's edges stop at once.
+	out := startCommand(t, append([]string{"edge", "--listen", "127.0.0.1:0", "--drain-delay", "0"}, flags...)...)
 	var url string
 	listening := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
 	testenv.WaitFor(t, "toolgate edge listens", func() bool {

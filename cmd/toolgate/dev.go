@@ -236,6 +236,7 @@ func serveDev(ctx context.Context, cfg devConfig, st *devState, natsURL string, 
 	o := defaultEdgeOptions()
 	o.Edge.Listen, o.Edge.BaseURL = cfg.Listen, cfg.BaseURL
 	o.Edge.AdminKeyHash = registry.Hash(st.adminKey)
+	o.Edge.DrainDelay = 0 // one process, no balancer to tell: it stops at once
 	edgeErr := serveEdge(ctx, o, nc, store, signer, log, func(_, base string) {
 		printDevBanner(out, cfg, st, base, natsURL)
 	})

@@ -36,6 +36,7 @@ type edgeOptions struct {
 	NATSAuth       bus.ClientAuth
 	Replicas       int  // 0: the registry's own (see workerConfig.Replicas)
 	UpdateRegistry bool // change existing buckets to Replicas instead of refusing
+	WriteWait      time.Duration
 	LinkSecretFile string
 	AdminKeyFile   string
 	Dashboard      bool // serve the deployment dashboard under /dashboard/
@@ -69,6 +70,9 @@ func (o edgeOptions) Validate() error {
 	}
 	if o.Wait < 0 {
 		return errors.New("edge: wait: must not be negative")
+	}
+	if o.WriteWait < 0 {
+		return errors.New("edge: registry-write-wait: must not be negative")
 	}
 	if o.Replicas < 0 || o.Replicas > 5 {
 		return errors.New("edge: replicas: must be from 1 to 5, or 0 for the registry's own")
@@ -109,6 +113,7 @@ var edgeEnv = map[string]string{
 	"replicas":            "TOOLGATE_REPLICAS",
 	"wait":                "TOOLGATE_WAIT",
 	"update-registry":     "TOOLGATE_UPDATE_REGISTRY",
+	"registry-write-wait": "TOOLGATE_REGISTRY_WRITE_WAIT",
 	"max-body-bytes":      "TOOLGATE_MAX_BODY_BYTES",
 	"default-timeout":     "TOOLGATE_DEFAULT_TIMEOUT",
 	"max-timeout":         "TOOLGATE_MAX_TIMEOUT",
@@ -116,6 +121,7 @@ var edgeEnv = map[string]string{
 	"burst":               "TOOLGATE_BURST",
 	"edge-rates":          "TOOLGATE_EDGE_RATES",
 	"shutdown-timeout":    "TOOLGATE_SHUTDOWN_TIMEOUT",
+	"drain-delay":         "TOOLGATE_DRAIN_DELAY",
 	"read-header-timeout": "TOOLGATE_READ_HEADER_TIMEOUT",
 	"read-body-timeout":   "TOOLGATE_READ_BODY_TIMEOUT",
 	"dashboard":           "TOOLGATE_DASHBOARD",
@@ -158,13 +164,15 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.IntVar(&o.Replicas, "replicas", o.Replicas, replicasUsage)
 	f.DurationVar(&o.Wait, "wait", o.Wait, waitUsage)
 	f.BoolVar(&o.UpdateRegistry, "update-registry", o.UpdateRegistry, "change the registry's existing buckets and the MCP event log to --replicas (and --mcp-event-retention), instead of refusing to start when they differ")
+	f.DurationVar(&o.WriteWait, "registry-write-wait", registry.DefaultWriteWait, "how long an admin change (accounts, keys, connections, links) keeps trying while the registry cannot take it, as while a NATS node's loss has its buckets elect new leaders, before it fails")
 	f.Int64Var(&o.Edge.MaxBodyBytes, "max-body-bytes", o.Edge.MaxBodyBytes, "largest request body (never above NATS max_payload less 4 KiB)")
 	f.DurationVar(&o.Gateway.DefaultTimeout, "default-timeout", o.Gateway.DefaultTimeout, "deadline of a call whose method names none")
 	f.DurationVar(&o.Gateway.MaxTimeout, "max-timeout", o.Gateway.MaxTimeout, "longest deadline of any call")
 	f.Float64Var(&o.Gateway.Rate, "rate", o.Gateway.Rate, "calls per second per key, for accounts without limits")
 	f.IntVar(&o.Gateway.Burst, "burst", o.Gateway.Burst, "calls a key may make at once above the rate")
 	f.BoolVar(&o.EdgeRates, "edge-rates", o.EdgeRates, "keep each key's rate in this edge alone (N edges then allow N times the rate) instead of in the registry's shared buckets")
-	f.DurationVar(&o.Edge.ShutdownTimeout, "shutdown-timeout", o.Edge.ShutdownTimeout, "how long in-flight requests get at shutdown")
+	f.DurationVar(&o.Edge.DrainDelay, "drain-delay", o.Edge.DrainDelay, "at shutdown (SIGTERM), how long the edge goes on serving with /readyz unready, so that balancers send new requests elsewhere, before it stops taking connections")
+	f.DurationVar(&o.Edge.ShutdownTimeout, "shutdown-timeout", o.Edge.ShutdownTimeout, "at shutdown, after the drain delay, how long in-flight requests and calls get to finish")
 	f.DurationVar(&o.Edge.ReadHeaderTimeout, "read-header-timeout", o.Edge.ReadHeaderTimeout, "how long a client may take to send a request's headers")
 	f.DurationVar(&o.Edge.ReadBodyTimeout, "read-body-timeout", o.Edge.ReadBodyTimeout, "how long a client may take to send a request's body once its headers are in (408 past it)")
 	f.BoolVar(&o.Dashboard, "dashboard", o.Dashboard, "serve the deployment dashboard under "+edge.DashboardPath)
@@ -220,7 +228,7 @@ func runEdge(ctx context.Context, o edgeOptions, out io.Writer, log *slog.Logger
 	defer stop()
 	setup, cancel := context.WithTimeout(ctx, max(registryWait, o.Wait))
 	defer cancel()
-	store, err := registry.Open(setup, nc, registry.Options{Replicas: o.Replicas, Update: o.UpdateRegistry})
+	store, err := registry.Open(setup, nc, registry.Options{Replicas: o.Replicas, Update: o.UpdateRegistry, WriteWait: o.WriteWait})
 	if err != nil {
 		return lost(ctx, err)
 	}
@@ -244,7 +252,7 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 	if err != nil {
 		return err
 	}
-	var gwOpts []gateway.Option
+	gwOpts := []gateway.Option{gateway.WithLogger(log)}
 	if !o.EdgeRates {
 		gwOpts = append(gwOpts, gateway.WithSharedRates(store, log))
 	}

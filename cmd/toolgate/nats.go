@@ -33,7 +33,8 @@ and --nats-tls-key it serves clients and routes over TLS only; routes verify eac
 other against --nats-tls-ca, and with --tls-verify so are clients.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := flagsFromEnv(cmd.Flags(), map[string]string{"wait": "TOOLGATE_WAIT"}); err != nil {
+			if err := flagsFromEnv(cmd.Flags(), map[string]string{"wait": "TOOLGATE_WAIT",
+				"cluster-ping": "TOOLGATE_NATS_CLUSTER_PING", "client-ping": "TOOLGATE_NATS_CLIENT_PING"}); err != nil {
 				return err
 			}
 			var err error
@@ -97,6 +98,8 @@ other against --nats-tls-ca, and with --tls-verify so are clients.`,
 	f.StringVar(&cfg.Cluster.Name, "cluster", envOr("TOOLGATE_NATS_CLUSTER", ""), "cluster name (empty: a single node)")
 	f.StringVar(&clusterListen, "cluster-listen", envOr("TOOLGATE_NATS_CLUSTER_LISTEN", "127.0.0.1:6222"), "cluster route listen address")
 	f.StringVar(&routes, "routes", envOr("TOOLGATE_NATS_ROUTES", ""), "comma-separated nats-route://host:port of the other nodes")
+	f.DurationVar(&cfg.Cluster.PingInterval, "cluster-ping", bus.DefaultRoutePing, "how often a route to another node is asked for a sign of life; one that misses "+fmt.Sprint(bus.MaxPingsOut)+" in a row is given up, and messages stop going to that node's clients (env TOOLGATE_NATS_CLUSTER_PING)")
+	f.DurationVar(&cfg.PingInterval, "client-ping", bus.DefaultClientPing, "how often a silent client is asked for a sign of life; one that misses "+fmt.Sprint(bus.MaxPingsOut)+" in a row is taken for gone, its subscriptions with it (env TOOLGATE_NATS_CLIENT_PING)")
 	f.StringVar(&monitorListen, "monitor-listen", envOr("TOOLGATE_NATS_MONITOR_LISTEN", ""), "HTTP monitoring address: /healthz for health checks, /varz, /jsz (empty: none)")
 	f.StringVar(&authDir, "auth", envOr("TOOLGATE_NATS_AUTH", ""), "the deployment's server directory (<creds dir>/server, from toolgate creds init): admit only its users (empty: anyone)")
 	addNATSTLSFlags(f, &tlsFiles)

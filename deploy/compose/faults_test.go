@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -68,6 +69,16 @@ func (s *stack) startLoad(o loadOptions) *load {
 		l.wg.Go(func() { l.admin.run(l.stop, adminEvery) })
 	}
 	return l
+}
+
+// from tells the failures from t on: when each failed, printed by finish.
+func (l *load) from(t time.Time) {
+	for _, c := range append([]*tally{&l.mcp.tally}, tallies(l.calls)...) {
+		c.add(func(c *tally) { c.origin = t })
+	}
+	if l.admin != nil {
+		l.admin.add(func(c *tally) { c.origin = t })
+	}
 }
 
 // finish stops the load, waits for the answers still due, and prints the figures.
@@ -198,22 +209,33 @@ func (s *stack) natsFault(t *testing.T, node string, down time.Duration, fault, 
 	l := s.startLoad(loadOptions{admin: true})
 	time.Sleep(3 * time.Second)
 	name := s.container(node)
+	l.from(time.Now())
 	s.podman(append(fault, name)...)
 	time.Sleep(down)
+	healed := time.Now()
 	s.podman(append(heal, name)...)
+	t.Logf("%s healed %.1fs after the fault", node, healed.Sub(l.calls[0].origin).Seconds())
 	s.natsHealthy(node, 2*time.Minute)
 	time.Sleep(3 * time.Second)
 	l.finish(t)
+	s.saveLogs(t)
 	l.noHung(t)
 	l.failingAtMost(t, maxFailing)
 }
 
-// faultWindowIssue skips a scenario that still loses or hangs calls (issue 15: fault
-// windows), unless TOOLGATE_COMPOSE_ALL=1 asks for every scenario.
-func faultWindowIssue(t *testing.T) {
-	t.Helper()
-	if os.Getenv("TOOLGATE_COMPOSE_ALL") != "1" {
-		t.Skip("issue 15: calls in flight still hang through this fault; TOOLGATE_COMPOSE_ALL=1 runs it")
+// saveLogs keeps every container's log in the directory TOOLGATE_COMPOSE_LOGS names,
+// if set, under the test's name: what a fault looked like from inside.
+func (s *stack) saveLogs(t *testing.T) {
+	dir := os.Getenv("TOOLGATE_COMPOSE_LOGS")
+	if dir == "" {
+		return
+	}
+	for _, svc := range []string{"nats-1", "nats-2", "nats-3", "edge-1", "edge-2", "demo-1", "demo-2"} {
+		out, _ := s.try(time.Minute, "podman", "logs", "-t", s.container(svc))
+		name := strings.NewReplacer(" ", "_", "/", "_", ":", "_", ",", "").Replace(t.Name()) + "." + svc + ".log"
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(out), 0o644); err != nil {
+			t.Log(err)
+		}
 	}
 }
 
@@ -274,7 +296,6 @@ func TestStack(t *testing.T) {
 	})
 
 	t.Run("a rolling restart of both edges: no call fails for a client that resends on connection errors", func(t *testing.T) {
-		faultWindowIssue(t)
 		s.t = t
 		l := s.startLoad(loadOptions{retry: true})
 		time.Sleep(3 * time.Second)
@@ -288,13 +309,11 @@ func TestStack(t *testing.T) {
 	})
 
 	t.Run("a NATS node killed and started again: calls fail for at most 2s, none hangs, keys are made and revoked throughout", func(t *testing.T) {
-		faultWindowIssue(t)
 		s.t = t
 		s.natsFault(t, "nats-1", 5*time.Second, []string{"kill"}, []string{"start"})
 	})
 
 	t.Run("a NATS node cut off the network and reconnected: calls fail for at most 2s, none hangs, keys are made and revoked throughout", func(t *testing.T) {
-		faultWindowIssue(t)
 		s.t = t
 		s.natsFault(t, "nats-2", 8*time.Second, []string{"network", "disconnect", s.network()},
 			[]string{"network", "connect", "--alias", "nats-2", s.network()})

@@ -30,6 +30,18 @@ type tally struct {
 	// first and last are when the first and the last of the calls that failed or
 	// hung were sent: calls sent in between failed, the window a user sees.
 	first, last time.Time
+	// fails lists when each call that failed was sent, and how it failed, in order.
+	fails []failure
+	// origin is the moment failures are told from (the fault's); zero prints none.
+	origin time.Time
+	// slowest is, for keys, the longest an edge took to accept a new key or refuse a
+	// revoked one.
+	slowest time.Duration
+}
+
+type failure struct {
+	at   time.Time
+	kind string
 }
 
 // fail counts a call sent at began that failed in the way kind says ("hung" for no
@@ -51,6 +63,7 @@ func (c *tally) fail(kind string, began time.Time) {
 	if began.After(c.last) {
 		c.last = began
 	}
+	c.fails = append(c.fails, failure{began, kind})
 }
 
 func (c *tally) add(f func(*tally)) {
@@ -93,11 +106,21 @@ func (c *tally) String() string {
 		n += v
 	}
 	s := fmt.Sprintf("sent %d, answered %d, failed %d {%s}, hung %d", c.sent, c.answered, n, strings.Join(kinds, " "), c.hung)
+	if c.slowest > 0 {
+		s += fmt.Sprintf(", slowest to take effect on the edge %s", c.slowest.Round(100*time.Millisecond))
+	}
 	if c.retried > 0 {
 		s += fmt.Sprintf(", resent after connection errors %d", c.retried)
 	}
 	if !c.first.IsZero() {
 		s += fmt.Sprintf(", calls sent over %s failed", c.last.Sub(c.first).Round(time.Millisecond))
+	}
+	if !c.origin.IsZero() && len(c.fails) > 0 {
+		var at []string
+		for _, f := range c.fails {
+			at = append(at, fmt.Sprintf("%s@%+.1fs", f.kind, f.at.Sub(c.origin).Seconds()))
+		}
+		s += " (sent at, from the fault: " + strings.Join(at, " ") + ")"
 	}
 	return s
 }
@@ -160,7 +183,7 @@ func (l *callLoad) call(edge, body string) string {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := callClient.Do(req)
 	if err != nil {
-		if isTimeout(err) {
+		if isTimeout(err) && !isDial(err) {
 			return "hung"
 		}
 		return "conn"
@@ -186,6 +209,13 @@ func stopped(stop <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// isDial reports whether err is a failure to connect: nothing of the request was sent,
+// so a client may send it again (elsewhere) whatever it is.
+func isDial(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
 }
 
 func isTimeout(err error) bool {
@@ -240,18 +270,30 @@ func (l *adminLoad) cycle(edge string) string {
 	if json.Unmarshal([]byte(body), &k) != nil || k.ID == "" || k.Key == "" {
 		return "create-answer"
 	}
-	// A new key works on every edge within a second or two (each follows the registry).
-	if !until(5*time.Second, func() bool { s, _ := get(edge+"/get-tools", k.Key); return s == http.StatusOK }) {
+	// A new key works on every edge within a second or two (each follows the
+	// registry); while a NATS node's loss has JetStream elect new leaders, an edge
+	// whose registry consumer must be made again can make it only once the cluster
+	// has its leaders (up to about ten seconds; the slowest is printed): within
+	// keyTakesEffect.
+	madeAt := time.Now()
+	if !until(keyTakesEffect, func() bool { s, _ := get(edge+"/get-tools", k.Key); return s == http.StatusOK }) {
 		return "new-key-refused"
 	}
+	l.add(func(c *tally) { c.slowest = max(c.slowest, time.Since(madeAt)) })
 	if status, _ := l.do(http.MethodDelete, edge+"/admin/keys/"+k.ID, ""); status != http.StatusNoContent && status != http.StatusOK {
 		return fmt.Sprintf("revoke-%d", status)
 	}
-	if !until(5*time.Second, func() bool { s, _ := get(edge+"/get-tools", k.Key); return s == http.StatusUnauthorized }) {
+	revokedAt := time.Now()
+	if !until(keyTakesEffect, func() bool { s, _ := get(edge+"/get-tools", k.Key); return s == http.StatusUnauthorized }) {
 		return "revoked-key-works"
 	}
+	l.add(func(c *tally) { c.slowest = max(c.slowest, time.Since(revokedAt)) })
 	return ""
 }
+
+// keyTakesEffect bounds how long a key made or revoked takes to work, or stop
+// working, on the edge that made the change.
+const keyTakesEffect = 2 * hungAfter
 
 func (l *adminLoad) do(method, url, body string) (int, string) {
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
@@ -262,7 +304,7 @@ func (l *adminLoad) do(method, url, body string) (int, string) {
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := quick.Do(req)
+	resp, err := adminClient.Do(req)
 	if err != nil {
 		return 0, err.Error()
 	}
@@ -270,6 +312,11 @@ func (l *adminLoad) do(method, url, body string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// adminClient gives a change as long as a call to be answered: a change waits out a
+// registry bucket's election of a new leader (the edge's registry-write-wait), which
+// takes seconds after a NATS node is lost.
+var adminClient = &http.Client{Timeout: hungAfter}
 
 func until(within time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(within)

@@ -248,14 +248,28 @@ func (m *mcpSession) event(id, event, data string) {
 			return
 		}
 		m.answered[*msg.ID] = true
+		sent, ok := m.pending[*msg.ID]
+		if !ok {
+			sent = time.Now()
+		}
 		delete(m.pending, *msg.ID)
 		if *msg.ID == 0 {
+			return
+		}
+		// As every failure, told by when its request was sent. A result that says the
+		// call failed (isError: the tool was unavailable for it) is a failed call, as
+		// a 503 is over HTTP; any other answer that is not the echo is wrong.
+		var res struct {
+			IsError bool `json:"isError"`
+		}
+		if msg.Error == nil && json.Unmarshal(msg.Result, &res) == nil && res.IsError {
+			m.fail("call-failed", sent)
 			return
 		}
 		if msg.Error != nil || msg.Result == nil || !strings.Contains(string(msg.Result), fmt.Sprintf(`\"n\":%d`, *msg.ID)) &&
 			!strings.Contains(string(msg.Result), fmt.Sprintf(`"n":%d`, *msg.ID)) {
 			m.rpcErrors = append(m.rpcErrors, data)
-			m.fail("rpc-error", time.Now())
+			m.fail("rpc-error", sent)
 			return
 		}
 		m.add(func(c *tally) { c.answered++ })
