@@ -31,7 +31,7 @@ import (
 )
 
 // DefaultConcurrency bounds how many asks one edge works on at once; past it the
-// queue subscriptions hold the rest (and the server gives them to other edges).
+// rest wait in this edge's subscriptions, in order, until a slot is free.
 const DefaultConcurrency = 64
 
 // askTimeout bounds the JetStream work of one ask.
