@@ -34,9 +34,6 @@ import (
 // rest wait in this edge's subscriptions, in order, until a slot is free.
 const DefaultConcurrency = 64
 
-// askTimeout bounds the JetStream work of one ask.
-const askTimeout = 10 * time.Second
-
 // answerMargin is what an answer keeps free of the server's max_payload for its
 // headers: a keys answer longer than max_payload less this is too_large.
 const answerMargin = 1024
@@ -106,7 +103,7 @@ func (s *Server) take(m *nats.Msg) {
 	s.wg.Add(1)
 	go func() {
 		defer func() { <-s.sem; s.wg.Done() }()
-		ctx, cancel := context.WithTimeout(context.Background(), askTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), wire.AskTimeout)
 		defer cancel()
 		answer := s.answer(ctx, a, m)
 		if answer == nil || m.Reply == "" || a.Kind == wire.AskAnswerKind {

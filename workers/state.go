@@ -43,7 +43,7 @@ type State struct {
 }
 
 // State opens the tool's state bucket, or returns ErrNoState until an admin has made
-// it. It waits for an edge to answer until ctx ends. State may be called before Run.
+// it. It waits for an edge to answer, and for JetStream to, until ctx ends. State may be called before Run.
 func (w *Worker) State(ctx context.Context) (*State, error) {
 	b, err := openInbox(w.nc, w.tool.ID)
 	if err != nil {
@@ -51,11 +51,15 @@ func (w *Worker) State(ctx context.Context) (*State, error) {
 	}
 	st := &State{w: w, inbox: b}
 	for {
-		_, _, err = st.do(ctx, wire.StateInfo, "", nil, 0, 0)
-		if !errors.Is(err, wire.ErrNotStored) || ctx.Err() != nil {
+		actx, cancel := context.WithTimeout(ctx, recordAttempt) // an edge that died with the ask
+		_, _, err = st.do(actx, wire.StateInfo, "", nil, 0, 0)
+		cancel()
+		retry := errors.Is(err, wire.ErrNotStored) || errors.Is(err, &wire.AskError{Code: wire.AskFailed}) ||
+			errors.Is(err, context.DeadlineExceeded)
+		if !retry || ctx.Err() != nil {
 			break
 		}
-		select { // no edge answers yet
+		select { // no edge answers yet, or JetStream could not answer it
 		case <-ctx.Done():
 		case <-time.After(registryRetry):
 		}

@@ -500,19 +500,17 @@ func (w *Worker) record(methods []Method, hasMCP bool) (wire.Tool, error) {
 // putTool asks an edge to store the tool's record (wire.Subjects.AskRecord); the
 // edge leaves an unchanged record alone, so that an unchanged tool does not look
 // changed to the edges (MCP sessions are told of every change), though every
-// instance asks at start. Until an edge answers and the registry exists, it waits.
+// instance asks at start. Until an edge stores it, it asks again (see write).
 func (w *Worker) putTool(ctx context.Context, rec wire.Tool) error {
 	rec.UpdatedAt = time.Time{} // the edge's to set
 	msg, err := w.cfg.subjects.AskRecordMsg(&rec)
 	if err != nil {
 		return err
 	}
-	return w.untilStored(ctx, "the tool's record", func() error {
-		if err := w.ask(ctx, msg); err != nil {
-			return fmt.Errorf("write the tool's record: %w", err)
-		}
-		return nil
-	})
+	if err := w.write(ctx, "the tool's record", msg, recordAttempt); err != nil {
+		return fmt.Errorf("write the tool's record: %w", err)
+	}
+	return nil
 }
 
 // ask sends one ask to the edges and waits for its answer: wire.ErrNotStored when no
@@ -536,52 +534,67 @@ func (w *Worker) putPresence(ctx context.Context, p *wire.Presence) error {
 	if err != nil {
 		return err
 	}
-	return w.untilStored(ctx, "the instance's presence", func() error {
-		// Each attempt is short: a bucket whose stream has no leader yet (the cluster
-		// restarted) answers nothing, and a write sent then is never acknowledged. The
-		// next attempt, once it has one, must not wait for the heartbeat after.
-		actx, cancel := context.WithTimeout(ctx, presenceAttempt)
-		defer cancel()
-		err := w.ask(actx, msg)
-		if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, &wire.AskError{Code: wire.AskFailed})) {
-			return fmt.Errorf("%w: %w", errUnanswered, err)
-		}
-		return err
-	})
+	// Each attempt is short: a bucket whose stream has no leader yet (the cluster
+	// restarted) answers nothing, and a write sent then is never acknowledged. The
+	// next attempt, once it has one, must not wait for the heartbeat after.
+	return w.write(ctx, "the instance's presence", msg, presenceAttempt)
 }
 
-// errUnanswered is a registry write that had no answer in time: it is tried again at
-// once (see untilStored).
-var errUnanswered = errors.New("no answer")
+// Bounds of one attempt to write to the registry. The record's is past the edge's own
+// bound (wire.AskTimeout), so that an edge which cannot write says so first; an ask
+// that no edge answers (the edge died with it) is asked again after it.
+const (
+	presenceAttempt = time.Second
+	recordAttempt   = wire.AskTimeout + 2*time.Second
+)
 
-// presenceAttempt bounds one attempt to write the instance's presence.
-const presenceAttempt = time.Second
-
-// registryRetry is how often a worker looks again for a registry that is not there.
+// registryRetry is how long a worker waits before it asks again when the registry is
+// missing or could not take a write.
 const registryRetry = time.Second
 
-// untilStored runs write until it succeeds, fails for another reason than a missing
-// bucket or an attempt unanswered, or ctx ends. A worker may start before the edges
-// that make the registry; it waits for them rather than failing, and says so once.
-func (w *Worker) untilStored(ctx context.Context, what string, write func() error) error {
-	logged := false
+// write asks an edge to store msg until one does, the ask is refused for good (a bad
+// record, one too large), or ctx ends. A worker may start before the edges that make
+// the registry, or while the registry cannot write (its cluster restarting, without
+// quorum): it waits for them rather than failing, says so once, and says when the
+// write is stored at last. Each attempt waits at most attempt for its answer; one not
+// answered in time is asked again at once, one refused as not stored or failed after
+// registryRetry.
+func (w *Worker) write(ctx context.Context, what string, msg *nats.Msg, attempt time.Duration) error {
+	waited := false
 	for {
-		err := write()
-		if errors.Is(err, errUnanswered) {
-			continue
-		}
-		if !errors.Is(err, wire.ErrNotStored) {
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		err := w.ask(actx, msg)
+		cancel()
+		switch {
+		case err == nil:
+			if waited {
+				w.log.Info("the registry took the write at last", "writing", what)
+			}
+			return nil
+		case ctx.Err() != nil:
+			return fmt.Errorf("%s: %w (the registry did not take it)", what, ctx.Err())
+		case errors.Is(err, context.DeadlineExceeded):
+			// unanswered: asked again at once
+		case errors.Is(err, wire.ErrNotStored), errors.Is(err, &wire.AskError{Code: wire.AskFailed}):
+			if !waited {
+				if errors.Is(err, wire.ErrNotStored) {
+					w.log.Warn("the registry is not on this NATS system yet; waiting for it", "writing", what)
+				} else {
+					w.log.Warn("the registry did not take the write; trying again", "writing", what, "err", err)
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s: %w (the registry did not take it)", what, ctx.Err())
+			case <-time.After(registryRetry):
+			}
+		default:
 			return err
 		}
-		if !logged {
-			w.log.Warn("the registry is not on this NATS system yet; waiting for it", "writing", what)
-			logged = true
+		if !waited && errors.Is(err, context.DeadlineExceeded) {
+			w.log.Warn("the registry did not answer a write in time; trying again", "writing", what, "within", attempt)
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w (the registry never appeared)", what, ctx.Err())
-		case <-time.After(registryRetry):
-		}
+		waited = true
 	}
 }
 

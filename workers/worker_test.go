@@ -671,3 +671,50 @@ func TestCallsWithoutAProperReplyAreNotRun(t *testing.T) {
 		t.Fatalf("the worker published on %s", m.Subject)
 	}
 }
+
+// TestWorkerOutlastsARegistryThatCannotWrite: a worker that starts while the registry
+// cannot take writes (its cluster lost quorum: the edge answers "failed, try again")
+// keeps trying, and serves once the cluster is whole again, rather than exiting.
+func TestWorkerOutlastsARegistryThatCannotWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	c := testenv.NewCluster(t)
+	url := c.Servers[0].ClientURL()
+	nc := testenv.Conn(t, url)
+	store := testenv.Store(t, nc, 3)
+	testenv.View(t, store) // the buckets' streams are placed and followed
+
+	c.Stop(1)
+	c.Stop(2) // the registry's streams have no quorum: writes fail
+	var logs testenv.Buffer
+	w := workers.New(testenv.Conn(t, url), greetTool, workers.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
+	w.Handle(greet())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	testenv.WaitFor(t, "the worker says the registry cannot take its write", func() bool {
+		return strings.Contains(logs.String(), "the registry did not take")
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned while the registry could not write: %v", err)
+	default:
+	}
+	c.Start(t, 1)
+	c.Start(t, 2)
+	select {
+	case <-w.Ready():
+	case err := <-done:
+		t.Fatalf("Run returned %v", err)
+	case <-time.After(2 * testenv.Patience):
+		t.Fatalf("not ready %v after the cluster was whole again", 2*testenv.Patience)
+	}
+	view := testenv.View(t, store)
+	testenv.WaitFor(t, "the tool and its instance in the view", func() bool {
+		s := view.Snapshot()
+		return s.RawTool("greeter") != nil && s.Instances("greeter") == 1
+	})
+}

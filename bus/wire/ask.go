@@ -174,6 +174,11 @@ const (
 	HeaderOp       = "Tg-Op"       // "delete" on a presence ask that removes it
 )
 
+// AskTimeout bounds the JetStream work an edge does for one ask: past it the edge
+// answers AskFailed. A worker waits a little longer than this for an answer before it
+// asks again, so that an edge's own answer comes first.
+const AskTimeout = 10 * time.Second
+
 // Error codes of asks.
 const (
 	AskNotFound   = "not_found"   // the key has no value
