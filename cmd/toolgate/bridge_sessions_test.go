@@ -25,7 +25,12 @@ import (
 // returns the stack and the tool's link once the tool is online.
 func bridgedLink(t *testing.T, tool string, args ...string) (devStack, string) {
 	t.Helper()
-	data := t.TempDir()
+	return bridgedLinkIn(t, t.TempDir(), tool, args...)
+}
+
+// bridgedLinkIn is bridgedLink with the dev stack's data in data (where its admin key is).
+func bridgedLinkIn(t *testing.T, data, tool string, args ...string) (devStack, string) {
+	t.Helper()
 	dev := startDevStack(t, data)
 	t.Cleanup(func() { _ = dev.stop() })
 
