@@ -410,7 +410,7 @@ func (s *Server) sealInputRequired(r *rpcRequest, name string, res any) (any, er
 // openToolState is the tool's own requestState a retry's state names, once checked to
 // be the caller's, of the same tool and method.
 func (s *Server) openToolState(ctx context.Context, r *rpcRequest, name, state string) (string, error) {
-	refused := invalidParams("tools/call: requestState names no input request of this link's")
+	refused := invalidParams("%s: requestState names no input request of this link's", r.req.Method)
 	session, post, ok := strings.Cut(strings.TrimPrefix(state, toolStatePrefix), ".")
 	if !strings.HasPrefix(state, toolStatePrefix) || !ok || !validToken(session) || !validToken(post) {
 		return "", refused
@@ -421,7 +421,7 @@ func (s *Server) openToolState(ctx context.Context, r *rpcRequest, name, state s
 	}
 	var rec toolState
 	if json.Unmarshal(msg.Data, &rec) != nil || rec.Name != name {
-		return "", invalidParams("tools/call: requestState belongs to a call of another tool than %q", name)
+		return "", invalidParams("%s: requestState belongs to a request of another tool, prompt or resource than %q", r.req.Method, name)
 	}
 	return rec.State, nil
 }
@@ -444,4 +444,34 @@ func inputHeaders(r *rpcRequest, toolState string) (nats.Header, error) {
 		h.Set(wire.HeaderInputResponses, b.String())
 	}
 	return h, nil
+}
+
+// inputRequiredMethods are the requests, besides tools/call, a tool's server may
+// answer with input_required, which a link forwards to its workers.
+var inputRequiredMethods = map[string]bool{"prompts/get": true, "resources/read": true}
+
+// forwardedInput is a forwarded 2026-07-28 request that may take input as it goes to
+// the worker: with the tool's own requestState in place of the seal the client
+// echoed, and its revision in a header. name is the prompt or resource it names.
+func (s *Server) forwardedInput(ctx context.Context, r *rpcRequest, name string) ([]byte, nats.Header, error) {
+	header := nats.Header{wire.HeaderProtocolVersion: {r.meta.ProtocolVersion}}
+	var params map[string]json.RawMessage
+	if json.Unmarshal(r.req.Params, &params) != nil {
+		return r.req.Params, header, nil // the gateway refuses it as no object
+	}
+	raw, ok := params["requestState"]
+	if !ok {
+		return r.req.Params, header, nil
+	}
+	var sealed string
+	if json.Unmarshal(raw, &sealed) != nil {
+		return nil, nil, invalidParams("%s: requestState must be a string", r.req.Method)
+	}
+	state, err := s.openToolState(ctx, r, name, sealed)
+	if err != nil {
+		return nil, nil, err
+	}
+	params["requestState"], _ = json.Marshal(state)
+	body, err := json.Marshal(params)
+	return body, header, err
 }

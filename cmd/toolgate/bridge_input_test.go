@@ -108,6 +108,23 @@ func TestServersAskForInputThroughTheLink(t *testing.T) {
 		}
 	})
 
+	t.Run("a prompt asks for input as well", func(t *testing.T) {
+		cs := connect(t, link, byHand)
+		name := "test_input_required_result_prompt"
+		res, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: name})
+		if err != nil || !res.NeedsInput() || res.InputRequests["user_context"] == nil {
+			t.Fatalf("want the server's key user_context: %+v %v", res, err)
+		}
+		res, err = cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: name,
+			InputResponses: mcp.InputResponseMap{"user_context": accept(map[string]any{"context": "tests"})}})
+		if err != nil || res.NeedsInput() || len(res.Messages) != 1 {
+			t.Fatalf("the retry: %+v %v", res, err)
+		}
+		if text, ok := res.Messages[0].Content.(*mcp.TextContent); !ok || text.Text != "Use this context: tests" {
+			t.Fatalf("the prompt: %+v", res.Messages[0].Content)
+		}
+	})
+
 	refused := func(t *testing.T, err error, what string) {
 		t.Helper()
 		var rpc *jsonrpc.Error

@@ -121,18 +121,27 @@ func (b *Bridge) callStateless(ctx context.Context, c *workers.Call, s *session,
 			return nil, &workers.Error{Code: workers.CodeInvalidParams, Status: 400, Message: "inputResponses: " + err.Error()}
 		}
 	}
+	in := b.enter(ctx, c, s)
+	defer b.release(in)
+	if in.token != "" {
+		params.SetProgressToken(in.token)
+	}
+	if in.cs == nil {
+		return nil, &workers.Error{Code: CodeUnavailable, Message: "the upstream session ended; retry shortly", Status: 503}
+	}
+	return b.callOn(ctx, in, params)
+}
+
+// enter counts c as running on s (released with release), with a progress token
+// when its caller follows its progress.
+func (b *Bridge) enter(ctx context.Context, c *workers.Call, s *session) *inflight {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	in := &inflight{c: c, ctx: ctx, s: s, cs: s.cs}
 	s.calls[in] = struct{}{}
 	if c.Header.Get(wire.HeaderProgress) != "" {
 		in.token = "tg-" + nuid.Next()
 		b.progress[in.token] = in
-		params.SetProgressToken(in.token)
 	}
-	b.mu.Unlock()
-	defer b.release(in)
-	if in.cs == nil {
-		return nil, &workers.Error{Code: CodeUnavailable, Message: "the upstream session ended; retry shortly", Status: 503}
-	}
-	return b.callOn(ctx, in, params)
+	return in
 }
