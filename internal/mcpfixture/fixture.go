@@ -261,13 +261,7 @@ func (f *fixture) addConformanceTools() {
 // sampling/createMessage and calls again itself.
 func sampling(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if r, ok := req.Params.InputResponses["sampling"].(*mcp.CreateMessageWithToolsResult); ok {
-		var b strings.Builder
-		for _, c := range r.Content {
-			if t, ok := c.(*mcp.TextContent); ok {
-				b.WriteString(t.Text)
-			}
-		}
-		return text("LLM response: " + b.String()), nil
+		return text("LLM response: " + samplingText(r)), nil
 	}
 	var args struct {
 		Prompt string `json:"prompt"`
