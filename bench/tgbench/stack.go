@@ -25,6 +25,7 @@ type stack struct {
 	bareURL   string
 	adminKey  string
 	edge      *exec.Cmd
+	nats      *exec.Cmd
 	startEdge func() (*exec.Cmd, error) // starts the edge as start did
 	procs     []*exec.Cmd
 	roles     []string // what each of procs is: nats, worker, edge, bare
@@ -69,7 +70,7 @@ func (s *stack) start(ctx context.Context, bin, self string, log io.Writer, prof
 		return err
 	}
 
-	if _, err := s.run(ctx, log, nil, "nats", bin, "nats", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[0]),
+	if s.nats, err = s.run(ctx, log, nil, "nats", bin, "nats", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		"--store-dir", filepath.Join(s.dir, "nats")); err != nil {
 		return err
 	}
