@@ -365,16 +365,8 @@ func tree(pid int) []int {
 		if err != nil {
 			continue
 		}
-		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		rest := string(data)
-		if i := strings.LastIndexByte(rest, ')'); i >= 0 {
-			rest = rest[i+1:]
-		}
-		f := strings.Fields(rest) // f[1] is field 4, the parent
-		if len(f) < 2 {
+		f, err := procStat(e.Name()) // f[1] is field 4, the parent
+		if err != nil || len(f) < 2 {
 			continue
 		}
 		if parent, err := strconv.Atoi(f[1]); err == nil {

@@ -238,17 +238,10 @@ const clockTick = 10 * time.Millisecond
 
 // procCPU reads utime and stime, fields 14 and 15 of /proc/<pid>/stat.
 func procCPU(pid string) (time.Duration, error) {
-	data, err := os.ReadFile("/proc/" + pid + "/stat")
+	f, err := procStat(pid)
 	if err != nil {
 		return 0, err
 	}
-	// The command name, field 2, is in parentheses and may hold spaces: count fields
-	// after its closing one.
-	rest := string(data)
-	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
-		rest = rest[i+1:]
-	}
-	f := strings.Fields(rest) // f[0] is field 3
 	if len(f) < 13 {
 		return 0, fmt.Errorf("/proc/%s/stat: %d fields", pid, len(f)+2)
 	}
@@ -258,4 +251,19 @@ func procCPU(pid string) (time.Duration, error) {
 		return 0, fmt.Errorf("/proc/%s/stat: utime %q, stime %q", pid, f[11], f[12])
 	}
 	return time.Duration(utime+stime) * clockTick, nil
+}
+
+// procStat is /proc/<pid>/stat's fields from the third on (f[0] is field 3, the state).
+func procStat(pid string) ([]string, error) {
+	data, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return nil, err
+	}
+	// The command name, field 2, is in parentheses and may hold spaces: count fields
+	// after its closing one.
+	rest := string(data)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	return strings.Fields(rest), nil
 }
