@@ -46,6 +46,8 @@ type config struct {
 	gobench  string
 	only     string
 	peers    peerPaths
+	// loadStart is /proc/loadavg when the run started.
+	loadStart string
 }
 
 func main() {
@@ -85,6 +87,7 @@ func main() {
 			cfg.sessions = append(cfg.sessions, n)
 		}
 	}
+	cfg.loadStart = loadavg()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg); err != nil {
@@ -320,6 +323,8 @@ func render(cfg config, rows []row, mem []memory, t *timings) string {
 	fmt.Fprintf(&b, "Run %s on %s: %s/%s, %d CPUs, Go %s. Each process on 127.0.0.1; %d callers at saturation for %v; fixed rate %.0f/s for %v.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(),
 		cfg.callers, cfg.duration, cfg.rate, cfg.duration)
+	fmt.Fprintf(&b, "Load average (1, 5, 15 min) %s when the run started, %s when it ended: the machine's other work slows every row; compare rows within one run.\n\n",
+		cfg.loadStart, loadavg())
 	fmt.Fprintf(&b, "Produced by `%s` (`make bench` runs it with its defaults).\n\n", strings.Join(os.Args, " "))
 	if len(rows) == 0 {
 		return b.String()
