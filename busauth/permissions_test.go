@@ -131,34 +131,25 @@ func TestWorkerCredentialsServeTheirOwnTool(t *testing.T) {
 		}
 		e.errs.none(t)
 	})
-	t.Run("takes its tool's other MCP requests in its queue group", func(t *testing.T) {
-		sub, err := e.worker.QueueSubscribe("tg.mcp.alpha", "tg.alpha", func(m *nats.Msg) { _ = m.Respond([]byte("{}")) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sub.Unsubscribe()
-		if err := e.worker.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.admin.Request("tg.mcp.alpha", nil, 5*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		e.errs.none(t)
-	})
-	t.Run("takes the requests sent to one of its instances", func(t *testing.T) {
-		sub, err := e.worker.Subscribe("tg.inst.alpha.i1.>", func(m *nats.Msg) { _ = m.Respond([]byte("{}")) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sub.Unsubscribe()
-		if err := e.worker.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.admin.Request("tg.inst.alpha.i1.call.ping", nil, 5*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		e.errs.none(t)
-	})
+	for _, c := range []struct{ name, subject, queue, sent string }{
+		{"takes its tool's other MCP requests in its queue group", "tg.mcp.alpha", "tg.alpha", "tg.mcp.alpha"},
+		{"takes the requests sent to one of its instances", "tg.inst.alpha.i1.>", "", "tg.inst.alpha.i1.call.ping"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sub, err := e.worker.QueueSubscribe(c.subject, c.queue, func(m *nats.Msg) { _ = m.Respond([]byte("{}")) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Unsubscribe()
+			if err := e.worker.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.admin.Request(c.sent, nil, 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			e.errs.none(t)
+		})
+	}
 	t.Run("follows its cancels, its session replies and micro discovery", func(t *testing.T) {
 		for _, subj := range []string{"tg.cancel.alpha.>", "tg.sess.alpha.*.reply.>", "$SRV.PING", "$SRV.INFO", "$SRV.STATS", "$SRV.PING.alpha", "$SRV.INFO.alpha.x1"} {
 			sub, err := e.worker.SubscribeSync(subj)
