@@ -138,7 +138,8 @@ func (s *stack) restartEdge(ctx context.Context) error {
 	return waitHTTP(ctx, s.edgeURL+"/readyz")
 }
 
-// stopProc asks p to stop, and kills it if it has not within 5 seconds.
+// stopProc asks p to stop, kills it if it has not within 5 seconds (an edge drains
+// for that long), and returns once it has exited, so that its ports are free.
 func stopProc(p *exec.Cmd) {
 	p.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
@@ -147,6 +148,7 @@ func stopProc(p *exec.Cmd) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		p.Process.Kill()
+		<-done
 	}
 }
 
