@@ -167,6 +167,8 @@ type Worker struct {
 	cancelled *recentCancels          // call ids whose caller gave up
 
 	stats map[string]*methodStats // by endpoint subject
+
+	failing sync.Map // what (write's) the registry has not taken yet: said once
 }
 
 type runningCall struct {
@@ -562,41 +564,43 @@ const registryRetry = time.Second
 // answered in time is asked again at once, one refused as not stored or failed after
 // registryRetry.
 func (w *Worker) write(ctx context.Context, what string, msg *nats.Msg, attempt time.Duration) error {
-	waited := false
 	for {
 		actx, cancel := context.WithTimeout(ctx, attempt)
 		err := w.ask(actx, msg)
 		cancel()
 		switch {
 		case err == nil:
-			if waited {
+			if _, was := w.failing.LoadAndDelete(what); was {
 				w.log.Info("the registry took the write at last", "writing", what)
 			}
 			return nil
 		case ctx.Err() != nil:
 			return fmt.Errorf("%s: %w (the registry did not take it)", what, ctx.Err())
 		case errors.Is(err, context.DeadlineExceeded):
-			// unanswered: asked again at once
-		case errors.Is(err, wire.ErrNotStored), errors.Is(err, &wire.AskError{Code: wire.AskFailed}):
-			if !waited {
-				if errors.Is(err, wire.ErrNotStored) {
-					w.log.Warn("the registry is not on this NATS system yet; waiting for it", "writing", what)
-				} else {
-					w.log.Warn("the registry did not take the write; trying again", "writing", what, "err", err)
-				}
-			}
+			w.failingOnce(what, "the registry did not answer a write in time; trying again", "within", attempt)
+			// asked again at once
+		case errors.Is(err, wire.ErrNotStored):
+			w.failingOnce(what, "the registry is not on this NATS system yet; waiting for it")
+		case errors.Is(err, &wire.AskError{Code: wire.AskFailed}):
+			w.failingOnce(what, "the registry did not take the write; trying again", "err", err)
+		default:
+			return err
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("%s: %w (the registry did not take it)", what, ctx.Err())
 			case <-time.After(registryRetry):
 			}
-		default:
-			return err
 		}
-		if !waited && errors.Is(err, context.DeadlineExceeded) {
-			w.log.Warn("the registry did not answer a write in time; trying again", "writing", what, "within", attempt)
-		}
-		waited = true
+	}
+}
+
+// failingOnce says why a write of what is asked again, once until it is stored: a
+// heartbeat that fails through a whole outage says so once, and once when it is over.
+func (w *Worker) failingOnce(what, msg string, args ...any) {
+	if _, was := w.failing.LoadOrStore(what, true); !was {
+		w.log.Warn(msg, append([]any{"writing", what}, args...)...)
 	}
 }
 
