@@ -73,11 +73,14 @@ func (s *Server) forward(ctx context.Context, r *rpcRequest) (json.RawMessage, e
 			return nil, err
 		}
 	}
+	instance := s.instanceOf(r)
 	reply, err := s.gw.Forward(ctx, &gateway.Call{
 		Principal: r.p, Tool: r.tool, Method: r.req.Method, Params: params,
 		Session: sessionID(r.sess), ClientCapabilities: clientCapabilities(r.sess),
 		ClientCapabilityObject: capabilityObject(r.sess), LogLevel: sessionLogLevel(r.sess), Header: header,
+		Instance: instance,
 	})
+	s.pin(ctx, r, instance, reply)
 	var re *wire.RPCError
 	var te *wire.ToolError
 	var limited *gateway.RateLimitedError

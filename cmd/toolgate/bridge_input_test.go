@@ -28,7 +28,7 @@ func TestServersAskForInputThroughTheLink(t *testing.T) {
 	upstream := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true}))
 	t.Cleanup(upstream.Close) // after the bridge's end, which closes its streams
 	data := t.TempDir()
-	dev, link := bridgedLinkIn(t, data, "asker", "--url", upstream.URL)
+	dev, link, _ := bridgedLinkIn(t, data, "asker", "--url", upstream.URL)
 
 	ctx := testenv.Context(t)
 	connect := func(t *testing.T, url string, opts *mcp.ClientOptions) *mcp.ClientSession {
