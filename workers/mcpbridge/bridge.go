@@ -98,6 +98,9 @@ type Bridge struct {
 	dropped  map[string]bool            // tools whose input schema was dropped, logged once
 
 	stateless statelessState // the upstream session at StatelessRevision
+	// statelessOpen is stateless.s once open, under mu: its tools are methods too,
+	// since its calls change what its server offers.
+	statelessOpen *session
 }
 
 // session is one upstream MCP session: a shared one, restarted when it ends, or the
@@ -522,8 +525,9 @@ func (b *Bridge) onToolListChanged(_ context.Context, req *mcp.ToolListChangedRe
 	if s == nil {
 		return
 	}
-	if s.client != "" {
-		// A client's session is listed again at once; it has no keep loop.
+	if s.client != "" || s.revision != "" {
+		// A client's session, or the stateless one, is listed again at once; it
+		// has no keep loop.
 		go func() {
 			ctx, cancel := context.WithTimeout(b.life, b.cfg.StartTimeout)
 			defer cancel()
@@ -563,6 +567,9 @@ func (b *Bridge) methods() []workers.Method {
 		// A tool a server offers one client only (one it added on that client's
 		// session) is a method too; other clients' lists leave it out.
 		sessions = append(sessions, c)
+	}
+	if b.statelessOpen != nil {
+		sessions = append(sessions, b.statelessOpen)
 	}
 	sort.SliceStable(sessions, func(i, j int) bool { return sessions[i].listedAt.After(sessions[j].listedAt) })
 	tools := map[string]*mcp.Tool{}

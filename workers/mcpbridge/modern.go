@@ -65,6 +65,7 @@ func (b *Bridge) statelessSession() *session {
 		b.mu.Unlock()
 		b.shut(s, stop)
 		st.s = nil
+		b.setStatelessOpen(nil)
 	}
 	s := &session{idx: -1, revision: StatelessRevision, caps: everyCapability(), calls: map[*inflight]struct{}{}, relist: make(chan struct{}, 1)}
 	if err := b.open(b.life, s); err != nil {
@@ -81,7 +82,20 @@ func (b *Bridge) statelessSession() *session {
 		return nil
 	}
 	st.s = s
+	b.setStatelessOpen(s)
 	return s
+}
+
+// setStatelessOpen records the stateless session whose tools are methods, and has the
+// methods written again.
+func (b *Bridge) setStatelessOpen(s *session) {
+	b.mu.Lock()
+	b.statelessOpen = s
+	b.mu.Unlock()
+	select {
+	case b.changed <- struct{}{}:
+	default:
+	}
 }
 
 // endStateless ends the upstream session at StatelessRevision, if one runs.
@@ -97,6 +111,9 @@ func (b *Bridge) endStateless() {
 	b.mu.Unlock()
 	b.shut(st.s, stop)
 	st.s = nil
+	b.mu.Lock()
+	b.statelessOpen = nil
+	b.mu.Unlock()
 }
 
 // stateless reports whether c comes from a client of StatelessRevision or later.
