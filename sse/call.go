@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -24,6 +25,17 @@ import (
 // The result is a toolResult, or, when the worker answered with a CallToolResult
 // itself (a bridged MCP server does), that result's JSON as the worker sent it.
 func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
+	res, err := s.runTool(ctx, r)
+	if err != nil || !r.modern {
+		return res, err
+	}
+	params, _ := r.callParams()
+	return s.sealInputRequired(r, params.Name, res)
+}
+
+// runTool is callTool but for a tool's own input_required result, which it returns
+// as the tool made it.
+func (s *Server) runTool(ctx context.Context, r *rpcRequest) (any, error) {
 	params, err := r.callParams()
 	if err != nil {
 		return nil, err
@@ -58,8 +70,19 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 		}
 	}
 
-	if r.modern && params.RequestState != "" {
-		return s.resumeRound(ctx, r, params, m)
+	var header nats.Header
+	if r.modern {
+		var state string
+		if strings.HasPrefix(params.RequestState, roundPrefix) {
+			return s.resumeRound(ctx, r, params, m)
+		} else if params.RequestState != "" {
+			if state, err = s.openToolState(ctx, r, params.Name, params.RequestState); err != nil {
+				return nil, err
+			}
+		}
+		if header, err = inputHeaders(r, state); err != nil {
+			return nil, err
+		}
 	}
 
 	token := params.Meta["progressToken"]
@@ -76,8 +99,10 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 	session, replyTo, capabilities := sessionID(r.sess), r.replyTo, clientCapabilities(r.sess)
 	var rd *round
 	var requests *follower
+	capabilityObj := capabilityObject(r.sess)
 	if r.modern {
 		capabilities = metaCapabilities(r.meta.ClientCapabilities)
+		capabilityObj = compactObject(r.meta.ClientCapabilities)
 	}
 	if r.modern && mayBeAsked(capabilities) {
 		// A stateless call's worker may ask its client for input: the call gets a
@@ -136,7 +161,7 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 			Principal: r.p, Tool: r.tool, Method: m.Name, Params: args, Entry: t.Method(m.Name),
 			CallID: callID, RequestID: callID, Session: session, Progress: wantNotes,
 			ClientCapabilities: capabilities, ReplyTo: replyTo,
-			ClientCapabilityObject: capabilityObject(r.sess), Post: r.post, LogLevel: sessionLogLevel(r.sess),
+			ClientCapabilityObject: capabilityObj, Post: r.post, LogLevel: sessionLogLevel(r.sess), Header: header,
 			Instance: instance,
 		})
 		s.pin(ctx, r, instance, reply)
@@ -267,8 +292,14 @@ func capabilityObject(sess *registry.Session) []byte {
 	if sess == nil || len(sess.Capabilities) == 0 {
 		return nil
 	}
+	return compactObject(sess.Capabilities)
+}
+
+// compactObject is a JSON object compact (a header's value is one line); nil when it
+// is no object.
+func compactObject(raw json.RawMessage) []byte {
 	var b bytes.Buffer
-	if json.Compact(&b, sess.Capabilities) != nil || b.Len() == 0 || b.Bytes()[0] != '{' {
+	if json.Compact(&b, raw) != nil || b.Len() == 0 || b.Bytes()[0] != '{' {
 		return nil
 	}
 	return b.Bytes()

@@ -7,10 +7,12 @@ import (
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/nats-io/nats.go"
 
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/gateway"
+	"github.com/toolgate/toolgate/internal/mcphttp"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -57,12 +59,25 @@ func (s *Server) forwards(r *rpcRequest) bool {
 // forward sends r to the tool's workers through the gateway (visibility, rate,
 // timeout) on tg.mcp.<tool> and returns their result as it is. A worker's JSON-RPC
 // error reaches the client unchanged: its code travels as a number.
+//
+// At 2026-07-28, a prompt or resource of the tool's server may ask for input: its
+// input_required result reaches the client with its requestState sealed, as a
+// tool call's does (see mrtr.go).
 func (s *Server) forward(ctx context.Context, r *rpcRequest) (json.RawMessage, error) {
+	params, name := []byte(r.req.Params), ""
+	var header nats.Header
+	if r.modern && inputRequiredMethods[r.req.Method] {
+		name, _ = mcphttp.Name(r.req.Method, r.req.Params)
+		var err error
+		if params, header, err = s.forwardedInput(ctx, r, name); err != nil {
+			return nil, err
+		}
+	}
 	instance := s.instanceOf(r)
 	reply, err := s.gw.Forward(ctx, &gateway.Call{
-		Principal: r.p, Tool: r.tool, Method: r.req.Method, Params: []byte(r.req.Params),
+		Principal: r.p, Tool: r.tool, Method: r.req.Method, Params: params,
 		Session: sessionID(r.sess), ClientCapabilities: clientCapabilities(r.sess),
-		ClientCapabilityObject: capabilityObject(r.sess), LogLevel: sessionLogLevel(r.sess),
+		ClientCapabilityObject: capabilityObject(r.sess), LogLevel: sessionLogLevel(r.sess), Header: header,
 		Instance: instance,
 	})
 	s.pin(ctx, r, instance, reply)
@@ -93,5 +108,12 @@ func (s *Server) forward(ctx context.Context, r *rpcRequest) (json.RawMessage, e
 	case err != nil:
 		return nil, err
 	}
-	return reply.Data, nil
+	if header == nil {
+		return reply.Data, nil
+	}
+	res, err := s.sealInputRequired(r, name, json.RawMessage(reply.Data))
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(res)
 }

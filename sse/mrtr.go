@@ -1,7 +1,9 @@
 package sse
 
 import (
+	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -348,4 +350,128 @@ func metaCapabilities(raw json.RawMessage) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// A tool may ask for input itself: a bridged server of 2026-07-28 answers a call
+// with an input_required result of its own, whose input requests (under the server's
+// keys) the client answers and whose requestState it echoes on its retry. The
+// client gets that result as the server made it, but for its requestState: the
+// server's is stored in the event log with the account and method of the call, and
+// the client is given a state that names the record ("tgs1."). The client's retry,
+// on any edge, is checked against the record (same account, same tool and method)
+// and reaches a worker with the server's own state (wire.HeaderRequestState) and the
+// client's answers (wire.HeaderInputResponses): the server, which keeps nothing
+// between rounds, goes on from its state. A state of another account, a made-up or
+// changed one, names no record of the caller's and is refused (-32602).
+
+// toolStatePrefix begins every requestState that names a tool's own.
+const toolStatePrefix = "tgs1."
+
+// eventToolState is the record of a tool's own requestState.
+const eventToolState = "tool-state"
+
+// toolState is what such a record holds.
+type toolState struct {
+	Name  string `json:"name"`
+	State string `json:"state"`
+}
+
+// sealInputRequired hands the client a tool's own input_required result, with its
+// requestState, if any, stored and replaced by one naming the record. Any other
+// result is left as it is.
+func (s *Server) sealInputRequired(r *rpcRequest, name string, res any) (any, error) {
+	raw, ok := res.(json.RawMessage)
+	if !ok || !bytes.Contains(raw, []byte(`"input_required"`)) {
+		return res, nil
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil || string(fields["resultType"]) != `"input_required"` {
+		return res, nil
+	}
+	var state string
+	if json.Unmarshal(fields["requestState"], &state) != nil || state == "" {
+		return res, nil // nothing of the server's to keep: the retry carries only answers
+	}
+	rec, err := json.Marshal(toolState{Name: name, State: state})
+	if err != nil {
+		return nil, err
+	}
+	session, post := registry.NewID(""), registry.NewID("")
+	ctx, cancel := s.detached()
+	defer cancel()
+	subject := s.events.postSubject(r.tool, session, post)
+	if _, err := s.events.appendRecord(ctx, subject, rec, nats.Header{headerEvent: {eventToolState}, headerAccount: {r.p.Account}}, ""); err != nil {
+		return nil, fmt.Errorf("sse: storing a tool's requestState: %w", err)
+	}
+	fields["requestState"], _ = json.Marshal(toolStatePrefix + session + "." + post)
+	return fields, nil
+}
+
+// openToolState is the tool's own requestState a retry's state names, once checked to
+// be the caller's, of the same tool and method.
+func (s *Server) openToolState(ctx context.Context, r *rpcRequest, name, state string) (string, error) {
+	refused := invalidParams("%s: requestState names no input request of this link's", r.req.Method)
+	session, post, ok := strings.Cut(strings.TrimPrefix(state, toolStatePrefix), ".")
+	if !strings.HasPrefix(state, toolStatePrefix) || !ok || !validToken(session) || !validToken(post) {
+		return "", refused
+	}
+	msg, err := s.events.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(s.events.postSubject(r.tool, session, post)))
+	if err != nil || msg.Header.Get(headerEvent) != eventToolState || subtle.ConstantTimeCompare([]byte(msg.Header.Get(headerAccount)), []byte(r.p.Account)) != 1 {
+		return "", refused // unknown, expired, or another account's: the same answer for each
+	}
+	var rec toolState
+	if json.Unmarshal(msg.Data, &rec) != nil || rec.Name != name {
+		return "", invalidParams("%s: requestState belongs to a request of another tool, prompt or resource than %q", r.req.Method, name)
+	}
+	return rec.State, nil
+}
+
+// inputHeaders are the headers that carry a 2026-07-28 call's revision, and, on a
+// retry, the tool's own requestState and the client's answers, to the worker.
+func inputHeaders(r *rpcRequest, toolState string) (nats.Header, error) {
+	h := nats.Header{wire.HeaderProtocolVersion: {r.meta.ProtocolVersion}}
+	if toolState != "" {
+		h.Set(wire.HeaderRequestState, toolState)
+	}
+	var retry struct {
+		InputResponses json.RawMessage `json:"inputResponses"`
+	}
+	if json.Unmarshal(r.req.Params, &retry) == nil && len(retry.InputResponses) > 0 {
+		var b bytes.Buffer
+		if err := json.Compact(&b, retry.InputResponses); err != nil || b.Bytes()[0] != '{' {
+			return nil, invalidParams("tools/call: inputResponses must be an object")
+		}
+		h.Set(wire.HeaderInputResponses, b.String())
+	}
+	return h, nil
+}
+
+// inputRequiredMethods are the requests, besides tools/call, a tool's server may
+// answer with input_required, which a link forwards to its workers.
+var inputRequiredMethods = map[string]bool{"prompts/get": true, "resources/read": true}
+
+// forwardedInput is a forwarded 2026-07-28 request that may take input as it goes to
+// the worker: with the tool's own requestState in place of the seal the client
+// echoed, and its revision in a header. name is the prompt or resource it names.
+func (s *Server) forwardedInput(ctx context.Context, r *rpcRequest, name string) ([]byte, nats.Header, error) {
+	header := nats.Header{wire.HeaderProtocolVersion: {r.meta.ProtocolVersion}}
+	var params map[string]json.RawMessage
+	if json.Unmarshal(r.req.Params, &params) != nil {
+		return r.req.Params, header, nil // the gateway refuses it as no object
+	}
+	raw, ok := params["requestState"]
+	if !ok {
+		return r.req.Params, header, nil
+	}
+	var sealed string
+	if json.Unmarshal(raw, &sealed) != nil {
+		return nil, nil, invalidParams("%s: requestState must be a string", r.req.Method)
+	}
+	state, err := s.openToolState(ctx, r, name, sealed)
+	if err != nil {
+		return nil, nil, err
+	}
+	params["requestState"], _ = json.Marshal(state)
+	body, err := json.Marshal(params)
+	return body, header, err
 }

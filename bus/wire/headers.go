@@ -30,6 +30,17 @@ const (
 	// HeaderLogLevel is the least severe level of log message the session's client
 	// asked for with logging/setLevel; absent when it set none.
 	HeaderLogLevel = "Tg-Log-Level"
+	// HeaderProtocolVersion is the MCP revision of the client's request when it is
+	// one without sessions (2026-07-28): such a client takes input_required results,
+	// so a worker that speaks MCP to a server of its own may answer with the server's.
+	HeaderProtocolVersion = "Tg-Protocol-Version"
+	// HeaderRequestState is the requestState of the tool's own input_required result,
+	// as the tool made it, which the client echoed on its retry (the client was
+	// given the gateway's seal of it, and the gateway checked it was the caller's).
+	HeaderRequestState = "Tg-Request-State"
+	// HeaderInputResponses is the inputResponses object of a 2026-07-28 client's
+	// retry, compact JSON: its answers to the tool's input requests.
+	HeaderInputResponses = "Tg-Input-Responses"
 )
 
 // Headers on reply messages.

@@ -33,7 +33,13 @@ func bridgedLink(t *testing.T, tool string, args ...string) (devStack, string) {
 // bridgedLinkWith is bridgedLink that also returns what stops the bridge.
 func bridgedLinkWith(t *testing.T, tool string, args ...string) (devStack, string, func()) {
 	t.Helper()
-	data := t.TempDir()
+	return bridgedLinkIn(t, t.TempDir(), tool, args...)
+}
+
+// bridgedLinkIn is bridgedLinkWith with the dev stack's data in data (where its admin
+// key is).
+func bridgedLinkIn(t *testing.T, data, tool string, args ...string) (devStack, string, func()) {
+	t.Helper()
 	dev := startDevStack(t, data)
 	t.Cleanup(func() { _ = dev.stop() })
 	stop := startBridge(t, dev.natsURL, tool, args...)

@@ -96,6 +96,11 @@ type Bridge struct {
 	useSSE   bool                       // the remote server speaks only HTTP+SSE
 	next     int                        // where the next pick starts, to spread ties
 	dropped  map[string]bool            // tools whose input schema was dropped, logged once
+
+	stateless statelessState // the upstream session at StatelessRevision
+	// statelessOpen is stateless.s once open, under mu: its tools are methods too,
+	// since its calls change what its server offers.
+	statelessOpen *session
 }
 
 // session is one upstream MCP session: a shared one, restarted when it ends, or the
@@ -103,6 +108,9 @@ type Bridge struct {
 type session struct {
 	idx    int    // in the pool; -1 for a client's
 	client string // the MCP client session it serves; "" for a shared one
+	// revision is the MCP revision the session asks for: ProtocolVersion unless set
+	// (StatelessRevision, for the calls of clients of that revision).
+	revision string
 	caps   *mcp.ClientCapabilities
 	level  string        // the log level set upstream
 	opened chan struct{} // a client's: closed once it is open, or failed to open
@@ -168,10 +176,13 @@ func everyCapability() *mcp.ClientCapabilities {
 
 // newClient is the MCP client of one upstream session, declaring caps. The server's
 // requests go to the caller (see ask), never answered by the SDK itself.
-func (b *Bridge) newClient(caps *mcp.ClientCapabilities) *mcp.Client {
+// A stateless session's client hands the server's input_required results back as
+// they are, for the caller's client to answer.
+func (b *Bridge) newClient(caps *mcp.ClientCapabilities, stateless bool) *mcp.Client {
 	c := mcp.NewClient(&mcp.Implementation{Name: "toolgate-mcpbridge", Version: "1.0.0"}, &mcp.ClientOptions{
-		Logger:       b.log,
-		Capabilities: caps,
+		Logger:         b.log,
+		Capabilities:   caps,
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: stateless},
 		// Progress and log messages are read as they arrive (see observe).
 		ToolListChangedHandler: b.onToolListChanged,
 		ResourceUpdatedHandler: b.onResourceUpdated,
@@ -201,6 +212,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 
 	b.life = poolCtx
 	defer b.endClients("the bridge stopped")
+	defer b.endStateless()
 
 	first := b.sessions[0]
 	if err := b.open(poolCtx, first); err != nil {
@@ -286,8 +298,8 @@ func (b *Bridge) open(ctx context.Context, s *session) error {
 		}
 		return err
 	}
-	opts := &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion}
-	client := b.newClient(s.caps)
+	opts := &mcp.ClientSessionOptions{ProtocolVersion: cmp.Or(s.revision, ProtocolVersion)}
+	client := b.newClient(s.caps, s.revision == StatelessRevision)
 	initCtx, initRaw := withRaw(connCtx)
 	cs, err := client.Connect(initCtx, transport, opts)
 	if err != nil && b.cfg.URL != "" && !b.sse() && connCtx.Err() == nil {
@@ -328,7 +340,7 @@ func (b *Bridge) open(ctx context.Context, s *session) error {
 		// Everything: what reaches a caller is filtered by the level its session set.
 		level = "debug"
 	}
-	if caps := cs.InitializeResult().Capabilities; caps != nil && caps.Logging != nil && level != "" {
+	if caps := cs.InitializeResult().Capabilities; caps != nil && caps.Logging != nil && level != "" && s.revision != StatelessRevision {
 		// A client's session has the level its client set, if any, as it would
 		// have directly.
 		if err := cs.SetLoggingLevel(connCtx, &mcp.SetLoggingLevelParams{Level: mcp.LoggingLevel(level)}); err != nil {
@@ -513,8 +525,9 @@ func (b *Bridge) onToolListChanged(_ context.Context, req *mcp.ToolListChangedRe
 	if s == nil {
 		return
 	}
-	if s.client != "" {
-		// A client's session is listed again at once; it has no keep loop.
+	if s.client != "" || s.revision != "" {
+		// A client's session, or the stateless one, is listed again at once; it
+		// has no keep loop.
 		go func() {
 			ctx, cancel := context.WithTimeout(b.life, b.cfg.StartTimeout)
 			defer cancel()
@@ -554,6 +567,9 @@ func (b *Bridge) methods() []workers.Method {
 		// A tool a server offers one client only (one it added on that client's
 		// session) is a method too; other clients' lists leave it out.
 		sessions = append(sessions, c)
+	}
+	if b.statelessOpen != nil {
+		sessions = append(sessions, b.statelessOpen)
 	}
 	sort.SliceStable(sessions, func(i, j int) bool { return sessions[i].listedAt.After(sessions[j].listedAt) })
 	tools := map[string]*mcp.Tool{}

@@ -21,34 +21,48 @@ import (
 // sends notifications/cancelled upstream), answered with the server's CallToolResult.
 func (b *Bridge) callTool(name string) workers.Handler {
 	return func(ctx context.Context, c *workers.Call) (any, error) {
+		if stateless(c) {
+			if s := b.statelessSession(); s != nil {
+				return b.callStateless(ctx, c, s, name)
+			}
+		}
 		in, err := b.acquire(ctx, c, name)
 		if err != nil {
 			return nil, err
 		}
 		defer b.release(in)
-		args := json.RawMessage(c.Params)
-		if len(args) == 0 {
-			args = json.RawMessage("{}")
-		}
-		params := &mcp.CallToolParams{Name: name, Arguments: args}
+		params := &mcp.CallToolParams{Name: name, Arguments: argumentsOf(c)}
 		if in.token != "" {
 			params.SetProgressToken(in.token)
 		}
-		rctx, sink := withRaw(ctx)
-		res, err := in.cs.CallTool(rctx, params)
-		in.s.raw.forget(sink)
-		if err != nil {
-			return nil, upstreamError(ctx, err)
-		}
-		if raw := sink.raw(); raw != nil {
-			return workers.MCPResult(raw), nil // as the server sent it
-		}
-		body, err := json.Marshal(res)
-		if err != nil {
-			return nil, fmt.Errorf("encode the server's result: %w", err)
-		}
-		return workers.MCPResult(body), nil
+		return b.callOn(ctx, in, params)
 	}
+}
+
+// argumentsOf is a call's parameters as a tool's arguments.
+func argumentsOf(c *workers.Call) json.RawMessage {
+	if len(c.Params) == 0 {
+		return json.RawMessage("{}")
+	}
+	return json.RawMessage(c.Params)
+}
+
+// callOn sends tools/call on in's session and answers with the server's result.
+func (b *Bridge) callOn(ctx context.Context, in *inflight, params *mcp.CallToolParams) (any, error) {
+	rctx, sink := withRaw(ctx)
+	res, err := in.cs.CallTool(rctx, params)
+	in.s.raw.forget(sink)
+	if err != nil {
+		return nil, upstreamError(ctx, err)
+	}
+	if raw := sink.raw(); raw != nil {
+		return workers.MCPResult(raw), nil // as the server sent it
+	}
+	body, err := json.Marshal(res)
+	if err != nil {
+		return nil, fmt.Errorf("encode the server's result: %w", err)
+	}
+	return workers.MCPResult(body), nil
 }
 
 // acquire picks the session c runs on, and counts c as running on it: the upstream

@@ -61,9 +61,22 @@ func forward[P any, R any](ctx context.Context, b *Bridge, c *workers.Call, requ
 	if err := c.Bind(params); err != nil {
 		return nil, err
 	}
-	in, err := b.acquire(ctx, c, "")
-	if err != nil {
-		return nil, rpcError(ctx, err)
+	var in *inflight
+	if stateless(c) && (c.Method == "prompts/get" || c.Method == "resources/read") {
+		// A client of StatelessRevision takes the server's input_required result.
+		if s := b.statelessSession(); s != nil {
+			in = b.enter(ctx, c, s)
+			if in.cs == nil {
+				b.release(in)
+				in = nil
+			}
+		}
+	}
+	if in == nil {
+		var err error
+		if in, err = b.acquire(ctx, c, ""); err != nil {
+			return nil, rpcError(ctx, err)
+		}
 	}
 	defer b.release(in)
 	rctx, sink := withRaw(ctx)
