@@ -290,7 +290,10 @@ func (s *Server) bucket(ctx context.Context, tool string) (jetstream.KeyValue, e
 		return nil, &wire.AskError{Code: wire.AskNoBucket, Message: fmt.Sprintf("tool %s has no state bucket %s (an admin makes it: toolgate state create %s)", tool, name, tool)}
 	}
 	if err != nil {
-		return nil, err
+		// Only "not found" says the bucket is missing: JetStream not answering (no
+		// responders while a node restarts, a timeout) is a failure to try again, not
+		// a missing bucket, which a worker opening its state takes for good.
+		return nil, &wire.AskError{Code: wire.AskFailed, Message: fmt.Sprintf("the edge could not open %s (%v); try again", name, err)}
 	}
 	s.mu.Lock()
 	s.buckets[name] = kv

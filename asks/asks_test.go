@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolgate/toolgate/asks"
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -197,5 +198,43 @@ func TestKeysAnswerIsBoundedByMaxPayload(t *testing.T) {
 	var ae *wire.AskError
 	if _, err := keys(); !errors.As(err, &ae) || ae.Code != wire.AskTooLarge {
 		t.Fatalf("134 keys: got %v, want too_large", err)
+	}
+}
+
+// TestConcurrencyBound: at its bound an edge takes no more asks until one it works on
+// ends; the others wait in its subscriptions, and none is lost.
+func TestConcurrencyBound(t *testing.T) {
+	srv := testenv.Server(t)
+	nc := testenv.Conn(t, srv.ClientURL())
+	if _, err := registry.Open(testenv.Context(t), nc, registry.DefaultOptions()); err != nil {
+		t.Fatal(err)
+	}
+	a, err := asks.Serve(nc, wire.DefaultSubjects, 1, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Stop)
+	worker, err := nats.Connect(srv.ClientURL(), nats.CustomInboxPrefix("_INBOX.tool.alpha"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(worker.Close)
+	const sent = 64
+	answers := make(chan error, sent)
+	for i := range sent {
+		p := &wire.Presence{Tool: "alpha", Instance: fmt.Sprintf("i%d", i)}
+		m, _ := wire.DefaultSubjects.AskPresenceMsg(p, 10*time.Second)
+		go func() {
+			answer, err := worker.RequestMsg(m, testenv.Patience)
+			if err == nil {
+				_, _, err = wire.ReadAskReply(answer)
+			}
+			answers <- err
+		}()
+	}
+	for range sent {
+		if err := <-answers; err != nil {
+			t.Fatalf("an ask sent with %d others to an edge taking one at a time: %v", sent-1, err)
+		}
 	}
 }

@@ -36,7 +36,8 @@ func prefix(s wire.Subjects) string {
 const ReplyWindow = 10 * time.Minute
 
 // WorkerPermissions are what the workers of the given tools may do on the bus, and
-// nothing else: take their tools' calls in the tools' queue groups, follow their
+// nothing else: take their tools' calls in the tools' queue groups (and those sent to
+// one instance of the tool: a session's requests, see wire.Subjects.Instance), follow their
 // cancels and session replies, answer (once per request received, within
 // ReplyWindow), report progress, ask the edges for what they must store or read
 // (their tool records, presence keys, state and session messages: wire's Ask
@@ -57,6 +58,7 @@ func WorkerPermissions(s wire.Subjects, tools ...string) jwt.Permissions {
 		p.Sub.Allow.Add(
 			s.CallAll(t)+queue,
 			s.MCP(t)+queue,
+			s.InstanceTool(t), // a session's requests, sent to the instance holding it
 			s.CancelTool(t),
 			s.SessionReplies(t),
 			s.SessionEnds(t),
@@ -83,7 +85,7 @@ func EdgePermissions(s wire.Subjects) jwt.Permissions {
 	pre := prefix(s)
 	var p jwt.Permissions
 	p.Pub.Allow.Add(
-		pre+".call.>", pre+".mcp.>", s.CancelAll(), pre+".sess.>",
+		pre+".call.>", pre+".mcp.>", pre+".inst.>", s.CancelAll(), pre+".sess.>",
 		"$JS.API.INFO",
 		"$JS.FC.>", // flow control answers of the consumers that watch buckets
 	)

@@ -131,20 +131,25 @@ func TestWorkerCredentialsServeTheirOwnTool(t *testing.T) {
 		}
 		e.errs.none(t)
 	})
-	t.Run("takes its tool's other MCP requests in its queue group", func(t *testing.T) {
-		sub, err := e.worker.QueueSubscribe("tg.mcp.alpha", "tg.alpha", func(m *nats.Msg) { _ = m.Respond([]byte("{}")) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sub.Unsubscribe()
-		if err := e.worker.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.admin.Request("tg.mcp.alpha", nil, 5*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		e.errs.none(t)
-	})
+	for _, c := range []struct{ name, subject, queue, sent string }{
+		{"takes its tool's other MCP requests in its queue group", "tg.mcp.alpha", "tg.alpha", "tg.mcp.alpha"},
+		{"takes the requests sent to one of its instances", "tg.inst.alpha.i1.>", "", "tg.inst.alpha.i1.call.ping"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sub, err := e.worker.QueueSubscribe(c.subject, c.queue, func(m *nats.Msg) { _ = m.Respond([]byte("{}")) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Unsubscribe()
+			if err := e.worker.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.admin.Request(c.sent, nil, 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			e.errs.none(t)
+		})
+	}
 	t.Run("follows its cancels, its session replies and micro discovery", func(t *testing.T) {
 		for _, subj := range []string{"tg.cancel.alpha.>", "tg.sess.alpha.*.reply.>", "$SRV.PING", "$SRV.INFO", "$SRV.STATS", "$SRV.PING.alpha", "$SRV.INFO.alpha.x1"} {
 			sub, err := e.worker.SubscribeSync(subj)
@@ -230,6 +235,8 @@ func TestWorkerCredentialsRefuseEverythingElse(t *testing.T) {
 		{"its own calls outside its queue group", "tg.call.alpha.>", ""},
 		{"every call", "tg.call.>", ""},
 		{"another tool's MCP requests", "tg.mcp.beta", "tg.beta"},
+		{"the requests sent to another tool's instance", "tg.inst.beta.i1.>", ""},
+		{"the requests sent to every instance", "tg.inst.>", ""},
 		{"another tool's cancels", "tg.cancel.beta.>", ""},
 		{"every cancel", "tg.cancel.>", ""},
 		{"another tool's session replies", "tg.sess.beta.*.reply.>", ""},
@@ -264,6 +271,7 @@ func TestWorkerCredentialsRefuseEverythingElse(t *testing.T) {
 		{"calling another tool", "tg.call.beta.run"},
 		{"calling its own tool", "tg.call.alpha.run"},
 		{"another tool's MCP requests", "tg.mcp.beta"},
+		{"a request to an instance of its own tool", "tg.inst.alpha.i1.call.run"},
 		{"cancelling another tool's calls", "tg.cancel.beta.c1"},
 		{"another tool's progress", "tg.progress.beta.c1"},
 		{"another tool's session streams", "tg.sess.beta.s1.out"},
@@ -361,6 +369,7 @@ func TestEdgeCredentialsRefuseWhatEdgesDoNotDo(t *testing.T) {
 		{"a tool's calls", "tg.call.alpha.>", "tg.alpha"},
 		{"every call", "tg.call.>", ""},
 		{"a tool's MCP requests", "tg.mcp.alpha", "tg.alpha"},
+		{"the requests sent to a tool's instance", "tg.inst.alpha.i1.>", ""},
 		{"a worker's inbox", "_INBOX.tool.alpha.>", ""},
 		{"the system account's subjects", "$SYS.>", ""},
 	} {

@@ -177,6 +177,11 @@ type Call struct {
 	Header   nats.Header
 	// ReplyTo is where the tool answers, when not this edge's inbox alone (wire.Request).
 	ReplyTo string
+	// Instance sends the call to that worker instance of the tool (the one holding the
+	// session's state, wire.Capabilities.SessionState) rather than to any; when it no
+	// longer answers there, the call goes to any instance, which names itself in the
+	// reply (wire.HeaderInstance).
+	Instance string
 	// Entry is the method, when the caller has already found it visible to Principal
 	// in the view (the edge does, to answer in the documented order); Check then does
 	// not look it up again.
@@ -281,10 +286,18 @@ func (g *Gateway) send(ctx context.Context, c *Call, mcp bool, timeout time.Dura
 		Data:                   c.Params,
 		Header:                 c.Header,
 		ReplyTo:                c.ReplyTo,
+		Instance:               c.Instance,
 	}
 	began := time.Now()
 	for {
 		reply, err := g.calls.Send(ctx, req, holding)
+		if errors.Is(err, bus.ErrNoResponders) && req.Instance != "" {
+			// The instance that held the session is gone (stopped, or draining): any
+			// other takes it, and names itself in its reply. Nothing received the
+			// call, so sending it again cannot run it twice.
+			req.Instance = ""
+			continue
+		}
 		if !errors.Is(err, bus.ErrNoResponders) || g.view.Snapshot().Instances(c.Tool) == 0 ||
 			time.Since(began) >= MovingWorkersWait || time.Now().After(req.Deadline) {
 			return reply, err

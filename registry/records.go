@@ -84,4 +84,7 @@ type Session struct {
 	// Credential names the key or link that opened the session: the only one that may
 	// use it, and the session ends when it is revoked (see package sse).
 	Credential string `json:"credential,omitempty"`
+	// Instance is the worker instance holding the session's state, for a tool whose
+	// workers keep state per session (see package sse): where the session's requests go.
+	Instance string `json:"instance,omitempty"`
 }

@@ -81,6 +81,9 @@ func CreateToolState(ctx context.Context, nc *nats.Conn, tool string, o StateOpt
 		made = err == nil
 		return err
 	})
+	if err == nil {
+		_, err = madeBucket(ctx, js, cfg.Bucket)
+	}
 	if err != nil {
 		return false, fmt.Errorf("state: %s: %w", cfg.Bucket, err)
 	}

@@ -3,11 +3,14 @@ package registry_test
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
 )
@@ -112,5 +115,46 @@ func TestCreateToolStateKeepsWhatExists(t *testing.T) {
 	}
 	if made, err := registry.CreateToolState(ctx, nc, "fine", registry.StateOptions{MaxBytes: registry.MaxStateMaxBytes}); err != nil || !made {
 		t.Errorf("the largest bound: made %v, %v", made, err)
+	}
+}
+
+// TestBucketsMadeAtOnceCanBeOpened: processes that make the same bucket at once (two
+// demo workers their state bucket, two edges the registry) may each open it, from
+// any node, as soon as making it returned: a cluster answers a second maker when the
+// bucket is assigned, before its stream exists, and opening it then said "not found".
+func TestBucketsMadeAtOnceCanBeOpened(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	c := testenv.NewCluster(t)
+	c.WaitJetStream(t)
+	var js []jetstream.JetStream
+	var conns []*nats.Conn
+	for i := range c.Servers {
+		nc := testenv.Conn(t, c.Servers[i].ClientURL())
+		j, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, conns = append(js, j), append(conns, nc)
+	}
+	ctx := testenv.Context(t)
+	for i := range 12 {
+		tool := fmt.Sprintf("t%d", i)
+		var wg sync.WaitGroup
+		for k := range 2 {
+			wg.Go(func() {
+				if _, err := registry.CreateToolState(ctx, conns[k], tool, registry.StateOptions{Replicas: 3}); err != nil {
+					t.Errorf("maker %d of %s: %v", k, tool, err)
+					return
+				}
+				for n := range js {
+					if _, err := js[n].KeyValue(ctx, wire.StateBucket(tool)); err != nil {
+						t.Errorf("%s made by %d, opened on node %d: %v", wire.StateBucket(tool), k, n+1, err)
+					}
+				}
+			})
+		}
+		wg.Wait()
 	}
 }

@@ -242,11 +242,14 @@ func openBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyVa
 		var kv jetstream.KeyValue
 		if found == nil {
 			err := retry(ctx, cfg.Bucket, func(ctx context.Context) (err error) {
-				kv, err = js.CreateKeyValue(ctx, cfg)
+				_, err = js.CreateKeyValue(ctx, cfg)
 				return err
 			})
+			if err == nil {
+				return madeBucket(ctx, js, cfg.Bucket)
+			}
 			if !errors.Is(err, jetstream.ErrBucketExists) {
-				return kv, err
+				return nil, err
 			}
 			// Another process made it first: check what it made.
 			if found, err = findBucket(ctx, js, cfg.Bucket); err != nil {
@@ -267,6 +270,23 @@ func openBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyVa
 		})
 		return kv, err
 	}
+}
+
+// madeBucket waits until a bucket just made can be opened, and opens it. When several
+// processes make the same bucket at once (edges starting together, the demo workers),
+// a cluster may answer one of them as soon as the bucket is assigned to its nodes,
+// before its stream exists there: opened then, it is "not found", which a worker
+// asking an edge for its state bucket takes as the bucket missing for good.
+func madeBucket(ctx context.Context, js jetstream.JetStream, bucket string) (jetstream.KeyValue, error) {
+	var kv jetstream.KeyValue
+	err := retry(ctx, bucket, func(ctx context.Context) (err error) {
+		kv, err = js.KeyValue(ctx, bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			return fmt.Errorf("%w: %w", errUnsettled, err)
+		}
+		return err
+	})
+	return kv, err
 }
 
 // settingsDiffer compares the settings of a bucket the registry relies on.

@@ -131,12 +131,15 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 		defer s.inflight.done()
 		defer s.calls.remove(callID)
 		defer cancel()
+		instance := s.instanceOf(r)
 		reply, err := s.gw.Call(ctx, &gateway.Call{
 			Principal: r.p, Tool: r.tool, Method: m.Name, Params: args, Entry: t.Method(m.Name),
 			CallID: callID, RequestID: callID, Session: session, Progress: wantNotes,
 			ClientCapabilities: capabilities, ReplyTo: replyTo,
 			ClientCapabilityObject: capabilityObject(r.sess), Post: r.post, LogLevel: sessionLogLevel(r.sess),
+			Instance: instance,
 		})
+		s.pin(ctx, r, instance, reply)
 		if rd != nil && handoff.finish() {
 			// Nobody here waits: the client's retry does, on any edge.
 			s.storeAnswer(r, rd, m, reply, err)

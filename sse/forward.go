@@ -58,11 +58,14 @@ func (s *Server) forwards(r *rpcRequest) bool {
 // timeout) on tg.mcp.<tool> and returns their result as it is. A worker's JSON-RPC
 // error reaches the client unchanged: its code travels as a number.
 func (s *Server) forward(ctx context.Context, r *rpcRequest) (json.RawMessage, error) {
+	instance := s.instanceOf(r)
 	reply, err := s.gw.Forward(ctx, &gateway.Call{
 		Principal: r.p, Tool: r.tool, Method: r.req.Method, Params: []byte(r.req.Params),
 		Session: sessionID(r.sess), ClientCapabilities: clientCapabilities(r.sess),
 		ClientCapabilityObject: capabilityObject(r.sess), LogLevel: sessionLogLevel(r.sess),
+		Instance: instance,
 	})
+	s.pin(ctx, r, instance, reply)
 	var re *wire.RPCError
 	var te *wire.ToolError
 	var limited *gateway.RateLimitedError

@@ -147,8 +147,10 @@ type Worker struct {
 	mcp        MCPHandler
 	sessionEnd func(session string)
 	started    bool
-	svc        micro.Service   // while serving
-	served     map[string]bool // method names with an endpoint
+	svc        micro.Service      // while serving
+	mcpMethod  *Method            // the MCP handler's, while serving
+	direct     *nats.Subscription // the instance's own requests (Capabilities.SessionState)
+	served     map[string]bool    // method names with an endpoint
 	stopping   bool
 
 	table atomic.Pointer[map[string]*Method] // the methods calls are dispatched to, by name
@@ -165,6 +167,8 @@ type Worker struct {
 	cancelled *recentCancels          // call ids whose caller gave up
 
 	stats map[string]*methodStats // by endpoint subject
+
+	failing sync.Map // what (write's) the registry has not taken yet: said once
 }
 
 type runningCall struct {
@@ -560,41 +564,43 @@ const registryRetry = time.Second
 // answered in time is asked again at once, one refused as not stored or failed after
 // registryRetry.
 func (w *Worker) write(ctx context.Context, what string, msg *nats.Msg, attempt time.Duration) error {
-	waited := false
 	for {
 		actx, cancel := context.WithTimeout(ctx, attempt)
 		err := w.ask(actx, msg)
 		cancel()
 		switch {
 		case err == nil:
-			if waited {
+			if _, was := w.failing.LoadAndDelete(what); was {
 				w.log.Info("the registry took the write at last", "writing", what)
 			}
 			return nil
 		case ctx.Err() != nil:
 			return fmt.Errorf("%s: %w (the registry did not take it)", what, ctx.Err())
 		case errors.Is(err, context.DeadlineExceeded):
-			// unanswered: asked again at once
-		case errors.Is(err, wire.ErrNotStored), errors.Is(err, &wire.AskError{Code: wire.AskFailed}):
-			if !waited {
-				if errors.Is(err, wire.ErrNotStored) {
-					w.log.Warn("the registry is not on this NATS system yet; waiting for it", "writing", what)
-				} else {
-					w.log.Warn("the registry did not take the write; trying again", "writing", what, "err", err)
-				}
-			}
+			w.failingOnce(what, "the registry did not answer a write in time; trying again", "within", attempt)
+			// asked again at once
+		case errors.Is(err, wire.ErrNotStored):
+			w.failingOnce(what, "the registry is not on this NATS system yet; waiting for it")
+		case errors.Is(err, &wire.AskError{Code: wire.AskFailed}):
+			w.failingOnce(what, "the registry did not take the write; trying again", "err", err)
+		default:
+			return err
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("%s: %w (the registry did not take it)", what, ctx.Err())
 			case <-time.After(registryRetry):
 			}
-		default:
-			return err
 		}
-		if !waited && errors.Is(err, context.DeadlineExceeded) {
-			w.log.Warn("the registry did not answer a write in time; trying again", "writing", what, "within", attempt)
-		}
-		waited = true
+	}
+}
+
+// failingOnce says why a write of what is asked again, once until it is stored: a
+// heartbeat that fails through a whole outage says so once, and once when it is over.
+func (w *Worker) failingOnce(what, msg string, args ...any) {
+	if _, was := w.failing.LoadOrStore(what, true); !was {
+		w.log.Warn(msg, append([]any{"writing", what}, args...)...)
 	}
 }
 
@@ -627,10 +633,21 @@ func (w *Worker) serve(methods []Method, mcpHandler MCPHandler) (micro.Service, 
 		m := &Method{Name: "mcp", mcp: true, Handler: func(ctx context.Context, c *Call) (any, error) {
 			return mcpHandler(ctx, c, c.Method)
 		}}
+		w.mu.Lock()
+		w.mcpMethod = m
+		w.mu.Unlock()
 		if err := w.addEndpoint(svc, m.Name, w.cfg.subjects.MCP(w.tool.ID), func() *Method { return m }); err != nil {
 			_ = svc.Stop()
 			return nil, fmt.Errorf("workers: tool %s: MCP endpoint: %w", w.tool.ID, err)
 		}
+	}
+	if w.tool.Capabilities.SessionState {
+		sub, err := w.nc.Subscribe(w.cfg.subjects.InstanceAll(w.tool.ID, w.cfg.instance), w.onDirect)
+		if err != nil {
+			_ = svc.Stop()
+			return nil, fmt.Errorf("workers: tool %s: subscribe to the instance's requests: %w", w.tool.ID, err)
+		}
+		w.direct = sub
 	}
 	return svc, nil
 }
@@ -645,32 +662,61 @@ func (w *Worker) addEndpoint(svc micro.Service, name, subject string, lookup fun
 }
 
 // intake is the endpoint's micro handler. nats micro calls it for one message at a
-// time per endpoint; it hands each call to a runner and, at the concurrency bound,
-// queues it for a slot (see slots), so the calls queue rather than being dropped.
+// time per endpoint; see accept.
 func (w *Worker) intake(lookup func() *Method, st *methodStats) micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
-		in := inbound{subject: req.Subject(), reply: req.Reply(), data: req.Data(), header: nats.Header(req.Headers())}
-		if !wire.CallReplyAcceptable(in.reply) {
-			// Every call an edge sends waits for its answer on a plain reply subject; a
-			// call without one, or one answered into JetStream's API, is none of theirs.
-			w.log.Warn("call refused: its reply subject is none an edge gives", "subject", in.subject)
-			return
-		}
-		m := lookup()
-		if m == nil {
-			_ = w.nc.PublishMsg(reply(in.reply, nil, &Error{Code: CodeMethodNotFound, Message: "the tool has no such method any more", Status: 404}))
-			return
-		}
-		j := job{m, st, in, in.header.Get(wire.HeaderCallID)}
-		if run, taken := w.slots.take(j); !taken || !run {
-			return // queued for a slot, or nobody can hear the reply: the connection is gone
-		}
-		select {
-		case w.idle <- j: // a runner done with its last call takes it
-		default:
-			go w.runner(j)
-		}
+		w.accept(inbound{subject: req.Subject(), reply: req.Reply(), data: req.Data(), header: nats.Header(req.Headers())}, lookup(), st)
 	})
+}
+
+// onDirect takes a request sent to this instance alone (wire.Subjects.Instance): an
+// MCP session's, which the edges send to the instance that answered the session
+// first, for a tool that keeps state per session. It goes where the same request on
+// the tool's own subject goes.
+func (w *Worker) onDirect(msg *nats.Msg) {
+	in := inbound{subject: msg.Subject, reply: msg.Reply, data: msg.Data, header: msg.Header}
+	kind := strings.TrimPrefix(msg.Subject, w.cfg.subjects.Instance(w.tool.ID, w.cfg.instance)+".")
+	var m *Method
+	subject := w.cfg.subjects.MCP(w.tool.ID)
+	if name, ok := strings.CutPrefix(kind, "call."); ok {
+		m, subject = w.lookup(name)(), w.cfg.subjects.Call(w.tool.ID, name)
+	} else if kind == "mcp" {
+		m = w.mcpMethod
+	} else {
+		w.log.Warn("request refused: its subject names no method", "subject", msg.Subject)
+		return
+	}
+	w.mu.Lock()
+	st := w.stats[subject]
+	w.mu.Unlock()
+	if st == nil {
+		st = &methodStats{} // a method declared no more: refused below, counted nowhere
+	}
+	w.accept(in, m, st)
+}
+
+// accept hands a call to a runner and, at the concurrency bound, queues it for a
+// slot (see slots), so the calls queue rather than being dropped.
+func (w *Worker) accept(in inbound, m *Method, st *methodStats) {
+	if !wire.CallReplyAcceptable(in.reply) {
+		// Every call an edge sends waits for its answer on a plain reply subject; a
+		// call without one, or one answered into JetStream's API, is none of theirs.
+		w.log.Warn("call refused: its reply subject is none an edge gives", "subject", in.subject)
+		return
+	}
+	if m == nil {
+		_ = w.nc.PublishMsg(reply(in.reply, nil, &Error{Code: CodeMethodNotFound, Message: "the tool has no such method any more", Status: 404}))
+		return
+	}
+	j := job{m, st, in, in.header.Get(wire.HeaderCallID)}
+	if run, taken := w.slots.take(j); !taken || !run {
+		return // queued for a slot, or nobody can hear the reply: the connection is gone
+	}
+	select {
+	case w.idle <- j: // a runner done with its last call takes it
+	default:
+		go w.runner(j)
+	}
 }
 
 // runner runs the call it is started with, then those handed to it while it waits,
@@ -792,6 +838,12 @@ func (w *Worker) call(m *Method, st *methodStats, in inbound) {
 			msg = respond(in.reply, nil, err)
 		}
 	}
+	if c.Session != "" && w.tool.Capabilities.SessionState {
+		if msg.Header == nil {
+			msg.Header = nats.Header{}
+		}
+		msg.Header[wire.HeaderInstance] = []string{w.cfg.instance} // see onDirect
+	}
 	st.calls.Add(1)
 	st.nanos.Add(int64(time.Since(start)))
 	if err != nil {
@@ -900,6 +952,11 @@ func (w *Worker) drain(svc micro.Service, closed <-chan nats.Status) error {
 	// the calls already routed here are still handed to intake.
 	w.stopServing()
 	stopErr := svc.Stop()
+	if w.direct != nil {
+		// The edges send the sessions held here to another instance once this one no
+		// longer answers.
+		stopErr = errors.Join(stopErr, w.direct.Drain())
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

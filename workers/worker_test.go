@@ -718,3 +718,18 @@ func TestWorkerOutlastsARegistryThatCannotWrite(t *testing.T) {
 		return s.RawTool("greeter") != nil && s.Instances("greeter") == 1
 	})
 }
+
+// TestStateIsNotMissingWhenJetStreamIsNot: an edge that cannot reach JetStream (here a
+// NATS system without it) cannot say the tool's state bucket is missing; a worker
+// opening its state keeps asking, and gets no ErrNoState, which would stop it for good.
+func TestStateIsNotMissingWhenJetStreamIsNot(t *testing.T) {
+	srv := testenv.ServerWith(t, func(c *bus.ServerConfig) { c.JetStream = false })
+	nc := testenv.Conn(t, srv.ClientURL())
+	testenv.Asks(t, nc, wire.DefaultSubjects)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := workers.New(testenv.Conn(t, srv.ClientURL()), greetTool).State(ctx)
+	if err == nil || errors.Is(err, workers.ErrNoState) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("State on a NATS system without JetStream: %v, want it still asking when its context ended", err)
+	}
+}

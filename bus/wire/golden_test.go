@@ -109,6 +109,28 @@ func TestGoldenRequests(t *testing.T) {
 			t.Errorf("capabilities %#v: a client that declared none must declare no sampling", got.ClientCapabilities)
 		}
 	})
+	t.Run("a session's call and MCP request sent to one instance", func(t *testing.T) {
+		for _, req := range []wire.Request{
+			{Tool: "fixture", Method: "echo", Instance: "vm-1a2b", Session: "S1", Account: "acme", Data: []byte(`{}`)},
+			{Tool: "fixture", MCP: true, Method: "resources/read", Instance: "vm-1a2b", Session: "S1", Account: "acme", Data: []byte(`{}`)},
+		} {
+			msg := subj.Msg(context.Background(), &req)
+			want := "tg.inst.fixture.vm-1a2b.call.echo"
+			if req.MCP {
+				want = "tg.inst.fixture.vm-1a2b.mcp"
+			}
+			if msg.Subject != want {
+				t.Errorf("subject %q, want %q", msg.Subject, want)
+			}
+			got, err := subj.ReadRequest(msg.Subject, msg.Header, msg.Data)
+			if err != nil || got.Tool != req.Tool || got.Method != req.Method || got.MCP != req.MCP || got.Instance != req.Instance || got.Session != "S1" {
+				t.Errorf("read back %+v, %v", got, err)
+			}
+		}
+		if _, err := subj.ReadRequest("tg.inst.fixture", nil, nil); err == nil {
+			t.Error("a subject naming no instance read as a request")
+		}
+	})
 	t.Run("a call over HTTP: no session, capabilities unknown", func(t *testing.T) {
 		req := wire.Request{Tool: "echo", Method: "echo", CallID: "Nx2", RequestID: "req_1", Account: "acme", Deadline: deadline, Data: []byte(`{}`)}
 		msg := subj.Msg(context.Background(), &req)

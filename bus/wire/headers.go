@@ -39,6 +39,11 @@ const (
 	// HeaderResult names what a reply's body is when it is not the method's plain
 	// result: ResultMCP or ResultRPCError.
 	HeaderResult = "Tg-Result"
+	// HeaderInstance names the worker instance that answered a request of an MCP
+	// session, on the replies of a tool whose workers keep state per session
+	// (Capabilities.SessionState): the edges send the session's later requests to it
+	// (Subjects.Instance).
+	HeaderInstance = "Tg-Instance"
 	// The nats micro error headers: a tool's own error. On a JSON-RPC error reply
 	// they are set too, for nats micro tooling; the body is what counts.
 	HeaderErrorCode = "Nats-Service-Error-Code"

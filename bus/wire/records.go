@@ -52,6 +52,11 @@ type Capabilities struct {
 	// them to a client that declared what it did (a bridged server may offer tools
 	// only to clients with roots, say). Edges list those of the tool's methods.
 	SessionTools bool `json:"session_tools,omitempty"`
+	// SessionState says the tool's workers keep state per MCP session (a bridged
+	// server's upstream session): each names itself on its answers to a session
+	// (HeaderInstance), and the edges send the session's later requests to that
+	// instance (Subjects.Instance) while it answers there.
+	SessionState bool `json:"session_state,omitempty"`
 	// MCP is the capabilities object of the MCP server behind the tool, as that
 	// server declared it (a bridged server): what it says of each feature
 	// (listChanged, subscribe), and features the gateway passes through without

@@ -47,11 +47,19 @@ type Request struct {
 	// read it (an MCP call's stream, in the event log) rather than go to the caller's
 	// inbox alone: the message's reply subject, which the caller subscribes to.
 	ReplyTo string
+	// Instance, when set, sends the request to that worker instance alone
+	// (Subjects.Instance) rather than to the tool's queue group.
+	Instance string
 }
 
 // Subject is the subject r travels on.
 func (s Subjects) Subject(r *Request) string {
-	if r.MCP {
+	switch {
+	case r.Instance != "" && r.MCP:
+		return s.join("inst", r.Tool, r.Instance, "mcp")
+	case r.Instance != "":
+		return s.join("inst", r.Tool, r.Instance, "call", r.Method)
+	case r.MCP:
 		return s.MCP(r.Tool)
 	}
 	return s.Call(r.Tool, r.Method)
@@ -118,7 +126,24 @@ const maxRequestHeaders = 11
 func (s Subjects) ReadRequest(subject string, h nats.Header, data []byte) (Request, error) {
 	r := Request{Data: data, Header: h}
 	root := s.prefix() + "."
-	switch rest, _ := strings.CutPrefix(subject, root); {
+	rest, _ := strings.CutPrefix(subject, root)
+	if inst, ok := strings.CutPrefix(rest, "inst."); ok {
+		// inst.<tool>.<instance>.call.<method> or .mcp: the tool's request, sent to
+		// one instance.
+		tool, after, _ := strings.Cut(inst, ".")
+		instance, kind, _ := strings.Cut(after, ".")
+		if tool == "" || instance == "" {
+			return r, fmt.Errorf("wire: request subject %q: no tool or instance", subject)
+		}
+		r.Instance = instance
+		rest = kind
+		if kind == "mcp" {
+			rest = "mcp." + tool
+		} else if method, ok := strings.CutPrefix(kind, "call."); ok {
+			rest = "call." + tool + "." + method
+		}
+	}
+	switch {
 	case strings.HasPrefix(rest, "call."):
 		tool, method, ok := strings.Cut(strings.TrimPrefix(rest, "call."), ".")
 		if !ok {

@@ -54,6 +54,22 @@ func (s Subjects) QueueGroup(tool string) string { return s.join(tool) }
 // method, and the reply is the JSON-RPC result or error (see RPCResultReply).
 func (s Subjects) MCP(tool string) string { return s.join("mcp", tool) }
 
+// Instance is the root of the subjects of one worker instance of tool: a request sent
+// to it rather than to the tool's queue group, Instance(tool, instance)+".call.<method>"
+// or +".mcp", reaches that instance alone. The edges send an MCP session's requests
+// there once an instance answered it, for a tool whose workers keep state per session
+// (Capabilities.SessionState).
+func (s Subjects) Instance(tool, instance string) string { return s.join("inst", tool, instance) }
+
+// InstanceAll matches every request sent to one instance of tool: what it subscribes to.
+func (s Subjects) InstanceAll(tool, instance string) string {
+	return s.join("inst", tool, instance, ">")
+}
+
+// InstanceTool matches the requests sent to any instance of tool: what its workers
+// may subscribe to.
+func (s Subjects) InstanceTool(tool string) string { return s.join("inst", tool, ">") }
+
 // Cancel tells the workers of tool, and every edge, to stop the call callID: its
 // caller left or its deadline passed.
 func (s Subjects) Cancel(tool, callID string) string { return s.join("cancel", tool, callID) }

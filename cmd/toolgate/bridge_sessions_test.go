@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,16 +26,17 @@ import (
 // returns the stack and the tool's link once the tool is online.
 func bridgedLink(t *testing.T, tool string, args ...string) (devStack, string) {
 	t.Helper()
+	dev, link, _ := bridgedLinkWith(t, tool, args...)
+	return dev, link
+}
+
+// bridgedLinkWith is bridgedLink that also returns what stops the bridge.
+func bridgedLinkWith(t *testing.T, tool string, args ...string) (devStack, string, func()) {
+	t.Helper()
 	data := t.TempDir()
 	dev := startDevStack(t, data)
 	t.Cleanup(func() { _ = dev.stop() })
-
-	ctx, cancel := context.WithCancel(context.Background())
-	root := newRootCmd()
-	root.SetArgs(append([]string{"worker", "mcp", "--nats", dev.natsURL, "--tool", tool}, args...))
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	stop := startBridge(t, dev.natsURL, tool, args...)
 
 	admin := strings.TrimSpace(readFile(t, data, "admin-key"))
 	req, _ := http.NewRequest(http.MethodPost, dev.edgeURL+"/admin/connections", strings.NewReader(`{"account":"dev","tool":"`+tool+`"}`))
@@ -56,7 +58,22 @@ func bridgedLink(t *testing.T, tool string, args ...string) (devStack, string) {
 		status, body := call(t, http.MethodGet, dev.edgeURL+"/tools/"+tool, dev.key, "")
 		return status == 200 && json.Unmarshal([]byte(body), &info) == nil && info.Status == "online"
 	})
-	return dev, info.MCPURL
+	return dev, info.MCPURL, stop
+}
+
+// startBridge runs an instance of `toolgate worker mcp` for tool with args on natsURL
+// until the returned stop (or the test's end), which returns once it has stopped.
+func startBridge(t *testing.T, natsURL, tool string, args ...string) func() {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	root := newRootCmd()
+	root.SetArgs(append([]string{"worker", "mcp", "--nats", natsURL, "--tool", tool}, args...))
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 // sessionRevision is the newest MCP revision with sessions.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolgate/toolgate/asks"
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/edge/dashboard"
 	"github.com/toolgate/toolgate/gateway"
@@ -43,6 +44,8 @@ type edgeOptions struct {
 	EdgeRates      bool // keep rate limits per edge instead of in the shared buckets
 	Wait           time.Duration
 	MCP            sse.Config
+	// AskConcurrency bounds the workers' asks this edge works on at once (asks.Serve).
+	AskConcurrency int
 }
 
 // replicasUsage describes the edge's --replicas.
@@ -50,7 +53,7 @@ const replicasUsage = "replicas of the registry's buckets: 1 on a single node, 3
 
 func defaultEdgeOptions() edgeOptions {
 	return edgeOptions{Edge: edge.DefaultConfig(), Gateway: gateway.DefaultConfig(), MCP: sse.DefaultConfig(),
-		NATS: "nats://127.0.0.1:4222", Dashboard: true}
+		NATS: "nats://127.0.0.1:4222", Dashboard: true, AskConcurrency: asks.DefaultConcurrency}
 }
 
 // Validate names the first field that is wrong. An empty base URL is taken from the
@@ -76,6 +79,9 @@ func (o edgeOptions) Validate() error {
 	}
 	if o.Replicas < 0 || o.Replicas > 5 {
 		return errors.New("edge: replicas: must be from 1 to 5, or 0 for the registry's own")
+	}
+	if o.AskConcurrency < 1 {
+		return errors.New("edge: ask-concurrency: must be at least 1")
 	}
 	if o.UpdateRegistry && o.Replicas == 0 && o.MCP.EventRetention == 0 {
 		return errors.New("edge: update-registry: needs --replicas or --mcp-event-retention, the settings to change to")
@@ -122,6 +128,7 @@ var edgeEnv = map[string]string{
 	"edge-rates":          "TOOLGATE_EDGE_RATES",
 	"shutdown-timeout":    "TOOLGATE_SHUTDOWN_TIMEOUT",
 	"drain-delay":         "TOOLGATE_DRAIN_DELAY",
+	"ask-concurrency":     "TOOLGATE_ASK_CONCURRENCY",
 	"read-header-timeout": "TOOLGATE_READ_HEADER_TIMEOUT",
 	"read-body-timeout":   "TOOLGATE_READ_BODY_TIMEOUT",
 	"dashboard":           "TOOLGATE_DASHBOARD",
@@ -172,6 +179,7 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.IntVar(&o.Gateway.Burst, "burst", o.Gateway.Burst, "calls a key may make at once above the rate")
 	f.BoolVar(&o.EdgeRates, "edge-rates", o.EdgeRates, "keep each key's rate in this edge alone (N edges then allow N times the rate) instead of in the registry's shared buckets")
 	f.DurationVar(&o.Edge.DrainDelay, "drain-delay", o.Edge.DrainDelay, "at shutdown (SIGTERM), how long the edge goes on serving with /readyz unready, so that balancers send new requests elsewhere, before it stops taking connections")
+	f.IntVar(&o.AskConcurrency, "ask-concurrency", o.AskConcurrency, "workers' asks (their records, presence, state and session messages) this edge works on at once; the rest wait, in order, until one ends (each ask takes at most "+wire.AskTimeout.String()+")")
 	f.DurationVar(&o.Edge.ShutdownTimeout, "shutdown-timeout", o.Edge.ShutdownTimeout, "at shutdown, after the drain delay, how long in-flight requests and calls get to finish")
 	f.DurationVar(&o.Edge.ReadHeaderTimeout, "read-header-timeout", o.Edge.ReadHeaderTimeout, "how long a client may take to send a request's headers")
 	f.DurationVar(&o.Edge.ReadBodyTimeout, "read-body-timeout", o.Edge.ReadBodyTimeout, "how long a client may take to send a request's body once its headers are in (408 past it)")
@@ -233,7 +241,7 @@ func runEdge(ctx context.Context, o edgeOptions, out io.Writer, log *slog.Logger
 		return lost(ctx, err)
 	}
 	// What workers, which have no JetStream reach, ask the edges to store for them.
-	asked, err := asks.Serve(nc, o.Gateway.Subjects, 0, log)
+	asked, err := asks.Serve(nc, o.Gateway.Subjects, o.AskConcurrency, log)
 	if err != nil {
 		return err
 	}

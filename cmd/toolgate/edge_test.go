@@ -144,6 +144,7 @@ func TestEdgeCommandRefusesBadConfig(t *testing.T) {
 		{[]string{"edge", "--link-secret-file", "/nonexistent/secret"}, "edge: link-secret-file:"},
 		{[]string{"edge", "--link-secret-file", "x", "--nats", "http://127.0.0.1:4222"}, "edge: nats:"},
 		{[]string{"edge", "--link-secret-file", "x", "--update-registry"}, "edge: update-registry: needs --replicas"},
+		{[]string{"edge", "--link-secret-file", "x", "--ask-concurrency", "0"}, "edge: ask-concurrency: must be at least 1"},
 	} {
 		if _, err := run(t, context.Background(), tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("toolgate %s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)

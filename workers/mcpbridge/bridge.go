@@ -214,6 +214,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 	tool := b.tool(info, infoRaw)
 	// Each client session lists the tools its own upstream session offers.
 	tool.Capabilities.SessionTools = !b.shared
+	// and holds it: the edges send a client session's requests to the instance
+	// that answered it first.
+	tool.Capabilities.SessionState = !b.shared
 	w := workers.New(b.nc, tool, b.opts...)
 	b.w = w
 	w.OnSessionEnd(func(id string) { go b.endClient(id, nil, "the client's session ended") })
