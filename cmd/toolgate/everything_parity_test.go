@@ -601,10 +601,11 @@ func TestEverythingTasksThroughTheLink(t *testing.T) {
 	}
 	npx := testenv.NPXPackage(t, everything)
 	_, link := bridgedLink(t, "everything", "--sessions", "1", "--", npx, "-y", everything)
-	ctx, cancel := context.WithTimeout(testenv.Context(t), 2*time.Minute)
-	defer cancel()
-
+	// Each side has two minutes (or twice Patience) of its own for the task's whole
+	// run: the research takes its time, and the two sides together outlast one budget.
 	run := func(t *testing.T, tr mcpgotransport.Interface) []string {
+		ctx, cancel := context.WithTimeout(context.Background(), max(2*time.Minute, 2*testenv.Patience))
+		defer cancel()
 		c := startMCPGo(t, ctx, tr)
 		var call mcpgotypes.CallToolRequest
 		call.Params.Name = "simulate-research-query"
