@@ -21,7 +21,7 @@ endif
 # Where the compose stack's bootstrap writes the admin key and the dev key.
 export TOOLGATE_COMPOSE_DIR ?= $(CURDIR)/.toolgate-compose
 
-.PHONY: help build run test test-deps lint bench conformance chaos image compose-up compose-down
+.PHONY: help build run test test-deps lint bench bench-peers conformance chaos image compose-up compose-down
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
@@ -56,10 +56,18 @@ lint: ## go vet and staticcheck
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@latest ./...
 
-bench: build ## the gateway's cost: Go benchmarks of the hot paths, then the stack under load (bench/RESULTS.md)
+bench: build ## the gateway's cost: Go benchmarks of the hot paths, the stack under load, and MCP through a link against other MCP gateways (bench/RESULTS.md)
 	$(GO) test -run '^$$' -bench . -benchmem ./... > bin/gobench.txt; status=$$?; cat bin/gobench.txt; exit $$status
 	$(GO) build -o bin/tgbench ./bench/tgbench
-	bin/tgbench -bin $(BIN) -gobench bin/gobench.txt -out bench/RESULTS.md
+	$(GO) build -o bin/mcpfixture ./internal/mcpfixture/cmd/mcpfixture
+	bin/tgbench -bin $(BIN) -gobench bin/gobench.txt -fixture bin/mcpfixture $$(./scripts/bench-peers.sh) -out bench/RESULTS.md
+
+# The peer comparison alone (a few minutes): MCP through a toolgate link, supergateway,
+# mcp-proxy and TBXark/mcp-proxy against the same stdio server; prints its table.
+bench-peers: build ## only the comparison with other MCP gateways (a few minutes; prints its table)
+	$(GO) build -o bin/tgbench ./bench/tgbench
+	$(GO) build -o bin/mcpfixture ./internal/mcpfixture/cmd/mcpfixture
+	bin/tgbench -bin $(BIN) -only peers -fixture bin/mcpfixture $$(./scripts/bench-peers.sh)
 
 image: ## the container image of the one binary (static, FROM scratch), with podman or docker
 	rm -rf bin/image && mkdir -p bin/image/state

@@ -152,3 +152,21 @@ func Paced(ctx context.Context, rate float64, duration time.Duration, max, inFli
 	wg.Wait()
 	return rec.result(time.Since(start))
 }
+
+// Merge is the runs rs taken as one: their requests and errors added up, their
+// latencies pooled for the percentiles, and their elapsed times summed, so that RPS
+// is the throughput over the time the runs took together.
+func Merge(rs ...Result) Result {
+	var m Result
+	for _, r := range rs {
+		m.Requests += r.Requests
+		m.Errors += r.Errors
+		m.Elapsed += r.Elapsed
+		if m.FirstErr == nil {
+			m.FirstErr = r.FirstErr
+		}
+		m.latencies = append(m.latencies, r.latencies...)
+	}
+	slices.Sort(m.latencies)
+	return m
+}

@@ -101,3 +101,27 @@ func TestErrorsAreCountedNotTimed(t *testing.T) {
 		t.Fatalf("got %+v", r)
 	}
 }
+
+func TestMergePoolsRuns(t *testing.T) {
+	boom := errors.New("boom")
+	var n atomic.Int64
+	// Latencies of one run all below the other's: the merged median lies between.
+	fast := load.Saturate(context.Background(), 1, time.Minute, 10, func(context.Context) error { return nil })
+	slow := load.Saturate(context.Background(), 1, time.Minute, 10, func(context.Context) error {
+		if n.Add(1) == 1 {
+			return boom
+		}
+		time.Sleep(2 * time.Millisecond)
+		return nil
+	})
+	m := load.Merge(fast, slow)
+	if m.Requests != 20 || m.Errors != 1 || !errors.Is(m.FirstErr, boom) || m.Elapsed != fast.Elapsed+slow.Elapsed {
+		t.Fatalf("merged %+v from %+v and %+v", m, fast, slow)
+	}
+	if m.Percentile(0) != fast.Percentile(0) || m.Percentile(1) != slow.Percentile(1) {
+		t.Fatalf("merged latencies span %v..%v, want %v..%v", m.Percentile(0), m.Percentile(1), fast.Percentile(0), slow.Percentile(1))
+	}
+	if want := float64(19) / m.Elapsed.Seconds(); m.RPS() != want {
+		t.Fatalf("RPS %v, want %v", m.RPS(), want)
+	}
+}

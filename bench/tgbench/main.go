@@ -44,6 +44,10 @@ type config struct {
 	profile  string
 	verbose  bool
 	gobench  string
+	only     string
+	peers    peerPaths
+	// loadStart is /proc/loadavg when the run started.
+	loadStart string
 }
 
 func main() {
@@ -66,12 +70,24 @@ func main() {
 	flag.StringVar(&cfg.profile, "profile", "", "write CPU and allocation profiles of the edge and the worker, under load on each edge path, to this directory")
 	flag.BoolVar(&cfg.verbose, "v", false, "show the processes' logs")
 	flag.StringVar(&cfg.gobench, "gobench", "", "the output of go test -bench to add to the report (its Benchmark lines)")
+	flag.StringVar(&cfg.only, "only", "", "run one part alone: gateway (the paths through the edge and the idle sessions) or peers (MCP through a proxy)")
+	flag.StringVar(&cfg.peers.fixture, "fixture", "bin/mcpfixture", "the stdio MCP server the peers are compared on")
+	flag.StringVar(&cfg.peers.supergateway, "supergateway", "", "supergateway's dist/index.js (npm supergateway), for its row")
+	flag.StringVar(&cfg.peers.mcpProxy, "mcp-proxy", "", "mcp-proxy's dist/bin/mcp-proxy.mjs (npm mcp-proxy), for its row")
+	flag.StringVar(&cfg.peers.tbxark, "tbxark", "", "the binary of TBXark/mcp-proxy, for its row")
+	flag.IntVar(&cfg.peers.rounds, "peer-rounds", 3, "rounds of the peer comparison")
+	flag.DurationVar(&cfg.peers.duration, "peer-duration", 3*time.Second, "how long each peer measurement runs, per round and number of callers")
 	flag.Parse()
+	if cfg.only != "" && cfg.only != "gateway" && cfg.only != "peers" {
+		fmt.Fprintf(os.Stderr, "tgbench: -only %q: want gateway or peers\n", cfg.only)
+		os.Exit(2)
+	}
 	for _, f := range strings.Split(sessions, ",") {
 		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 0 {
 			cfg.sessions = append(cfg.sessions, n)
 		}
 	}
+	cfg.loadStart = loadavg()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg); err != nil {
@@ -155,6 +171,9 @@ func run(ctx context.Context, cfg config) error {
 		{"MCP tools/call, legacy HTTP+SSE", "legacy", legacyCall(acct)},
 	}
 	var rows []row
+	if cfg.only == "peers" {
+		paths = nil
+	}
 	for _, p := range paths {
 		fmt.Fprintf(os.Stderr, "measuring %s...\n", p.name)
 		load.Saturate(ctx, cfg.callers, time.Second, cfg.max, p.fn) // warm connections, sessions, caches
@@ -177,7 +196,7 @@ func run(ctx context.Context, cfg config) error {
 		serverTimings.on.Store(false)
 		rows = append(rows, r)
 		if cfg.profile != "" && p.id != "" {
-			if err := profile(ctx, s, cfg, p.id, p.fn); err != nil {
+			if err := profile(ctx, map[string]string{"edge": s.edgePprof, "worker": s.workerPprof}, cfg, p.id, p.fn); err != nil {
 				return fmt.Errorf("profile %s: %w", p.name, err)
 			}
 		}
@@ -185,7 +204,16 @@ func run(ctx context.Context, cfg config) error {
 			return ctx.Err()
 		}
 	}
+	var peers *peerReport
+	if cfg.only != "gateway" {
+		if peers, err = runPeers(ctx, s, cfg, acct, logs); err != nil {
+			return fmt.Errorf("peers: %w", err)
+		}
+	}
 	var mem []memory
+	if cfg.only == "peers" {
+		cfg.sessions = nil
+	}
 	transports := []struct {
 		name string
 		open func(ctx context.Context, i int64) (idleStream, error)
@@ -204,6 +232,9 @@ func run(ctx context.Context, cfg config) error {
 		}
 	}
 	report := render(cfg, rows, mem, serverTimings)
+	if peers != nil {
+		report += peers.render()
+	}
 	if cfg.gobench != "" {
 		lines, err := benchmarkLines(cfg.gobench)
 		if err != nil {
@@ -292,7 +323,12 @@ func render(cfg config, rows []row, mem []memory, t *timings) string {
 	fmt.Fprintf(&b, "Run %s on %s: %s/%s, %d CPUs, Go %s. Each process on 127.0.0.1; %d callers at saturation for %v; fixed rate %.0f/s for %v.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(),
 		cfg.callers, cfg.duration, cfg.rate, cfg.duration)
+	fmt.Fprintf(&b, "Load average (1, 5, 15 min) %s when the run started, %s when it ended: the machine's other work slows every row; compare rows within one run.\n\n",
+		cfg.loadStart, loadavg())
 	fmt.Fprintf(&b, "Produced by `%s` (`make bench` runs it with its defaults).\n\n", strings.Join(os.Args, " "))
+	if len(rows) == 0 {
+		return b.String()
+	}
 	bare := rows[0]
 	fmt.Fprintf(&b, "| path | req/s at saturation | p50 | p99 | × bare | p50 at %.0f/s | p99 at %.0f/s | p50 − bare's | errors |\n", cfg.rate, cfg.rate)
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")

@@ -13,17 +13,17 @@ import (
 )
 
 // profile runs fn at saturation for cfg.duration while it takes CPU and allocation
-// profiles of the edge and the worker, and writes them to cfg.profile as
+// profiles of the processes in addrs (name: its pprof address), and writes them to cfg.profile as
 // <id>.<process>.<cpu|allocs>.pprof. The run is not one of the table's: profiling
 // costs the processes some of their speed.
-func profile(ctx context.Context, s *stack, cfg config, id string, fn load.Func) error {
+func profile(ctx context.Context, addrs map[string]string, cfg config, id string, fn load.Func) error {
 	if err := os.MkdirAll(cfg.profile, 0o755); err != nil {
 		return err
 	}
 	secs := max(int(cfg.duration.Seconds()), 1)
 	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for proc, addr := range map[string]string{"edge": s.edgePprof, "worker": s.workerPprof} {
+	errs := make(chan error, 2*len(addrs))
+	for proc, addr := range addrs {
 		for kind, path := range map[string]string{"cpu": "profile", "allocs": "allocs"} {
 			url := fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", addr, path, secs)
 			file := filepath.Join(cfg.profile, fmt.Sprintf("%s.%s.%s.pprof", id, proc, kind))

@@ -25,6 +25,7 @@ type stack struct {
 	bareURL   string
 	adminKey  string
 	edge      *exec.Cmd
+	nats      *exec.Cmd
 	startEdge func() (*exec.Cmd, error) // starts the edge as start did
 	procs     []*exec.Cmd
 	roles     []string // what each of procs is: nats, worker, edge, bare
@@ -69,7 +70,7 @@ func (s *stack) start(ctx context.Context, bin, self string, log io.Writer, prof
 		return err
 	}
 
-	if _, err := s.run(ctx, log, nil, "nats", bin, "nats", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[0]),
+	if s.nats, err = s.run(ctx, log, nil, "nats", bin, "nats", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		"--store-dir", filepath.Join(s.dir, "nats")); err != nil {
 		return err
 	}
@@ -137,7 +138,8 @@ func (s *stack) restartEdge(ctx context.Context) error {
 	return waitHTTP(ctx, s.edgeURL+"/readyz")
 }
 
-// stopProc asks p to stop, and kills it if it has not within 5 seconds.
+// stopProc asks p to stop, kills it if it has not within 5 seconds (an edge drains
+// for that long), and returns once it has exited, so that its ports are free.
 func stopProc(p *exec.Cmd) {
 	p.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
@@ -146,6 +148,7 @@ func stopProc(p *exec.Cmd) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		p.Process.Kill()
+		<-done
 	}
 }
 
@@ -237,17 +240,10 @@ const clockTick = 10 * time.Millisecond
 
 // procCPU reads utime and stime, fields 14 and 15 of /proc/<pid>/stat.
 func procCPU(pid string) (time.Duration, error) {
-	data, err := os.ReadFile("/proc/" + pid + "/stat")
+	f, err := procStat(pid)
 	if err != nil {
 		return 0, err
 	}
-	// The command name, field 2, is in parentheses and may hold spaces: count fields
-	// after its closing one.
-	rest := string(data)
-	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
-		rest = rest[i+1:]
-	}
-	f := strings.Fields(rest) // f[0] is field 3
 	if len(f) < 13 {
 		return 0, fmt.Errorf("/proc/%s/stat: %d fields", pid, len(f)+2)
 	}
@@ -257,4 +253,19 @@ func procCPU(pid string) (time.Duration, error) {
 		return 0, fmt.Errorf("/proc/%s/stat: utime %q, stime %q", pid, f[11], f[12])
 	}
 	return time.Duration(utime+stime) * clockTick, nil
+}
+
+// procStat is /proc/<pid>/stat's fields from the third on (f[0] is field 3, the state).
+func procStat(pid string) ([]string, error) {
+	data, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return nil, err
+	}
+	// The command name, field 2, is in parentheses and may hold spaces: count fields
+	// after its closing one.
+	rest := string(data)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	return strings.Fields(rest), nil
 }
