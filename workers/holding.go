@@ -102,14 +102,13 @@ func (s *slots) waitIdle() {
 	}
 }
 
-// heldBetween lists the calls held since from or later (from zero: since any time)
-// and before to.
-func (s *slots) heldBetween(from, to time.Time) []string {
+// heldSince lists the calls held since before t.
+func (s *slots) heldSince(t time.Time) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var ids []string
 	for id, at := range s.held {
-		if at.Before(to) && !at.Before(from) {
+		if at.Before(t) {
 			ids = append(ids, id)
 		}
 	}
@@ -120,35 +119,17 @@ func (s *slots) heldBetween(from, to time.Time) []string {
 // the server's max_payload.
 const holdingBatch = 1000
 
-// holdingStep is how often announceHolding looks for the calls that have just been
-// held for wire.HoldingAfter. Each is named at the first look after that, not at the
-// next round of every call held (up to wire.HoldingEvery later): an edge gives up a
-// call it has heard nothing of for wire.HoldingLost since it sent it, and a first
-// naming up to HoldingAfter+HoldingEvery after the worker took the call left only
-// half of that for the call to reach the worker and the naming to reach the edge, which
-// a loaded machine's scheduling alone could spend.
-const holdingStep = wire.HoldingEvery / 5
-
-// announceHolding names, until ctx ends, the calls the instance has held for
-// wire.HoldingAfter or more: each as soon as it has (within holdingStep), and all of
-// them every wire.HoldingEvery.
+// announceHolding names, every wire.HoldingEvery until ctx ends, the calls the instance
+// has held for wire.HoldingAfter or more.
 func (w *Worker) announceHolding(ctx context.Context) {
-	tick := time.NewTicker(holdingStep)
+	tick := time.NewTicker(wire.HoldingEvery)
 	defer tick.Stop()
-	var round, last time.Time // the last naming of every call held, and the last look
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			var ids []string
-			if now.Sub(round) >= wire.HoldingEvery {
-				ids, round = w.slots.heldBetween(time.Time{}, now.Add(-wire.HoldingAfter)), now
-			} else {
-				// Those that reached HoldingAfter since the last look.
-				ids = w.slots.heldBetween(last.Add(-wire.HoldingAfter), now.Add(-wire.HoldingAfter))
-			}
-			last = now
+			ids := w.slots.heldSince(now.Add(-wire.HoldingAfter))
 			for len(ids) > 0 {
 				n := min(len(ids), holdingBatch)
 				msg, err := w.cfg.subjects.HoldingMsg(w.tool.ID, &wire.Holding{Instance: w.cfg.instance, Calls: ids[:n]})

@@ -11,8 +11,7 @@ import (
 
 // A worker tells the edges which calls it holds: every HoldingEvery, an instance that
 // holds calls taken at least HoldingAfter ago (running, or waiting for a slot)
-// publishes their ids on Holding(tool), and it names a call first as soon as it has
-// held it for HoldingAfter. A call that finishes quickly is never named,
+// publishes their ids on Holding(tool). A call that finishes quickly is never named,
 // so calls pay nothing for it; one that runs long is named again and again while it
 // runs. An edge that has heard nothing of a call for HoldingLost (neither its answer
 // nor its id named) takes it for lost: the worker holding it died, or the request or
