@@ -317,11 +317,12 @@ func (e *env) addMethod(t *testing.T, name string) {
 // edge is one edge: its own NATS connection, registry view, gateway and sse.Server,
 // served on a real TCP listener behind a test-only link authentication.
 type edge struct {
-	url  string // http://127.0.0.1:port
-	srv  *sse.Server
-	http *http.Server
-	nc   *nats.Conn
-	once sync.Once
+	url     string // http://127.0.0.1:port
+	srv     *sse.Server
+	http    *http.Server
+	nc      *nats.Conn
+	once    sync.Once
+	deletes atomic.Int64 // DELETE requests the edge was sent
 }
 
 // kill takes the edge away as a crash would: its NATS connection, then every HTTP
@@ -364,7 +365,14 @@ func (e *env) startEdge(t testing.TB, node int, edit func(*sse.Config)) *edge {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ed := &edge{url: "http://" + ln.Addr().String(), srv: srv, http: &http.Server{Handler: routes(view, srv)}, nc: nc}
+	ed := &edge{url: "http://" + ln.Addr().String(), srv: srv, nc: nc}
+	mux := routes(view, srv)
+	ed.http = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			ed.deletes.Add(1)
+		}
+		mux.ServeHTTP(w, r)
+	})}
 	go ed.http.Serve(ln)
 	t.Cleanup(ed.stop)
 	return ed
