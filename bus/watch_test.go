@@ -71,9 +71,12 @@ func TestAWatcherTellsItsOwnSilentServerFromADeadWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The edge's interest in the holding subject reaches every node before the call.
-	testenv.Eventually(t, 10*time.Second, "the holding subject followed across the cluster", func() bool {
-		return c.Servers[2].NumSubscriptions() > 0 && nc.Flush() == nil
+	// Before the call: the worker's interest in the call reaches the edge's node, and
+	// the edge's in the holding subject the worker's node (each crosses a route).
+	testenv.Eventually(t, 10*time.Second, "the call and holding subjects followed across the cluster", func() bool {
+		return nc.Flush() == nil &&
+			c.Servers[0].GlobalAccount().SubscriptionInterest(subjects.Call("slow", "m")) &&
+			c.Servers[2].GlobalAccount().SubscriptionInterest(subjects.Holding("slow"))
 	})
 
 	type result struct {

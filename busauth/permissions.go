@@ -95,6 +95,7 @@ func EdgePermissions(s wire.Subjects) jwt.Permissions {
 			"$KV."+b+".>",
 			"$JS.API.STREAM.INFO."+st, "$JS.API.STREAM.CREATE."+st, "$JS.API.STREAM.UPDATE."+st,
 			"$JS.API.DIRECT.GET."+st+".>",
+			"$JS.API.STREAM.MSG.GET."+st, // reads from the stream's leader (registry.Store)
 			"$JS.API.CONSUMER.CREATE."+st+".>", "$JS.API.CONSUMER.DELETE."+st+".*", "$JS.API.CONSUMER.MSG.NEXT."+st+".*",
 		)
 	}

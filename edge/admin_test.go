@@ -197,9 +197,19 @@ func TestRevokedKeyRefusedByAnotherEdge(t *testing.T) {
 	b := newEnv(t, onCluster(cluster.Servers[1].ClientURL()))
 	a.serve(echoTool, echo)
 
-	a.admin(http.MethodPost, "/accounts", `{"id":"acme"}`)
-	a.admin(http.MethodPost, "/connections", `{"account":"acme","tool":"echo"}`)
-	created := decode[edge.NewKey](t, a.admin(http.MethodPost, "/keys", `{"account":"acme"}`))
+	for _, step := range []struct{ path, body string }{
+		{"/accounts", `{"id":"acme"}`},
+		{"/connections", `{"account":"acme","tool":"echo"}`}, // on the heels of the account
+	} {
+		if r := a.admin(http.MethodPost, step.path, step.body); r.status != http.StatusCreated {
+			t.Fatalf("POST %s: %d %s", step.path, r.status, r.body)
+		}
+	}
+	r := a.admin(http.MethodPost, "/keys", `{"account":"acme"}`)
+	if r.status != http.StatusCreated {
+		t.Fatalf("POST /keys: %d %s", r.status, r.body)
+	}
+	created := decode[edge.NewKey](t, r)
 	var first result
 	defer func() {
 		if t.Failed() {

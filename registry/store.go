@@ -380,19 +380,17 @@ func isClusterNotReady(err error) bool {
 // Options returns the options the store was opened with.
 func (s *Store) Options() Options { return s.opts }
 
-func getJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string) (*T, uint64, error) {
-	e, err := kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, 0, ErrNotFound
-	}
+// getJSON reads the record at key as the bucket's leader has it (see Store.latest).
+func getJSON[T any](ctx context.Context, s *Store, kv jetstream.KeyValue, key string) (*T, uint64, error) {
+	b, rev, err := s.latest(ctx, kv, key)
 	if err != nil {
-		return nil, 0, fmt.Errorf("registry: get %s/%s: %w", kv.Bucket(), key, err)
+		return nil, 0, err
 	}
 	var v T
-	if err := json.Unmarshal(e.Value(), &v); err != nil {
+	if err := json.Unmarshal(b, &v); err != nil {
 		return nil, 0, fmt.Errorf("registry: decode %s/%s: %w", kv.Bucket(), key, err)
 	}
-	return &v, e.Revision(), nil
+	return &v, rev, nil
 }
 
 func putJSON(ctx context.Context, kv jetstream.KeyValue, key string, v any) error {
@@ -413,24 +411,24 @@ func createJSON(ctx context.Context, kv jetstream.KeyValue, key string, v any) e
 
 // createOwnJSON is createJSON as an attempt of lasting: after an attempt that may have
 // written v (again), a record at key that is v is this write's own.
-func createOwnJSON(ctx context.Context, kv jetstream.KeyValue, key string, v any, again bool) error {
+func createOwnJSON(ctx context.Context, s *Store, kv jetstream.KeyValue, key string, v any, again bool) error {
 	err := createJSON(ctx, kv, key, v)
 	if !errors.Is(err, ErrExists) || !again {
 		return err
 	}
 	b, merr := json.Marshal(v)
-	e, gerr := kv.Get(ctx, key)
+	have, _, gerr := s.latest(ctx, kv, key)
 	switch {
-	case merr == nil && gerr == nil && string(e.Value()) == string(b):
+	case merr == nil && gerr == nil && string(have) == string(b):
 		return nil // the earlier attempt's
 	case gerr == nil:
 		return err // another writer's
-	case errors.Is(gerr, jetstream.ErrKeyNotFound):
-		// The earlier attempt still waits for the stream's quorum (which refuses
-		// a second write of the key meanwhile), or the read came from a node behind.
+	case errors.Is(gerr, ErrNotFound):
+		// The earlier attempt still waits for the stream's quorum, which refuses
+		// a second write of the key meanwhile.
 		return fmt.Errorf("registry: create %s/%s: %w", kv.Bucket(), key, errUnsettled)
 	default:
-		return fmt.Errorf("registry: get %s/%s: %w", kv.Bucket(), key, gerr)
+		return gerr
 	}
 }
 
@@ -452,8 +450,8 @@ func createJSONRev(ctx context.Context, kv jetstream.KeyValue, key string, v any
 
 // updateJSON applies change to the record at key with compare-and-set, retrying when
 // another writer got there first.
-func updateJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, change func(*T) error) (*T, error) {
-	return updateJSONWith(ctx, kv, key, change, func(b []byte, rev uint64, _ *T) error {
+func updateJSON[T any](ctx context.Context, s *Store, kv jetstream.KeyValue, key string, change func(*T) error) (*T, error) {
+	return updateJSONWith(ctx, s, kv, key, change, func(b []byte, rev uint64, _ *T) error {
 		_, err := kv.Update(ctx, key, b, rev)
 		return err
 	})
@@ -462,9 +460,9 @@ func updateJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, c
 // updateJSONWith is updateJSON with its own write of the changed record v, encoded as
 // b, as the revision after rev: an error that is jetstream.ErrKeyExists says another
 // writer wrote first, and the change is made again on what it wrote.
-func updateJSONWith[T any](ctx context.Context, kv jetstream.KeyValue, key string, change func(*T) error, write func(b []byte, rev uint64, v *T) error) (*T, error) {
+func updateJSONWith[T any](ctx context.Context, s *Store, kv jetstream.KeyValue, key string, change func(*T) error, write func(b []byte, rev uint64, v *T) error) (*T, error) {
 	for {
-		v, rev, err := getJSON[T](ctx, kv, key)
+		v, rev, err := getJSON[T](ctx, s, kv, key)
 		if err != nil {
 			return nil, err
 		}
@@ -510,7 +508,7 @@ func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 // The single changes of lasting records, each tried for up to WriteWait.
 
 func (s *Store) lastingCreate(ctx context.Context, kv jetstream.KeyValue, key string, v any) error {
-	return s.lasting(ctx, func(ctx context.Context, again bool) error { return createOwnJSON(ctx, kv, key, v, again) })
+	return s.lasting(ctx, func(ctx context.Context, again bool) error { return createOwnJSON(ctx, s, kv, key, v, again) })
 }
 
 func (s *Store) lastingPut(ctx context.Context, kv jetstream.KeyValue, key string, v any) error {
@@ -526,7 +524,7 @@ func (s *Store) lastingDelete(ctx context.Context, kv jetstream.KeyValue, key st
 func lastingUpdate[T any](ctx context.Context, s *Store, kv jetstream.KeyValue, key string, change func(*T) error) (*T, error) {
 	var v *T
 	err := s.lasting(ctx, func(ctx context.Context, _ bool) (err error) {
-		v, err = updateJSON(ctx, kv, key, change)
+		v, err = updateJSON(ctx, s, kv, key, change)
 		return err
 	})
 	return v, err
@@ -549,7 +547,7 @@ func (s *Store) PutTool(ctx context.Context, t Tool) error {
 
 // Tool reads a tool's record.
 func (s *Store) Tool(ctx context.Context, id string) (*Tool, error) {
-	t, _, err := getJSON[Tool](ctx, s.tools, id)
+	t, _, err := getJSON[Tool](ctx, s, s.tools, id)
 	return t, err
 }
 
@@ -574,7 +572,7 @@ func (s *Store) CreateAccount(ctx context.Context, a Account) (*Account, error) 
 
 // Account reads an account.
 func (s *Store) Account(ctx context.Context, id string) (*Account, error) {
-	a, _, err := getJSON[Account](ctx, s.accounts, id)
+	a, _, err := getJSON[Account](ctx, s, s.accounts, id)
 	return a, err
 }
 
@@ -612,18 +610,18 @@ func (s *Store) DeleteAccount(ctx context.Context, id string) error {
 // Accounts lists every account.
 func (s *Store) Accounts(ctx context.Context) ([]Account, error) {
 	var out []Account
-	err := eachJSON(ctx, s.accounts, func(_ string, a Account) { out = append(out, a) })
+	err := eachJSON(ctx, s, s.accounts, func(_ string, a Account) { out = append(out, a) })
 	return out, err
 }
 
-func eachJSON[T any](ctx context.Context, kv jetstream.KeyValue, fn func(key string, v T)) error {
+func eachJSON[T any](ctx context.Context, s *Store, kv jetstream.KeyValue, fn func(key string, v T)) error {
 	lister, err := kv.ListKeys(ctx)
 	if err != nil {
 		return fmt.Errorf("registry: list %s: %w", kv.Bucket(), err)
 	}
 	defer lister.Stop()
 	for key := range lister.Keys() {
-		v, _, err := getJSON[T](ctx, kv, key)
+		v, _, err := getJSON[T](ctx, s, kv, key)
 		if errors.Is(err, ErrNotFound) {
 			continue // deleted since listed
 		}
@@ -698,7 +696,7 @@ func (s *Store) ImportKey(ctx context.Context, secret string, k Key) error {
 // Keys returns an account's keys by hash (every account's when account is "").
 func (s *Store) Keys(ctx context.Context, account string) (map[string]Key, error) {
 	out := map[string]Key{}
-	err := eachJSON(ctx, s.keys, func(hash string, k Key) {
+	err := eachJSON(ctx, s, s.keys, func(hash string, k Key) {
 		if account == "" || k.Account == account {
 			out[hash] = k
 		}
@@ -715,7 +713,7 @@ func (s *Store) RevokeKey(ctx context.Context, hash string) (*Key, error) {
 	var k *Key
 	began := time.Now()
 	err := s.lasting(ctx, func(ctx context.Context, _ bool) (err error) {
-		k, err = updateJSON(ctx, s.keys, hash, func(k *Key) error {
+		k, err = updateJSON(ctx, s, s.keys, hash, func(k *Key) error {
 			if k.RevokedAt == nil {
 				t := now()
 				k.RevokedAt = &t
@@ -744,7 +742,10 @@ func connKey(account, tool string) string { return account + "." + tool }
 // Connect makes tool available to account and gives the connection its SSE link. It
 // returns ErrExists if they are connected already.
 func (s *Store) Connect(ctx context.Context, account, tool string, signer *LinkSigner) (*Connection, error) {
-	if _, err := s.Account(ctx, account); err != nil {
+	if err := s.lasting(ctx, func(ctx context.Context, _ bool) error {
+		_, err := s.Account(ctx, account)
+		return err
+	}); err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return nil, invalidf("account %q does not exist", account)
 		}
@@ -767,14 +768,14 @@ func (s *Store) Connect(ctx context.Context, account, tool string, signer *LinkS
 
 // Connection reads one connection.
 func (s *Store) Connection(ctx context.Context, account, tool string) (*Connection, error) {
-	c, _, err := getJSON[Connection](ctx, s.conns, connKey(account, tool))
+	c, _, err := getJSON[Connection](ctx, s, s.conns, connKey(account, tool))
 	return c, err
 }
 
 // Connections lists an account's connections.
 func (s *Store) Connections(ctx context.Context, account string) ([]Connection, error) {
 	var out []Connection
-	err := eachJSON(ctx, s.conns, func(_ string, c Connection) {
+	err := eachJSON(ctx, s, s.conns, func(_ string, c Connection) {
 		if c.Account == account {
 			out = append(out, c)
 		}
@@ -800,7 +801,7 @@ func (s *Store) deleteLinks(ctx context.Context, c *Connection, signer *LinkSign
 		return s.lastingDelete(ctx, s.links, Hash(signer.Token(c.Account, c.Tool, c.LinkNonce)))
 	}
 	var hashes []string
-	if err := eachJSON(ctx, s.links, func(hash string, l Link) {
+	if err := eachJSON(ctx, s, s.links, func(hash string, l Link) {
 		if l.Account == c.Account && l.Tool == c.Tool {
 			hashes = append(hashes, hash)
 		}
@@ -818,7 +819,7 @@ func (s *Store) deleteLinks(ctx context.Context, c *Connection, signer *LinkSign
 // RotateLink gives a connection a new SSE link; the old one stops working.
 func (s *Store) RotateLink(ctx context.Context, account, tool string, signer *LinkSigner) (*Connection, error) {
 	var old string
-	c, err := updateJSON(ctx, s.conns, connKey(account, tool), func(c *Connection) error {
+	c, err := updateJSON(ctx, s, s.conns, connKey(account, tool), func(c *Connection) error {
 		old = c.LinkNonce
 		c.LinkNonce = NewID("")
 		c.LinkCreatedAt = now()
@@ -888,14 +889,14 @@ func (s *Store) CreateSession(ctx context.Context, sess Session, opts ...Session
 		if !errors.Is(err, jetstream.ErrKeyExists) || !again {
 			return err
 		}
-		e, gerr := s.sessions.Get(ctx, sess.ID)
+		have, haveRev, gerr := s.latest(ctx, s.sessions, sess.ID)
 		switch {
-		case gerr == nil && string(e.Value()) == string(b):
-			rev = e.Revision()
+		case gerr == nil && string(have) == string(b):
+			rev = haveRev
 			return nil
 		case gerr == nil:
 			return err
-		case errors.Is(gerr, jetstream.ErrKeyNotFound):
+		case errors.Is(gerr, ErrNotFound):
 			return fmt.Errorf("registry: create %s/%s: %w", BucketSessions, sess.ID, errUnsettled)
 		default:
 			return gerr
@@ -916,11 +917,11 @@ func (s *Store) CreateSession(ctx context.Context, sess Session, opts ...Session
 func (s *Store) UpdateSession(ctx context.Context, id string, change func(*Session) error, opts ...SessionWrite) (*Session, error) {
 	w := sessionWriteOf(opts)
 	if w.ttl == 0 {
-		return updateJSON(ctx, s.sessions, id, change)
+		return updateJSON(ctx, s, s.sessions, id, change)
 	}
 	// The bucket's Update cannot give a revision a TTL of its own; a publish to the
 	// key's subject, compare-and-set on its last revision, can.
-	return updateJSONWith(ctx, s.sessions, id, change, func(b []byte, rev uint64, sess *Session) error {
+	return updateJSONWith(ctx, s, s.sessions, id, change, func(b []byte, rev uint64, sess *Session) error {
 		msg := nats.NewMsg("$KV." + BucketSessions + "." + id)
 		msg.Data = b
 		publish := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(rev)}
@@ -938,7 +939,7 @@ func (s *Store) UpdateSession(ctx context.Context, id string, change func(*Sessi
 
 // Session reads an MCP session; ErrNotFound once it has expired or been deleted.
 func (s *Store) Session(ctx context.Context, id string) (*Session, error) {
-	sess, _, err := getJSON[Session](ctx, s.sessions, id)
+	sess, _, err := getJSON[Session](ctx, s, s.sessions, id)
 	return sess, err
 }
 

@@ -418,9 +418,10 @@ func (s *Server) lookup(ctx context.Context, id string) (*registry.Session, erro
 	if !errors.Is(err, registry.ErrNotFound) {
 		return sess, err
 	}
-	// In a cluster the read may be answered by a replica that has yet to apply the
-	// write another edge made an instant ago; give the followed copy a moment before
-	// calling the session unknown. Only a miss pays for this.
+	// The read is the bucket's leader's, which has every write another edge was told
+	// was made; should it still miss one (its stream's leader changing just then),
+	// give the followed copy a moment before calling the session unknown. Only a miss
+	// pays for this.
 	for wait := time.Now().Add(unknownSessionGrace); time.Now().Before(wait); {
 		select {
 		case <-ctx.Done():

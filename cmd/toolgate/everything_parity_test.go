@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os/exec"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -70,7 +71,9 @@ func TestEverythingParity(t *testing.T) {
 		diffs = append(diffs, found...)
 	}
 	// both runs op on each side and compares the raw results the client received.
-	both := func(what string, op func(*mcp.ClientSession) error) {
+	// Each op has the wait budget of its own: the whole sequence (some sixty ops on
+	// each side) takes longer than one budget on a loaded machine.
+	both := func(what string, op func(context.Context, *mcp.ClientSession) error) {
 		t.Helper()
 		var raw [2]any
 		for i, side := range []struct {
@@ -78,7 +81,9 @@ func TestEverythingParity(t *testing.T) {
 			rec *recorder
 		}{{direct, directRec}, {linked, linkRec}} {
 			mark := side.rec.mark()
-			err := op(side.cs)
+			ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
+			err := op(ctx, side.cs)
+			cancel()
 			raw[i] = side.rec.lastAnswer(mark)
 			if err != nil && raw[i] == nil {
 				raw[i] = "error: " + err.Error()
@@ -86,8 +91,6 @@ func TestEverythingParity(t *testing.T) {
 		}
 		compare(what, raw[0], raw[1])
 	}
-	tctx := testenv.Context(t)
-
 	compare("initialize", directRec.initialize(), linkRec.initialize())
 
 	// A client that declares nothing is offered what the server offers it.
@@ -117,7 +120,7 @@ func TestEverythingParity(t *testing.T) {
 	compare("tools/list of a client that declares no capability", bareTools, bareLinkTools)
 
 	mark = directRec.mark()
-	both("tools/list", func(cs *mcp.ClientSession) error {
+	both("tools/list", func(tctx context.Context, cs *mcp.ClientSession) error {
 		_, err := cs.ListTools(tctx, nil)
 		return err
 	})
@@ -140,7 +143,7 @@ func TestEverythingParity(t *testing.T) {
 			continue
 		}
 		args := everythingArgs(tool)
-		both("tools/call "+tool.Name, func(cs *mcp.ClientSession) error {
+		both("tools/call "+tool.Name, func(tctx context.Context, cs *mcp.ClientSession) error {
 			p := &mcp.CallToolParams{Name: tool.Name, Arguments: args}
 			p.SetProgressToken("parity")
 			_, err := cs.CallTool(tctx, p)
@@ -149,31 +152,31 @@ func TestEverythingParity(t *testing.T) {
 	}
 
 	var resources []*mcp.Resource
-	both("resources/list", func(cs *mcp.ClientSession) error {
+	both("resources/list", func(tctx context.Context, cs *mcp.ClientSession) error {
 		res, err := cs.ListResources(tctx, nil)
 		if err == nil && cs == direct {
 			resources = res.Resources
 		}
 		return err
 	})
-	both("resources/templates/list", func(cs *mcp.ClientSession) error {
+	both("resources/templates/list", func(tctx context.Context, cs *mcp.ClientSession) error {
 		_, err := cs.ListResourceTemplates(tctx, nil)
 		return err
 	})
 	for _, r := range resources {
-		both("resources/read "+r.URI, func(cs *mcp.ClientSession) error {
+		both("resources/read "+r.URI, func(tctx context.Context, cs *mcp.ClientSession) error {
 			_, err := cs.ReadResource(tctx, &mcp.ReadResourceParams{URI: r.URI})
 			return err
 		})
 	}
 	// What the tools made for the session (gzip-file-as-resource's file) reads back.
-	both("resources/read of a session resource", func(cs *mcp.ClientSession) error {
+	both("resources/read of a session resource", func(tctx context.Context, cs *mcp.ClientSession) error {
 		_, err := cs.ReadResource(tctx, &mcp.ReadResourceParams{URI: "demo://resource/session/parity.txt.gz"})
 		return err
 	})
 
 	var prompts []*mcp.Prompt
-	both("prompts/list", func(cs *mcp.ClientSession) error {
+	both("prompts/list", func(tctx context.Context, cs *mcp.ClientSession) error {
 		res, err := cs.ListPrompts(tctx, nil)
 		if err == nil && cs == direct {
 			prompts = res.Prompts
@@ -185,12 +188,12 @@ func TestEverythingParity(t *testing.T) {
 		for _, a := range p.Arguments {
 			args[a.Name] = promptArg(a.Name)
 		}
-		both("prompts/get "+p.Name, func(cs *mcp.ClientSession) error {
+		both("prompts/get "+p.Name, func(tctx context.Context, cs *mcp.ClientSession) error {
 			_, err := cs.GetPrompt(tctx, &mcp.GetPromptParams{Name: p.Name, Arguments: args})
 			return err
 		})
 		for _, a := range p.Arguments {
-			both("completion/complete "+p.Name+" "+a.Name, func(cs *mcp.ClientSession) error {
+			both("completion/complete "+p.Name+" "+a.Name, func(tctx context.Context, cs *mcp.ClientSession) error {
 				_, err := cs.Complete(tctx, &mcp.CompleteParams{
 					Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: p.Name}, Argument: mcp.CompleteParamsArgument{Name: a.Name, Value: ""},
 				})
@@ -201,23 +204,24 @@ func TestEverythingParity(t *testing.T) {
 
 	// Notifications: progress and log messages of calls, requests of the server, and
 	// what it sends outside calls (simulated logging, resource updates).
-	both("resources/subscribe", func(cs *mcp.ClientSession) error {
+	both("resources/subscribe", func(tctx context.Context, cs *mcp.ClientSession) error {
 		return cs.Subscribe(tctx, &mcp.SubscribeParams{URI: "demo://resource/static/document/architecture.md"})
 	})
-	both("logging/setLevel", func(cs *mcp.ClientSession) error {
+	both("logging/setLevel", func(tctx context.Context, cs *mcp.ClientSession) error {
 		return cs.SetLoggingLevel(tctx, &mcp.SetLoggingLevelParams{Level: "debug"})
 	})
 	// toggle-simulated-logging and toggle-subscriber-updates, called above, started
 	// both.
 	for side, rec := range map[string]*recorder{"direct": directRec, "link": linkRec} {
-		deadline := time.Now().Add(30 * time.Second)
+		wait := max(30*time.Second, testenv.Patience)
+		deadline := time.Now().Add(wait)
 		for {
 			n := rec.notes()
 			if n["notifications/message"] >= 2 && n["notifications/resources/updated"] >= 1 {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: no log messages and resource updates outside calls within 30s; notifications read: %v", side, n)
+				t.Fatalf("%s: no log messages and resource updates outside calls within %v; notifications read: %v", side, wait, n)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -497,8 +501,16 @@ func normalize(v any) any {
 	return sortNamed(out)
 }
 
+// clockReading is a time of day as the reference server writes one into what it makes
+// at the moment of a call ("a plaintext resource created at 3:35:14 PM"): the direct
+// call and the linked one are made at two moments, which may fall in two seconds, so
+// the readings are compared as readings, not by their digits.
+var clockReading = regexp.MustCompile(`\b\d{1,2}:\d{2}:\d{2} [AP]M\b`)
+
 func sortNamed(v any) any {
 	switch x := v.(type) {
+	case string:
+		return clockReading.ReplaceAllString(x, "<a time of day>")
 	case map[string]any:
 		for k, e := range x {
 			x[k] = sortNamed(e)
@@ -598,10 +610,11 @@ func TestEverythingTasksThroughTheLink(t *testing.T) {
 	}
 	npx := testenv.NPXPackage(t, everything)
 	_, link := bridgedLink(t, "everything", "--sessions", "1", "--", npx, "-y", everything)
-	ctx, cancel := context.WithTimeout(testenv.Context(t), 2*time.Minute)
-	defer cancel()
-
+	// Each side has two minutes (or twice Patience) of its own for the task's whole
+	// run: the research takes its time, and the two sides together outlast one budget.
 	run := func(t *testing.T, tr mcpgotransport.Interface) []string {
+		ctx, cancel := context.WithTimeout(context.Background(), max(2*time.Minute, 2*testenv.Patience))
+		defer cancel()
 		c := startMCPGo(t, ctx, tr)
 		var call mcpgotypes.CallToolRequest
 		call.Params.Name = "simulate-research-query"
