@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -47,6 +48,8 @@ type Server struct {
 	subs []*nats.Subscription
 	sem  chan struct{}
 	wg   sync.WaitGroup
+
+	working, peak atomic.Int64 // asks worked on now, and the most at once
 
 	mu      sync.Mutex
 	buckets map[string]jetstream.KeyValue // state buckets opened, by name
@@ -101,8 +104,9 @@ func (s *Server) take(m *nats.Msg) {
 	}
 	s.sem <- struct{}{}
 	s.wg.Add(1)
+	s.began()
 	go func() {
-		defer func() { <-s.sem; s.wg.Done() }()
+		defer func() { s.working.Add(-1); <-s.sem; s.wg.Done() }()
 		ctx, cancel := context.WithTimeout(context.Background(), wire.AskTimeout)
 		defer cancel()
 		answer := s.answer(ctx, a, m)
@@ -114,6 +118,13 @@ func (s *Server) take(m *nats.Msg) {
 			s.log.Warn("ask answer not sent", "tool", a.Tool, "err", err)
 		}
 	}()
+}
+
+// began counts an ask taken, and the most worked on at once.
+func (s *Server) began() {
+	n := s.working.Add(1)
+	for p := s.peak.Load(); n > p && !s.peak.CompareAndSwap(p, n); p = s.peak.Load() {
+	}
 }
 
 func (s *Server) answer(ctx context.Context, a wire.Ask, m *nats.Msg) *nats.Msg {

@@ -202,7 +202,8 @@ func TestKeysAnswerIsBoundedByMaxPayload(t *testing.T) {
 }
 
 // TestConcurrencyBound: at its bound an edge takes no more asks until one it works on
-// ends; the others wait in its subscriptions, and none is lost.
+// ends; the others wait in its subscriptions, and none is lost. 64 asks sent at once
+// to an edge taking one at a time: each is answered, and it never worked on two.
 func TestConcurrencyBound(t *testing.T) {
 	srv := testenv.Server(t)
 	nc := testenv.Conn(t, srv.ClientURL())
@@ -236,5 +237,8 @@ func TestConcurrencyBound(t *testing.T) {
 		if err := <-answers; err != nil {
 			t.Fatalf("an ask sent with %d others to an edge taking one at a time: %v", sent-1, err)
 		}
+	}
+	if peak := a.Peak(); peak != 1 {
+		t.Fatalf("the edge worked on %d asks at once, its bound is 1", peak)
 	}
 }
