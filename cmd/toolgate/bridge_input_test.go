@@ -48,7 +48,9 @@ func TestServersAskForInputThroughTheLink(t *testing.T) {
 		MultiRoundTrip:     &mcp.MultiRoundTripOptions{Disabled: true},
 		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) { return nil, errors.New("unused") },
 	}
-	accept := func(content map[string]any) *mcp.ElicitResult { return &mcp.ElicitResult{Action: "accept", Content: content} }
+	accept := func(content map[string]any) *mcp.ElicitResult {
+		return &mcp.ElicitResult{Action: "accept", Content: content}
+	}
 	only := func(t *testing.T, res *mcp.CallToolResult, key string) {
 		t.Helper()
 		if !res.NeedsInput() || len(res.InputRequests) != 1 || res.InputRequests[key] == nil || res.RequestState == "" {

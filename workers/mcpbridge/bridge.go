@@ -111,13 +111,13 @@ type session struct {
 	// revision is the MCP revision the session asks for: ProtocolVersion unless set
 	// (StatelessRevision, for the calls of clients of that revision).
 	revision string
-	caps   *mcp.ClientCapabilities
-	level  string        // the log level set upstream
-	opened chan struct{} // a client's: closed once it is open, or failed to open
-	err    error         // why a client's did not open
-	used   time.Time     // a client's: its last request
-	raw    rawWaits      // the requests whose raw results are wanted (its own lock)
-	conn   *observedConn // a stdio server's connection, for requests the SDK cannot make
+	caps     *mcp.ClientCapabilities
+	level    string        // the log level set upstream
+	opened   chan struct{} // a client's: closed once it is open, or failed to open
+	err      error         // why a client's did not open
+	used     time.Time     // a client's: its last request
+	raw      rawWaits      // the requests whose raw results are wanted (its own lock)
+	conn     *observedConn // a stdio server's connection, for requests the SDK cannot make
 	// initialized is the server's initialize result as it sent it, if seen.
 	initialized json.RawMessage
 	cs          *mcp.ClientSession // nil while it is down
