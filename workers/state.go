@@ -50,20 +50,12 @@ func (w *Worker) State(ctx context.Context) (*State, error) {
 		return nil, fmt.Errorf("workers: state: %w", err)
 	}
 	st := &State{w: w, inbox: b}
-	for {
-		actx, cancel := context.WithTimeout(ctx, recordAttempt) // an edge that died with the ask
-		_, _, err = st.do(actx, wire.StateInfo, "", nil, 0, 0)
-		cancel()
-		retry := errors.Is(err, wire.ErrNotStored) || errors.Is(err, &wire.AskError{Code: wire.AskFailed}) ||
-			errors.Is(err, context.DeadlineExceeded)
-		if !retry || ctx.Err() != nil {
-			break
-		}
-		select { // no edge answers yet, or JetStream could not answer it
-		case <-ctx.Done():
-		case <-time.After(registryRetry):
-		}
-	}
+	// Until an edge answers, and JetStream does; recordAttempt outlasts an edge's own
+	// bound, so an attempt past it is an edge that died with the ask.
+	err = w.untilDone(ctx, "the state bucket's opening", recordAttempt, func(ctx context.Context) error {
+		_, _, err := st.do(ctx, wire.StateInfo, "", nil, 0, 0)
+		return err
+	})
 	switch {
 	case errors.Is(err, wire.ErrAskNoBucket):
 		b.close()

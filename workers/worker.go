@@ -556,17 +556,22 @@ const (
 // missing or could not take a write.
 const registryRetry = time.Second
 
-// write asks an edge to store msg until one does, the ask is refused for good (a bad
-// record, one too large), or ctx ends. A worker may start before the edges that make
-// the registry, or while the registry cannot write (its cluster restarting, without
-// quorum): it waits for them rather than failing, says so once, and says when the
-// write is stored at last. Each attempt waits at most attempt for its answer; one not
-// answered in time is asked again at once, one refused as not stored or failed after
-// registryRetry.
+// write asks an edge to store msg until one does (see untilDone).
 func (w *Worker) write(ctx context.Context, what string, msg *nats.Msg, attempt time.Duration) error {
+	return w.untilDone(ctx, what, attempt, func(ctx context.Context) error { return w.ask(ctx, msg) })
+}
+
+// untilDone runs ask, an ask of the edges, until it is answered, refused for good (a
+// bad record, one too large, a state bucket no admin made), or ctx ends. A worker may
+// start before the edges that make the registry, or while the registry cannot write
+// (its cluster restarting, without quorum): it waits for them rather than failing,
+// says so once, and says when the ask is done at last. Each attempt waits at most
+// attempt for its answer; one not answered in time is asked again at once, one refused
+// as not stored or failed after registryRetry.
+func (w *Worker) untilDone(ctx context.Context, what string, attempt time.Duration, ask func(context.Context) error) error {
 	for {
 		actx, cancel := context.WithTimeout(ctx, attempt)
-		err := w.ask(actx, msg)
+		err := ask(actx)
 		cancel()
 		switch {
 		case err == nil:
