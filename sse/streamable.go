@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -242,26 +243,62 @@ type handled struct {
 func (s *Server) callJSONOrStream(reqCtx context.Context, w http.ResponseWriter, accept accepts, rr *rpcRequest, raw []byte) {
 	// The call must outlive the POST once it streams, so it runs on the server's
 	// context and is cancelled here while it answers with JSON.
+	//
+	// It runs on the request's own goroutine, whose stack has grown to what a call
+	// takes on the connection's earlier requests: a goroutine per call grew its stack
+	// on every call, copying it each time (a tenth of the edge's CPU per call). The
+	// stream, when the call outlasts StreamAfter, is written by the timer's goroutine
+	// while this one is in the call; this one returns only once the stream is done
+	// with the response.
 	ctx, cancel := context.WithCancel(s.ctx)
 	done := make(chan handled, 1)
-	go func() {
-		result, err := s.handle(ctx, rr)
-		done <- handled{result, err}
-	}()
-	timer := time.NewTimer(s.cfg.StreamAfter)
-	defer timer.Stop()
-	select {
-	case h := <-done:
-		cancel()
-		s.answer(w, accept, rr.req.ID, h.result, h.err)
-	case <-reqCtx.Done():
-		// The client left before a stream it could resume was opened: that is a
-		// cancellation.
-		cancel()
-		<-done
-	case <-timer.C:
+	st := &jsonOrStream{}
+	timer := time.AfterFunc(s.cfg.StreamAfter, func() {
+		st.mu.Lock()
+		if st.answered || reqCtx.Err() != nil {
+			st.mu.Unlock()
+			return
+		}
+		st.streaming = make(chan struct{})
+		st.mu.Unlock()
+		defer close(st.streaming)
 		s.streamCall(reqCtx, w, rr, raw, &running{cancel: cancel, done: done})
+	})
+	// The client left before a stream it could resume was opened: that is a
+	// cancellation.
+	stopLeave := context.AfterFunc(reqCtx, func() {
+		st.mu.Lock()
+		if st.streaming == nil {
+			cancel()
+		}
+		st.mu.Unlock()
+	})
+	result, err := s.handle(ctx, rr)
+	done <- handled{result, err}
+	stopLeave()
+	st.mu.Lock()
+	st.answered = true
+	streamed := st.streaming
+	st.mu.Unlock()
+	if streamed != nil {
+		<-streamed
+		return
 	}
+	timer.Stop()
+	cancel()
+	if reqCtx.Err() != nil {
+		return // nobody to answer
+	}
+	s.answer(w, accept, rr.req.ID, result, err)
+}
+
+// jsonOrStream is how a call of callJSONOrStream is answered: once it ended before a
+// stream began, with JSON; once streaming is made, on the stream, which closes it when
+// it is done with the response.
+type jsonOrStream struct {
+	mu        sync.Mutex
+	answered  bool
+	streaming chan struct{}
 }
 
 // mayNotify reports whether a session's tools/call may send its client anything
