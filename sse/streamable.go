@@ -273,7 +273,27 @@ func (s *Server) callJSONOrStream(reqCtx context.Context, w http.ResponseWriter,
 		}
 		st.mu.Unlock()
 	})
+	ended := false
+	defer func() {
+		if ended {
+			return
+		}
+		// The call panicked: the recovery above this handler answers, so no stream may
+		// start now, and one that did must end before the handler returns.
+		stopLeave()
+		timer.Stop()
+		cancel()
+		st.mu.Lock()
+		st.answered = true
+		streamed := st.streaming
+		st.mu.Unlock()
+		if streamed != nil {
+			done <- handled{err: errCallPanicked}
+			<-streamed
+		}
+	}()
 	result, err := s.handle(ctx, rr)
+	ended = true
 	done <- handled{result, err}
 	stopLeave()
 	st.mu.Lock()
@@ -291,6 +311,9 @@ func (s *Server) callJSONOrStream(reqCtx context.Context, w http.ResponseWriter,
 	}
 	s.answer(w, accept, rr.req.ID, result, err)
 }
+
+// errCallPanicked answers, on its stream, a call whose handling panicked.
+var errCallPanicked = errors.New("sse: the call failed on the edge")
 
 // jsonOrStream is how a call of callJSONOrStream is answered: once it ended before a
 // stream began, with JSON; once streaming is made, on the stream, which closes it when
