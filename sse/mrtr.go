@@ -142,7 +142,11 @@ func (s *Server) storeAnswer(r *rpcRequest, rd *round, m *registry.Method, reply
 	ctx, cancel := s.detached()
 	defer cancel()
 	subject := s.events.replySubject(s.events.postSubject(r.tool, rd.session, rd.post))
-	if _, err := s.events.appendRecord(ctx, subject, data, nats.Header{headerEvent: {event}}, ""); err != nil {
+	hdr := nats.Header{headerEvent: {event}}
+	if instance := replyInstance(reply); wire.ValidToken(instance) {
+		hdr.Set(wire.HeaderInstance, instance) // the one holding a task the answer made
+	}
+	if _, err := s.events.appendRecord(ctx, subject, data, hdr, ""); err != nil {
 		s.log.Warn("storing a round's answer", "tool", r.tool, "err", err)
 	}
 }
@@ -264,6 +268,7 @@ func (s *Server) resumeRound(ctx context.Context, r *rpcRequest, params *mcp.Cal
 			}
 			return nil, &protocolError{code: e.Code, status: http.StatusOK, message: e.Message}
 		}
+		r.answeredBy = out.reply.Header.Get(wire.HeaderInstance)
 		return json.RawMessage(out.reply.Data), nil
 	case reqs := <-asked:
 		if len(reqs) == 0 {

@@ -45,7 +45,16 @@ func (b *Bridge) serveMCP(ctx context.Context, c *workers.Call, method string) (
 		return b.serveSetLevel(ctx, c)
 	case "tools/list":
 		return b.sessionTools(ctx, c)
-	case "tools/call", "tasks/get", "tasks/result", "tasks/list", "tasks/cancel":
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		if stateless(c) {
+			// The tasks extension's (tasks.go).
+			return b.statelessTask(ctx, c, method)
+		}
+		if method == "tasks/update" {
+			break
+		}
+		return b.rawRequest(ctx, c, method)
+	case "tools/call", "tasks/result", "tasks/list":
 		// A task-augmented tools/call and the tasks of 2025-11-25, which the SDK
 		// does not make: as they are, on the client session's upstream session.
 		return b.rawRequest(ctx, c, method)
