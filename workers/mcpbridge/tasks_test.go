@@ -288,6 +288,26 @@ func TestTasksExtensionThroughTheLink(t *testing.T) {
 				if res := plain.ok(a, "tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 0}}); res["resultType"] != "complete" || res["taskId"] != nil {
 					t.Fatalf("a client without the extension got %v", res)
 				}
+				// A tool that needs a task is refused to it as the server refuses it.
+				_, rerr := plain.rpc(a, "tools/call", map[string]any{"name": "failing_job", "arguments": map[string]any{}})
+				var data struct {
+					Required struct {
+						Extensions map[string]any `json:"extensions"`
+					} `json:"requiredCapabilities"`
+				}
+				if rerr == nil || rerr.Code != mcpfixture.CodeMissingCapability || json.Unmarshal(rerr.Data, &data) != nil || data.Required.Extensions[mcpfixture.TasksExtension] == nil {
+					t.Fatalf("failing_job without the extension: %v", rerr)
+				}
+				// The extension is a 2026-07-28 one: a session of 2025-11-25 is not offered it.
+				cs, err := mcp.NewClient(&mcp.Implementation{Name: "older", Version: "1"}, nil).Connect(testenv.Context(t),
+					&mcp.StreamableClientTransport{Endpoint: a}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer cs.Close()
+				if ext := cs.InitializeResult().Capabilities.Extensions; ext[mcpfixture.TasksExtension] != nil {
+					t.Fatalf("initialize at 2025-11-25 declares %v", ext)
+				}
 				for _, m := range []string{"tasks/list", "tasks/result"} {
 					c.refused(b, m, map[string]any{"taskId": id}, jsonrpc.CodeMethodNotFound)
 				}
