@@ -218,7 +218,8 @@ func (b *Bridge) rawRequest(ctx context.Context, c *workers.Call, method string)
 	conn := in.s.conn
 	b.mu.Unlock()
 	if conn == nil {
-		return nil, &workers.RPCError{Code: workers.RPCMethodNotFound, Message: method + ": the bridge carries tasks to a stdio server only"}
+		// A remote server's session: through the SDK (tasks.go).
+		return remoteTaskRequest(ctx, in, method, c.Params)
 	}
 	params := json.RawMessage(c.Params)
 	if len(params) == 0 {

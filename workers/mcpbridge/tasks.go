@@ -24,8 +24,10 @@ import (
 // The SDK has no method for them: they are sent as custom methods, which it makes on
 // any transport.
 
-// taskMethods are the extension's methods the bridge carries.
-var taskMethods = []string{"tasks/get", "tasks/update", "tasks/cancel"}
+// taskMethods are the tasks methods the bridge makes as custom methods: the
+// extension's, and those of 2025-11-25 (on a remote server's session: a stdio
+// server's get them written on its connection, see rawCall).
+var taskMethods = []string{"tasks/get", "tasks/update", "tasks/cancel", "tasks/result", "tasks/list"}
 
 // rawParams are a request's params as the client sent them, for a method the SDK
 // has no type for; the SDK sees their _meta (to add what a request of its revision
@@ -117,4 +119,57 @@ func (b *Bridge) statelessTask(ctx context.Context, c *workers.Call, method stri
 		return nil, &workers.RPCError{Code: workers.RPCInternalError, Message: "the upstream session ended; retry shortly"}
 	}
 	return customCall(ctx, in.cs, method, c.Params)
+}
+
+// A task-augmented tools/call of 2025-11-25 carries a "task" member the SDK's
+// CallToolParams does not have. On a remote server's session the bridge makes it
+// with the SDK's CallTool, whose params a sending middleware swaps, just before they
+// are sent, for the client's as they came (withParams); the server's
+// CreateTaskResult is read raw (withRaw), as every forwarded result is.
+
+type paramsKey struct{}
+
+// withParams returns a context whose next tools/call is sent with p as its params.
+func withParams(ctx context.Context, p *rawParams) context.Context {
+	return context.WithValue(ctx, paramsKey{}, p)
+}
+
+// swapParams is the sending middleware that does what withParams asks.
+func swapParams(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if p, ok := ctx.Value(paramsKey{}).(*rawParams); ok && method == "tools/call" {
+			if cs, ok := req.GetSession().(*mcp.ClientSession); ok {
+				req = &mcp.ClientRequest[*rawParams]{Session: cs, Params: p}
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// remoteTaskRequest makes a tasks request of 2025-11-25 (a task-augmented tools/call,
+// or a tasks method) on a remote server's session, with the client's params as they
+// are, and returns the server's result as it is.
+func remoteTaskRequest(ctx context.Context, in *inflight, method string, params []byte) (json.RawMessage, error) {
+	if method != "tools/call" {
+		return customCall(ctx, in.cs, method, params)
+	}
+	p, err := newRawParams(params)
+	if err != nil {
+		return nil, &workers.RPCError{Code: workers.RPCInvalidParams, Message: "tools/call: params must be an object: " + err.Error()}
+	}
+	var named struct {
+		Name string `json:"name"`
+	}
+	_ = json.Unmarshal(params, &named)
+	rctx, sink := withRaw(withParams(ctx, p))
+	_, err = in.cs.CallTool(rctx, &mcp.CallToolParams{Name: named.Name})
+	in.s.raw.forget(sink)
+	raw := sink.raw()
+	if err != nil && raw == nil {
+		return nil, rpcError(ctx, err)
+	}
+	if raw == nil {
+		return nil, &workers.RPCError{Code: workers.RPCInternalError, Message: "tools/call: the server's result was not seen"}
+	}
+	return raw, nil
 }
