@@ -1,16 +1,12 @@
 package sse
 
 import (
-	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/registry"
@@ -61,28 +57,23 @@ type taskRecord struct {
 // its MCP server: a bridged server (its workers declare what it declared) that
 // declares the extension.
 func carriesTasksExtension(c registry.Capabilities) bool {
-	if len(c.MCP) == 0 {
-		return false
-	}
-	var caps struct {
-		Extensions map[string]json.RawMessage `json:"extensions"`
-	}
-	if json.Unmarshal(c.MCP, &caps) != nil {
-		return false
-	}
-	_, ok := caps.Extensions[tasksExtension]
-	return ok
+	return len(c.MCP) > 0 && declaresExtension(c.MCP, tasksExtension)
 }
 
 // declaresTasks reports whether a 2026-07-28 request's capabilities take tasks.
 func declaresTasks(meta requestMeta) bool {
-	var caps struct {
+	return declaresExtension(meta.ClientCapabilities, tasksExtension)
+}
+
+// declaresExtension reports whether a capabilities object names extension name.
+func declaresExtension(caps json.RawMessage, name string) bool {
+	var c struct {
 		Extensions map[string]json.RawMessage `json:"extensions"`
 	}
-	if json.Unmarshal(meta.ClientCapabilities, &caps) != nil {
+	if json.Unmarshal(caps, &c) != nil {
 		return false
 	}
-	_, ok := caps.Extensions[tasksExtension]
+	_, ok := c.Extensions[name]
 	return ok
 }
 
@@ -96,12 +87,8 @@ func missingTasksCapability(method string) error {
 // stored and replaced by one naming the record; instance is the worker instance that
 // answered. Any other result is left as it is.
 func (s *Server) sealTask(r *rpcRequest, name string, res any, instance string) (any, error) {
-	raw, ok := res.(json.RawMessage)
-	if !ok || !bytes.Contains(raw, []byte(`"task"`)) {
-		return res, nil
-	}
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(raw, &fields) != nil || string(fields["resultType"]) != `"task"` {
+	fields, ok := resultOfType(res, "task")
+	if !ok {
 		return res, nil
 	}
 	var id string
@@ -112,19 +99,17 @@ func (s *Server) sealTask(r *rpcRequest, name string, res any, instance string) 
 	if err != nil {
 		return nil, err
 	}
-	session, post := registry.NewID(""), registry.NewID("")
-	hdr := nats.Header{headerEvent: {eventTask}, headerAccount: {r.p.Account}}
+	hdr := nats.Header{}
 	if wire.ValidToken(instance) {
 		hdr.Set(wire.HeaderInstance, instance)
 	}
-	ctx, cancel := s.detached()
-	defer cancel()
 	// Stored before the client hears of the task: a tasks/get right after, on any
 	// edge, finds it (the extension wants the task durable once announced).
-	if _, err := s.events.appendRecord(ctx, s.events.postSubject(r.tool, session, post), rec, hdr, ""); err != nil {
+	ref, err := s.storeRef(r, taskPrefix, eventTask, rec, hdr)
+	if err != nil {
 		return nil, fmt.Errorf("sse: storing a task: %w", err)
 	}
-	fields["taskId"], _ = json.Marshal(taskPrefix + session + "." + post)
+	fields["taskId"], _ = json.Marshal(ref)
 	s.boundTTL(fields)
 	return fields, nil
 }
@@ -150,13 +135,9 @@ func (s *Server) boundTTL(fields map[string]json.RawMessage) {
 // once checked to be of the caller's account and the link's tool.
 func (s *Server) openTask(ctx context.Context, r *rpcRequest, id string) (taskRecord, string, error) {
 	refused := invalidParams("%s: no task %q of this link: unknown, expired, or never made here", r.req.Method, id)
-	session, post, ok := strings.Cut(strings.TrimPrefix(id, taskPrefix), ".")
-	if !strings.HasPrefix(id, taskPrefix) || !ok || !validToken(session) || !validToken(post) {
+	msg := s.openRef(ctx, r, taskPrefix, eventTask, id)
+	if msg == nil {
 		return taskRecord{}, "", refused
-	}
-	msg, err := s.events.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(s.events.postSubject(r.tool, session, post)))
-	if err != nil || msg.Header.Get(headerEvent) != eventTask || subtle.ConstantTimeCompare([]byte(msg.Header.Get(headerAccount)), []byte(r.p.Account)) != 1 {
-		return taskRecord{}, "", refused // unknown, expired, or another account's: the same answer for each
 	}
 	var rec taskRecord
 	if json.Unmarshal(msg.Data, &rec) != nil || rec.TaskID == "" {

@@ -427,17 +427,23 @@ func (st *taskStore) ask(ctx context.Context, t *task, requests map[string]any) 
 	}
 }
 
-func unknownTask(id string) error {
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no task %q", id)}
+// task returns the task id names, locked: the caller unlocks the store.
+func (st *taskStore) task(id string) (*task, error) {
+	st.mu.Lock()
+	t := st.tasks[id]
+	if t == nil {
+		st.mu.Unlock()
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no task %q", id)}
+	}
+	return t, nil
 }
 
 func (st *taskStore) get(id string) (*detailedTask, error) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	t := st.tasks[id]
-	if t == nil {
-		return nil, unknownTask(id)
+	t, err := st.task(id)
+	if err != nil {
+		return nil, err
 	}
+	defer st.mu.Unlock()
 	d := &detailedTask{ResultType: "complete", taskFields: t.fields()}
 	switch t.status {
 	case taskInputRequired:
@@ -454,12 +460,11 @@ func (st *taskStore) get(id string) (*detailedTask, error) {
 // update hands a task the answers to its pending input requests; answers to no
 // pending request are left aside.
 func (st *taskStore) update(id string, answers map[string]json.RawMessage) (*ackResult, error) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	t := st.tasks[id]
-	if t == nil {
-		return nil, unknownTask(id)
+	t, err := st.task(id)
+	if err != nil {
+		return nil, err
 	}
+	defer st.mu.Unlock()
 	took := false
 	for k, v := range answers {
 		if _, ok := t.pending[k]; ok {
@@ -480,12 +485,11 @@ func (st *taskStore) update(id string, answers map[string]json.RawMessage) (*ack
 
 // cancelTask cancels a task that has not ended; one that has is left as it is.
 func (st *taskStore) cancelTask(id string) (*ackResult, error) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	t := st.tasks[id]
-	if t == nil {
-		return nil, unknownTask(id)
+	t, err := st.task(id)
+	if err != nil {
+		return nil, err
 	}
+	defer st.mu.Unlock()
 	if !terminal(t.status) {
 		t.status, t.updated, t.pending = taskCancelled, time.Now(), nil
 		t.cancel()
