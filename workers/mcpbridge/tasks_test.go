@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -22,6 +23,10 @@ import (
 	"github.com/toolgate/toolgate/sse"
 	"github.com/toolgate/toolgate/workers/mcpbridge"
 )
+
+// eventRetention is how long the edges' event log keeps events: less than the
+// fixture keeps its tasks, so that a task's ttlMs is bounded by it.
+const eventRetention = 2 * time.Minute
 
 // linkEdge runs an edge's MCP server (package sse) on a connection, view and gateway
 // of its own, on a real TCP listener, the link token in the path its only credential;
@@ -35,7 +40,9 @@ func (e *env) linkEdge(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := sse.New(testenv.Context(t), gw, store, sse.DefaultConfig(), testenv.Logger(t))
+	cfg := sse.DefaultConfig()
+	cfg.EventRetention = eventRetention
+	srv, err := sse.New(testenv.Context(t), gw, store, cfg, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,10 +223,13 @@ func TestTasksExtensionThroughTheLink(t *testing.T) {
 				if created["resultType"] != "task" || !strings.HasPrefix(id, "tgt1.") || created["status"] == nil {
 					t.Fatalf("want a task with a task id of the link's, got %v", created)
 				}
-				if ttl, _ := created["ttlMs"].(float64); ttl <= 0 || ttl > float64(sse.DefaultEventRetention.Milliseconds()) {
-					t.Fatalf("ttlMs %v: more than the event log keeps the task's record", created["ttlMs"])
+				if ttl, _ := created["ttlMs"].(float64); ttl != float64(eventRetention.Milliseconds()) || mcpfixture.TaskTTL <= eventRetention {
+					t.Fatalf("ttlMs %v: the server keeps its tasks %v, the event log their records %v", created["ttlMs"], mcpfixture.TaskTTL, eventRetention)
 				}
 				task := c.until([]string{b}, id, "completed")
+				if task["ttlMs"] != float64(eventRetention.Milliseconds()) {
+					t.Fatalf("tasks/get: ttlMs %v, the event log keeps records %v", task["ttlMs"], eventRetention)
+				}
 				if got := resultText(task); got != "computed across after 0.3s" {
 					t.Fatalf("the task's result: %q in %v", got, task)
 				}
