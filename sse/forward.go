@@ -71,13 +71,15 @@ func (s *Server) forwards(r *rpcRequest) bool {
 func (s *Server) forward(ctx context.Context, r *rpcRequest) (json.RawMessage, error) {
 	params, name := []byte(r.req.Params), ""
 	var header nats.Header
-	instance, task := s.instanceOf(r), ""
+	instance := s.instanceOf(r)
+	var task *taskRoute
 	switch {
 	case r.modern && taskMethods[r.req.Method]:
 		var err error
-		if params, header, instance, task, err = s.forwardedTask(ctx, r); err != nil {
+		if params, header, task, err = s.forwardedTask(ctx, r); err != nil {
 			return nil, err
 		}
+		instance = task.instance
 	case r.modern && inputRequiredMethods[r.req.Method]:
 		name, _ = mcphttp.Name(r.req.Method, r.req.Params)
 		var err error
@@ -92,6 +94,9 @@ func (s *Server) forward(ctx context.Context, r *rpcRequest) (json.RawMessage, e
 		Instance: instance,
 	})
 	s.pin(ctx, r, instance, reply)
+	if task != nil {
+		err = task.hide(err)
+	}
 	var re *wire.RPCError
 	var te *wire.ToolError
 	var limited *gateway.RateLimitedError
@@ -119,8 +124,8 @@ func (s *Server) forward(ctx context.Context, r *rpcRequest) (json.RawMessage, e
 	case err != nil:
 		return nil, err
 	}
-	if task != "" {
-		return s.unsealTask(reply.Data, task)
+	if task != nil {
+		return s.unsealTask(reply.Data, task.client)
 	}
 	if header == nil {
 		return reply.Data, nil

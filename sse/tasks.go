@@ -3,8 +3,10 @@ package sse
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 
@@ -146,29 +148,50 @@ func (s *Server) openTask(ctx context.Context, r *rpcRequest, id string) (taskRe
 	return rec, msg.Header.Get(wire.HeaderInstance), nil
 }
 
+// taskRoute is where a tasks method goes: the task by the client's id and the
+// server's, and the worker instance holding it.
+type taskRoute struct {
+	client, server, instance string
+}
+
 // forwardedTask is a tasks method as it goes to the worker: the server's task id in
 // place of the client's, the revision in a header, to the instance holding the task.
 // The client must have declared the extension in its request.
-func (s *Server) forwardedTask(ctx context.Context, r *rpcRequest) (params []byte, header nats.Header, instance, id string, err error) {
+func (s *Server) forwardedTask(ctx context.Context, r *rpcRequest) ([]byte, nats.Header, *taskRoute, error) {
 	if !declaresTasks(r.meta) {
-		return nil, nil, "", "", missingTasksCapability(r.req.Method)
+		return nil, nil, nil, missingTasksCapability(r.req.Method)
 	}
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(r.req.Params, &fields) != nil || fields == nil {
-		return nil, nil, "", "", invalidParams("%s: params must be an object", r.req.Method)
+		return nil, nil, nil, invalidParams("%s: params must be an object", r.req.Method)
 	}
+	var id string
 	if json.Unmarshal(fields["taskId"], &id) != nil || id == "" {
-		return nil, nil, "", "", invalidParams("%s: params.taskId must be a string", r.req.Method)
+		return nil, nil, nil, invalidParams("%s: params.taskId must be a string", r.req.Method)
 	}
 	rec, instance, err := s.openTask(ctx, r, id)
 	if err != nil {
-		return nil, nil, "", "", err
+		return nil, nil, nil, err
 	}
 	fields["taskId"], _ = json.Marshal(rec.TaskID)
-	if params, err = json.Marshal(fields); err != nil {
-		return nil, nil, "", "", err
+	params, err := json.Marshal(fields)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	return params, nats.Header{wire.HeaderProtocolVersion: {r.meta.ProtocolVersion}}, instance, id, nil
+	return params, nats.Header{wire.HeaderProtocolVersion: {r.meta.ProtocolVersion}}, &taskRoute{client: id, server: rec.TaskID, instance: instance}, nil
+}
+
+// hide keeps the server's task id out of the error a tasks method got: the server
+// names the task by its id ("no task ..." once the process holding it is gone), the
+// client knows it by its own.
+func (t *taskRoute) hide(err error) error {
+	var re *wire.RPCError
+	if errors.As(err, &re) && strings.Contains(re.Message, t.server) {
+		shown := *re
+		shown.Message = strings.ReplaceAll(re.Message, t.server, t.client)
+		return &shown
+	}
+	return err
 }
 
 // unsealTask is a tasks method's answer as the client gets it: the task it describes

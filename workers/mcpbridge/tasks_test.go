@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -347,27 +348,43 @@ func TestTasksExtensionThroughTheLink(t *testing.T) {
 
 // TestTasksStayWithTheirInstance: two instances of a stdio bridge each run their own
 // server process, which keeps the tasks made on it; every later request of a task
-// reaches the instance that made it, whichever edge serves it.
+// reaches the instance that made it, whichever edge serves it. Once that instance
+// has stopped, its tasks are gone, and the client is told so in its own task id's
+// terms: the server's ids never reach it.
 func TestTasksStayWithTheirInstance(t *testing.T) {
 	e := newEnv(t)
 	token := e.link(t, account, "tasks")
-	e.start(stdioConfig("tasks", 1))
-	e.start(stdioConfig("tasks", 1))
+	first := e.start(stdioConfig("tasks", 1))
 	edges := []string{e.linkEdge(t) + "/mcp/" + token, e.linkEdge(t) + "/mcp/" + token}
 	c := modernClient{t: t, caps: withTasks}
-	var ids []string
-	for i := range 6 {
-		ids = append(ids, c.ok(edges[i%2], "tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60}})["taskId"].(string))
+	create := func(n int) []string {
+		var ids []string
+		for i := range n {
+			ids = append(ids, c.ok(edges[i%2], "tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60}})["taskId"].(string))
+		}
+		return ids
 	}
+	onFirst := create(3) // the only instance yet
+	e.start(stdioConfig("tasks", 1))
+	spread := create(6) // on either
 	for round := range 3 {
-		for i, id := range ids {
+		for i, id := range append(onFirst, spread...) {
 			if task := c.ok(edges[(i+round)%2], "tasks/get", map[string]any{"taskId": id}); task["status"] != "working" {
 				t.Fatalf("task %d: %v", i, task)
 			}
 		}
 	}
-	for _, id := range ids {
-		c.ok(edges[0], "tasks/cancel", map[string]any{"taskId": id})
-		c.until(edges[1:], id, "cancelled")
+
+	first.cancel() // its cleanup waits for it to end
+	testenv.WaitFor(t, "the first instance's tasks are gone", func() bool {
+		_, rerr := c.rpc(edges[0], "tasks/get", map[string]any{"taskId": onFirst[0]})
+		return rerr != nil
+	})
+	serverID := regexp.MustCompile(`[0-9a-f]{32}`)
+	for _, id := range onFirst {
+		res, rerr := c.rpc(edges[1], "tasks/get", map[string]any{"taskId": id})
+		if rerr == nil || rerr.Code != jsonrpc.CodeInvalidParams || !strings.Contains(rerr.Message, id) || serverID.MatchString(rerr.Message) {
+			t.Fatalf("a task of the stopped instance: %v %v", res, rerr)
+		}
 	}
 }
