@@ -103,9 +103,9 @@ type task struct {
 // the tool's result or a protocol error.
 type taskJob func(ctx context.Context, args json.RawMessage, ask asker) (*mcp.CallToolResult, error)
 
-// asker asks the task's client for input: requests by key, answered with tasks/update;
-// it returns the answers once every key has one.
-type asker func(ctx context.Context, requests map[string]any) (map[string]json.RawMessage, error)
+// asker asks the task's client's user (elicitation/create) for input: requests by
+// key, answered with tasks/update; it returns the answers once every key has one.
+type asker func(ctx context.Context, requests map[string]*mcp.ElicitParams) (map[string]json.RawMessage, error)
 
 // taskTool is a tool that may run as a task.
 type taskTool struct {
@@ -189,7 +189,7 @@ func (f *fixture) addTaskTools() {
 		st.tools[name] = tt
 		if sync == nil {
 			sync = func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				return tt.job(ctx, req.Params.Arguments, func(context.Context, map[string]any) (map[string]json.RawMessage, error) {
+				return tt.job(ctx, req.Params.Arguments, func(context.Context, map[string]*mcp.ElicitParams) (map[string]json.RawMessage, error) {
 					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: name + " asks for input only as a task"}
 				})
 			}
@@ -229,8 +229,8 @@ func (f *fixture) addTaskTools() {
 			}
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the job broke down"}
 		}}, nil)
-	confirm := func(filename string) map[string]any {
-		return map[string]any{"confirm": &mcp.ElicitParams{Message: "Delete " + filename + "?", RequestedSchema: map[string]any{
+	confirm := func(filename string) map[string]*mcp.ElicitParams {
+		return map[string]*mcp.ElicitParams{"confirm": {Message: "Delete " + filename + "?", RequestedSchema: map[string]any{
 			"type": "object", "properties": map[string]any{"confirm": map[string]any{"type": "boolean"}}, "required": []string{"confirm"}}}}
 	}
 	add("confirm_delete", "Asks the user to confirm, then deletes filename (a task when the client takes tasks)",
@@ -256,7 +256,7 @@ func (f *fixture) addTaskTools() {
 			}
 			asks := mcp.InputRequestMap{}
 			for k, v := range confirm(in.Filename) {
-				asks[k] = v.(*mcp.ElicitParams)
+				asks[k] = v
 			}
 			return &mcp.CallToolResult{InputRequests: asks}, nil
 		})
@@ -266,7 +266,7 @@ func (f *fixture) addTaskTools() {
 	}
 	add("multi_input", "Asks two questions at once, then answers with both (a task always)", string(noArgs),
 		taskTool{required: true, job: func(ctx context.Context, _ json.RawMessage, ask asker) (*mcp.CallToolResult, error) {
-			answers, err := ask(ctx, map[string]any{"first": askName("First name?"), "second": askName("Second name?")})
+			answers, err := ask(ctx, map[string]*mcp.ElicitParams{"first": askName("First name?"), "second": askName("Second name?")})
 			if err != nil {
 				return nil, err
 			}
@@ -369,7 +369,7 @@ func (st *taskStore) start(job taskJob, args json.RawMessage) *createTaskResult 
 // run runs a task's job and records how it ended, unless it was cancelled.
 func (st *taskStore) run(ctx context.Context, t *task, job taskJob, args json.RawMessage) {
 	defer t.cancel()
-	res, err := job(ctx, args, func(ctx context.Context, requests map[string]any) (map[string]json.RawMessage, error) {
+	res, err := job(ctx, args, func(ctx context.Context, requests map[string]*mcp.ElicitParams) (map[string]json.RawMessage, error) {
 		return st.ask(ctx, t, requests)
 	})
 	st.mu.Lock()
@@ -396,15 +396,11 @@ func (st *taskStore) run(ctx context.Context, t *task, job taskJob, args json.Ra
 }
 
 // ask puts t in input_required with requests until each has its answer.
-func (st *taskStore) ask(ctx context.Context, t *task, requests map[string]any) (map[string]json.RawMessage, error) {
+func (st *taskStore) ask(ctx context.Context, t *task, requests map[string]*mcp.ElicitParams) (map[string]json.RawMessage, error) {
 	st.mu.Lock()
 	t.pending, t.answered = map[string]json.RawMessage{}, map[string]json.RawMessage{}
 	for k, params := range requests {
-		method := "elicitation/create"
-		if _, ok := params.(*mcp.CreateMessageParams); ok {
-			method = "sampling/createMessage"
-		}
-		t.pending[k], _ = json.Marshal(map[string]any{"method": method, "params": params})
+		t.pending[k], _ = json.Marshal(map[string]any{"method": "elicitation/create", "params": params})
 	}
 	t.status, t.updated = taskInputRequired, time.Now()
 	st.mu.Unlock()
