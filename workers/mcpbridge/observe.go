@@ -77,7 +77,7 @@ func (t observed) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	oc := &observedConn{Connection: c, see: t.see, sent: t.sent, waits: map[string]chan *jsonrpc.Response{}}
+	oc := &observedConn{Connection: c, see: t.see, sent: t.sent, waits: map[string]chan *jsonrpc.Response{}, closed: make(chan struct{})}
 	if t.opened != nil {
 		t.opened(oc)
 	}
@@ -91,6 +91,9 @@ type observedConn struct {
 
 	mu    sync.Mutex
 	waits map[string]chan *jsonrpc.Response // the bridge's own requests, by id
+
+	closed  chan struct{} // closed once a read failed: no response comes any more
+	closing sync.Once
 }
 
 func (c *observedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
@@ -102,6 +105,7 @@ func (c *observedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		msg, err := c.Connection.Read(ctx)
 		if err != nil {
+			c.closing.Do(func() { close(c.closed) })
 			return msg, err
 		}
 		if resp, ok := msg.(*jsonrpc.Response); ok {
@@ -124,8 +128,10 @@ func (c *observedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 // rawIDPrefix starts the ids of the bridge's own requests; the SDK's ids are numbers.
 const rawIDPrefix = "tg-raw-"
 
-// rawCall makes a request the SDK has no method for (the tasks of 2025-11-25) on the
-// connection, with params as they are, and returns the server's result as it is.
+// rawCall makes a request on the connection, with params as they are, and returns the
+// server's result as it is, which the SDK never sees: a request the SDK has no method
+// for (the tasks of 2025-11-25), or one whose result the bridge passes on untouched
+// (tools/call).
 func (c *observedConn) rawCall(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	id := rawIDPrefix + nuid.Next()
 	jid, err := jsonrpc.MakeID(id)
@@ -144,12 +150,22 @@ func (c *observedConn) rawCall(ctx context.Context, method string, params json.R
 	if err := c.Connection.Write(ctx, &jsonrpc.Request{ID: jid, Method: method, Params: params}); err != nil {
 		return nil, err
 	}
-	select {
-	case resp := <-ch:
+	answered := func(resp *jsonrpc.Response) (json.RawMessage, error) {
 		if resp.Error != nil {
 			return nil, resp.Error
 		}
 		return resp.Result, nil
+	}
+	select {
+	case resp := <-ch:
+		return answered(resp)
+	case <-c.closed:
+		select {
+		case resp := <-ch: // read before the connection failed
+			return answered(resp)
+		default:
+			return nil, fmt.Errorf("%s: the connection to the server closed before its answer", method)
+		}
 	case <-ctx.Done():
 		_ = c.Connection.Write(context.WithoutCancel(ctx), &jsonrpc.Request{Method: "notifications/cancelled",
 			Params: json.RawMessage(fmt.Sprintf(`{"requestId":%q,"reason":"the caller left"}`, id))})
