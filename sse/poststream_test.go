@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/registry"
 	"github.com/toolgate/toolgate/sse"
 )
 
@@ -112,4 +114,54 @@ func resultText(res *mcp.CallToolResult) string {
 		}
 	}
 	return b.String()
+}
+
+// TestCallThatAskedOutlivesItsEdge: the tool asks its client something during a call
+// answered as JSON or a stream, so the call becomes a stream, and the edge running it
+// dies. The client resumes the stream on another edge from its priming event: it gets
+// the tool's request again, and, once the call's deadline has passed, the timeout, as
+// for any call whose tool answered the edge that died.
+func TestCallThatAskedOutlivesItsEdge(t *testing.T) {
+	e := newEnv(t)
+	tool := kitTool()
+	for i := range tool.Methods {
+		if tool.Methods[i].Name == "ask" {
+			tool.Methods[i].Timeout = registry.Duration(2 * time.Second)
+		}
+	}
+	if err := e.store.PutTool(testenv.Context(t), tool); err != nil {
+		t.Fatal(err)
+	}
+	a := e.startEdge(t, 0, nil)
+	b := e.startEdge(t, 0, nil)
+	hello := strings.Replace(initialize, `"capabilities":{}`, `"capabilities":{"sampling":{}}`, 1)
+	x := do(t, "POST", e.streamableURL(b.url), map[string]string{"Accept": "application/json, text/event-stream"}, hello)
+	session := x.header.Get("Mcp-Session-Id")
+	if x.status != http.StatusOK || session == "" {
+		t.Fatalf("initialize: %d %s", x.status, x.body)
+	}
+	testenv.WaitFor(t, "the edge about to die knows the session and the ask method's deadline", func() bool {
+		x := do(t, "POST", e.streamableURL(a.url), map[string]string{"Accept": "application/json", "Mcp-Session-Id": session},
+			`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		return x.status == http.StatusOK
+	})
+
+	call := openStream(t, "POST", e.streamableURL(a.url), map[string]string{"Accept": "application/json, text/event-stream", "Mcp-Session-Id": session},
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask"}}`)
+	primed := strings.TrimPrefix(call.nextLine(t, 0, func(l string) bool { return strings.HasPrefix(l, "id: ") }), "id: ")
+	_, asked := call.next(t, "message")
+	if !strings.Contains(asked, `"method":"sampling/createMessage"`) {
+		t.Fatalf("the call's stream carried %s, want the tool's sampling request", asked)
+	}
+	a.kill()
+
+	resumed := openStream(t, "GET", e.streamableURL(b.url), map[string]string{
+		"Accept": "text/event-stream", "Mcp-Session-Id": session, "Last-Event-ID": primed,
+	}, "")
+	if _, again := resumed.next(t, "message"); again != asked {
+		t.Fatalf("the resumed stream carried %s first, want the tool's request %s", again, asked)
+	}
+	if _, data := resumed.next(t, "message"); !strings.Contains(data, `"id":2`) || !strings.Contains(data, "did not answer before the deadline") {
+		t.Fatalf("the resumed stream carried %s, want the timeout of request 2", data)
+	}
 }
