@@ -39,7 +39,7 @@ func TestCallStreamsOnlyWhenItHasSomethingToSend(t *testing.T) {
 	t.Cleanup(func() { _ = cs.Close() })
 
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "quick"}})
-	if err != nil || res.IsError || !strings.Contains(resultText(res), "quick") {
+	if err != nil || res.IsError || !strings.Contains(testenv.ToolText(res), "quick") {
 		t.Fatalf("echo: %+v, %v", res, err)
 	}
 	if got := rec.Last(t); got.ContentType != "application/json" {
@@ -50,7 +50,7 @@ func TestCallStreamsOnlyWhenItHasSomethingToSend(t *testing.T) {
 	}
 
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask"})
-	if err != nil || res.IsError || !strings.Contains(resultText(res), "sampled on the POST stream") {
+	if err != nil || res.IsError || !strings.Contains(testenv.ToolText(res), "sampled on the POST stream") {
 		t.Fatalf("ask: %+v, %v", res, err)
 	}
 	got := rec.Last(t)
@@ -71,25 +71,13 @@ func TestCallThatAskedResumes(t *testing.T) {
 	e := newEnv(t)
 	a := e.startEdge(t, 0, nil)
 	b := e.startEdge(t, 0, nil)
-	hello := strings.Replace(initialize, `"capabilities":{}`, `"capabilities":{"sampling":{}}`, 1)
-	x := do(t, "POST", e.streamableURL(a.url), map[string]string{"Accept": "application/json, text/event-stream"}, hello)
-	session := x.header.Get("Mcp-Session-Id")
-	if x.status != http.StatusOK || session == "" {
-		t.Fatalf("initialize: %d %s", x.status, x.body)
-	}
-
-	call := openStream(t, "POST", e.streamableURL(a.url), map[string]string{"Accept": "application/json, text/event-stream", "Mcp-Session-Id": session},
-		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask"}}`)
-	primed := strings.TrimPrefix(call.nextLine(t, 0, func(l string) bool { return strings.HasPrefix(l, "id: ") }), "id: ")
-	_, asked := call.next(t, "message")
-	var req struct {
-		ID     string `json:"id"`
-		Method string `json:"method"`
-	}
-	if json.Unmarshal([]byte(asked), &req) != nil || req.Method != "sampling/createMessage" {
-		t.Fatalf("the call's stream carried %s, want the tool's sampling request", asked)
-	}
+	session := samplingSession(t, e.streamableURL(a.url))
+	call, primed, asked := askOnAStream(t, e.streamableURL(a.url), session)
 	call.close()
+	var req struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal([]byte(asked), &req)
 
 	resumed := openStream(t, "GET", e.streamableURL(b.url), map[string]string{
 		"Accept": "text/event-stream", "Mcp-Session-Id": session, "Last-Event-ID": primed,
@@ -106,14 +94,31 @@ func TestCallThatAskedResumes(t *testing.T) {
 	}
 }
 
-func resultText(res *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
+// samplingSession opens a session whose client declares sampling at url.
+func samplingSession(t *testing.T, url string) string {
+	t.Helper()
+	hello := strings.Replace(initialize, `"capabilities":{}`, `"capabilities":{"sampling":{}}`, 1)
+	x := do(t, "POST", url, map[string]string{"Accept": "application/json, text/event-stream"}, hello)
+	session := x.header.Get("Mcp-Session-Id")
+	if x.status != http.StatusOK || session == "" {
+		t.Fatalf("initialize: %d %s", x.status, x.body)
 	}
-	return b.String()
+	return session
+}
+
+// askOnAStream calls the kit's ask method (request 2) in session at url, taking JSON
+// or a stream, and returns the stream the call became, its priming event's id and the
+// tool's sampling request it carried.
+func askOnAStream(t *testing.T, url, session string) (call *legacyStream, primed, asked string) {
+	t.Helper()
+	call = openStream(t, "POST", url, map[string]string{"Accept": "application/json, text/event-stream", "Mcp-Session-Id": session},
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask"}}`)
+	primed = strings.TrimPrefix(call.nextLine(t, 0, func(l string) bool { return strings.HasPrefix(l, "id: ") }), "id: ")
+	_, asked = call.next(t, "message")
+	if !strings.Contains(asked, `"method":"sampling/createMessage"`) {
+		t.Fatalf("the call's stream carried %s, want the tool's sampling request", asked)
+	}
+	return call, primed, asked
 }
 
 // TestCallThatAskedOutlivesItsEdge: the tool asks its client something during a call
@@ -134,25 +139,14 @@ func TestCallThatAskedOutlivesItsEdge(t *testing.T) {
 	}
 	a := e.startEdge(t, 0, nil)
 	b := e.startEdge(t, 0, nil)
-	hello := strings.Replace(initialize, `"capabilities":{}`, `"capabilities":{"sampling":{}}`, 1)
-	x := do(t, "POST", e.streamableURL(b.url), map[string]string{"Accept": "application/json, text/event-stream"}, hello)
-	session := x.header.Get("Mcp-Session-Id")
-	if x.status != http.StatusOK || session == "" {
-		t.Fatalf("initialize: %d %s", x.status, x.body)
-	}
+	session := samplingSession(t, e.streamableURL(b.url))
 	testenv.WaitFor(t, "the edge about to die knows the session and the ask method's deadline", func() bool {
 		x := do(t, "POST", e.streamableURL(a.url), map[string]string{"Accept": "application/json", "Mcp-Session-Id": session},
 			`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
 		return x.status == http.StatusOK
 	})
 
-	call := openStream(t, "POST", e.streamableURL(a.url), map[string]string{"Accept": "application/json, text/event-stream", "Mcp-Session-Id": session},
-		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask"}}`)
-	primed := strings.TrimPrefix(call.nextLine(t, 0, func(l string) bool { return strings.HasPrefix(l, "id: ") }), "id: ")
-	_, asked := call.next(t, "message")
-	if !strings.Contains(asked, `"method":"sampling/createMessage"`) {
-		t.Fatalf("the call's stream carried %s, want the tool's sampling request", asked)
-	}
+	_, primed, asked := askOnAStream(t, e.streamableURL(a.url), session)
 	a.kill()
 
 	resumed := openStream(t, "GET", e.streamableURL(b.url), map[string]string{

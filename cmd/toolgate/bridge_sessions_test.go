@@ -299,15 +299,7 @@ func (sampler) CreateMessage(_ context.Context, _ mcpgotypes.CreateMessageReques
 	}, nil
 }
 
-func toolText(res *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String()
-}
+func toolText(res *mcp.CallToolResult) string { return testenv.ToolText(res) }
 
 func itoa(n int) string {
 	b, _ := json.Marshal(n)

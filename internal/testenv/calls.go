@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -86,6 +87,17 @@ func (r *recordedBody) Read(b []byte) (int, error) {
 	r.a.read.Write(b[:n])
 	r.a.mu.Unlock()
 	return n, err
+}
+
+// ToolText is the text of a tool's result: its text contents, one after the other.
+func ToolText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
 }
 
 // PostRecords counts the records the MCP event log (the stream tg-mcp-events) keeps
