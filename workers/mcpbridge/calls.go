@@ -56,7 +56,9 @@ func (b *Bridge) callOn(ctx context.Context, in *inflight, params *mcp.CallToolP
 		if err != nil {
 			return nil, fmt.Errorf("encode the call's params: %w", err)
 		}
-		res, err := conn.rawCall(ctx, "tools/call", body)
+		// A call whose caller follows its progress takes its result only after the
+		// notifications the server sent before it.
+		res, err := conn.rawCall(ctx, "tools/call", body, in.token == "")
 		if err != nil {
 			return nil, upstreamError(ctx, err)
 		}
