@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -30,6 +32,9 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 		return res, err
 	}
 	params, _ := r.callParams()
+	if res, err = s.sealTask(r, params.Name, res, r.answeredBy); err != nil {
+		return nil, err
+	}
 	return s.sealInputRequired(r, params.Name, res)
 }
 
@@ -176,6 +181,7 @@ func (s *Server) runTool(ctx context.Context, r *rpcRequest) (any, error) {
 		// here, as its request's.
 		run()
 		out := <-done
+		r.answeredBy = replyInstance(out.reply)
 		return toolAnswer(r.tool, m, out.reply, out.err)
 	}
 	go run()
@@ -212,7 +218,16 @@ wait:
 	for len(notes) > 0 {
 		s.relayNote(r, token, level, <-notes)
 	}
+	r.answeredBy = replyInstance(out.reply)
 	return toolAnswer(r.tool, m, out.reply, out.err)
+}
+
+// replyInstance is the worker instance that named itself in reply, if any.
+func replyInstance(reply *wire.Reply) string {
+	if reply == nil {
+		return ""
+	}
+	return reply.Header.Get(wire.HeaderInstance)
 }
 
 // toolAnswer is the tools/call result of a call of method m of tool, from what the bus
@@ -220,6 +235,9 @@ wait:
 // (finishStream) make the same answer from the same reply.
 func toolAnswer(tool string, m *registry.Method, reply *wire.Reply, err error) (any, error) {
 	if err != nil {
+		if pe := missingCapability(err); pe != nil {
+			return nil, pe
+		}
 		if text, ok := toolFailure(tool, m.Name, err); ok {
 			return newToolResult(text, true), nil
 		}
@@ -233,6 +251,31 @@ func toolAnswer(tool string, m *registry.Method, reply *wire.Reply, err error) (
 		res.StructuredContent = json.RawMessage(reply.Data)
 	}
 	return res, nil
+}
+
+// missingCapability is a bridged server's refusal of a call whose client did not
+// declare a capability the call needs (-32021: a tool that needs the tasks extension),
+// as the JSON-RPC error the client must get rather than a failure of the tool; nil
+// for any other error. The bridge sends the server's error as the data of its
+// mcp_error.
+func missingCapability(err error) *protocolError {
+	var te *wire.ToolError
+	if !errors.As(err, &te) || te.Code != "mcp_error" || !bytes.Contains(te.Data, []byte("-32021")) {
+		return nil
+	}
+	var sent struct {
+		Code    int64           `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	}
+	if json.Unmarshal(te.Data, &sent) != nil || sent.Code != codeMissingCapability {
+		return nil
+	}
+	pe := &protocolError{code: codeMissingCapability, status: http.StatusBadRequest, message: sent.Message}
+	if len(sent.Data) > 0 && string(sent.Data) != "null" {
+		pe.data = sent.Data
+	}
+	return pe
 }
 
 // toolResult is the CallToolResult of a call: the tool's answer as text content,

@@ -70,11 +70,15 @@ func New(opts Options) *mcp.Server {
 		// The SDK keeps the subscriptions; the handlers accept every URI.
 		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
 		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+		// The tasks extension (tasks.go), besides what the SDK infers.
+		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{},
+			Extensions: map[string]any{TasksExtension: map[string]any{}}},
 	})
 	f.server = s
 	f.addConformanceTools()
 	f.addBridgeTools()
 	f.addInputRequiredTools()
+	f.addTaskTools()
 	f.addResources()
 	addPrompts(s)
 	return s
@@ -87,6 +91,8 @@ type fixture struct {
 	mu    sync.Mutex
 	extra bool
 	key   [32]byte // signs the requestStates of the input-required tools
+
+	taskStore *taskStore
 }
 
 func text(s string) *mcp.CallToolResult {

@@ -188,6 +188,8 @@ func (b *Bridge) newClient(caps *mcp.ClientCapabilities, stateless bool) *mcp.Cl
 		ResourceUpdatedHandler: b.onResourceUpdated,
 	})
 	c.AddReceivingMiddleware(b.serverRequests)
+	c.AddSendingMiddleware(swapParams)
+	addTaskMethods(c)
 	return c
 }
 
