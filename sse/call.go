@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -20,12 +21,18 @@ import (
 
 // callTool runs a tools/call down the gateway's call path. Progress and log
 // notifications of the worker are relayed to the client as they come; a failure of
-// the call is an isError result, a request that names no tool a JSON-RPC error.
+// the call is an isError result, a request that names no tool a JSON-RPC error, and
+// so is the tool's own JSON-RPC error.
 //
 // The result is a toolResult, or, when the worker answered with a CallToolResult
 // itself (a bridged MCP server does), that result's JSON as the worker sent it.
 func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 	res, err := s.runTool(ctx, r)
+	if re := (*wire.RPCError)(nil); errors.As(err, &re) {
+		// The tool answered with a JSON-RPC error (a bridged server's): the client
+		// gets that error, as it would from the server, not an isError result.
+		return nil, workerRPCError(re, r.modern)
+	}
 	if err != nil || !r.modern {
 		return res, err
 	}

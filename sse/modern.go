@@ -56,13 +56,19 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, p registry.
 		}
 		s.listen(w, r, rr)
 	case req.Method == methodToolsCall && accept.events:
-		ew := startEvents(w, http.StatusOK)
-		defer s.keepAlive(ew)()
+		// The stream begins with the call's first notification: a call refused
+		// before one (a JSON-RPC error of its tool's server) is answered with the
+		// HTTP status this revision gives that error.
+		ew := deferEvents(w)
+		stopKeepAlive := s.keepAlive(ew)
 		rr.notify = func(msg []byte) { _ = ew.event("", "message", msg) }
 		result, err := s.handle(ctx, rr)
+		stopKeepAlive()
 		switch {
 		case ctx.Err() != nil:
 			// The client closed the stream, which cancelled the request.
+		case err != nil && httpStatus(err) != http.StatusOK && ew.takeOver():
+			writeRPCError(w, req.ID, err)
 		case err != nil:
 			_ = ew.event("", "message", encodeError(req.ID, rpcError(err)))
 		default:

@@ -55,8 +55,11 @@ const (
 	RemoteSchemaToolName = "remote_schema"
 	// LogLaterToolName is a tool whose server sends log messages after the call.
 	LogLaterToolName = "log_later"
-	TemplateURI      = "test://template/{id}/data"
-	WatchedResource  = "test://watched-resource"
+	// MissingCapabilityToolName is a tool that needs the client's sampling and says
+	// so with a JSON-RPC error, MissingSampling's.
+	MissingCapabilityToolName = "test_missing_capability"
+	TemplateURI               = "test://template/{id}/data"
+	WatchedResource           = "test://watched-resource"
 )
 
 // New returns the fixture server. Each call returns a server of its own: state (the
@@ -233,6 +236,13 @@ func (f *fixture) addConformanceTools() {
 	add("test_trigger_tool_change", "Adds the extra tool, or removes it; clients hear tools/list_changed", noArgs,
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return f.toggleExtra(), nil
+		})
+	add(MissingCapabilityToolName, "Needs the client's sampling: refused with -32021 (MissingRequiredClientCapability) when the client did not declare it", noArgs,
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if caps := req.ClientCapabilities(); caps == nil || caps.Sampling == nil {
+				return nil, MissingSampling()
+			}
+			return text("The client declared sampling"), nil
 		})
 	add("test_custom_headers", "Says back its region, which a 2026-07-28 call mirrors in the Mcp-Param-Region header",
 		json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}},"required":["region"]}`),
@@ -698,6 +708,15 @@ func (f *fixture) sealState(what string) string {
 // openState reports whether state is one sealState made for what.
 func (f *fixture) openState(state, what string) bool {
 	return hmac.Equal([]byte(f.sealState(what)), []byte(state))
+}
+
+// MissingSampling is the JSON-RPC error of a request that needs the client's
+// sampling, which the client did not declare: -32021, with the capability it needs
+// in data.requiredCapabilities.
+func MissingSampling() *jsonrpc.Error {
+	// Written out: the SDK's ClientCapabilities would name roots too.
+	return &jsonrpc.Error{Code: mcp.CodeMissingRequiredClientCapabilities, Message: "Missing required client capability: sampling",
+		Data: json.RawMessage(`{"requiredCapabilities":{"sampling":{}}}`)}
 }
 
 func invalidState() error {

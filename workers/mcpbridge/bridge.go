@@ -65,11 +65,6 @@ const ProtocolVersion = "2025-11-25"
 // or finish: the tool's server is down or restarting, as with no worker at all.
 const CodeUnavailable = "tool_unavailable"
 
-// CodeServerError is the error code of a call the server answered with a JSON-RPC
-// error (an unknown tool, say); the error's code, message and data are the error's data.
-// A tool's own failure is not one: the server reports it in an isError result.
-const CodeServerError = "mcp_error"
-
 // stableAfter is how long a session must have lived for its end to count as a new
 // failure rather than the next of a series: the restart backoff starts over.
 const stableAfter = 10 * time.Second
