@@ -50,7 +50,9 @@ const (
 	EmbeddedPrompt = "Embedded resource content for testing."
 	SchemaToolName = "json_schema_2020_12_tool"
 	ExtraToolName  = "extra"
-	DottedToolName = "process.pid"
+	// ExtraPromptName is the prompt test_trigger_prompt_change adds and removes.
+	ExtraPromptName = "extra_prompt"
+	DottedToolName  = "process.pid"
 	// RemoteSchemaToolName is a tool whose input schema refers to another document.
 	RemoteSchemaToolName = "remote_schema"
 	// LogLaterToolName is a tool whose server sends log messages after the call.
@@ -87,9 +89,10 @@ type fixture struct {
 	opts   Options
 	server *mcp.Server
 
-	mu    sync.Mutex
-	extra bool
-	key   [32]byte // signs the requestStates of the input-required tools
+	mu          sync.Mutex
+	extra       bool
+	extraPrompt bool
+	key         [32]byte // signs the requestStates of the input-required tools
 }
 
 func text(s string) *mcp.CallToolResult {
@@ -236,6 +239,10 @@ func (f *fixture) addConformanceTools() {
 	add("test_trigger_tool_change", "Adds the extra tool, or removes it; clients hear tools/list_changed", noArgs,
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return f.toggleExtra(), nil
+		})
+	add("test_trigger_prompt_change", "Adds the extra prompt, or removes it; clients hear prompts/list_changed", noArgs,
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return f.toggleExtraPrompt(), nil
 		})
 	add(MissingCapabilityToolName, "Needs the client's sampling: refused with -32021 (MissingRequiredClientCapability) when the client did not declare it", noArgs,
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -545,6 +552,22 @@ func (f *fixture) toggleExtra() *mcp.CallToolResult {
 			return text("extra here"), nil
 		})
 	return text("extra added")
+}
+
+// toggleExtraPrompt adds the extra prompt, or removes it.
+func (f *fixture) toggleExtraPrompt() *mcp.CallToolResult {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.extraPrompt = !f.extraPrompt
+	if !f.extraPrompt {
+		f.server.RemovePrompts(ExtraPromptName)
+		return text("extra prompt removed")
+	}
+	f.server.AddPrompt(&mcp.Prompt{Name: ExtraPromptName, Description: "A prompt that comes and goes"},
+		func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "extra"}}}}, nil
+		})
+	return text("extra prompt added")
 }
 
 // The tools of the 2026-07-28 input-required scenarios (SEP-2322): each answers a

@@ -181,6 +181,14 @@ func (b *Bridge) newClient(caps *mcp.ClientCapabilities, stateless bool) *mcp.Cl
 		// Progress and log messages are read as they arrive (see observe).
 		ToolListChangedHandler: b.onToolListChanged,
 		ResourceUpdatedHandler: b.onResourceUpdated,
+		// Set, so that the SDK's session at StatelessRevision opens its
+		// subscriptions/listen stream with these lists too (see onListChanged).
+		PromptListChangedHandler: func(_ context.Context, req *mcp.PromptListChangedRequest) {
+			b.onListChanged(req.Session, wire.ListPrompts)
+		},
+		ResourceListChangedHandler: func(_ context.Context, req *mcp.ResourceListChangedRequest) {
+			b.onListChanged(req.Session, wire.ListResources)
+		},
 	})
 	c.AddReceivingMiddleware(b.serverRequests)
 	return c
@@ -520,6 +528,7 @@ func (b *Bridge) onToolListChanged(_ context.Context, req *mcp.ToolListChangedRe
 	if s == nil {
 		return
 	}
+	b.onListChanged(req.Session, wire.ListTools)
 	if s.client != "" || s.revision != "" {
 		// A client's session, or the stateless one, is listed again at once; it
 		// has no keep loop.
@@ -535,6 +544,24 @@ func (b *Bridge) onToolListChanged(_ context.Context, req *mcp.ToolListChangedRe
 	select {
 	case s.relist <- struct{}{}:
 	default:
+	}
+}
+
+// onListChanged passes on a list change the server announced on the upstream session
+// at StatelessRevision (on its subscriptions/listen stream, which the SDK opens): the
+// edges tell the subscriptions/listen streams of the tool's clients that asked for it
+// (a change of the tools reaches them also as a change of the tool's methods, later).
+// The other sessions' changes go to their own clients (observe), or make the tool's
+// methods.
+func (b *Bridge) onListChanged(cs *mcp.ClientSession, list string) {
+	b.mu.Lock()
+	s, w := b.byClient[cs], b.w
+	b.mu.Unlock()
+	if s == nil || s.revision != StatelessRevision || w == nil {
+		return
+	}
+	if err := w.ListChanged(list); err != nil {
+		b.log.Warn("a list change of the server not passed on", "list", list, "err", err)
 	}
 }
 
