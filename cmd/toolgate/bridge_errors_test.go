@@ -26,18 +26,12 @@ import (
 // session, where the HTTP status is the one that revision gives the code), for a
 // stdio server and a remote one. An HTTP caller gets it as the tool's error.
 func TestServerErrorsThroughTheLink(t *testing.T) {
-	t.Setenv(mcpfixture.ChildEnv, "stdio") // the stdio server below is this test binary
-	server := mcpfixture.New(mcpfixture.Options{})
-	// The SDK serves 2026-07-28 over HTTP only without sessions, and sessions only
-	// before it: the server called directly, at each revision.
-	modern := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true}))
-	t.Cleanup(modern.Close)
-	sessions := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	fx := bridgedFixtures(t, "errs")
+	dev, stdioLink, remoteLink, modern := fx.dev, fx.stdioLink, fx.remoteLink, fx.modern
+	// The SDK serves sessions only before 2026-07-28: the server called directly at
+	// 2025-11-25.
+	sessions := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return fx.server }, nil))
 	t.Cleanup(sessions.Close)
-
-	data := t.TempDir()
-	dev, stdioLink, _ := bridgedLinkIn(t, data, "errs-stdio", "--", os.Args[0], "-test.run=^$")
-	remoteLink, _ := deployBridged(t, dev, data, "errs-remote", "--url", modern.URL)
 
 	ctx := testenv.Context(t)
 	connect := func(t *testing.T, url, revision string) *mcp.ClientSession {
@@ -169,6 +163,29 @@ func TestServerErrorsThroughTheLink(t *testing.T) {
 			t.Fatalf("got %d %s", status, body)
 		}
 	})
+}
+
+// fixtures are the fixture server deployed through the bridge twice on one dev
+// stack: as a stdio server (this test binary) and as a remote one (server, served
+// without sessions at modern, as the SDK serves 2026-07-28).
+type fixtures struct {
+	dev                   devStack
+	stdioLink, remoteLink string
+	server                *mcp.Server
+	modern                *httptest.Server
+}
+
+// bridgedFixtures deploys the fixture as the tools <name>-stdio and <name>-remote.
+func bridgedFixtures(t *testing.T, name string) fixtures {
+	t.Helper()
+	t.Setenv(mcpfixture.ChildEnv, "stdio")
+	fx := fixtures{server: mcpfixture.New(mcpfixture.Options{})}
+	fx.modern = httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return fx.server }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(fx.modern.Close) // after the bridges' end, which closes their streams
+	data := t.TempDir()
+	fx.dev, fx.stdioLink, _ = bridgedLinkIn(t, data, name+"-stdio", "--", os.Args[0], "-test.run=^$")
+	fx.remoteLink, _ = deployBridged(t, fx.dev, data, name+"-remote", "--url", fx.modern.URL)
+	return fx
 }
 
 // sameJSON reports whether two JSON texts (either may be empty) say the same.

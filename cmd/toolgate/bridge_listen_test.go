@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
-	"os"
 	"sync"
 	"testing"
 
@@ -13,7 +10,6 @@ import (
 	mcpgotypes "github.com/mark3labs/mcp-go/mcp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolgate/toolgate/internal/mcpfixture"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -24,13 +20,8 @@ import (
 // client opens streams with a filter of its own; the go-sdk client opens one for
 // the lists it has handlers for, as the link's server/discover declares them.
 func TestListenHearsTheServersChanges(t *testing.T) {
-	t.Setenv(mcpfixture.ChildEnv, "stdio") // the stdio server below is this test binary
-	server := mcpfixture.New(mcpfixture.Options{})
-	modern := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true}))
-	t.Cleanup(modern.Close)
-	data := t.TempDir()
-	dev, stdioLink, _ := bridgedLinkIn(t, data, "listen-stdio", "--", os.Args[0], "-test.run=^$")
-	remoteLink, _ := deployBridged(t, dev, data, "listen-remote", "--url", modern.URL)
+	fx := bridgedFixtures(t, "listen")
+	stdioLink, remoteLink := fx.stdioLink, fx.remoteLink
 	ctx := testenv.Context(t)
 
 	for _, c := range []struct{ name, link string }{{"stdio", stdioLink}, {"remote", remoteLink}} {
