@@ -29,6 +29,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/registry"
 )
 
 // DefaultConcurrency bounds how many asks one edge works on at once; past it the
@@ -181,7 +182,7 @@ func toAskError(err error) *wire.AskError {
 	case errors.Is(err, jetstream.ErrBucketNotFound), errors.Is(err, jetstream.ErrStreamNotFound),
 		errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
 		return &wire.AskError{Code: wire.AskNoBucket, Message: "nothing stores it on this NATS system"}
-	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted), errors.Is(err, registry.ErrNotFound):
 		return &wire.AskError{Code: wire.AskNotFound, Message: "the key has no value"}
 	case errors.Is(err, jetstream.ErrKeyExists):
 		return &wire.AskError{Code: wire.AskExists, Message: "the key has a value, or another revision"}
@@ -211,18 +212,18 @@ func (s *Server) record(ctx context.Context, tool string, data []byte) (uint64, 
 	if err != nil {
 		return 0, err
 	}
-	cur, err := kv.Get(ctx, tool)
+	cur, curRev, err := registry.ReadLatest(ctx, s.js, wire.BucketTools, tool)
 	if err == nil {
 		var have wire.Tool
-		if json.Unmarshal(cur.Value(), &have) == nil {
+		if json.Unmarshal(cur, &have) == nil {
 			have.UpdatedAt, rec.UpdatedAt = time.Time{}, time.Time{}
 			a, errA := json.Marshal(have)
 			b, errB := json.Marshal(rec)
 			if errA == nil && errB == nil && string(a) == string(b) {
-				return cur.Revision(), nil
+				return curRev, nil
 			}
 		}
-	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+	} else if !errors.Is(err, registry.ErrNotFound) {
 		return 0, err
 	}
 	rec.UpdatedAt = time.Now().UTC().Truncate(time.Millisecond)
@@ -332,11 +333,9 @@ func (s *Server) state(ctx context.Context, tool string, op wire.StateOp, m *nat
 	case wire.StateInfo:
 		return nil, 0, nil
 	case wire.StateGet:
-		e, err := kv.Get(ctx, key)
-		if err != nil {
-			return nil, 0, err
-		}
-		return e.Value(), e.Revision(), nil
+		// From the stream's leader: another instance of the tool may have written the
+		// key through another node a moment ago, and been told it was stored.
+		return registry.ReadLatest(ctx, s.js, kv.Bucket(), key)
 	case wire.StatePut:
 		if ttl == 0 {
 			rev, err := kv.Put(ctx, key, m.Data)

@@ -101,10 +101,10 @@ func EdgePermissions(s wire.Subjects) jwt.Permissions {
 	}
 	// The tools' state buckets, for the asks of their workers (package asks): a
 	// subject permission cannot say "the streams named KV_tg-state-*", so these name
-	// every stream, for reading, writing keys and listing them, never for making,
-	// changing, purging or deleting one.
+	// every stream, for reading (from the stream's leader too), writing keys and
+	// listing them, never for making, changing, purging or deleting one.
 	p.Pub.Allow.Add(
-		"$KV.*.>", "$JS.API.STREAM.INFO.*", "$JS.API.DIRECT.GET.*.>",
+		"$KV.*.>", "$JS.API.STREAM.INFO.*", "$JS.API.DIRECT.GET.*.>", "$JS.API.STREAM.MSG.GET.*",
 		"$JS.API.CONSUMER.CREATE.*.>", "$JS.API.CONSUMER.DELETE.*.*",
 		"_INBOX.tool.>", // the answers to asks, each on the asking tool's inbox
 	)

@@ -288,6 +288,7 @@ func TestWorkerCredentialsRefuseEverythingElse(t *testing.T) {
 		{"its own state in JetStream", "$KV.tg-state-alpha.k"},
 		{"reading its own state from JetStream", "$JS.API.DIRECT.GET.KV_tg-state-alpha.$KV.tg-state-alpha.k"},
 		{"opening its own state in JetStream", "$JS.API.STREAM.INFO.KV_tg-state-alpha"},
+		{"reading its own state from the stream's leader", "$JS.API.STREAM.MSG.GET.KV_tg-state-alpha"},
 		{"watching its own state in JetStream", "$JS.API.CONSUMER.CREATE.KV_tg-state-alpha.w1.$KV.tg-state-alpha.>"},
 		{"another tool's record", "$KV.tg-tools.beta"},
 		{"asking for another tool's record", "tg.reg.beta.record"},

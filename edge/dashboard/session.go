@@ -38,6 +38,7 @@ var errNoSession = errors.New("dashboard: no such session")
 
 type sessions struct {
 	kv       jetstream.KeyValue
+	js       jetstream.JetStream
 	lifetime time.Duration
 }
 
@@ -53,7 +54,7 @@ func openSessions(ctx context.Context, store *registry.Store, lifetime time.Dura
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: session bucket: %w", err)
 	}
-	return &sessions{kv: kv, lifetime: lifetime}, nil
+	return &sessions{kv: kv, js: store.JetStream(), lifetime: lifetime}, nil
 }
 
 // newSecret is 32 random bytes, URL-safe.
@@ -83,15 +84,17 @@ func (ss *sessions) get(ctx context.Context, id string, now time.Time) (*session
 	if id == "" {
 		return nil, errNoSession
 	}
-	e, err := ss.kv.Get(ctx, registry.Hash(id))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+	// From the bucket's leader: the sign-in may have been a moment ago, through
+	// another edge and another NATS node.
+	b, _, err := registry.ReadLatest(ctx, ss.js, ss.kv.Bucket(), registry.Hash(id))
+	if errors.Is(err, registry.ErrNotFound) {
 		return nil, errNoSession
 	}
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: read session: %w", err)
 	}
 	var s session
-	if err := json.Unmarshal(e.Value(), &s); err != nil {
+	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("dashboard: decode session: %w", err)
 	}
 	if !now.Before(s.ExpiresAt) {
