@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"sync"
 	"testing"
 
@@ -60,6 +61,17 @@ func TestListenHearsTheServersChanges(t *testing.T) {
 			trigger("test_trigger_prompt_change")
 			testenv.WaitFor(t, "the prompts stream hears the prompts change", func() bool { return prompts.count("notifications/prompts/list_changed") > 0 })
 			testenv.WaitFor(t, "the go-sdk client hears the prompts change", func() bool { mu.Lock(); defer mu.Unlock(); return sdkPrompts > 0 })
+			if c.name == "stdio" {
+				// A change on one of the bridge's shared sessions (the HTTP API's
+				// calls run there) is heard as well.
+				before := prompts.count("notifications/prompts/list_changed")
+				if status, body := call(t, http.MethodPost, fx.dev.edgeURL+"/tool-call/listen-stdio/test_trigger_prompt_change", fx.dev.key, `{}`); status != http.StatusOK {
+					t.Fatalf("test_trigger_prompt_change over HTTP: %d %s", status, body)
+				}
+				testenv.WaitFor(t, "the prompts stream hears a shared session's change", func() bool {
+					return prompts.count("notifications/prompts/list_changed") > before
+				})
+			}
 			// Each stream heard the other's change by now, if it was going to.
 			if n := prompts.count("notifications/tools/list_changed"); n > 0 {
 				t.Errorf("a stream that asked for prompts only heard %d tools changes", n)

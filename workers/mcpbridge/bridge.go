@@ -547,17 +547,17 @@ func (b *Bridge) onToolListChanged(_ context.Context, req *mcp.ToolListChangedRe
 	}
 }
 
-// onListChanged passes on a list change the server announced on the upstream session
-// at StatelessRevision (on its subscriptions/listen stream, which the SDK opens): the
-// edges tell the subscriptions/listen streams of the tool's clients that asked for it
-// (a change of the tools reaches them also as a change of the tool's methods, later).
-// The other sessions' changes go to their own clients (observe), or make the tool's
-// methods.
+// onListChanged passes on a list change the server announced on a session that is
+// no client's own: the one at StatelessRevision (on its subscriptions/listen stream,
+// which the SDK opens) or a shared one. The edges tell the subscriptions/listen
+// streams of the tool's clients that asked for that list (a change of the tools
+// reaches them also as a change of the tool's methods, later). A client's own
+// session's changes go to that client (observe).
 func (b *Bridge) onListChanged(cs *mcp.ClientSession, list string) {
 	b.mu.Lock()
 	s, w := b.byClient[cs], b.w
 	b.mu.Unlock()
-	if s == nil || s.revision != StatelessRevision || w == nil {
+	if s == nil || s.client != "" || w == nil {
 		return
 	}
 	if err := w.ListChanged(list); err != nil {
