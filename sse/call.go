@@ -37,6 +37,9 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 		return res, err
 	}
 	params, _ := r.callParams()
+	if res, err = s.sealTask(r, params.Name, res, r.answeredBy); err != nil {
+		return nil, err
+	}
 	return s.sealInputRequired(r, params.Name, res)
 }
 
@@ -183,6 +186,7 @@ func (s *Server) runTool(ctx context.Context, r *rpcRequest) (any, error) {
 		// here, as its request's.
 		run()
 		out := <-done
+		r.answeredBy = replyInstance(out.reply)
 		return toolAnswer(r.tool, m, out.reply, out.err)
 	}
 	go run()
@@ -219,7 +223,16 @@ wait:
 	for len(notes) > 0 {
 		s.relayNote(r, token, level, <-notes)
 	}
+	r.answeredBy = replyInstance(out.reply)
 	return toolAnswer(r.tool, m, out.reply, out.err)
+}
+
+// replyInstance is the worker instance that named itself in reply, if any.
+func replyInstance(reply *wire.Reply) string {
+	if reply == nil {
+		return ""
+	}
+	return reply.Header.Get(wire.HeaderInstance)
 }
 
 // toolAnswer is the tools/call result of a call of method m of tool, from what the bus

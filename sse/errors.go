@@ -20,9 +20,8 @@ import (
 
 // JSON-RPC error codes MCP defines beyond JSON-RPC's own.
 const (
-	codeHeaderMismatch             = mcp.CodeHeaderMismatch                    // -32020
-	codeUnsupportedProtocolVersion = mcp.CodeUnsupportedProtocolVersion        // -32022
-	codeMissingClientCapability    = mcp.CodeMissingRequiredClientCapabilities // -32021
+	codeHeaderMismatch             = mcp.CodeHeaderMismatch             // -32020
+	codeUnsupportedProtocolVersion = mcp.CodeUnsupportedProtocolVersion // -32022
 	// codeSessionLimit is implementation-defined (-32000 to -32019).
 	codeSessionLimit = -32000
 	// codeCancelled answers a request the client cancelled, where an answer is owed.
@@ -115,7 +114,7 @@ func modernErrorStatus(code int64) int {
 	switch code {
 	case jsonrpc.CodeMethodNotFound:
 		return http.StatusNotFound
-	case jsonrpc.CodeInvalidParams, codeUnsupportedProtocolVersion, codeHeaderMismatch, codeMissingClientCapability:
+	case jsonrpc.CodeInvalidParams, codeUnsupportedProtocolVersion, codeHeaderMismatch, codeMissingCapability:
 		return http.StatusBadRequest
 	}
 	return http.StatusOK

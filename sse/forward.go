@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/nats-io/nats.go"
@@ -46,9 +47,13 @@ func carriesTasks(c registry.Capabilities) bool {
 	return json.Unmarshal(c.MCP, &caps) == nil && len(caps.Tasks) > 0 && string(caps.Tasks) != "null"
 }
 
-// forwards reports whether r is a request the tool's workers answer.
+// forwards reports whether r is a request the tool's workers answer. At 2026-07-28
+// the tasks methods are the extension's (tasks.go), those of 2025-11-25 unknown.
 func (s *Server) forwards(r *rpcRequest) bool {
 	declared, ok := forwarded[r.req.Method]
+	if r.modern && strings.HasPrefix(r.req.Method, "tasks/") {
+		declared, ok = carriesTasksExtension, taskMethods[r.req.Method]
+	}
 	if !ok {
 		return false
 	}
@@ -66,14 +71,22 @@ func (s *Server) forwards(r *rpcRequest) bool {
 func (s *Server) forward(ctx context.Context, r *rpcRequest) (json.RawMessage, error) {
 	params, name := []byte(r.req.Params), ""
 	var header nats.Header
-	if r.modern && inputRequiredMethods[r.req.Method] {
+	instance := s.instanceOf(r)
+	var task *taskRoute
+	switch {
+	case r.modern && taskMethods[r.req.Method]:
+		var err error
+		if params, header, task, err = s.forwardedTask(ctx, r); err != nil {
+			return nil, err
+		}
+		instance = task.instance
+	case r.modern && inputRequiredMethods[r.req.Method]:
 		name, _ = mcphttp.Name(r.req.Method, r.req.Params)
 		var err error
 		if params, header, err = s.forwardedInput(ctx, r, name); err != nil {
 			return nil, err
 		}
 	}
-	instance := s.instanceOf(r)
 	reply, err := s.gw.Forward(ctx, &gateway.Call{
 		Principal: r.p, Tool: r.tool, Method: r.req.Method, Params: params,
 		Session: sessionID(r.sess), ClientCapabilities: clientCapabilities(r.sess),
@@ -81,6 +94,9 @@ func (s *Server) forward(ctx context.Context, r *rpcRequest) (json.RawMessage, e
 		Instance: instance,
 	})
 	s.pin(ctx, r, instance, reply)
+	if task != nil {
+		err = task.hide(err)
+	}
 	var re *wire.RPCError
 	var te *wire.ToolError
 	var limited *gateway.RateLimitedError
@@ -103,6 +119,9 @@ func (s *Server) forward(ctx context.Context, r *rpcRequest) (json.RawMessage, e
 		return nil, &protocolError{code: jsonrpc.CodeInternalError, status: http.StatusOK, message: "the tool did not answer " + r.req.Method + " in time"}
 	case err != nil:
 		return nil, err
+	}
+	if task != nil {
+		return s.unsealTask(reply.Data, task.client)
 	}
 	if header == nil {
 		return reply.Data, nil

@@ -35,6 +35,9 @@ type rpcRequest struct {
 
 	call    *mcp.CallToolParamsRaw // the params of a tools/call, once read
 	callErr error
+	// answeredBy is the worker instance that answered a tools/call, when it named
+	// itself (wire.HeaderInstance): the one holding a task its answer made.
+	answeredBy string
 }
 
 // callParams reads the params of a tools/call once, for every step that looks at

@@ -140,7 +140,11 @@ func (s *Server) storeAnswer(r *rpcRequest, rd *round, m *registry.Method, reply
 	ctx, cancel := s.detached()
 	defer cancel()
 	subject := s.events.replySubject(s.events.postSubject(r.tool, rd.session, rd.post))
-	if _, err := s.events.appendRecord(ctx, subject, data, nats.Header{headerEvent: {event}}, ""); err != nil {
+	hdr := nats.Header{headerEvent: {event}}
+	if instance := replyInstance(reply); wire.ValidToken(instance) {
+		hdr.Set(wire.HeaderInstance, instance) // the one holding a task the answer made
+	}
+	if _, err := s.events.appendRecord(ctx, subject, data, hdr, ""); err != nil {
 		s.log.Warn("storing a round's answer", "tool", r.tool, "err", err)
 	}
 }
@@ -262,6 +266,7 @@ func (s *Server) resumeRound(ctx context.Context, r *rpcRequest, params *mcp.Cal
 			}
 			return nil, workerRPCError(&e, true)
 		}
+		r.answeredBy = out.reply.Header.Get(wire.HeaderInstance)
 		return json.RawMessage(out.reply.Data), nil
 	case reqs := <-asked:
 		if len(reqs) == 0 {
@@ -378,12 +383,8 @@ type toolState struct {
 // requestState, if any, stored and replaced by one naming the record. Any other
 // result is left as it is.
 func (s *Server) sealInputRequired(r *rpcRequest, name string, res any) (any, error) {
-	raw, ok := res.(json.RawMessage)
-	if !ok || !bytes.Contains(raw, []byte(`"input_required"`)) {
-		return res, nil
-	}
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(raw, &fields) != nil || string(fields["resultType"]) != `"input_required"` {
+	fields, ok := resultOfType(res, "input_required")
+	if !ok {
 		return res, nil
 	}
 	var state string
@@ -394,28 +395,68 @@ func (s *Server) sealInputRequired(r *rpcRequest, name string, res any) (any, er
 	if err != nil {
 		return nil, err
 	}
+	ref, err := s.storeRef(r, toolStatePrefix, eventToolState, rec, nil)
+	if err != nil {
+		return nil, fmt.Errorf("sse: storing a tool's requestState: %w", err)
+	}
+	fields["requestState"], _ = json.Marshal(ref)
+	return fields, nil
+}
+
+// resultOfType is a tool's result as it sent it, by field, when its resultType is
+// rt; false for any other result, and for one the edge made.
+func resultOfType(res any, rt string) (map[string]json.RawMessage, bool) {
+	raw, ok := res.(json.RawMessage)
+	if !ok || !bytes.Contains(raw, []byte(`"`+rt+`"`)) {
+		return nil, false
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil || string(fields["resultType"]) != `"`+rt+`"` {
+		return nil, false
+	}
+	return fields, true
+}
+
+// storeRef stores data in the event log as a record of kind event (headerEvent) made
+// by r's account, with hdr, on a subject of r's tool of its own, and returns the
+// reference that names it: prefix and the subject's two ids. The record is stored
+// (acknowledged) when it returns.
+func (s *Server) storeRef(r *rpcRequest, prefix, event string, data []byte, hdr nats.Header) (string, error) {
+	if hdr == nil {
+		hdr = nats.Header{}
+	}
+	hdr.Set(headerEvent, event)
+	hdr.Set(headerAccount, r.p.Account)
 	session, post := registry.NewID(""), registry.NewID("")
 	ctx, cancel := s.detached()
 	defer cancel()
-	subject := s.events.postSubject(r.tool, session, post)
-	if _, err := s.events.appendRecord(ctx, subject, rec, nats.Header{headerEvent: {eventToolState}, headerAccount: {r.p.Account}}, ""); err != nil {
-		return nil, fmt.Errorf("sse: storing a tool's requestState: %w", err)
+	if _, err := s.events.appendRecord(ctx, s.events.postSubject(r.tool, session, post), data, hdr, ""); err != nil {
+		return "", err
 	}
-	fields["requestState"], _ = json.Marshal(toolStatePrefix + session + "." + post)
-	return fields, nil
+	return prefix + session + "." + post, nil
+}
+
+// openRef is the record a reference storeRef made names, when it is of kind event,
+// of r's tool and of r's account; nil for a reference that is unknown, expired,
+// another account's or tool's, or made up: the same for each.
+func (s *Server) openRef(ctx context.Context, r *rpcRequest, prefix, event, ref string) *jetstream.RawStreamMsg {
+	session, post, ok := strings.Cut(strings.TrimPrefix(ref, prefix), ".")
+	if !strings.HasPrefix(ref, prefix) || !ok || !validToken(session) || !validToken(post) {
+		return nil
+	}
+	msg, err := s.events.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(s.events.postSubject(r.tool, session, post)))
+	if err != nil || msg.Header.Get(headerEvent) != event || subtle.ConstantTimeCompare([]byte(msg.Header.Get(headerAccount)), []byte(r.p.Account)) != 1 {
+		return nil
+	}
+	return msg
 }
 
 // openToolState is the tool's own requestState a retry's state names, once checked to
 // be the caller's, of the same tool and method.
 func (s *Server) openToolState(ctx context.Context, r *rpcRequest, name, state string) (string, error) {
-	refused := invalidParams("%s: requestState names no input request of this link's", r.req.Method)
-	session, post, ok := strings.Cut(strings.TrimPrefix(state, toolStatePrefix), ".")
-	if !strings.HasPrefix(state, toolStatePrefix) || !ok || !validToken(session) || !validToken(post) {
-		return "", refused
-	}
-	msg, err := s.events.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(s.events.postSubject(r.tool, session, post)))
-	if err != nil || msg.Header.Get(headerEvent) != eventToolState || subtle.ConstantTimeCompare([]byte(msg.Header.Get(headerAccount)), []byte(r.p.Account)) != 1 {
-		return "", refused // unknown, expired, or another account's: the same answer for each
+	msg := s.openRef(ctx, r, toolStatePrefix, eventToolState, state)
+	if msg == nil {
+		return "", invalidParams("%s: requestState names no input request of this link's", r.req.Method)
 	}
 	var rec toolState
 	if json.Unmarshal(msg.Data, &rec) != nil || rec.Name != name {

@@ -232,6 +232,11 @@ func capabilities(t *registry.Tool, modern bool) json.RawMessage {
 		stateless = []string{"subscribe"}
 		delete(c, "tasks")
 	}
+	if !modern || !carriesTasksExtension(t.Capabilities) {
+		// The tasks extension is a 2026-07-28 one, and a link carries it only as
+		// tasks.go says.
+		dropExtension(c, tasksExtension)
+	}
 	c["tools"] = json.RawMessage(`{"listChanged":true}`)
 	c["logging"] = json.RawMessage(`{}`)
 	feature("resources", t.Capabilities.Resources, `{"subscribe":true}`, stateless...)
@@ -254,6 +259,28 @@ func listChangesOf(t *registry.Tool) (prompts, resources bool) {
 		return false, false
 	}
 	return t.Capabilities.Prompts && caps.Prompts.ListChanged, t.Capabilities.Resources && caps.Resources.ListChanged
+}
+
+// dropExtension removes one extension from capabilities c, and the extensions
+// object with it when it is left empty.
+func dropExtension(c map[string]json.RawMessage, name string) {
+	raw, ok := c["extensions"]
+	if !ok {
+		return
+	}
+	var ext map[string]json.RawMessage
+	if json.Unmarshal(raw, &ext) != nil {
+		return
+	}
+	if _, ok := ext[name]; !ok {
+		return
+	}
+	delete(ext, name)
+	if len(ext) == 0 {
+		delete(c, "extensions")
+		return
+	}
+	c["extensions"], _ = json.Marshal(ext)
 }
 
 // cacheable are the results 2026-07-28 gives caching hints (ttlMs, cacheScope),

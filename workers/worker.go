@@ -843,7 +843,9 @@ func (w *Worker) call(m *Method, st *methodStats, in inbound) {
 			msg = respond(in.reply, nil, err)
 		}
 	}
-	if c.Session != "" && w.tool.Capabilities.SessionState {
+	if w.tool.Capabilities.SessionState && (c.Session != "" || c.Header.Get(wire.HeaderProtocolVersion) != "") {
+		// A session's instance, and a 2026-07-28 request's, whose answer may name
+		// state held here (a bridged server's task).
 		if msg.Header == nil {
 			msg.Header = nats.Header{}
 		}

@@ -9,7 +9,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"reflect"
 	"regexp"
@@ -17,6 +19,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -610,6 +613,54 @@ func TestEverythingTasksThroughTheLink(t *testing.T) {
 	}
 	npx := testenv.NPXPackage(t, everything)
 	_, link := bridgedLink(t, "everything", "--sessions", "1", "--", npx, "-y", everything)
+	compareTasks(t, mcpgotransport.NewStdio(npx, nil, "-y", everything), link)
+}
+
+// TestEverythingTasksThroughARemoteLink is TestEverythingTasksThroughTheLink with the
+// server reached over Streamable HTTP (--url): the bridge makes the tasks methods and
+// the task-augmented call on the server's session through the SDK.
+func TestEverythingTasksThroughARemoteLink(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fetches a server from npm")
+	}
+	npx := testenv.NPXPackage(t, everything)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command(npx, "-y", everything, "streamableHttp")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // npx runs node as a child: stop both
+	cmd.Stderr = testenv.LogWriter(t)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	testenv.Eventually(t, 2*time.Minute, "the server listens", func() bool {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	_, link := bridgedLink(t, "everything", "--sessions", "1", "--url", url)
+	direct, err := mcpgotransport.NewStreamableHTTP(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compareTasks(t, direct, link)
+}
+
+// compareTasks runs the reference server's tool that requires tasks on server, then
+// through link, and compares the task's results.
+func compareTasks(t *testing.T, server mcpgotransport.Interface, link string) {
+	t.Helper()
 	// Each side has two minutes (or twice Patience) of its own for the task's whole
 	// run: the research takes its time, and the two sides together outlast one budget.
 	run := func(t *testing.T, tr mcpgotransport.Interface) []string {
@@ -650,7 +701,7 @@ func TestEverythingTasksThroughTheLink(t *testing.T) {
 	}
 	var direct, linked []string
 	t.Run("directly", func(t *testing.T) {
-		direct = run(t, mcpgotransport.NewStdio(npx, nil, "-y", everything))
+		direct = run(t, server)
 	})
 	t.Run("through the link", func(t *testing.T) {
 		tr, err := mcpgotransport.NewStreamableHTTP(link)

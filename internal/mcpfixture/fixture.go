@@ -75,11 +75,15 @@ func New(opts Options) *mcp.Server {
 		// The SDK keeps the subscriptions; the handlers accept every URI.
 		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
 		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+		// The tasks extension (tasks.go), besides what the SDK infers.
+		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{},
+			Extensions: map[string]any{TasksExtension: map[string]any{}}},
 	})
 	f.server = s
 	f.addConformanceTools()
 	f.addBridgeTools()
 	f.addInputRequiredTools()
+	f.addTaskTools()
 	f.addResources()
 	addPrompts(s)
 	return s
@@ -93,6 +97,8 @@ type fixture struct {
 	extra       bool
 	extraPrompt bool
 	key         [32]byte // signs the requestStates of the input-required tools
+
+	taskStore *taskStore
 }
 
 func text(s string) *mcp.CallToolResult {
@@ -738,7 +744,7 @@ func (f *fixture) openState(state, what string) bool {
 // in data.requiredCapabilities.
 func MissingSampling() *jsonrpc.Error {
 	// Written out: the SDK's ClientCapabilities would name roots too.
-	return &jsonrpc.Error{Code: mcp.CodeMissingRequiredClientCapabilities, Message: "Missing required client capability: sampling",
+	return &jsonrpc.Error{Code: CodeMissingCapability, Message: "Missing required client capability: sampling",
 		Data: json.RawMessage(`{"requiredCapabilities":{"sampling":{}}}`)}
 }
 

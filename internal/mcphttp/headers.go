@@ -47,11 +47,13 @@ func MetaVersion(params json.RawMessage) string {
 }
 
 // Name is what the Mcp-Name header mirrors for a request: params.name of tools/call
-// and prompts/get, params.uri of resources/read; ok is false for other methods.
+// and prompts/get, params.uri of resources/read, params.taskId of the tasks
+// extension's methods; ok is false for other methods.
 func Name(method string, params json.RawMessage) (name string, ok bool) {
 	var p struct {
-		Name string `json:"name"`
-		URI  string `json:"uri"`
+		Name   string `json:"name"`
+		URI    string `json:"uri"`
+		TaskID string `json:"taskId"`
 	}
 	_ = json.Unmarshal(params, &p)
 	switch method {
@@ -59,6 +61,8 @@ func Name(method string, params json.RawMessage) (name string, ok bool) {
 		return p.Name, true
 	case "resources/read":
 		return p.URI, true
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		return p.TaskID, true
 	}
 	return "", false
 }

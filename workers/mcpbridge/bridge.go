@@ -191,6 +191,8 @@ func (b *Bridge) newClient(caps *mcp.ClientCapabilities, stateless bool) *mcp.Cl
 		},
 	})
 	c.AddReceivingMiddleware(b.serverRequests)
+	c.AddSendingMiddleware(swapParams)
+	addTaskMethods(c)
 	return c
 }
 

@@ -45,7 +45,16 @@ func (b *Bridge) serveMCP(ctx context.Context, c *workers.Call, method string) (
 		return b.serveSetLevel(ctx, c)
 	case "tools/list":
 		return b.sessionTools(ctx, c)
-	case "tools/call", "tasks/get", "tasks/result", "tasks/list", "tasks/cancel":
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		if stateless(c) {
+			// The tasks extension's (tasks.go).
+			return b.statelessTask(ctx, c, method)
+		}
+		if method == "tasks/update" {
+			break
+		}
+		return b.rawRequest(ctx, c, method)
+	case "tools/call", "tasks/result", "tasks/list":
 		// A task-augmented tools/call and the tasks of 2025-11-25, which the SDK
 		// does not make: as they are, on the client session's upstream session.
 		return b.rawRequest(ctx, c, method)
@@ -209,7 +218,8 @@ func (b *Bridge) rawRequest(ctx context.Context, c *workers.Call, method string)
 	conn := in.s.conn
 	b.mu.Unlock()
 	if conn == nil {
-		return nil, &workers.RPCError{Code: workers.RPCMethodNotFound, Message: method + ": the bridge carries tasks to a stdio server only"}
+		// A remote server's session: through the SDK (tasks.go).
+		return remoteTaskRequest(ctx, in, method, c.Params)
 	}
 	params := json.RawMessage(c.Params)
 	if len(params) == 0 {
