@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -89,49 +88,25 @@ func Do(ctx context.Context, nc *nats.Conn, subjects wire.Subjects, req *wire.Re
 // requestTo sends msg as a request whose reply goes to subject. A server that finds
 // no subscriber for msg answers, on this connection's subscription to subject, with
 // the no-responders status, as it does to an inbox.
-//
-// The subscription is a channel subscription with room for a few messages: one that
-// SubscribeSync makes gets a channel of the connection's SubChanLen, 64k entries
-// (512 KiB) by default, allocated and cleared for every call.
 func requestTo(ctx context.Context, nc *nats.Conn, msg *nats.Msg, subject string) (*nats.Msg, error) {
-	replies := make(chan *nats.Msg, replyRoom)
-	sub, err := nc.ChanSubscribe(subject, replies)
+	replies, err := wire.SubscribeReplies(nc, subject)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	// A closed connection ends the wait, as it ends a synchronous subscription's.
-	closed := make(chan struct{})
-	var once sync.Once
-	sub.SetClosedHandler(func(string) { once.Do(func() { close(closed) }) })
-	if !sub.IsValid() {
-		return nil, nats.ErrConnectionClosed
-	}
+	defer replies.Unsubscribe()
 	msg.Reply = subject
 	if err := nc.PublishMsg(msg); err != nil {
 		return nil, err
 	}
-	var reply *nats.Msg
-	select {
-	case reply = <-replies:
-	case <-closed:
-		select {
-		case reply = <-replies: // it came as the connection closed
-		default:
-			return nil, nats.ErrConnectionClosed
-		}
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	reply, err := replies.Next(ctx)
+	if err != nil {
+		return nil, err
 	}
 	if len(reply.Data) == 0 && reply.Header.Get("Status") == "503" {
 		return nil, nats.ErrNoResponders
 	}
 	return reply, nil
 }
-
-// replyRoom is how many messages a call's reply subscription holds: one reply is
-// expected; more, which no worker sends, would be dropped as a slow consumer's.
-const replyRoom = 4
 
 func mapRequestError(ctx context.Context, err error) error {
 	switch {

@@ -34,9 +34,21 @@ func BenchmarkToolsCall(b *testing.B) {
 	}
 	want := []byte(`{\"text\":\"hello\"}`)
 
-	for _, accept := range []string{"application/json, text/event-stream", "text/event-stream"} {
-		b.Run("Streamable HTTP, Accept "+accept, func(b *testing.B) {
-			session := initSession(b, url)
+	for _, bc := range []struct{ accept, capabilities, name string }{
+		{"application/json, text/event-stream", `{}`, ""},
+		// A tool may ask such a client something during any call: its call becomes a
+		// stream only when the tool does.
+		{"application/json, text/event-stream", `{"roots":{}}`, ", a client that may be asked"},
+		{"text/event-stream", `{}`, ""},
+	} {
+		accept := bc.accept
+		b.Run("Streamable HTTP, Accept "+accept+bc.name, func(b *testing.B) {
+			hello := strings.Replace(initialize, `"capabilities":{}`, `"capabilities":`+bc.capabilities, 1)
+			x := do(b, "POST", url, map[string]string{"Accept": "application/json, text/event-stream"}, hello)
+			session := x.header.Get("Mcp-Session-Id")
+			if x.status != http.StatusOK || session == "" {
+				b.Fatalf("initialize: %d %s", x.status, x.body)
+			}
 			id := 1
 			b.ReportAllocs()
 			for b.Loop() {

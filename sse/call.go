@@ -334,8 +334,8 @@ func sessionLogLevel(sess *registry.Session) string {
 }
 
 // asksClient reports whether a session's client declared a capability a worker may
-// send it a request for (sampling, elicitation, roots): a call of such a client is
-// answered with a stream, on which those requests travel.
+// send it a request for (sampling, elicitation, roots): the tool of a call of such a
+// client is told the call's POST stream, on which those requests travel.
 func asksClient(sess *registry.Session) bool {
 	for _, c := range clientCapabilities(sess) {
 		if c == "sampling" || c == "elicitation" || c == "roots" {

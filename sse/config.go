@@ -49,7 +49,8 @@ type Config struct {
 	ResumeGrace time.Duration
 	// StreamAfter is how long a session's tools/call may run before its answer, to a
 	// client that takes either JSON or a stream, turns into a stream: a call that
-	// answers sooner is plain JSON (nothing kept in the event log); a longer one gets
+	// answers sooner, having sent its client nothing before (progress, a log message,
+	// a request of its tool), is plain JSON (nothing kept in the event log); a longer one gets
 	// a stream with a priming event, so that a client whose connection breaks
 	// resumes it with Last-Event-ID instead of losing the answer.
 	StreamAfter time.Duration

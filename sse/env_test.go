@@ -148,6 +148,7 @@ func (w *worker) serve(method string, msg *nats.Msg) {
 	subj := wire.DefaultSubjects
 	reqID := msg.Header.Get(wire.HeaderCallID)
 	session := msg.Header.Get(wire.HeaderSession)
+	post := msg.Header.Get(wire.HeaderPost)
 	select {
 	case w.sessions <- session:
 	default:
@@ -210,7 +211,7 @@ func (w *worker) serve(method string, msg *nats.Msg) {
 		b, _ := json.Marshal(map[string]any{"routed": args["region"], "count": args["count"]})
 		_ = msg.Respond(b)
 	case "confirm":
-		res, err := askClient(ctx, w.nc, session, "elicitation/create", map[string]any{
+		res, err := askClient(ctx, w.nc, session, post, "elicitation/create", map[string]any{
 			"message":         "Go ahead?",
 			"requestedSchema": map[string]any{"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}}},
 		})
@@ -220,7 +221,7 @@ func (w *worker) serve(method string, msg *nats.Msg) {
 		}
 		_ = msg.Respond(res)
 	case "ask":
-		res, err := askClient(ctx, w.nc, session, "sampling/createMessage", map[string]any{
+		res, err := askClient(ctx, w.nc, session, post, "sampling/createMessage", map[string]any{
 			"messages":  []any{map[string]any{"role": "user", "content": map[string]any{"type": "text", "text": "say hi"}}},
 			"maxTokens": 10,
 		})
@@ -240,14 +241,15 @@ func (w *worker) serve(method string, msg *nats.Msg) {
 }
 
 // askClient sends a request to the client of a kit session, as the worker SDK does
-// (workers.Call.Request), and returns the client's result.
-func askClient(ctx context.Context, nc *nats.Conn, session, method string, params any) (json.RawMessage, error) {
-	return askClientThen(ctx, nc, session, method, params, func() {})
+// (workers.Call.Request): on the stream of the call's POST when the call names one
+// (Tg-Post), else on the session's standalone stream; and returns the client's result.
+func askClient(ctx context.Context, nc *nats.Conn, session, post, method string, params any) (json.RawMessage, error) {
+	return askClientThen(ctx, nc, session, post, method, params, func() {})
 }
 
 // askClientThen is askClient that calls logged once the session's event log holds the
 // request, before it waits for the answer.
-func askClientThen(ctx context.Context, nc *nats.Conn, session, method string, params any, logged func()) (json.RawMessage, error) {
+func askClientThen(ctx context.Context, nc *nats.Conn, session, post, method string, params any, logged func()) (json.RawMessage, error) {
 	subj := wire.DefaultSubjects
 	id := "tg-" + nuid.Next()
 	body, err := wire.SessionRequest(id, method, params)
@@ -259,7 +261,11 @@ func askClientThen(ctx context.Context, nc *nats.Conn, session, method string, p
 		return nil, err
 	}
 	defer replies.Unsubscribe()
-	ack, err := nc.RequestWithContext(ctx, subj.SessionOut(testTool, session), body)
+	out := subj.SessionOut(testTool, session)
+	if post != "" {
+		out = subj.SessionPost(testTool, session, post)
+	}
+	ack, err := nc.RequestWithContext(ctx, out, body)
 	if err != nil {
 		return nil, err
 	}

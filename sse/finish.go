@@ -27,6 +27,11 @@ import (
 // before an edge replaying the stream does it instead.
 const answerGrace = time.Second
 
+// maxEarlyRecords is how many records of the tool's a call stream's request may
+// follow: what the tool sent before the stream opened, which was its first request
+// to the client (it waits for the answer) and perhaps that request's cancellation.
+const maxEarlyRecords = 16
+
 // finishStream runs beside the replay of the stream of post in sess until ctx ends
 // (the replay ended: it delivered the response, or the client left): it waits for the
 // tool's answer, or the call's deadline, and then for answerGrace, and puts the
@@ -96,14 +101,23 @@ func (s *Server) finishStream(ctx context.Context, sess *registry.Session, post 
 
 // loggedCall reads the request that began a call stream from the log: the request, as
 // an rpcRequest of sess, the method it calls, and its deadline, counted from when the
-// request was stored.
+// request was stored. The request is the stream's first record, or comes after the
+// few the tool put on the stream before it opened (callJSONOrStream).
 func (s *Server) loggedCall(ctx context.Context, sess *registry.Session, subject string) (*rpcRequest, *registry.Method, time.Time, error) {
-	m, err := s.events.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject))
-	if err != nil {
-		return nil, nil, time.Time{}, fmt.Errorf("sse: event log: read %s: %w", subject, err)
-	}
-	if m.Header.Get(headerEvent) != eventRequest {
-		return nil, nil, time.Time{}, fmt.Errorf("sse: event log: %s does not begin with its request", subject)
+	var m *jetstream.RawStreamMsg
+	for seq, n := uint64(1), 0; ; n++ {
+		var err error
+		m, err = s.events.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if err != nil {
+			return nil, nil, time.Time{}, fmt.Errorf("sse: event log: read %s: %w", subject, err)
+		}
+		if m.Header.Get(headerEvent) == eventRequest {
+			break
+		}
+		if m.Header.Get(headerOrigin) != "" || n == maxEarlyRecords {
+			return nil, nil, time.Time{}, fmt.Errorf("sse: event log: %s does not begin with its request", subject)
+		}
+		seq = m.Sequence + 1
 	}
 	msg, err := decodeMessage(m.Data)
 	req, ok := msg.(*jsonrpc.Request)

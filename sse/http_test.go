@@ -368,8 +368,7 @@ func TestAcceptTolerance(t *testing.T) {
 }
 
 // TestCallAnswerType: a client that takes either type gets a call's answer as plain
-// JSON when nothing else can come before it, and a stream when progress or log
-// messages may.
+// JSON when nothing came before it, and a stream when progress or log messages did.
 func TestCallAnswerType(t *testing.T) {
 	e := newEnv(t)
 	ed := e.startEdge(t, 0, nil)
@@ -396,8 +395,12 @@ func TestCallAnswerType(t *testing.T) {
 	if ct := answeredAs(`{"jsonrpc":"2.0","id":4,"method":"logging/setLevel","params":{"level":"debug"}}`); ct != "application/json" {
 		t.Fatalf("logging/setLevel answered as %s", ct)
 	}
-	if ct := answeredAs(strings.Replace(plain, `"id":2`, `"id":5`, 1)); ct != "text/event-stream" {
-		t.Fatalf("a call once the session set a log level answered as %s, want text/event-stream", ct)
+	if ct := answeredAs(strings.Replace(plain, `"id":2`, `"id":5`, 1)); ct != "application/json" {
+		t.Fatalf("a call that logged nothing, once the session set a log level, answered as %s, want application/json", ct)
+	}
+	const logs = `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"count","arguments":{"n":2}}}`
+	if ct := answeredAs(logs); ct != "text/event-stream" {
+		t.Fatalf("a call that logged, once the session set a log level, answered as %s, want text/event-stream", ct)
 	}
 }
 

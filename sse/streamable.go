@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -188,8 +189,8 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 	}
 	defer s.sustain(sess)()
 	if req.Method == methodToolsCall && accept.events {
-		if !accept.json || s.mayNotify(rr) {
-			s.streamCall(ctx, w, rr, raw, nil)
+		if !accept.json {
+			s.streamCall(ctx, w, rr, raw, nil, nil)
 			return
 		}
 		s.callJSONOrStream(ctx, w, accept, rr, raw)
@@ -200,8 +201,10 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 }
 
 // relayToolMessages writes to a call's stream the messages the tool put on it (its
-// requests to the client, related to the call) until the call finishes.
-func (s *Server) relayToolMessages(ctx context.Context, ew *eventWriter, sess *registry.Session, post string, f *follower, finished <-chan struct{}) {
+// requests to the client, related to the call), first (when not nil) and then what f
+// takes, until stop is closed; then it writes what f holds already, so that what the
+// tool sent before its answer goes before the answer.
+func (s *Server) relayToolMessages(ctx context.Context, ew *eventWriter, sess *registry.Session, post string, f *follower, first *nats.Msg, stop <-chan struct{}) {
 	deliver := func(rec record) bool {
 		if rec.header.Get(headerEvent) != "" || rec.header.Get(headerOrigin) != "" {
 			return false // this edge's own, written already, or a record that steers
@@ -209,14 +212,27 @@ func (s *Server) relayToolMessages(ctx context.Context, ew *eventWriter, sess *r
 		_ = ew.event(eventID{session: sess.ID, post: post, seq: rec.seq}.String(), "message", rec.data)
 		return false
 	}
+	take := func(m *nats.Msg) {
+		if _, err := f.take(ctx, m, deliver); err != nil && ctx.Err() == nil {
+			s.log.Warn("reading a call stream", "session", sess.ID, "err", err)
+		}
+	}
+	if first != nil {
+		take(first)
+	}
 	for {
 		select {
 		case m := <-f.live:
-			if _, err := f.take(ctx, m, deliver); err != nil && ctx.Err() == nil {
-				s.log.Warn("reading a call stream", "session", sess.ID, "err", err)
+			take(m)
+		case <-stop:
+			for {
+				select {
+				case m := <-f.live:
+					take(m)
+				default:
+					return
+				}
 			}
-		case <-finished:
-			return
 		case <-ctx.Done():
 			return
 		}
@@ -235,11 +251,89 @@ type handled struct {
 	err    error
 }
 
-// callJSONOrStream runs a tools/call whose client takes either type and to which
-// nothing can come before the answer: an answer within StreamAfter is plain JSON; a
-// call that runs longer gets a stream (primed with an event id), which its client
-// resumes with Last-Event-ID should the connection break while the call runs on.
+// A postStream is the stream of the POST of a session's tools/call: its subject in
+// the event log, and, for a call that runs before its stream opens (callJSONOrStream),
+// what opens it early.
+type postStream struct {
+	post, subject string
+	// f follows subject, from before the tool could put anything there: what the tool
+	// sends the client about the call (its requests) it puts there. nil when nothing
+	// follows it (the tool was not told of the stream).
+	f     *follower
+	first *nats.Msg // a record f took before the stream opened
+
+	noted    chan struct{} // a notification of the call came before the stream opened
+	opened   chan struct{} // closed once send is set, or once the call will not stream
+	settling sync.Once
+	send     func(msg []byte, final bool)
+}
+
+// newPostStream names a new POST stream of sess; with follow it follows the stream's
+// subject in the log from now on.
+func (s *Server) newPostStream(sess *registry.Session, follow bool) *postStream {
+	post := registry.NewID("")
+	ps := &postStream{post: post, subject: s.events.postSubject(sess.Tool, sess.ID, post), noted: make(chan struct{}, 1), opened: make(chan struct{})}
+	if follow {
+		f, err := s.events.follow(ps.subject)
+		if err != nil {
+			s.log.Warn("following a call stream", "session", sess.ID, "err", err)
+		} else {
+			ps.f = f
+		}
+	}
+	return ps
+}
+
+// settle sets how the call's notifications are sent: on the stream, or (nil) not at
+// all, the call answering without one.
+func (ps *postStream) settle(send func(msg []byte, final bool)) {
+	ps.settling.Do(func() {
+		ps.send = send
+		close(ps.opened)
+	})
+}
+
+// note sends a notification of the call (progress, a log message) on the stream,
+// once it is open; the first one opens it.
+func (ps *postStream) note(msg []byte) {
+	select {
+	case ps.noted <- struct{}{}:
+	default:
+	}
+	<-ps.opened
+	if ps.send != nil {
+		ps.send(msg, false)
+	}
+}
+
+// pending reports whether the tool put something on the stream that is not yet
+// written.
+func (ps *postStream) pending() bool { return ps.f != nil && len(ps.f.live) > 0 }
+
+// stop ends the following of the stream's subject.
+func (ps *postStream) stop() {
+	if ps.f != nil {
+		ps.f.stop()
+	}
+}
+
+// callJSONOrStream runs a session's tools/call whose client takes either type. An
+// answer that comes first within StreamAfter is plain JSON, with nothing in the event
+// log. The call turns into a stream (primed with an event id; its client resumes it
+// with Last-Event-ID should the connection break while the call runs on) when it runs
+// longer, or as soon as it has something for the client before its answer: progress,
+// a log message, or a request of the tool (sampling, elicitation, roots; a client that
+// declared one has its call's tool told of the stream, whose subject this edge
+// follows), which then go on the stream in the order they came, the answer last.
 func (s *Server) callJSONOrStream(reqCtx context.Context, w http.ResponseWriter, accept accepts, rr *rpcRequest, raw []byte) {
+	var ps *postStream
+	if s.mayNotify(rr) {
+		ps = s.newPostStream(rr.sess, asksClient(rr.sess))
+		rr.notify = ps.note
+		if ps.f != nil {
+			rr.post = ps.post
+		}
+	}
 	// The call must outlive the POST once it streams, so it runs on the server's
 	// context and is cancelled here while it answers with JSON.
 	ctx, cancel := context.WithCancel(s.ctx)
@@ -248,28 +342,60 @@ func (s *Server) callJSONOrStream(reqCtx context.Context, w http.ResponseWriter,
 		result, err := s.handle(ctx, rr)
 		done <- handled{result, err}
 	}()
+	call := &running{cancel: cancel, done: done}
+	var live <-chan *nats.Msg
+	var noted <-chan struct{}
+	if ps != nil {
+		noted = ps.noted
+		if ps.f != nil {
+			live = ps.f.live
+		}
+	}
 	timer := time.NewTimer(s.cfg.StreamAfter)
 	defer timer.Stop()
 	select {
 	case h := <-done:
-		cancel()
-		s.answer(w, accept, rr.req.ID, h.result, h.err)
+		if ps == nil || !ps.pending() {
+			cancel()
+			if ps != nil {
+				ps.settle(nil)
+				ps.stop()
+			}
+			s.answer(w, accept, rr.req.ID, h.result, h.err)
+			return
+		}
+		// The tool put something on the stream before it answered: the answer
+		// follows it there.
+		again := make(chan handled, 1)
+		again <- h
+		call.done = again
+	case m := <-live:
+		ps.first = m
+	case <-noted:
 	case <-reqCtx.Done():
 		// The client left before a stream it could resume was opened: that is a
 		// cancellation.
 		cancel()
+		if ps != nil {
+			ps.settle(nil)
+			defer ps.stop()
+		}
 		<-done
+		return
 	case <-timer.C:
-		s.streamCall(reqCtx, w, rr, raw, &running{cancel: cancel, done: done})
 	}
+	if ps == nil {
+		ps = s.newPostStream(rr.sess, false)
+	}
+	s.streamCall(reqCtx, w, rr, raw, call, ps)
 }
 
 // mayNotify reports whether a session's tools/call may send its client anything
 // before the answer: progress, when the call carries a progressToken, or log
 // messages, once the session set a level; or requests of the tool (sampling,
 // elicitation, roots), when the client declared a capability for one, which travel
-// on the call's stream. A call that cannot is answered with plain JSON to a client
-// that takes it: no stream, so nothing to keep in the event log for a resume.
+// on the call's stream. A call that cannot is answered without a stream unless it
+// runs past StreamAfter, and costs nothing to watch.
 func (s *Server) mayNotify(rr *rpcRequest) bool {
 	params, err := rr.callParams()
 	if err != nil {
@@ -342,27 +468,38 @@ func (s *Server) awaitResume(subject string, from uint64, finished <-chan struct
 // cancellation). A client that is gone and does not resume within ResumeGrace has
 // gone away: its call is cancelled.
 //
-// call, when not nil, is the call already running, answered on the stream from now
-// on; else streamCall starts it.
-func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *rpcRequest, raw []byte, call *running) {
+// call, when not nil, is the call already running on ps (callJSONOrStream), answered
+// on the stream from now on; else streamCall starts it, on a new stream.
+func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *rpcRequest, raw []byte, call *running, ps *postStream) {
 	sess := rr.sess
-	post := registry.NewID("")
-	subject := s.events.postSubject(sess.Tool, sess.ID, post)
+	if ps == nil {
+		ps = s.newPostStream(sess, true)
+	}
+	post, subject := ps.post, ps.subject
 
 	actx, cancel := s.detached()
 	start, err := s.events.appendRecord(actx, subject, raw, nats.Header{headerEvent: {eventRequest}}, "")
 	cancel()
 	if err != nil {
 		s.log.Error("opening a call stream", "session", sess.ID, "err", err)
+		ps.settle(nil)
 		if call != nil {
 			call.cancel()
 			<-call.done
 		}
+		ps.stop()
 		s.refuse(w, http.StatusServiceUnavailable, "the event log is unavailable; retry")
 		return
 	}
 	ew := startEvents(w, http.StatusOK)
-	_ = ew.prime(eventID{session: sess.ID, post: post, seq: start}.String(), s.cfg.RetryAfter)
+	// A client resuming from the priming event gets what came after it. A call that
+	// ran before its stream opened may have had the tool put records on the stream
+	// before its request record: they come after the stream's start.
+	at := start
+	if call != nil && ps.f != nil {
+		at = 0
+	}
+	_ = ew.prime(eventID{session: sess.ID, post: post, seq: at}.String(), s.cfg.RetryAfter)
 	send := func(msg []byte, final bool) {
 		ctx, cancel := s.detached()
 		defer cancel()
@@ -380,15 +517,6 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 		}
 		_ = ew.event(id, "message", msg)
 	}
-	// What the tool sends the client about the call (its requests) it publishes on
-	// the stream's subject; this edge writes it as the log stores it, following it
-	// from before the call starts.
-	f, err := s.events.follow(subject)
-	if err != nil {
-		s.log.Warn("following a call stream", "session", sess.ID, "err", err)
-	} else {
-		f.next = start + 1
-	}
 	if call == nil {
 		rr.notify = func(msg []byte) { send(msg, false) }
 		rr.replyTo = s.subj.StreamAnswer(sess.Tool, sess.ID, post) // an edge logs it at replySubject
@@ -401,6 +529,7 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 		}()
 		call = &running{cancel: cancel, done: done}
 	}
+	ps.settle(send)
 
 	// The call outlives the POST's connection by up to ResumeGrace. One goroutine
 	// keeps the stream alive while the client is there, and waits for it to resume
@@ -410,19 +539,21 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 	var abandoned atomic.Bool
 	finished := make(chan struct{})
 	watched := make(chan struct{})
-	relayed := make(chan struct{})
 	defer func() {
 		close(finished)
 		<-watched // no keep-alive after the handler returns
-		<-relayed
 	}()
-	if f == nil {
+	// What the tool sends the client about the call (its requests) it publishes on
+	// the stream's subject; this edge writes it as the log stores it.
+	answered := make(chan struct{})
+	relayed := make(chan struct{})
+	if ps.f == nil {
 		close(relayed)
 	} else {
+		defer ps.f.stop()
 		go func() {
 			defer close(relayed)
-			defer f.stop()
-			s.relayToolMessages(s.ctx, ew, sess, post, f, finished)
+			s.relayToolMessages(s.ctx, ew, sess, post, ps.f, ps.first, answered)
 		}()
 	}
 	go func() {
@@ -446,6 +577,8 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 	}()
 
 	h := <-call.done
+	close(answered)
+	<-relayed
 	result, err := h.result, h.err
 	s.log.Debug("answer", "session", sess.ID, "id", rr.req.ID.Raw(), "err", err)
 	switch {

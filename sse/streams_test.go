@@ -184,7 +184,7 @@ func TestStreamGetsWhatCameWhileNoneWasOpen(t *testing.T) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 			defer cancel()
-			_, err := askClientThen(ctx, e.worker.nc, session, "roots/list", map[string]any{"what": what}, func() { close(logged) })
+			_, err := askClientThen(ctx, e.worker.nc, session, "", "roots/list", map[string]any{"what": what}, func() { close(logged) })
 			done <- err
 		}()
 		select {

@@ -27,20 +27,20 @@ func TestMain(m *testing.M) {
 
 // env is one NATS server with the registry on it, and a caller's connection.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	url   string
 	nc    *nats.Conn
 	store *registry.Store
 	view  *registry.View
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	srv := testenv.Server(t)
 	return newEnvAt(t, srv.ClientURL())
 }
 
-func newEnvAt(t *testing.T, url string) *env {
+func newEnvAt(t testing.TB, url string) *env {
 	t.Helper()
 	nc := testenv.Conn(t, url)
 	store := testenv.Store(t, nc, 1)

@@ -133,7 +133,7 @@ func (w *Worker) request(ctx context.Context, session, post, method string, para
 	}
 
 	// Subscribe before sending so that a fast answer is not missed.
-	replies, err := w.nc.SubscribeSync(subj.SessionReply(w.tool.ID, session, id))
+	replies, err := wire.SubscribeReplies(w.nc, subj.SessionReply(w.tool.ID, session, id))
 	if err != nil {
 		return nil, fmt.Errorf("workers: %s: subscribe: %w", method, err)
 	}
@@ -149,7 +149,7 @@ func (w *Worker) request(ctx context.Context, session, post, method string, para
 		}
 		return nil, fmt.Errorf("workers: %s: send: %w", method, err)
 	}
-	answer, err := replies.NextMsgWithContext(ctx)
+	answer, err := replies.Next(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			w.cancelRequest(ctx, session, post, id)

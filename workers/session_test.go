@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -113,4 +115,41 @@ func TestCallRequestAsksTheSessionsClient(t *testing.T) {
 			t.Fatal("no notifications/cancelled")
 		}
 	})
+}
+
+// BenchmarkCallRequest is a call whose handler asks its session's client something
+// once (Call.Request), answered at once: what a worker's request to its client costs
+// the worker, with the edge's side (storing the request, relaying the client's
+// answer) played by a subscriber on the caller's connection.
+func BenchmarkCallRequest(b *testing.B) {
+	e := newEnv(b)
+	ask := workers.Method{Name: "ask", Handler: func(ctx context.Context, c *workers.Call) (any, error) {
+		_, err := c.Request(ctx, "sampling/createMessage", map[string]any{"maxTokens": 1})
+		return map[string]any{}, err
+	}}
+	e.start(workers.Tool{ID: "asker"}, []workers.Method{ask})
+	subj := wire.DefaultSubjects
+	if _, err := e.nc.Subscribe(subj.SessionOut("asker", "sess-bench"), func(m *nats.Msg) {
+		var req struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(m.Data, &req)
+		_ = m.Respond([]byte(`{"stream":"tg-mcp-events","seq":1}`))
+		_ = e.nc.Publish(subj.SessionReply("asker", "sess-bench", req.ID), []byte(`{"jsonrpc":"2.0","id":"`+req.ID+`","result":{}}`))
+	}); err != nil {
+		b.Fatal(err)
+	}
+	if err := e.nc.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	req := &wire.Request{Tool: "asker", Method: "ask", CallID: "bench", RequestID: "bench", Session: "sess-bench",
+		ClientCapabilities: []string{"sampling"}, Data: []byte(`{}`)}
+	b.ReportAllocs()
+	for b.Loop() {
+		req.Deadline = time.Now().Add(testenv.Patience)
+		r, err := bus.Do(context.Background(), e.nc, subj, req)
+		if err != nil || r.Status != 200 {
+			b.Fatal(r, err)
+		}
+	}
 }

@@ -230,6 +230,57 @@ func TestBridgedSamplingOnThePostStream(t *testing.T) {
 	}
 }
 
+// TestBridgedCallsStreamOnlyWhenTheServerAsks: the go-sdk client, in a session of
+// 2025-11-25, declares roots (its default) and sampling, so the bridged server may ask
+// it something during any call. A call of echo, which asks nothing, is answered as
+// application/json, and nothing of it is kept in the event log; a call of
+// test_sampling gets the server's request on the stream of its own POST.
+func TestBridgedCallsStreamOnlyWhenTheServerAsks(t *testing.T) {
+	t.Setenv(mcpfixture.ChildEnv, "stdio")
+	dev, link := bridgedLink(t, "fixture", "--sessions", "1", "--", os.Args[0], "-test.run=^$")
+	ctx, cancel := context.WithTimeout(testenv.Context(t), 60*time.Second)
+	defer cancel()
+	rec := &testenv.CallRecorder{}
+	c := mcp.NewClient(&mcp.Implementation{Name: "roots-and-sampling", Version: "1"}, &mcp.ClientOptions{
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "4 from go-sdk"}}, nil
+		},
+	})
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: link, HTTPClient: &http.Client{Transport: rec}},
+		&mcp.ClientSessionOptions{ProtocolVersion: sessionRevision})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	nc := testenv.Conn(t, dev.natsURL)
+
+	// A call that runs longer than the edge's --mcp-stream-after (the first starts
+	// the session's server process) becomes a stream all the same.
+	testenv.WaitFor(t, "a call of echo answered as application/json", func() bool {
+		before := testenv.PostRecords(t, nc, "fixture", cs.ID())
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "quick"}})
+		if err != nil || res.IsError || !strings.Contains(toolText(res), "quick") {
+			t.Fatalf("echo: %+v, %v", res, err)
+		}
+		if rec.Last(t).ContentType != "application/json" {
+			return false
+		}
+		if n := testenv.PostRecords(t, nc, "fixture", cs.ID()); n != before {
+			t.Fatalf("the event log keeps %d more records of the session's POST streams after a call answered with JSON, want none", n-before)
+		}
+		return true
+	})
+
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "test_sampling", Arguments: map[string]any{"prompt": "2+2?"}})
+	if err != nil || res.IsError || !strings.Contains(toolText(res), "LLM response: 4 from go-sdk") {
+		t.Fatalf("test_sampling: %+v, %v", res, err)
+	}
+	got := rec.Last(t)
+	if got.ContentType != "text/event-stream" || !strings.Contains(got.Body(), `"method":"sampling/createMessage"`) {
+		t.Fatalf("a call whose server asked the client was answered as %s carrying %q, want the sampling request on its stream", got.ContentType, got.Body())
+	}
+}
+
 // startMCPGo starts an mcp-go client on tr and initializes its session at
 // sessionRevision; the client closes with the test.
 func startMCPGo(t *testing.T, ctx context.Context, tr mcpgotransport.Interface, opts ...mcpgo.ClientOption) *mcpgo.Client {
@@ -257,15 +308,7 @@ func (sampler) CreateMessage(_ context.Context, _ mcpgotypes.CreateMessageReques
 	}, nil
 }
 
-func toolText(res *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String()
-}
+func toolText(res *mcp.CallToolResult) string { return testenv.ToolText(res) }
 
 func itoa(n int) string {
 	b, _ := json.Marshal(n)

@@ -393,7 +393,7 @@ func (b *Bridge) transport(s *session) (mcp.Transport, *exec.Cmd, *lineLog) {
 	cmd.Stderr = stderr
 	// A grandchild that keeps stderr open must not keep the restart waiting.
 	cmd.WaitDelay = 2 * time.Second
-	t := &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+	t := &stdioTransport{cmd: cmd, terminate: 2 * time.Second}
 	return observed{Transport: t, see: func(msg jsonrpc.Message) { b.observe(s, msg) }, sent: s.raw.sent, opened: func(c *observedConn) {
 		b.mu.Lock()
 		s.conn = c

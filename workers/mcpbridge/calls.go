@@ -49,6 +49,21 @@ func argumentsOf(c *workers.Call) json.RawMessage {
 
 // callOn sends tools/call on in's session and answers with the server's result.
 func (b *Bridge) callOn(ctx context.Context, in *inflight, params *mcp.CallToolParams) (any, error) {
+	if conn := b.rawConn(in); conn != nil {
+		// The bridge answers with the server's result as it is: the SDK's client
+		// would decode it into its types only for the bridge to throw them away.
+		body, err := json.Marshal(params)
+		if err != nil {
+			return nil, fmt.Errorf("encode the call's params: %w", err)
+		}
+		// A call whose caller follows its progress takes its result only after the
+		// notifications the server sent before it.
+		res, err := conn.rawCall(ctx, "tools/call", body, in.token == "")
+		if err != nil {
+			return nil, upstreamError(ctx, err)
+		}
+		return workers.MCPResult(res), nil
+	}
 	rctx, sink := withRaw(ctx)
 	res, err := in.cs.CallTool(rctx, params)
 	in.s.raw.forget(sink)
@@ -63,6 +78,19 @@ func (b *Bridge) callOn(ctx context.Context, in *inflight, params *mcp.CallToolP
 		return nil, fmt.Errorf("encode the server's result: %w", err)
 	}
 	return workers.MCPResult(body), nil
+}
+
+// rawConn is the connection the bridge writes in's tools/call on itself: a stdio
+// server's, in a session of a revision that has sessions (at StatelessRevision the
+// SDK's client puts what the revision asks for in every request). nil when the SDK's
+// client makes the call.
+func (b *Bridge) rawConn(in *inflight) *observedConn {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if in.s.revision == StatelessRevision {
+		return nil
+	}
+	return in.s.conn
 }
 
 // acquire picks the session c runs on, and counts c as running on it: the upstream

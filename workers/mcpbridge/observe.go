@@ -73,11 +73,15 @@ type observed struct {
 }
 
 func (t observed) Connect(ctx context.Context) (mcp.Connection, error) {
+	oc := &observedConn{see: t.see, sent: t.sent, waits: map[string]*rawWait{}, closed: make(chan struct{})}
+	if st, ok := t.Transport.(*stdioTransport); ok {
+		st.divert = oc.divert
+	}
 	c, err := t.Transport.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	oc := &observedConn{Connection: c, see: t.see, sent: t.sent, waits: map[string]chan *jsonrpc.Response{}}
+	oc.Connection = c
 	if t.opened != nil {
 		t.opened(oc)
 	}
@@ -90,7 +94,10 @@ type observedConn struct {
 	sent func(context.Context, jsonrpc.Message)
 
 	mu    sync.Mutex
-	waits map[string]chan *jsonrpc.Response // the bridge's own requests, by id
+	waits map[string]*rawWait // the bridge's own requests, by id
+
+	closed  chan struct{} // closed once a read failed: no response comes any more
+	closing sync.Once
 }
 
 func (c *observedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
@@ -102,16 +109,17 @@ func (c *observedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		msg, err := c.Connection.Read(ctx)
 		if err != nil {
+			c.closing.Do(func() { close(c.closed) })
 			return msg, err
 		}
 		if resp, ok := msg.(*jsonrpc.Response); ok {
 			if id, ok := resp.ID.Raw().(string); ok && strings.HasPrefix(id, rawIDPrefix) {
 				c.mu.Lock()
-				ch := c.waits[id]
+				w := c.waits[id]
 				delete(c.waits, id)
 				c.mu.Unlock()
-				if ch != nil {
-					ch <- resp // buffered for one
+				if w != nil {
+					w.ch <- resp // buffered for one
 				}
 				continue // the bridge's own: the SDK never asked
 			}
@@ -124,9 +132,37 @@ func (c *observedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 // rawIDPrefix starts the ids of the bridge's own requests; the SDK's ids are numbers.
 const rawIDPrefix = "tg-raw-"
 
-// rawCall makes a request the SDK has no method for (the tasks of 2025-11-25) on the
-// connection, with params as they are, and returns the server's result as it is.
-func (c *observedConn) rawCall(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+// rawWait is a request of the bridge's own awaiting its response.
+type rawWait struct {
+	ch chan *jsonrpc.Response // buffered for one
+	// early: the response may reach the request as soon as it is read (divert),
+	// ahead of the messages read before it, which then go on to the SDK: nothing the
+	// server sends about the request (progress, log messages) is followed.
+	early bool
+}
+
+// divert hands a response read from a stdio server to the request of the bridge's own
+// awaiting it, if that takes it early, and reports whether it did.
+func (c *observedConn) divert(resp *jsonrpc.Response) bool {
+	id, _ := resp.ID.Raw().(string)
+	c.mu.Lock()
+	w := c.waits[id]
+	if w == nil || !w.early {
+		c.mu.Unlock()
+		return false
+	}
+	delete(c.waits, id)
+	c.mu.Unlock()
+	w.ch <- resp
+	return true
+}
+
+// rawCall makes a request on the connection, with params as they are, and returns the
+// server's result as it is, which the SDK never sees: a request the SDK has no method
+// for (the tasks of 2025-11-25), or one whose result the bridge passes on untouched
+// (tools/call). With early, nothing the server sends about the request before its
+// response is followed, so the response may be taken as soon as it is read.
+func (c *observedConn) rawCall(ctx context.Context, method string, params json.RawMessage, early bool) (json.RawMessage, error) {
 	id := rawIDPrefix + nuid.Next()
 	jid, err := jsonrpc.MakeID(id)
 	if err != nil {
@@ -134,7 +170,7 @@ func (c *observedConn) rawCall(ctx context.Context, method string, params json.R
 	}
 	ch := make(chan *jsonrpc.Response, 1)
 	c.mu.Lock()
-	c.waits[id] = ch
+	c.waits[id] = &rawWait{ch: ch, early: early}
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
@@ -144,12 +180,22 @@ func (c *observedConn) rawCall(ctx context.Context, method string, params json.R
 	if err := c.Connection.Write(ctx, &jsonrpc.Request{ID: jid, Method: method, Params: params}); err != nil {
 		return nil, err
 	}
-	select {
-	case resp := <-ch:
+	answered := func(resp *jsonrpc.Response) (json.RawMessage, error) {
 		if resp.Error != nil {
 			return nil, resp.Error
 		}
 		return resp.Result, nil
+	}
+	select {
+	case resp := <-ch:
+		return answered(resp)
+	case <-c.closed:
+		select {
+		case resp := <-ch: // read before the connection failed
+			return answered(resp)
+		default:
+			return nil, fmt.Errorf("%s: the connection to the server closed before its answer", method)
+		}
 	case <-ctx.Done():
 		_ = c.Connection.Write(context.WithoutCancel(ctx), &jsonrpc.Request{Method: "notifications/cancelled",
 			Params: json.RawMessage(fmt.Sprintf(`{"requestId":%q,"reason":"the caller left"}`, id))})

@@ -225,7 +225,7 @@ func (b *Bridge) rawRequest(ctx context.Context, c *workers.Call, method string)
 	if len(params) == 0 {
 		params = json.RawMessage("{}")
 	}
-	res, err := conn.rawCall(ctx, method, params)
+	res, err := conn.rawCall(ctx, method, params, false)
 	if err != nil {
 		return nil, rpcError(ctx, err)
 	}
