@@ -62,6 +62,11 @@ const (
 	CodeToolTimeout          = "tool_timeout"
 )
 
+// DetailJSONRPCError is the code of a tool_error's detail when the tool answered with
+// a JSON-RPC error (a bridged MCP server's): its data is that error, {code, message,
+// data?}.
+const DetailJSONRPCError = "mcp_error"
+
 // UnavailableRetryAfter is the Retry-After of a tool_unavailable answer: workers come
 // back on their own time, so a short wait before trying again is all the edge can say.
 const UnavailableRetryAfter = time.Second
@@ -111,6 +116,7 @@ func classify(err error) answer {
 		ve  *registry.ValidationError
 		rl  *gateway.RateLimitedError
 		te  *wire.ToolError
+		re  *wire.RPCError
 		mbe *http.MaxBytesError
 	)
 	switch {
@@ -156,6 +162,17 @@ func classify(err error) answer {
 			d.Data = te.Data
 		}
 		return answer{status: status, code: CodeToolError, message: "the tool failed", details: []any{d}}
+	case errors.As(err, &re):
+		// A JSON-RPC error, which an MCP client gets as it is (a bridged server's):
+		// to an HTTP caller the tool's error, its parameters refused or its server's
+		// error, with the JSON-RPC error whole as the data.
+		if re.Code == wire.RPCInvalidParams {
+			return answer{status: http.StatusBadRequest, code: CodeToolError, message: "the tool failed",
+				details: []any{ToolErrorDetail{Code: CodeInvalidParams, Message: re.Message}}}
+		}
+		data, _ := json.Marshal(re)
+		return answer{status: http.StatusBadGateway, code: CodeToolError, message: "the tool failed",
+			details: []any{ToolErrorDetail{Code: DetailJSONRPCError, Message: re.Message, Data: data}}}
 	case errors.Is(err, bus.ErrNoResponders):
 		return answer{status: http.StatusServiceUnavailable, code: CodeToolUnavailable,
 			message: "no worker of the tool is running", retryAfter: UnavailableRetryAfter}

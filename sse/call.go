@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -22,12 +21,18 @@ import (
 
 // callTool runs a tools/call down the gateway's call path. Progress and log
 // notifications of the worker are relayed to the client as they come; a failure of
-// the call is an isError result, a request that names no tool a JSON-RPC error.
+// the call is an isError result, a request that names no tool a JSON-RPC error, and
+// so is the tool's own JSON-RPC error.
 //
 // The result is a toolResult, or, when the worker answered with a CallToolResult
 // itself (a bridged MCP server does), that result's JSON as the worker sent it.
 func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 	res, err := s.runTool(ctx, r)
+	if re := (*wire.RPCError)(nil); errors.As(err, &re) {
+		// The tool answered with a JSON-RPC error (a bridged server's): the client
+		// gets that error, as it would from the server, not an isError result.
+		return nil, workerRPCError(re, r.modern)
+	}
 	if err != nil || !r.modern {
 		return res, err
 	}
@@ -235,9 +240,6 @@ func replyInstance(reply *wire.Reply) string {
 // (finishStream) make the same answer from the same reply.
 func toolAnswer(tool string, m *registry.Method, reply *wire.Reply, err error) (any, error) {
 	if err != nil {
-		if pe := missingCapability(err); pe != nil {
-			return nil, pe
-		}
 		if text, ok := toolFailure(tool, m.Name, err); ok {
 			return newToolResult(text, true), nil
 		}
@@ -251,31 +253,6 @@ func toolAnswer(tool string, m *registry.Method, reply *wire.Reply, err error) (
 		res.StructuredContent = json.RawMessage(reply.Data)
 	}
 	return res, nil
-}
-
-// missingCapability is a bridged server's refusal of a call whose client did not
-// declare a capability the call needs (-32021: a tool that needs the tasks extension),
-// as the JSON-RPC error the client must get rather than a failure of the tool; nil
-// for any other error. The bridge sends the server's error as the data of its
-// mcp_error.
-func missingCapability(err error) *protocolError {
-	var te *wire.ToolError
-	if !errors.As(err, &te) || te.Code != "mcp_error" || !bytes.Contains(te.Data, []byte("-32021")) {
-		return nil
-	}
-	var sent struct {
-		Code    int64           `json:"code"`
-		Message string          `json:"message"`
-		Data    json.RawMessage `json:"data"`
-	}
-	if json.Unmarshal(te.Data, &sent) != nil || sent.Code != codeMissingCapability {
-		return nil
-	}
-	pe := &protocolError{code: codeMissingCapability, status: http.StatusBadRequest, message: sent.Message}
-	if len(sent.Data) > 0 && string(sent.Data) != "null" {
-		pe.data = sent.Data
-	}
-	return pe
 }
 
 // toolResult is the CallToolResult of a call: the tool's answer as text content,

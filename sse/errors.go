@@ -92,6 +92,34 @@ func unsupportedVersion(requested string) error {
 	}
 }
 
+// workerRPCError is a JSON-RPC error a tool's worker answered with (a bridged
+// server's own, say), as the client gets it: the same code, message and data. At
+// 2026-07-28 it comes with the HTTP status that revision gives its code; before, a
+// JSON-RPC error is answered with 200.
+func workerRPCError(e *wire.RPCError, modern bool) error {
+	pe := &protocolError{code: e.Code, status: http.StatusOK, message: e.Message}
+	if modern {
+		pe.status = modernErrorStatus(e.Code)
+	}
+	if len(e.Data) > 0 && json.Valid(e.Data) {
+		pe.data = json.RawMessage(e.Data)
+	}
+	return pe
+}
+
+// modernErrorStatus is the HTTP status 2026-07-28 gives a JSON-RPC error of code
+// (SEP-2575): 404 for an unknown method, 400 for invalid params, an unsupported
+// protocol version, a header mismatch or a missing client capability; 200 for the rest.
+func modernErrorStatus(code int64) int {
+	switch code {
+	case jsonrpc.CodeMethodNotFound:
+		return http.StatusNotFound
+	case jsonrpc.CodeInvalidParams, codeUnsupportedProtocolVersion, codeHeaderMismatch, codeMissingCapability:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
+}
+
 // methodNotFound is answered with 404 on 2026-07-28, where the status tells an
 // unknown method from a missing endpoint; the older transports answer it with 200.
 func methodNotFound(method string, status int) error {
@@ -104,6 +132,7 @@ func methodNotFound(method string, status int) error {
 func rpcError(err error) *jsonrpc.Error {
 	var pe *protocolError
 	var limit *SessionLimitError
+	var re *wire.RPCError
 	switch {
 	case errors.As(err, &pe):
 		e := &jsonrpc.Error{Code: pe.code, Message: pe.message}
@@ -122,6 +151,12 @@ func rpcError(err error) *jsonrpc.Error {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "session not found: it ended or expired; initialize a new one"}
 	case errors.Is(err, context.Canceled):
 		return &jsonrpc.Error{Code: codeCancelled, Message: "request cancelled: " + err.Error()}
+	case errors.As(err, &re):
+		e := &jsonrpc.Error{Code: re.Code, Message: re.Message}
+		if len(re.Data) > 0 && json.Valid(re.Data) {
+			e.Data = re.Data
+		}
+		return e
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error: " + err.Error()}
 }

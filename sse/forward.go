@@ -63,7 +63,7 @@ func (s *Server) forwards(r *rpcRequest) bool {
 
 // forward sends r to the tool's workers through the gateway (visibility, rate,
 // timeout) on tg.mcp.<tool> and returns their result as it is. A worker's JSON-RPC
-// error reaches the client unchanged: its code travels as a number.
+// error reaches the client unchanged: its code travels as a number (workerRPCError).
 //
 // At 2026-07-28, a prompt or resource of the tool's server may ask for input: its
 // input_required result reaches the client with its requestState sealed, as a
@@ -106,11 +106,7 @@ func (s *Server) forward(ctx context.Context, r *rpcRequest) (json.RawMessage, e
 	case errors.Is(err, gateway.ErrInvalidJSON):
 		return nil, invalidParams("%s: params must be a JSON object", r.req.Method)
 	case errors.As(err, &re):
-		pe := &protocolError{code: re.Code, status: http.StatusOK, message: re.Message}
-		if len(re.Data) > 0 {
-			pe.data = re.Data
-		}
-		return nil, pe
+		return nil, workerRPCError(re, r.modern)
 	case errors.As(err, &te):
 		// Not the answer of an MCP handler (the SDK answers tg.mcp requests with
 		// JSON-RPC errors): the tool failed before its handler could answer.

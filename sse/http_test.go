@@ -751,7 +751,9 @@ func TestResultsInTheShapeOfTheirRevision(t *testing.T) {
 	discovered := fields(do(t, "POST", url, h, body))
 	var discoverCaps map[string]json.RawMessage
 	_ = json.Unmarshal(discovered["capabilities"], &discoverCaps)
-	if _, ok := discoverCaps["tasks"]; ok || string(discoverCaps["resources"]) != `{}` || string(discoverCaps["prompts"]) != `{}` ||
+	// Resource subscriptions and the tasks of 2025-11-25 are gone at 2026-07-28; the
+	// list changes the tool declared stay (its workers tell them, wire ListChanged).
+	if _, ok := discoverCaps["tasks"]; ok || string(discoverCaps["resources"]) != `{"listChanged":true}` || string(discoverCaps["prompts"]) != `{"listChanged":true}` ||
 		string(discoverCaps["extensions"]) != `{"io.example/thing":{}}` {
 		t.Errorf("server/discover declares %s", discovered["capabilities"])
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -94,7 +95,7 @@ func (s *Server) announceToolChanges() {
 		case <-s.changes.wake:
 		}
 		for tool, key := range s.changes.take() {
-			s.listeners.notify(tool)
+			s.listeners.notify(tool, wire.ListTools)
 			for _, id := range s.index.ofTool(tool) {
 				ctx, cancel := s.detached()
 				_, err := s.events.appendRecord(ctx, s.events.standaloneSubject(tool, id), msg, nil, "tools-changed."+id+"."+key)

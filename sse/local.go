@@ -126,39 +126,61 @@ func (s *streamSet) end(session string) {
 // by tool. They have no session and no event log: a change is told to them directly.
 type listenerSet struct {
 	mu     sync.Mutex
-	byTool map[string]map[chan struct{}]struct{}
+	byTool map[string]map[*listener]struct{}
+}
+
+// listener is one subscriptions/listen stream: the lists that changed since it last
+// took them, and a wake-up when one did.
+type listener struct {
+	wake    chan struct{}
+	mu      sync.Mutex
+	changed map[string]bool // wire.ListTools, ...
+}
+
+// take returns the lists that changed since the last take.
+func (l *listener) take() map[string]bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.changed
+	l.changed = map[string]bool{}
+	return c
 }
 
 func newListenerSet() *listenerSet {
-	return &listenerSet{byTool: map[string]map[chan struct{}]struct{}{}}
+	return &listenerSet{byTool: map[string]map[*listener]struct{}{}}
 }
 
-// add registers a listener on tool; its channel receives a value when the tool
-// changes (changes in quick succession may arrive as one).
-func (l *listenerSet) add(tool string) (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
+// add registers a listener on tool; its wake channel receives a value when one of the
+// tool's lists changes (changes in quick succession may arrive as one), and take says
+// which.
+func (l *listenerSet) add(tool string) (*listener, func()) {
+	ln := &listener{wake: make(chan struct{}, 1), changed: map[string]bool{}}
 	l.mu.Lock()
 	if l.byTool[tool] == nil {
-		l.byTool[tool] = map[chan struct{}]struct{}{}
+		l.byTool[tool] = map[*listener]struct{}{}
 	}
-	l.byTool[tool][ch] = struct{}{}
+	l.byTool[tool][ln] = struct{}{}
 	l.mu.Unlock()
-	return ch, func() {
+	return ln, func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		delete(l.byTool[tool], ch)
+		delete(l.byTool[tool], ln)
 		if len(l.byTool[tool]) == 0 {
 			delete(l.byTool, tool)
 		}
 	}
 }
 
-func (l *listenerSet) notify(tool string) {
+// notify tells the listeners on tool that its list changed.
+func (l *listenerSet) notify(tool, list string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for ch := range l.byTool[tool] {
+	for ln := range l.byTool[tool] {
+		ln.mu.Lock()
+		ln.changed[list] = true
+		ln.mu.Unlock()
 		select {
-		case ch <- struct{}{}:
+		case ln.wake <- struct{}{}:
 		default:
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/internal/mcphttp"
 	"github.com/toolgate/toolgate/registry"
 )
@@ -56,13 +57,19 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, p registry.
 		}
 		s.listen(w, r, rr)
 	case req.Method == methodToolsCall && accept.events:
-		ew := startEvents(w, http.StatusOK)
-		defer s.keepAlive(ew)()
+		// The stream begins with the call's first notification: a call refused
+		// before one (a JSON-RPC error of its tool's server) is answered with the
+		// HTTP status this revision gives that error.
+		ew := deferEvents(w)
+		stopKeepAlive := s.keepAlive(ew)
 		rr.notify = func(msg []byte) { _ = ew.event("", "message", msg) }
 		result, err := s.handle(ctx, rr)
+		stopKeepAlive()
 		switch {
 		case ctx.Err() != nil:
 			// The client closed the stream, which cancelled the request.
+		case err != nil && httpStatus(err) != http.StatusOK && ew.takeOver():
+			writeRPCError(w, req.ID, err)
 		case err != nil:
 			_ = ew.event("", "message", encodeError(req.ID, rpcError(err)))
 		default:
@@ -119,8 +126,10 @@ func checkModern(h http.Header, req *jsonrpc.Request) (requestMeta, error) {
 }
 
 // listen serves subscriptions/listen: a stream that carries the change notifications
-// the client opted into until the client closes it. Of those, a link has one kind:
-// its tool's list of tools.
+// the client opted into until the client closes it. Of those, a link has the lists of
+// its tool: its tools, which the registry says change, and its prompts and resources
+// where its server declared their changes (listChangesOf), which its workers pass on
+// (wire.Subjects.ListChanged). Each notification names the stream's subscriptionId.
 func (s *Server) listen(w http.ResponseWriter, r *http.Request, rr *rpcRequest) {
 	var params mcp.SubscriptionsListenParams
 	if err := json.Unmarshal(rr.req.Params, &params); err != nil {
@@ -128,8 +137,23 @@ func (s *Server) listen(w http.ResponseWriter, r *http.Request, rr *rpcRequest) 
 		return
 	}
 	var granted mcp.NotificationSubscriptions
-	if params.Notifications != nil {
-		granted.ToolsListChanged = params.Notifications.ToolsListChanged
+	if n := params.Notifications; n != nil {
+		granted.ToolsListChanged = n.ToolsListChanged
+		if t, err := s.view.Snapshot().Tool(rr.p, rr.tool); err == nil {
+			prompts, resources := listChangesOf(t.Tool)
+			granted.PromptsListChanged = n.PromptsListChanged && prompts
+			granted.ResourcesListChanged = n.ResourcesListChanged && resources
+		}
+	}
+	wanted := map[string]string{} // wire list -> its notification
+	if granted.ToolsListChanged {
+		wanted[wire.ListTools] = notifyToolsChanged
+	}
+	if granted.PromptsListChanged {
+		wanted[wire.ListPrompts] = notifyPromptsChanged
+	}
+	if granted.ResourcesListChanged {
+		wanted[wire.ListResources] = notifyResourcesChanged
 	}
 	subID := mcp.Meta{mcp.MetaKeySubscriptionID: rr.req.ID.Raw()}
 	ack := encodeNotification(notifySubscriptionAck, &mcp.SubscriptionsAcknowledgedParams{Meta: subID, Notifications: granted})
@@ -138,7 +162,7 @@ func (s *Server) listen(w http.ResponseWriter, r *http.Request, rr *rpcRequest) 
 			_ = ew.event("", "message", encodeResult(rr.req.ID, res))
 		}
 	}
-	if !granted.ToolsListChanged {
+	if len(wanted) == 0 {
 		// Nothing to deliver: the acknowledgement and the result, at once.
 		ew := startEvents(w, http.StatusOK)
 		if ew.event("", "message", ack) == nil {
@@ -146,7 +170,7 @@ func (s *Server) listen(w http.ResponseWriter, r *http.Request, rr *rpcRequest) 
 		}
 		return
 	}
-	changed, release := s.listeners.add(rr.tool)
+	ln, release := s.listeners.add(rr.tool)
 	s.serveStream(w, r, func(ctx context.Context, ew *eventWriter) streamEnd {
 		defer release()
 		if ew.event("", "message", ack) != nil {
@@ -156,9 +180,18 @@ func (s *Server) listen(w http.ResponseWriter, r *http.Request, rr *rpcRequest) 
 		defer keepAlive.Stop()
 		for {
 			select {
-			case <-changed:
-				if ew.event("", "message", encodeNotification(notifyToolsChanged, &mcp.ToolListChangedParams{Meta: subID})) != nil {
-					return endClient
+			case <-ln.wake:
+				changed := ln.take()
+				for _, list := range []string{wire.ListTools, wire.ListPrompts, wire.ListResources} {
+					method := wanted[list]
+					if method == "" || !changed[list] {
+						continue
+					}
+					if ew.event("", "message", encodeNotification(method, struct {
+						Meta mcp.Meta `json:"_meta"`
+					}{subID})) != nil {
+						return endClient
+					}
 				}
 			case <-keepAlive.C:
 				if ew.keepAlive(s.cfg.KeepAlive) != nil {

@@ -7,13 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -262,11 +260,11 @@ func (s *Server) resumeRound(ctx context.Context, r *rpcRequest, params *mcp.Cal
 			return toolAnswer(r.tool, m, nil, errRoundTimeout(ctx))
 		}
 		if out.reply.Header.Get(headerEvent) == eventError {
-			var e jsonrpc.Error
+			var e wire.RPCError
 			if err := json.Unmarshal(out.reply.Data, &e); err != nil {
 				return nil, fmt.Errorf("sse: reading a round's answer: %w", err)
 			}
-			return nil, &protocolError{code: e.Code, status: http.StatusOK, message: e.Message}
+			return nil, workerRPCError(&e, true)
 		}
 		r.answeredBy = out.reply.Header.Get(wire.HeaderInstance)
 		return json.RawMessage(out.reply.Data), nil

@@ -51,12 +51,15 @@ const (
 	methodDiscover            = "server/discover"
 	methodSubscriptionsListen = "subscriptions/listen"
 
-	notifyInitialized     = "notifications/initialized"
-	notifyCancelled       = "notifications/cancelled"
-	notifyProgress        = "notifications/progress"
-	notifyMessage         = "notifications/message"
-	notifyToolsChanged    = "notifications/tools/list_changed"
-	notifySubscriptionAck = "notifications/subscriptions/acknowledged"
+	notifyInitialized  = "notifications/initialized"
+	notifyCancelled    = "notifications/cancelled"
+	notifyProgress     = "notifications/progress"
+	notifyMessage      = "notifications/message"
+	notifyToolsChanged = "notifications/tools/list_changed"
+	// The lists' change notifications, by wire list name.
+	notifyPromptsChanged   = "notifications/prompts/list_changed"
+	notifyResourcesChanged = "notifications/resources/list_changed"
+	notifySubscriptionAck  = "notifications/subscriptions/acknowledged"
 )
 
 // removedIn2026 are the requests 2026-07-28 dropped: a request of that revision
@@ -219,9 +222,9 @@ func (s *Server) serverInfo(title string) *mcp.Implementation {
 // answer those requests themselves, on tg.mcp.<tool>), with what the MCP server
 // behind the tool said of them; and what else that server declared (tasks,
 // extensions), which the gateway passes on. At 2026-07-28 the features that revision
-// dropped are left out: resource subscriptions, the tasks capability of 2025-11-25,
-// and list changes of prompts and resources, which a subscriptions/listen stream of
-// this gateway does not carry.
+// dropped are left out: resource subscriptions and the tasks capability of
+// 2025-11-25; the list changes of prompts and resources the server declared stay,
+// which its workers pass on to subscriptions/listen streams (listChangesOf).
 func capabilities(t *registry.Tool, modern bool) json.RawMessage {
 	c := map[string]json.RawMessage{}
 	if len(t.Capabilities.MCP) > 0 {
@@ -244,7 +247,7 @@ func capabilities(t *registry.Tool, modern bool) json.RawMessage {
 	}
 	var stateless []string
 	if modern {
-		stateless = []string{"subscribe", "listChanged"}
+		stateless = []string{"subscribe"}
 		delete(c, "tasks")
 	}
 	if !modern || !carriesTasksExtension(t.Capabilities) {
@@ -259,6 +262,21 @@ func capabilities(t *registry.Tool, modern bool) json.RawMessage {
 	feature("completions", t.Capabilities.Completions, `{}`)
 	b, _ := json.Marshal(c)
 	return b
+}
+
+// listChangesOf reports which lists of t besides its tools a subscriptions/listen
+// stream may hear change: prompts and resources, when the tool serves them and its
+// server declared their listChanged.
+func listChangesOf(t *registry.Tool) (prompts, resources bool) {
+	var caps struct {
+		Prompts, Resources struct {
+			ListChanged bool `json:"listChanged"`
+		}
+	}
+	if len(t.Capabilities.MCP) > 0 && json.Unmarshal(t.Capabilities.MCP, &caps) != nil {
+		return false, false
+	}
+	return t.Capabilities.Prompts && caps.Prompts.ListChanged, t.Capabilities.Resources && caps.Resources.ListChanged
 }
 
 // dropExtension removes one extension from capabilities c, and the extensions

@@ -45,6 +45,7 @@ type Server struct {
 
 	calls     *callSet
 	cancels   *nats.Subscription // every call's cancel, from any edge
+	lists     *nats.Subscription // every tool's list changes its workers tell
 	listeners *listenerSet
 	streams   *streamSet
 	changes   *toolChanges
@@ -106,6 +107,18 @@ func New(ctx context.Context, gw *gateway.Gateway, store *registry.Store, cfg Co
 		cancel()
 		return nil, fmt.Errorf("sse: follow cancels: %w", err)
 	}
+	// A tool's workers say its prompts or resources (or tools) changed outside any
+	// session: this edge's subscriptions/listen streams on the tool hear it.
+	s.lists, err = s.nc.Subscribe(subj.ListChangedAll(), func(m *nats.Msg) {
+		if tool, list, ok := subj.ParseListChanged(m.Subject, m.Data); ok {
+			s.listeners.notify(tool, list)
+		}
+	})
+	if err != nil {
+		_ = s.cancels.Unsubscribe()
+		cancel()
+		return nil, fmt.Errorf("sse: follow list changes: %w", err)
+	}
 	s.changes = newToolChanges(s.view.Snapshot())
 	s.sweep = newSweeper()
 	s.stopView = s.view.OnChange(func(c registry.Change) {
@@ -147,6 +160,7 @@ func (s *Server) Close() error {
 	s.drainOne.Do(func() { close(s.draining) })
 	s.stopView()
 	_ = s.cancels.Unsubscribe()
+	_ = s.lists.Unsubscribe()
 	s.cancel()
 	s.calls.cancelAll()
 	<-s.pending.idle()

@@ -2,6 +2,7 @@ package sse
 
 import (
 	"bytes"
+	"errors"
 	"net"
 	"net/http"
 	"strconv"
@@ -16,7 +17,11 @@ type eventWriter struct {
 	send    func([]byte) error // writes and flushes a piece of the stream
 	lastOut time.Time
 	err     error
+	pending bool // deferEvents's: nothing is written yet, not even the headers
 }
+
+// errTakenOver: the response of a deferred stream was written otherwise.
+var errTakenOver = errors.New("sse: the response was answered without a stream")
 
 // setEventHeaders sets the headers of an event stream.
 func setEventHeaders(h http.Header) {
@@ -41,6 +46,37 @@ func startEvents(w http.ResponseWriter, status int) *eventWriter {
 	}, lastOut: time.Now()}
 	ew.err = rc.Flush()
 	return ew
+}
+
+// deferEvents is startEvents, but for a response that may still be answered
+// otherwise: the headers go with the first event (or keep-alive), and until then
+// takeOver may claim the response, to answer with a status of its own.
+func deferEvents(w http.ResponseWriter) *eventWriter {
+	ew := &eventWriter{lastOut: time.Now(), pending: true}
+	var started *eventWriter
+	ew.send = func(b []byte) error {
+		if started == nil {
+			started = startEvents(w, http.StatusOK)
+			ew.pending = false
+			if started.err != nil {
+				return started.err
+			}
+		}
+		return started.send(b)
+	}
+	return ew
+}
+
+// takeOver reports whether nothing of a deferred stream was written, and if so
+// ends it: the response is the caller's to write.
+func (e *eventWriter) takeOver() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.pending || e.err != nil {
+		return false
+	}
+	e.err = errTakenOver
+	return true
 }
 
 // detachedWriteTimeout bounds one write to a detached stream: a client that takes

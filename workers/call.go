@@ -126,7 +126,9 @@ func (e *Error) Error() string {
 }
 
 // RPCError is a JSON-RPC error. An MCP handler returns one to answer with that error;
-// Call.Request returns one when the MCP client answered with an error.
+// so may a method's handler, whose MCP caller then gets that JSON-RPC error rather
+// than an isError result (an HTTP caller gets it as the tool's error); Call.Request
+// returns one when the MCP client answered with an error.
 type RPCError = wire.RPCError
 
 // JSON-RPC error codes an MCP handler often answers with.
@@ -152,6 +154,10 @@ const (
 
 // reply turns what a handler returned into the reply message for subject.
 func reply(subject string, result any, err error) *nats.Msg {
+	var re *RPCError
+	if errors.As(err, &re) {
+		return wire.RPCErrorReply(subject, re)
+	}
 	if err != nil {
 		return errorReply(subject, toolError(err))
 	}

@@ -87,6 +87,23 @@ func (w *Worker) Notify(ctx context.Context, session, method string, params any)
 	return nil
 }
 
+// ListChanged tells the edges that one of the tool's lists changed outside any MCP
+// session: list is wire.ListTools, wire.ListPrompts or wire.ListResources. Every edge
+// sends the matching notifications/<list>/list_changed on the 2026-07-28
+// subscriptions/listen streams of the tool that asked for it. (A change of the tool's
+// methods needs no call: the edges hear it from the registry.)
+func (w *Worker) ListChanged(list string) error {
+	switch list {
+	case wire.ListTools, wire.ListPrompts, wire.ListResources:
+	default:
+		return fmt.Errorf("workers: list_changed of %q: not tools, prompts or resources", list)
+	}
+	if err := w.nc.Publish(w.cfg.subjects.ListChanged(w.tool.ID), []byte(list)); err != nil {
+		return fmt.Errorf("workers: list_changed of %s: %w", list, err)
+	}
+	return nil
+}
+
 // OnSessionEnd has f called with the id of every MCP session of the tool that ends
 // (its client deleted it, or it expired) while the worker runs, so that a worker
 // holding something for a session can let it go. f may be called more than once for

@@ -857,7 +857,8 @@ func (w *Worker) call(m *Method, st *methodStats, in inbound) {
 		st.errors.Add(1)
 		te := toolError(err)
 		status, code := te.Error(), te.Code
-		if m.mcp {
+		var asRPC *RPCError
+		if m.mcp || errors.As(err, &asRPC) {
 			re := rpcError(err)
 			status, code = re.Error(), strconv.FormatInt(re.Code, 10)
 		}

@@ -329,6 +329,24 @@ func TestGoldenHolding(t *testing.T) {
 	}
 }
 
+func TestListChangedSubject(t *testing.T) {
+	s := wire.DefaultSubjects
+	for _, list := range []string{wire.ListTools, wire.ListPrompts, wire.ListResources} {
+		tool, got, ok := s.ParseListChanged(s.ListChanged("email"), []byte(list))
+		if !ok || tool != "email" || got != list {
+			t.Errorf("read back %s: tool %q list %q (%v)", list, tool, got, ok)
+		}
+	}
+	for _, c := range []struct{ subject, body string }{
+		{s.ListChanged("email"), "roots"}, {s.ListChanged("email"), ""}, {s.Progress("email", "Nx1"), "tools"},
+		{"tg.progress.email.x.listchanged", "tools"}, {"tg.progress..listchanged", "tools"}, {s.Holding("email"), "tools"},
+	} {
+		if _, _, ok := s.ParseListChanged(c.subject, []byte(c.body)); ok {
+			t.Errorf("%s %q read as a list change", c.subject, c.body)
+		}
+	}
+}
+
 // TestGoldenSubjects lists every subject of the contract for one tool, call and session.
 func TestGoldenSubjects(t *testing.T) {
 	s := wire.DefaultSubjects
@@ -343,6 +361,8 @@ func TestGoldenSubjects(t *testing.T) {
 		"progress " + s.Progress("email", "Nx1"),
 		"holding " + s.Holding("email"),
 		"every holding " + s.HoldingAll(),
+		"list changed " + s.ListChanged("email"),
+		"every list changed " + s.ListChangedAll(),
 		"session out " + s.SessionOut("email", "S1"),
 		"session post " + s.SessionPost("email", "S1", "P1"),
 		"session reply " + s.SessionReply("email", "S1", "tg-R1"),

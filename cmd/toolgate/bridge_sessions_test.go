@@ -42,6 +42,15 @@ func bridgedLinkIn(t *testing.T, data, tool string, args ...string) (devStack, s
 	t.Helper()
 	dev := startDevStack(t, data)
 	t.Cleanup(func() { _ = dev.stop() })
+	link, stop := deployBridged(t, dev, data, tool, args...)
+	return dev, link, stop
+}
+
+// deployBridged runs `toolgate worker mcp` for the tool with args on the dev stack
+// whose data is in data, connects the tool to the dev account, and returns the tool's
+// link once it is online, and what stops the bridge.
+func deployBridged(t *testing.T, dev devStack, data, tool string, args ...string) (string, func()) {
+	t.Helper()
 	stop := startBridge(t, dev.natsURL, tool, args...)
 
 	admin := strings.TrimSpace(readFile(t, data, "admin-key"))
@@ -64,7 +73,7 @@ func bridgedLinkIn(t *testing.T, data, tool string, args ...string) (devStack, s
 		status, body := call(t, http.MethodGet, dev.edgeURL+"/tools/"+tool, dev.key, "")
 		return status == 200 && json.Unmarshal([]byte(body), &info) == nil && info.Status == "online"
 	})
-	return dev, info.MCPURL, stop
+	return info.MCPURL, stop
 }
 
 // startBridge runs an instance of `toolgate worker mcp` for tool with args on natsURL

@@ -50,13 +50,18 @@ const (
 	EmbeddedPrompt = "Embedded resource content for testing."
 	SchemaToolName = "json_schema_2020_12_tool"
 	ExtraToolName  = "extra"
-	DottedToolName = "process.pid"
+	// ExtraPromptName is the prompt test_trigger_prompt_change adds and removes.
+	ExtraPromptName = "extra_prompt"
+	DottedToolName  = "process.pid"
 	// RemoteSchemaToolName is a tool whose input schema refers to another document.
 	RemoteSchemaToolName = "remote_schema"
 	// LogLaterToolName is a tool whose server sends log messages after the call.
 	LogLaterToolName = "log_later"
-	TemplateURI      = "test://template/{id}/data"
-	WatchedResource  = "test://watched-resource"
+	// MissingCapabilityToolName is a tool that needs the client's sampling and says
+	// so with a JSON-RPC error, MissingSampling's.
+	MissingCapabilityToolName = "test_missing_capability"
+	TemplateURI               = "test://template/{id}/data"
+	WatchedResource           = "test://watched-resource"
 )
 
 // New returns the fixture server. Each call returns a server of its own: state (the
@@ -88,9 +93,10 @@ type fixture struct {
 	opts   Options
 	server *mcp.Server
 
-	mu    sync.Mutex
-	extra bool
-	key   [32]byte // signs the requestStates of the input-required tools
+	mu          sync.Mutex
+	extra       bool
+	extraPrompt bool
+	key         [32]byte // signs the requestStates of the input-required tools
 
 	taskStore *taskStore
 }
@@ -239,6 +245,17 @@ func (f *fixture) addConformanceTools() {
 	add("test_trigger_tool_change", "Adds the extra tool, or removes it; clients hear tools/list_changed", noArgs,
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return f.toggleExtra(), nil
+		})
+	add("test_trigger_prompt_change", "Adds the extra prompt, or removes it; clients hear prompts/list_changed", noArgs,
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return f.toggleExtraPrompt(), nil
+		})
+	add(MissingCapabilityToolName, "Needs the client's sampling: refused with -32021 (MissingRequiredClientCapability) when the client did not declare it", noArgs,
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if caps := req.ClientCapabilities(); caps == nil || caps.Sampling == nil {
+				return nil, MissingSampling()
+			}
+			return text("The client declared sampling"), nil
 		})
 	add("test_custom_headers", "Says back its region, which a 2026-07-28 call mirrors in the Mcp-Param-Region header",
 		json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}},"required":["region"]}`),
@@ -543,6 +560,22 @@ func (f *fixture) toggleExtra() *mcp.CallToolResult {
 	return text("extra added")
 }
 
+// toggleExtraPrompt adds the extra prompt, or removes it.
+func (f *fixture) toggleExtraPrompt() *mcp.CallToolResult {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.extraPrompt = !f.extraPrompt
+	if !f.extraPrompt {
+		f.server.RemovePrompts(ExtraPromptName)
+		return text("extra prompt removed")
+	}
+	f.server.AddPrompt(&mcp.Prompt{Name: ExtraPromptName, Description: "A prompt that comes and goes"},
+		func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "extra"}}}}, nil
+		})
+	return text("extra prompt added")
+}
+
 // The tools of the 2026-07-28 input-required scenarios (SEP-2322): each answers a
 // call without the input it needs with an input_required result, under keys of its
 // own, and completes once the client calls again with the answers. A client of an
@@ -704,6 +737,15 @@ func (f *fixture) sealState(what string) string {
 // openState reports whether state is one sealState made for what.
 func (f *fixture) openState(state, what string) bool {
 	return hmac.Equal([]byte(f.sealState(what)), []byte(state))
+}
+
+// MissingSampling is the JSON-RPC error of a request that needs the client's
+// sampling, which the client did not declare: -32021, with the capability it needs
+// in data.requiredCapabilities.
+func MissingSampling() *jsonrpc.Error {
+	// Written out: the SDK's ClientCapabilities would name roots too.
+	return &jsonrpc.Error{Code: CodeMissingCapability, Message: "Missing required client capability: sampling",
+		Data: json.RawMessage(`{"requiredCapabilities":{"sampling":{}}}`)}
 }
 
 func invalidState() error {

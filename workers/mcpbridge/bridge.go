@@ -65,11 +65,6 @@ const ProtocolVersion = "2025-11-25"
 // or finish: the tool's server is down or restarting, as with no worker at all.
 const CodeUnavailable = "tool_unavailable"
 
-// CodeServerError is the error code of a call the server answered with a JSON-RPC
-// error (an unknown tool, say); the error's code, message and data are the error's data.
-// A tool's own failure is not one: the server reports it in an isError result.
-const CodeServerError = "mcp_error"
-
 // stableAfter is how long a session must have lived for its end to count as a new
 // failure rather than the next of a series: the restart backoff starts over.
 const stableAfter = 10 * time.Second
@@ -186,6 +181,14 @@ func (b *Bridge) newClient(caps *mcp.ClientCapabilities, stateless bool) *mcp.Cl
 		// Progress and log messages are read as they arrive (see observe).
 		ToolListChangedHandler: b.onToolListChanged,
 		ResourceUpdatedHandler: b.onResourceUpdated,
+		// Set, so that the SDK's session at StatelessRevision opens its
+		// subscriptions/listen stream with these lists too (see onListChanged).
+		PromptListChangedHandler: func(_ context.Context, req *mcp.PromptListChangedRequest) {
+			b.onListChanged(req.Session, wire.ListPrompts)
+		},
+		ResourceListChangedHandler: func(_ context.Context, req *mcp.ResourceListChangedRequest) {
+			b.onListChanged(req.Session, wire.ListResources)
+		},
 	})
 	c.AddReceivingMiddleware(b.serverRequests)
 	c.AddSendingMiddleware(swapParams)
@@ -527,6 +530,7 @@ func (b *Bridge) onToolListChanged(_ context.Context, req *mcp.ToolListChangedRe
 	if s == nil {
 		return
 	}
+	b.onListChanged(req.Session, wire.ListTools)
 	if s.client != "" || s.revision != "" {
 		// A client's session, or the stateless one, is listed again at once; it
 		// has no keep loop.
@@ -542,6 +546,24 @@ func (b *Bridge) onToolListChanged(_ context.Context, req *mcp.ToolListChangedRe
 	select {
 	case s.relist <- struct{}{}:
 	default:
+	}
+}
+
+// onListChanged passes on a list change the server announced on a session that is
+// no client's own: the one at StatelessRevision (on its subscriptions/listen stream,
+// which the SDK opens) or a shared one. The edges tell the subscriptions/listen
+// streams of the tool's clients that asked for that list (a change of the tools
+// reaches them also as a change of the tool's methods, later). A client's own
+// session's changes go to that client (observe).
+func (b *Bridge) onListChanged(cs *mcp.ClientSession, list string) {
+	b.mu.Lock()
+	s, w := b.byClient[cs], b.w
+	b.mu.Unlock()
+	if s == nil || s.client != "" || w == nil {
+		return
+	}
+	if err := w.ListChanged(list); err != nil {
+		b.log.Warn("a list change of the server not passed on", "list", list, "err", err)
 	}
 }
 

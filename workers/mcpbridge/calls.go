@@ -155,22 +155,28 @@ func (b *Bridge) release(in *inflight) {
 }
 
 // upstreamError is how a failed upstream request looks to the caller: the call's own
-// end (deadline, cancellation) as it is; the server's JSON-RPC error as the tool's
-// error; anything else is the session failing under the call, as when the child
-// process dies, which is tool_unavailable.
+// end (deadline, cancellation) as it is; the server's JSON-RPC error as that same
+// JSON-RPC error (code, message and data), which an MCP client through the link gets
+// as it would from the server; anything else is the session failing under the call,
+// as when the child process dies, which is tool_unavailable.
 func upstreamError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	var wire *jsonrpc.Error
-	if errors.As(err, &wire) {
-		if wire.Code == jsonrpc.CodeInvalidParams {
-			return &workers.Error{Code: workers.CodeInvalidParams, Message: wire.Message, Status: 400}
-		}
-		return &workers.Error{Code: CodeServerError, Message: wire.Message, Status: 502,
-			Data: map[string]any{"code": wire.Code, "message": wire.Message, "data": wire.Data}}
+	if re := serverError(err); re != nil {
+		return re
 	}
 	return &workers.Error{Code: CodeUnavailable, Message: "the upstream MCP session failed: " + err.Error(), Status: 503}
+}
+
+// serverError is the server's JSON-RPC error in err, as the worker answers with it;
+// nil when err is none.
+func serverError(err error) *workers.RPCError {
+	var e *jsonrpc.Error
+	if !errors.As(err, &e) {
+		return nil
+	}
+	return &workers.RPCError{Code: e.Code, Message: e.Message, Data: e.Data}
 }
 
 // sole returns the one call running on s, or why there is none to give a message or

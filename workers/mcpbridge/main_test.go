@@ -217,6 +217,17 @@ func toolError(t *testing.T, err error, code string, status int) *wire.ToolError
 	return te
 }
 
+// serverError asserts err is the server's JSON-RPC error, passed on as the worker's
+// JSON-RPC error (with the server's code, whatever it is).
+func serverError(t *testing.T, err error) *wire.RPCError {
+	t.Helper()
+	var re *wire.RPCError
+	if !errors.As(err, &re) {
+		t.Fatalf("got %v, want the server's JSON-RPC error", err)
+	}
+	return re
+}
+
 // sink keeps every line the bridge logs, and shows them in the test's log; it goes
 // quiet once the test is over, as goroutines of the SDK may log late.
 type sink struct {

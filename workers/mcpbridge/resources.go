@@ -241,9 +241,8 @@ func rpcError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	var wire *jsonrpc.Error
-	if errors.As(err, &wire) {
-		return &workers.RPCError{Code: wire.Code, Message: wire.Message, Data: wire.Data}
+	if re := serverError(err); re != nil {
+		return re
 	}
 	var we *workers.Error
 	if errors.As(err, &we) {

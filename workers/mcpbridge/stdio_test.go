@@ -235,7 +235,7 @@ func TestStdioServer(t *testing.T) {
 		session := "sess-no-elicitation"
 		edge := testenv.NewSessionEdge(t, e.nc, "fixture", session, answerWith(`{"action":"accept","content":{}}`))
 		_, err := e.do(ctx, "fixture", call{method: "test_elicitation", params: `{"message":"Who?"}`, session: session, caps: []string{"sampling"}})
-		te := toolError(t, err, mcpbridge.CodeServerError, 502)
+		te := serverError(t, err)
 		if !strings.Contains(te.Message, "does not support elicitation") {
 			t.Errorf("message %q", te.Message)
 		}
@@ -248,7 +248,7 @@ func TestStdioServer(t *testing.T) {
 
 	t.Run("a call without an MCP session cannot be asked, and says so", func(t *testing.T) {
 		_, err := e.do(ctx, "fixture", call{method: "test_sampling", params: `{"prompt":"2+2?"}`})
-		te := toolError(t, err, mcpbridge.CodeServerError, 502)
+		te := serverError(t, err)
 		if !strings.Contains(te.Message, "no client to ask") {
 			t.Errorf("message %q", te.Message)
 		}
