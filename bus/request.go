@@ -38,7 +38,8 @@ func Do(ctx context.Context, nc *nats.Conn, subjects wire.Subjects, req *wire.Re
 		)
 	}
 
-	if !req.Deadline.IsZero() {
+	if dl, ok := ctx.Deadline(); !req.Deadline.IsZero() && (!ok || dl.After(req.Deadline)) {
+		// A context bounded at the deadline already (Watcher.Send's) needs no layer more.
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, req.Deadline)
 		defer cancel()

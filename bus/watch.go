@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -52,7 +53,8 @@ type Watcher struct {
 type watched struct {
 	tool   string
 	heard  time.Time // sent, or last named by a worker
-	cancel context.CancelCauseFunc
+	cancel context.CancelFunc
+	lost   atomic.Bool // given up: cancelled as lost
 }
 
 // How the Watcher checks its own connection: a call silent for SilenceProbe sends a
@@ -86,19 +88,27 @@ func (w *Watcher) Send(ctx context.Context, req *wire.Request, watch bool) (*wir
 	if !watch || req.CallID == "" {
 		return Do(ctx, w.nc, w.subjects, req)
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	// One context for the watcher's cancel and the call's deadline, which Do then
+	// does not add again: every layer is a context and its parent's children map per
+	// call. Whether the watcher gave the call up is kept beside it.
+	var cancel context.CancelFunc
+	if req.Deadline.IsZero() {
+		ctx, cancel = context.WithCancel(ctx)
+	} else {
+		ctx, cancel = context.WithDeadline(ctx, req.Deadline)
+	}
+	defer cancel()
 	c := w.watch(req.CallID, req.Tool, cancel)
 	defer w.unwatch(req.CallID, c)
 	reply, err := Do(ctx, w.nc, w.subjects, req)
-	if err != nil && errors.Is(context.Cause(ctx), ErrCallLost) {
+	if err != nil && c.lost.Load() {
 		return nil, ErrCallLost
 	}
 	return reply, err
 }
 
 // watch watches the call callID of tool until unwatch.
-func (w *Watcher) watch(callID, tool string, cancel context.CancelCauseFunc) *watched {
+func (w *Watcher) watch(callID, tool string, cancel context.CancelFunc) *watched {
 	c := &watched{tool: tool, heard: time.Now(), cancel: cancel}
 	w.mu.Lock()
 	w.calls[callID] = c
@@ -173,7 +183,8 @@ func (w *Watcher) scanAt(now time.Time) {
 		silent := now.Sub(c.heard)
 		switch {
 		case silent > wire.HoldingLost && w.aliveAt.After(c.heard.Add(SilenceProbe)):
-			c.cancel(ErrCallLost)
+			c.lost.Store(true)
+			c.cancel()
 		case silent > SilenceProbe:
 			probe = true
 		}

@@ -55,6 +55,7 @@ type Edge struct {
 	signer    *registry.LinkSigner
 	log       *slog.Logger
 	base      string // BaseURL without a trailing slash
+	basePath  string // BaseURL's path, for paths handed to clients relative to the host
 	maxBody   int64
 	adminHash []byte
 	metrics   *metrics
@@ -76,7 +77,7 @@ func New(gw *gateway.Gateway, store *registry.Store, signer *registry.LinkSigner
 	}
 	e := &Edge{
 		cfg: cfg, gw: gw, view: gw.View(), store: store, signer: signer, log: log,
-		base: cfg.baseURL(), maxBody: cfg.MaxBodyBytes, metrics: newMetrics(),
+		base: cfg.baseURL(), basePath: cfg.basePath(), maxBody: cfg.MaxBodyBytes, metrics: newMetrics(),
 	}
 	if max := gw.Conn().MaxPayload(); max > 0 && e.maxBody > max-HeaderRoom {
 		e.maxBody = max - HeaderRoom
@@ -138,7 +139,7 @@ func (e *Edge) routes() *gin.Engine {
 	if e.cfg.Dashboard != nil {
 		r.Any(DashboardPath+"*path", gin.WrapH(e.cfg.Dashboard))
 		r.GET(strings.TrimSuffix(DashboardPath, "/"), func(c *gin.Context) {
-			c.Redirect(http.StatusMovedPermanently, e.cfg.basePath()+DashboardPath)
+			c.Redirect(http.StatusMovedPermanently, e.basePath+DashboardPath)
 		})
 	}
 

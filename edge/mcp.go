@@ -18,7 +18,6 @@ func (e *Edge) authLink(c *gin.Context) {
 	}
 	c.Set(ctxPrincipal, p)
 	c.Set(ctxMCPTool, p.Tool)
-	c.Set(ctxMessagesPath, e.cfg.basePath()+"/mcp/"+c.Param("link")+"/messages")
 	c.Next()
 }
 
@@ -30,12 +29,21 @@ func (e *Edge) authToolMCP(c *gin.Context) {
 		return
 	}
 	c.Set(ctxMCPTool, tool)
-	c.Set(ctxMessagesPath, e.cfg.basePath()+"/tools/"+tool+"/sse/messages")
 	c.Next()
 }
 
+// messagesPath is where the legacy SSE clients of a stream opened at c's route post
+// their messages: beside the link, or beside the tool's key-authenticated stream.
+// Only the GET that opens a stream needs it, so no other request builds it.
+func (e *Edge) messagesPath(c *gin.Context) string {
+	if link := c.Param("link"); link != "" {
+		return e.basePath + "/mcp/" + link + "/messages"
+	}
+	return e.basePath + "/tools/" + c.GetString(ctxMCPTool) + "/sse/messages"
+}
+
 func (e *Edge) mcpSSE(c *gin.Context) {
-	e.cfg.MCP.ServeSSE(c.Writer, c.Request, principal(c), c.GetString(ctxMCPTool), c.GetString(ctxMessagesPath))
+	e.cfg.MCP.ServeSSE(c.Writer, c.Request, principal(c), c.GetString(ctxMCPTool), e.messagesPath(c))
 }
 
 func (e *Edge) mcpMessages(c *gin.Context) {

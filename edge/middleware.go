@@ -34,9 +34,8 @@ const (
 	ctxRequestID = "toolgate.request_id"
 	ctxPrincipal = "toolgate.principal"
 	ctxErrorCode = "toolgate.error_code"
-	// The tool an MCP route serves, and where its legacy SSE clients post messages.
-	ctxMCPTool      = "toolgate.mcp_tool"
-	ctxMessagesPath = "toolgate.messages_path"
+	// The tool an MCP route serves.
+	ctxMCPTool = "toolgate.mcp_tool"
 )
 
 func requestID(c *gin.Context) string { return c.GetString(ctxRequestID) }

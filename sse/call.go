@@ -287,23 +287,7 @@ func clientCapabilities(sess *registry.Session) []string {
 	if sess == nil {
 		return nil
 	}
-	capsMu.RLock()
-	names, ok := capsCache[string(sess.Capabilities)]
-	capsMu.RUnlock()
-	if ok {
-		return names
-	}
-	var caps map[string]json.RawMessage
-	if json.Unmarshal(sess.Capabilities, &caps) != nil {
-		return nil
-	}
-	names = slices.Sorted(maps.Keys(caps))
-	capsMu.Lock()
-	if len(capsCache) < maxCachedCaps {
-		capsCache[string(sess.Capabilities)] = names
-	}
-	capsMu.Unlock()
-	return names
+	return sessionCaps(sess).names
 }
 
 // capabilityObject is the capabilities object a session's client sent, compact (a
@@ -312,7 +296,38 @@ func capabilityObject(sess *registry.Session) []byte {
 	if sess == nil || len(sess.Capabilities) == 0 {
 		return nil
 	}
-	return compactObject(sess.Capabilities)
+	return sessionCaps(sess).compact
+}
+
+// caps is what a call sends of a capabilities object: its names, and the object
+// compact.
+type caps struct {
+	names   []string
+	compact []byte
+}
+
+// sessionCaps reads the capabilities object of a session once for all its calls,
+// and for every session whose client sends the same object.
+func sessionCaps(sess *registry.Session) caps {
+	capsMu.RLock()
+	c, ok := capsCache[string(sess.Capabilities)]
+	capsMu.RUnlock()
+	if ok {
+		return c
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(sess.Capabilities, &fields) == nil {
+		c.names = slices.Sorted(maps.Keys(fields))
+	}
+	if len(sess.Capabilities) > 0 {
+		c.compact = compactObject(sess.Capabilities)
+	}
+	capsMu.Lock()
+	if len(capsCache) < maxCachedCaps {
+		capsCache[string(sess.Capabilities)] = c
+	}
+	capsMu.Unlock()
+	return c
 }
 
 // compactObject is a JSON object compact (a header's value is one line); nil when it
@@ -345,13 +360,13 @@ func asksClient(sess *registry.Session) bool {
 	return false
 }
 
-// The capability names of the capabilities objects seen, which few clients make in
-// few ways, so that a call does not decode its session's again. The slices are
-// shared: their readers only read them. At most maxCachedCaps are kept, so that
+// The capability names and compact forms of the capabilities objects seen, which few
+// clients make in few ways, so that a call does not decode its session's again. The
+// slices are shared: their readers only read them. At most maxCachedCaps are kept, so that
 // clients that declare many different objects cannot grow it without bound.
 var (
 	capsMu    sync.RWMutex
-	capsCache = map[string][]string{}
+	capsCache = map[string]caps{}
 )
 
 const maxCachedCaps = 1024

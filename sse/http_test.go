@@ -454,6 +454,47 @@ func TestLongCallAnswersOnAStream(t *testing.T) {
 	}
 }
 
+// TestJSONCallClientLeaving: a client that closes the POST of a call it would take as
+// JSON, before the call turned into a stream it could resume, cancels the call: the
+// worker hears the cancel. And the edge goes on answering the session's next call.
+func TestJSONCallClientLeaving(t *testing.T) {
+	e := newEnv(t)
+	ed := e.startEdge(t, 0, func(c *sse.Config) { c.StreamAfter = testenv.Patience })
+	url := e.streamableURL(ed.url)
+	session := initSession(t, url)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "POST", url,
+		strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wait","arguments":{}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", session)
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		answered <- err
+	}()
+	id := e.worker.waitStarted(t)
+	cancel()
+	if err := <-answered; err == nil {
+		t.Fatal("the POST was answered, want it given up by its client")
+	}
+	e.worker.waitCancelled(t, id)
+
+	x := do(t, "POST", url, map[string]string{"Accept": "application/json, text/event-stream", "Mcp-Session-Id": session},
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"still here"}}}`)
+	if ct := x.header.Get("Content-Type"); x.status != http.StatusOK || !strings.HasPrefix(ct, "application/json") || !strings.Contains(string(x.body), "still here") {
+		t.Fatalf("the next call: %d %s %s", x.status, ct, x.body)
+	}
+}
+
 // TestSessionLimit opens sessions up to the account's limit and one more.
 func TestSessionLimit(t *testing.T) {
 	e := newEnv(t)

@@ -120,7 +120,7 @@ func (s *Server) ServeMessages(w http.ResponseWriter, r *http.Request, p registr
 		}
 		rr.notify = func(b []byte) { s.sendToSession(sess, b) }
 		s.pending.add()
-		go func() {
+		s.runners.Go(func() {
 			defer s.pending.done()
 			// The request outlives the POST: it ends with its answer, its
 			// cancellation or its session.
@@ -133,7 +133,7 @@ func (s *Server) ServeMessages(w http.ResponseWriter, r *http.Request, p registr
 				return
 			}
 			s.sendToSession(sess, encodeResult(m.ID, result))
-		}()
+		})
 	}
 	w.WriteHeader(http.StatusAccepted)
 }

@@ -28,6 +28,12 @@ func TestDecodeMessageAgreesWithTheSDK(t *testing.T) {
 		`{"jsonrpc":"2.0","id":true,"method":"ping"}`,
 		`{"jsonrpc":"2.0","id":{},"method":"ping"}`,
 		`{"jsonrpc":"2.0","id":1,"method":7}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools\/call"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"t\u00e9st"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tést"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"a\"b"}`,
+		`{"jsonrpc":"2.0","id":1,"method":null}`,
+		`{"jsonrpc":"2.0","id":1,"method":"\ud800"}`,
 		`{"jsonrpc":"2.0","id":1,"method":"ping"`,
 		`"just a string"`,
 	} {

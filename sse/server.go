@@ -40,6 +40,7 @@ type Server struct {
 	drainOne sync.Once
 	bg       sync.WaitGroup // the server's own goroutines: watchers
 	pending  activity       // work that outlives its request: legacy answers, streams on taken connections
+	runners  *runners       // the goroutines legacy calls run on
 	inflight activity       // tool calls running on this edge
 
 	calls     *callSet
@@ -84,7 +85,8 @@ func New(ctx context.Context, gw *gateway.Gateway, store *registry.Store, cfg Co
 		cfg: cfg, gw: gw, store: store, view: gw.View(), nc: gw.Conn(), subj: subj,
 		log: log.With("component", "sse"), events: events,
 		ctx: sctx, cancel: cancel, draining: make(chan struct{}),
-		calls: newCallSet(), listeners: newListenerSet(), streams: newStreamSet(),
+		runners: newRunners(sctx, maxIdleRunners),
+		calls:   newCallSet(), listeners: newListenerSet(), streams: newStreamSet(),
 		lastTouch: map[string]time.Time{},
 	}
 	s.index, err = watchSessions(ctx, sctx, store, s.log, s.sessionEnded, &s.bg)

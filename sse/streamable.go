@@ -334,6 +334,10 @@ func (s *Server) callJSONOrStream(reqCtx context.Context, w http.ResponseWriter,
 			rr.post = ps.post
 		}
 	}
+	if ps == nil {
+		s.callOnRequest(reqCtx, w, accept, rr, raw)
+		return
+	}
 	// The call must outlive the POST once it streams, so it runs on the server's
 	// context and is cancelled here while it answers with JSON.
 	ctx, cancel := context.WithCancel(s.ctx)
@@ -344,23 +348,17 @@ func (s *Server) callJSONOrStream(reqCtx context.Context, w http.ResponseWriter,
 	}()
 	call := &running{cancel: cancel, done: done}
 	var live <-chan *nats.Msg
-	var noted <-chan struct{}
-	if ps != nil {
-		noted = ps.noted
-		if ps.f != nil {
-			live = ps.f.live
-		}
+	if ps.f != nil {
+		live = ps.f.live
 	}
 	timer := time.NewTimer(s.cfg.StreamAfter)
 	defer timer.Stop()
 	select {
 	case h := <-done:
-		if ps == nil || !ps.pending() {
+		if !ps.pending() {
 			cancel()
-			if ps != nil {
-				ps.settle(nil)
-				ps.stop()
-			}
+			ps.settle(nil)
+			ps.stop()
 			s.answer(w, accept, rr.req.ID, h.result, h.err)
 			return
 		}
@@ -371,23 +369,104 @@ func (s *Server) callJSONOrStream(reqCtx context.Context, w http.ResponseWriter,
 		call.done = again
 	case m := <-live:
 		ps.first = m
-	case <-noted:
+	case <-ps.noted:
 	case <-reqCtx.Done():
 		// The client left before a stream it could resume was opened: that is a
 		// cancellation.
 		cancel()
-		if ps != nil {
-			ps.settle(nil)
-			defer ps.stop()
-		}
+		ps.settle(nil)
+		defer ps.stop()
 		<-done
 		return
 	case <-timer.C:
 	}
-	if ps == nil {
-		ps = s.newPostStream(rr.sess, false)
-	}
 	s.streamCall(reqCtx, w, rr, raw, call, ps)
+}
+
+// callOnRequest is callJSONOrStream for a call that can send its client nothing
+// before its answer: JSON when it answers within StreamAfter, a stream once it runs
+// longer. The call must outlive the POST once it streams, so it runs on the server's
+// context and is cancelled here while it answers with JSON.
+//
+// It runs on the request's own goroutine, whose stack has grown to what a call takes
+// on the connection's earlier requests: a goroutine per call grew its stack on every
+// call, copying it each time (a tenth of the edge's CPU per call). The stream, when
+// the call outlasts StreamAfter, is written by the timer's goroutine while this one
+// is in the call; this one returns only once the stream is done with the response.
+func (s *Server) callOnRequest(reqCtx context.Context, w http.ResponseWriter, accept accepts, rr *rpcRequest, raw []byte) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	done := make(chan handled, 1)
+	st := &jsonOrStream{}
+	timer := time.AfterFunc(s.cfg.StreamAfter, func() {
+		st.mu.Lock()
+		if st.answered || reqCtx.Err() != nil {
+			st.mu.Unlock()
+			return
+		}
+		st.streaming = make(chan struct{})
+		st.mu.Unlock()
+		defer close(st.streaming)
+		s.streamCall(reqCtx, w, rr, raw, &running{cancel: cancel, done: done}, s.newPostStream(rr.sess, false))
+	})
+	// The client left before a stream it could resume was opened: that is a
+	// cancellation.
+	stopLeave := context.AfterFunc(reqCtx, func() {
+		st.mu.Lock()
+		if st.streaming == nil {
+			cancel()
+		}
+		st.mu.Unlock()
+	})
+	ended := false
+	defer func() {
+		if ended {
+			return
+		}
+		// The call panicked: the recovery above this handler answers, so no stream may
+		// start now, and one that did must end before the handler returns.
+		stopLeave()
+		timer.Stop()
+		cancel()
+		if streamed := st.end(); streamed != nil {
+			done <- handled{err: errCallPanicked}
+			<-streamed
+		}
+	}()
+	result, err := s.handle(ctx, rr)
+	ended = true
+	done <- handled{result, err}
+	stopLeave()
+	if streamed := st.end(); streamed != nil {
+		<-streamed
+		return
+	}
+	timer.Stop()
+	cancel()
+	if reqCtx.Err() != nil {
+		return // nobody to answer
+	}
+	s.answer(w, accept, rr.req.ID, result, err)
+}
+
+// errCallPanicked answers, on its stream, a call whose handling panicked.
+var errCallPanicked = errors.New("sse: the call failed on the edge")
+
+// jsonOrStream is how a call of callOnRequest is answered: once it ended before a
+// stream began, with JSON; once streaming is made, on the stream, which closes it when
+// it is done with the response.
+type jsonOrStream struct {
+	mu        sync.Mutex
+	answered  bool
+	streaming chan struct{}
+}
+
+// end records that the call ended, and returns the stream it is answered on, nil for
+// none.
+func (st *jsonOrStream) end() chan struct{} {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.answered = true
+	return st.streaming
 }
 
 // mayNotify reports whether a session's tools/call may send its client anything
