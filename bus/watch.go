@@ -14,7 +14,8 @@ import (
 	"github.com/toolgate/toolgate/bus/wire"
 )
 
-// ErrCallLost means nothing was heard of a call for wire.HoldingLost: no worker named
+// ErrCallLost means nothing was heard of a call for the Watcher's lost time
+// (wire.HoldingLost unless set otherwise): no worker named
 // it as one it holds, and no answer came. The worker that took it died, or the request
 // or its answer was lost with a NATS node. The tool is unavailable for this call; the
 // call is cancelled, so a worker that does hold it stops.
@@ -37,6 +38,7 @@ var ErrCallLost = errors.New("bus: the call was lost: no worker holds it any mor
 type Watcher struct {
 	nc       *nats.Conn
 	subjects wire.Subjects
+	lost     time.Duration // a call nothing was heard of for this long is given up
 	log      *slog.Logger
 
 	mu       sync.Mutex
@@ -67,13 +69,25 @@ const (
 	ReconnectGrace = wire.HoldingLost
 )
 
-// NewWatcher follows the Holding subjects of every tool on nc; log says when it gives
-// up a server.
-func NewWatcher(nc *nats.Conn, subjects wire.Subjects, log *slog.Logger) (*Watcher, error) {
+// MinCallLost is the shortest time a Watcher may take a call nothing is heard of for
+// as lost: two of the workers' wire.HoldingEvery, so that one late word of a worker
+// does not cost a call.
+const MinCallLost = 2 * wire.HoldingEvery
+
+// NewWatcher follows the Holding subjects of every tool on nc and gives up a call
+// nothing is heard of for lost (0 for wire.HoldingLost; at least MinCallLost); log
+// says when it gives up a server.
+func NewWatcher(nc *nats.Conn, subjects wire.Subjects, lost time.Duration, log *slog.Logger) (*Watcher, error) {
+	if lost == 0 {
+		lost = wire.HoldingLost
+	}
+	if lost < MinCallLost {
+		return nil, fmt.Errorf("bus: a call cannot be taken as lost after %v: at least %v", lost, MinCallLost)
+	}
 	if log == nil {
 		log = slog.Default()
 	}
-	w := &Watcher{nc: nc, subjects: subjects, log: log, calls: map[string]*watched{},
+	w := &Watcher{nc: nc, subjects: subjects, lost: lost, log: log, calls: map[string]*watched{},
 		reconnects: nc.Stats().Reconnects, connected: nc.IsConnected()}
 	if _, err := nc.Subscribe(subjects.HoldingAll(), w.onHolding); err != nil {
 		return nil, fmt.Errorf("bus: follow the calls workers hold: %w", err)
@@ -82,7 +96,7 @@ func NewWatcher(nc *nats.Conn, subjects wire.Subjects, log *slog.Logger) (*Watch
 }
 
 // Send sends req as bus.Do does; with watch (the tool's workers name the calls they hold, see
-// wire.Tool.Holding), a call nothing is heard of for wire.HoldingLost fails with
+// wire.Tool.Holding), a call nothing is heard of for the Watcher's lost time fails with
 // ErrCallLost.
 func (w *Watcher) Send(ctx context.Context, req *wire.Request, watch bool) (*wire.Reply, error) {
 	if !watch || req.CallID == "" {
@@ -150,7 +164,7 @@ func (w *Watcher) onHolding(m *nats.Msg) {
 // scanEvery is how often the watched calls are looked over.
 const scanEvery = 100 * time.Millisecond
 
-// scan gives up the calls nothing was heard of for wire.HoldingLost, until no call is
+// scan gives up the calls nothing was heard of for w.lost, until no call is
 // watched.
 func (w *Watcher) scan() {
 	tick := time.NewTicker(scanEvery)
@@ -174,7 +188,7 @@ func (w *Watcher) scanAt(now time.Time) {
 		// Down, or back a moment ago: what the workers said meanwhile was never heard.
 		w.connected, w.reconnects = connected, reconnects
 		for _, c := range w.calls {
-			c.heard = latest(c.heard, now.Add(ReconnectGrace-wire.HoldingLost))
+			c.heard = latest(c.heard, now.Add(ReconnectGrace-w.lost))
 		}
 		return
 	}
@@ -182,7 +196,7 @@ func (w *Watcher) scanAt(now time.Time) {
 	for _, c := range w.calls {
 		silent := now.Sub(c.heard)
 		switch {
-		case silent > wire.HoldingLost && w.aliveAt.After(c.heard.Add(SilenceProbe)):
+		case silent > w.lost && w.aliveAt.After(c.heard.Add(SilenceProbe)):
 			c.lost.Store(true)
 			c.cancel()
 		case silent > SilenceProbe:

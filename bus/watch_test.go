@@ -67,7 +67,7 @@ func TestAWatcherTellsItsOwnSilentServerFromADeadWorker(t *testing.T) {
 	}
 	var subjects wire.Subjects
 	holdingResponder(t, testenv.Conn(t, c.Servers[2].ClientURL()), subjects, "slow", 3*time.Second)
-	w, err := bus.NewWatcher(nc, subjects, testenv.Logger(t))
+	w, err := bus.NewWatcher(nc, subjects, 0, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,5 +105,42 @@ func TestAWatcherTellsItsOwnSilentServerFromADeadWorker(t *testing.T) {
 	}
 	if u := nc.ConnectedUrl(); u != c.Servers[1].ClientURL() {
 		t.Fatalf("the connection is on %q, want the other node %s", u, c.Servers[1].ClientURL())
+	}
+}
+
+// TestACallIsLostAfterTheWatchersTime: a worker took the call and then fell silent
+// (it died before it first named the call). The call is given up as lost once
+// nothing was heard of it for the Watcher's lost time, not before, and long before
+// its deadline; a lost time below bus.MinCallLost is refused.
+func TestACallIsLostAfterTheWatchersTime(t *testing.T) {
+	srv := testenv.Server(t)
+	nc := testenv.Conn(t, srv.ClientURL())
+	var subjects wire.Subjects
+	taken := make(chan struct{}, 1)
+	worker := testenv.Conn(t, srv.ClientURL())
+	if _, err := worker.Subscribe(subjects.CallAll("mute"), func(*nats.Msg) { taken <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	if err := worker.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.NewWatcher(nc, subjects, bus.MinCallLost-time.Millisecond, testenv.Logger(t)); err == nil {
+		t.Fatalf("a lost time of %v was taken", bus.MinCallLost-time.Millisecond)
+	}
+	const lost = 2 * time.Second
+	w, err := bus.NewWatcher(nc, subjects, lost, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	_, err = w.Send(context.Background(), &wire.Request{Tool: "mute", Method: "m", CallID: "c1",
+		Data: []byte(`{}`), Deadline: time.Now().Add(time.Minute)}, true)
+	took := time.Since(sent)
+	<-taken
+	if !errors.Is(err, bus.ErrCallLost) {
+		t.Fatalf("the call: %v after %v, want it lost", err, took)
+	}
+	if took < lost {
+		t.Fatalf("the call was given up after %v, before the watcher's %v", took, lost)
 	}
 }

@@ -47,14 +47,19 @@ type Config struct {
 	// Rate and Burst apply per key (or per link) when the account sets no limits.
 	Rate  float64
 	Burst int
+	// CallLostAfter is how long a call of a tool whose workers name the calls they hold
+	// (wire.Tool.Holding) may go unheard of before it is given up as lost (503,
+	// worker_lost): 0 for wire.HoldingLost, else at least bus.MinCallLost. Longer
+	// suits workers on hosts so loaded that their word on a call can come late.
+	CallLostAfter time.Duration
 	// Subjects names the bus subjects.
 	Subjects wire.Subjects
 }
 
 // DefaultConfig: 30 s per call unless the method says otherwise, 5 min at most,
-// 50 calls a second with bursts of 100.
+// 50 calls a second with bursts of 100, a call unheard of for a second lost.
 func DefaultConfig() Config {
-	return Config{DefaultTimeout: 30 * time.Second, MaxTimeout: 5 * time.Minute, Rate: 50, Burst: 100, Subjects: wire.DefaultSubjects}
+	return Config{DefaultTimeout: 30 * time.Second, MaxTimeout: 5 * time.Minute, Rate: 50, Burst: 100, CallLostAfter: wire.HoldingLost, Subjects: wire.DefaultSubjects}
 }
 
 // Validate names the first field that is wrong.
@@ -68,6 +73,8 @@ func (c Config) Validate() error {
 		return errors.New("gateway: rate: must be positive")
 	case c.Burst < 1:
 		return errors.New("gateway: burst: must be at least 1")
+	case c.CallLostAfter != 0 && c.CallLostAfter < bus.MinCallLost:
+		return fmt.Errorf("gateway: call-lost-after: must be at least %v", bus.MinCallLost)
 	}
 	return nil
 }
@@ -133,7 +140,7 @@ func New(nc *nats.Conn, view *registry.View, cfg Config, opts ...Option) (*Gatew
 		g.log = slog.Default()
 	}
 	var err error
-	if g.calls, err = bus.NewWatcher(nc, cfg.Subjects, g.log); err != nil {
+	if g.calls, err = bus.NewWatcher(nc, cfg.Subjects, cfg.CallLostAfter, g.log); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	return g, nil

@@ -102,7 +102,7 @@ func WithInstance(name string) Option { return func(c *config) { c.instance = na
 // on the tool's Holding subject as running ones are (see wire.HoldingAfter); past 16
 // waiting per slot the worker takes no more until one finishes, and the server's
 // routing and the connection's pending queue hold the rest. Those are not named: an
-// edge gives them up after wire.HoldingLost (its caller gets a 503 and may try again
+// edge gives them up after its --call-lost-after, wire.HoldingLost by default (its caller gets a 503 and may try again
 // later) and cancels them, so that they do not run once their caller was answered.
 // A waiting call whose deadline passes, or whose caller cancels it, never runs: its
 // caller has already been answered.

@@ -129,6 +129,7 @@ var edgeEnv = map[string]string{
 	"shutdown-timeout":    "TOOLGATE_SHUTDOWN_TIMEOUT",
 	"drain-delay":         "TOOLGATE_DRAIN_DELAY",
 	"ask-concurrency":     "TOOLGATE_ASK_CONCURRENCY",
+	"call-lost-after":     "TOOLGATE_CALL_LOST_AFTER",
 	"read-header-timeout": "TOOLGATE_READ_HEADER_TIMEOUT",
 	"read-body-timeout":   "TOOLGATE_READ_BODY_TIMEOUT",
 	"dashboard":           "TOOLGATE_DASHBOARD",
@@ -177,6 +178,7 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.DurationVar(&o.Gateway.MaxTimeout, "max-timeout", o.Gateway.MaxTimeout, "longest deadline of any call")
 	f.Float64Var(&o.Gateway.Rate, "rate", o.Gateway.Rate, "calls per second per key, for accounts without limits")
 	f.IntVar(&o.Gateway.Burst, "burst", o.Gateway.Burst, "calls a key may make at once above the rate")
+	f.DurationVar(&o.Gateway.CallLostAfter, "call-lost-after", o.Gateway.CallLostAfter, "how long a call may go unheard of by its tool's workers (they name the calls they hold every "+wire.HoldingEvery.String()+") before it is given up as lost with a 503 (at least "+bus.MinCallLost.String()+"); longer for workers on hosts so loaded that their word can come late")
 	f.BoolVar(&o.EdgeRates, "edge-rates", o.EdgeRates, "keep each key's rate in this edge alone (N edges then allow N times the rate) instead of in the registry's shared buckets")
 	f.DurationVar(&o.Edge.DrainDelay, "drain-delay", o.Edge.DrainDelay, "at shutdown (SIGTERM), how long the edge goes on serving with /readyz unready, so that balancers send new requests elsewhere, before it stops taking connections")
 	f.IntVar(&o.AskConcurrency, "ask-concurrency", o.AskConcurrency, "workers' asks (their records, presence, state and session messages) this edge works on at once; the rest wait, in order, until one ends (each ask takes at most "+wire.AskTimeout.String()+")")

@@ -145,6 +145,8 @@ func TestEdgeCommandRefusesBadConfig(t *testing.T) {
 		{[]string{"edge", "--link-secret-file", "x", "--nats", "http://127.0.0.1:4222"}, "edge: nats:"},
 		{[]string{"edge", "--link-secret-file", "x", "--update-registry"}, "edge: update-registry: needs --replicas"},
 		{[]string{"edge", "--link-secret-file", "x", "--ask-concurrency", "0"}, "edge: ask-concurrency: must be at least 1"},
+		{[]string{"edge", "--link-secret-file", "x", "--call-lost-after", "499ms"}, "gateway: call-lost-after: must be at least 500ms"},
+		{[]string{"edge", "--link-secret-file", "x", "--call-lost-after", "-1s"}, "gateway: call-lost-after: must be at least 500ms"},
 	} {
 		if _, err := run(t, context.Background(), tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("toolgate %s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)
