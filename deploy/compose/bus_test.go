@@ -21,8 +21,19 @@ func (s *stack) toolgate(service string, args ...string) (string, error) {
 // README says.
 func (s *stack) busSecured(t *testing.T) {
 	// A probe from inside the stack's network: a worker that would serve tool probe.
-	probe := func(flags ...string) (string, error) {
-		return s.toolgate("demo-1", append(append([]string{"worker", "mcp", "--tool", "probe", "--wait", "0s"}, flags...), "--", "true")...)
+	// One whose name lookup failed (the network's DNS is Podman's, and it has
+	// timed out once in a while) reached no server and checked nothing: it is made
+	// again, a few times.
+	unresolved := regexp.MustCompile(`dial tcp: lookup nats-\d+( on \S+)?: (i/o timeout|server misbehaving|no such host)`)
+	probe := func(flags ...string) (out string, err error) {
+		for range 3 {
+			out, err = s.toolgate("demo-1", append(append([]string{"worker", "mcp", "--tool", "probe", "--wait", "0s"}, flags...), "--", "true")...)
+			if !unresolved.MatchString(out) {
+				return out, err
+			}
+			t.Logf("the probe's name lookup failed; again: %s", strings.TrimSpace(out))
+		}
+		return out, err
 	}
 	for _, c := range []struct {
 		name  string
