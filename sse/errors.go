@@ -22,6 +22,9 @@ import (
 const (
 	codeHeaderMismatch             = mcp.CodeHeaderMismatch             // -32020
 	codeUnsupportedProtocolVersion = mcp.CodeUnsupportedProtocolVersion // -32022
+	// codeMissingCapability answers a request that needs a capability its client did
+	// not declare.
+	codeMissingCapability = mcp.CodeMissingRequiredClientCapabilities // -32021
 	// codeSessionLimit is implementation-defined (-32000 to -32019).
 	codeSessionLimit = -32000
 	// codeCancelled answers a request the client cancelled, where an answer is owed.

@@ -35,10 +35,6 @@ import (
 // tasksExtension names the extension in capabilities.extensions.
 const tasksExtension = "io.modelcontextprotocol/tasks"
 
-// codeMissingCapability answers a request its client did not declare a capability
-// for (SEP-2575).
-const codeMissingCapability = -32021
-
 // taskPrefix begins every task id a link hands out.
 const taskPrefix = "tgt1."
 
