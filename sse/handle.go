@@ -45,6 +45,10 @@ type rpcRequest struct {
 func (r *rpcRequest) callParams() (*mcp.CallToolParamsRaw, error) {
 	if r.call == nil && r.callErr == nil {
 		r.call = new(mcp.CallToolParamsRaw)
+		if scanCallParams(r.req.Params, r.call) {
+			return r.call, nil
+		}
+		*r.call = mcp.CallToolParamsRaw{}
 		if err := json.Unmarshal(r.req.Params, r.call); err != nil {
 			r.call, r.callErr = nil, invalidParams("tools/call: %v", err)
 		}

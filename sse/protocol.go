@@ -128,14 +128,23 @@ type wireMessage struct {
 	Error   *jsonrpc.Error  `json:"error"`
 }
 
-// decodeMessage reads one JSON-RPC message as jsonrpc.DecodeMessage does, with the
-// standard library's decoder: the SDK's allocates a 64 KiB buffer per message, which
-// made it most of what the edge allocated per call.
+// decodeMessage reads one JSON-RPC message as jsonrpc.DecodeMessage does: a plain one
+// by scanMessage, any other with the standard library's decoder (the SDK's allocates
+// a 64 KiB buffer per message, which made it most of what the edge allocated per
+// call). The message's params and result may be slices of data.
 func decodeMessage(data []byte) (jsonrpc.Message, error) {
 	var w wireMessage
-	if err := json.Unmarshal(data, &w); err != nil {
-		return nil, err
+	if !scanMessage(data, &w) {
+		w = wireMessage{}
+		if err := json.Unmarshal(data, &w); err != nil {
+			return nil, err
+		}
 	}
+	return w.message()
+}
+
+// message is the JSON-RPC message w holds.
+func (w *wireMessage) message() (jsonrpc.Message, error) {
 	if w.Version != "2.0" {
 		return nil, fmt.Errorf("invalid message version tag %q; expected \"2.0\"", w.Version)
 	}
