@@ -346,9 +346,9 @@ func render(cfg config, rows []*row, mem []memory, t *timings) string {
 	var b strings.Builder
 	host, _ := os.Hostname()
 	fmt.Fprintf(&b, "## toolgate benchmarks\n\n")
-	fmt.Fprintf(&b, "Run %s on %s: %s/%s, %d CPUs, Go %s. Each process on 127.0.0.1; %d callers at saturation for %v in each of %d rounds; fixed rate %.0f/s for %v.\n\n",
+	fmt.Fprintf(&b, "Run %s on %s: %s/%s, %d CPUs, Go %s. Each process on 127.0.0.1; %d callers at saturation for %v in each of %s; fixed rate %.0f/s for %v.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(),
-		cfg.callers, cfg.duration, cfg.rounds, cfg.rate, cfg.duration)
+		cfg.callers, cfg.duration, count(cfg.rounds, "round"), cfg.rate, cfg.duration)
 	fmt.Fprintf(&b, "Load average (1, 5, 15 min) %s when the run started, %s when it ended: the machine's other work slows every row; compare rows within one run.\n\n",
 		cfg.loadStart, loadavg())
 	fmt.Fprintf(&b, "Produced by `%s` (`make bench` runs it with its defaults).\n\n", strings.Join(os.Args, " "))
@@ -386,7 +386,7 @@ func render(cfg config, rows []*row, mem []memory, t *timings) string {
 		fmt.Fprintf(&b, "\n\nPOST /tool-call at %.0f/s, as the edge's Server-Timing splits it (medians of %d answers): the tool's time, the round trip on the bus to the echo worker and back, %v; the gateway's own, %v. The rest of its p50 is HTTP between the load generator and the edge.\n",
 			cfg.rate, n, us(tool), us(gw))
 	}
-	fmt.Fprintf(&b, "\n\nCPU time per request at saturation, by process (µs; /proc, 10 ms ticks; CPU time and requests each summed over the %d rounds). When the machine is the limit, the ratio of two paths' totals is about the inverse of their throughputs'.\n\n", cfg.rounds)
+	fmt.Fprintf(&b, "\n\nCPU time per request at saturation, by process (µs; /proc, 10 ms ticks; CPU time and requests each summed over the %s). When the machine is the limit, the ratio of two paths' totals is about the inverse of their throughputs'.\n\n", count(cfg.rounds, "round"))
 	b.WriteString("| path |")
 	for _, role := range cpuRoles {
 		fmt.Fprintf(&b, " %s |", role)
@@ -414,6 +414,14 @@ func render(cfg config, rows []*row, mem []memory, t *timings) string {
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// count is n of a thing, named in the singular or the plural: "1 round", "3 rounds".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 func us(d time.Duration) time.Duration { return d.Round(time.Microsecond) }

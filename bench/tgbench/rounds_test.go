@@ -55,3 +55,12 @@ func TestMedianAndSpread(t *testing.T) {
 		}
 	}
 }
+
+func TestCountNamesOneRoundInTheSingular(t *testing.T) {
+	if got := count(1, "round"); got != "1 round" {
+		t.Errorf("count(1) = %q", got)
+	}
+	if got := count(3, "round"); got != "3 rounds" {
+		t.Errorf("count(3) = %q", got)
+	}
+}
