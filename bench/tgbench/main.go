@@ -4,10 +4,15 @@
 // and prints one table from one run: throughput at saturation, latency at a fixed
 // rate, and the edge's memory per idle SSE session.
 //
-//	go run ./bench/tgbench -bin bin/toolgate [-duration 5s] [-callers 32] [-rate 1000] [-sessions 1000,10000] [-out bench/RESULTS.md] [-profile dir]
+//	go run ./bench/tgbench -bin bin/toolgate [-duration 5s] [-rounds 3] [-callers 32] [-rate 1000] [-sessions 1000,10000] [-out bench/RESULTS.md] [-profile dir]
 //
-// With -profile, each path through the edge is run once more at saturation after it
-// is measured, while the edge's and the worker's CPU and allocation profiles are
+// Throughput is measured in rounds (rounds.go): every path at saturation once per
+// round, the paths in another order each round, each against the bare handler's
+// figure from the same round. The fixed-rate latency is measured once per path, after
+// the rounds.
+//
+// With -profile, each path through the edge is run once more at saturation after its
+// fixed-rate run, while the edge's and the worker's CPU and allocation profiles are
 // taken; they are written to the directory for go tool pprof.
 package main
 
@@ -36,6 +41,7 @@ import (
 type config struct {
 	bin      string
 	duration time.Duration
+	rounds   int
 	callers  int
 	rate     float64
 	max      int
@@ -62,6 +68,7 @@ func main() {
 	var sessions string
 	flag.StringVar(&cfg.bin, "bin", "bin/toolgate", "the toolgate binary to run")
 	flag.DurationVar(&cfg.duration, "duration", 5*time.Second, "how long each measurement runs")
+	flag.IntVar(&cfg.rounds, "rounds", 3, "rounds of the gateway paths at saturation, each path once per round")
 	flag.IntVar(&cfg.callers, "callers", 32, "concurrent callers at saturation")
 	flag.Float64Var(&cfg.rate, "rate", 1000, "requests per second for the fixed-rate latency")
 	flag.IntVar(&cfg.max, "max", 2_000_000, "at most this many requests per measurement")
@@ -80,6 +87,10 @@ func main() {
 	flag.Parse()
 	if cfg.only != "" && cfg.only != "gateway" && cfg.only != "peers" {
 		fmt.Fprintf(os.Stderr, "tgbench: -only %q: want gateway or peers\n", cfg.only)
+		os.Exit(2)
+	}
+	if cfg.rounds < 1 {
+		fmt.Fprintf(os.Stderr, "tgbench: -rounds %d: want 1 or more\n", cfg.rounds)
 		os.Exit(2)
 	}
 	for _, f := range strings.Split(sessions, ",") {
@@ -120,12 +131,19 @@ func serveBare(args []string) error {
 	return http.Serve(ln, r)
 }
 
+// row is one path of the gateway part and what was measured of it.
 type row struct {
-	name      string
-	saturated load.Result
-	paced     load.Result
-	cpu       map[string]time.Duration // each process's CPU time during the saturated run
+	name   string
+	id     string // names the profiles of a path through the edge
+	call   load.Func
+	rounds []load.Result            // at saturation, one per round
+	cpu    map[string]time.Duration // each process's CPU time during the saturated runs, summed over the rounds
+	paced  load.Result
 }
+
+// saturated is the row's rounds at saturation pooled: requests, errors and
+// latencies of every round together.
+func (r *row) saturated() load.Result { return load.Merge(r.rounds...) }
 
 func run(ctx context.Context, cfg config) error {
 	self, err := os.Executable()
@@ -159,45 +177,53 @@ func run(ctx context.Context, cfg config) error {
 	defer nc.Close()
 
 	serverTimings := &timings{}
-	paths := []struct {
-		name string
-		id   string // names the profiles of a path through the edge
-		fn   load.Func
-	}{
-		{"bare gin handler (HTTP ceiling)", "", bareCall(s)},
-		{"NATS request-reply to the echo worker (bus ceiling)", "", busCall(nc)},
-		{"POST /tool-call through the edge", "toolcall", toolCall(s, acct, serverTimings)},
-		{"MCP tools/call, Streamable HTTP", "streamable", streamableCall(acct)},
-		{"MCP tools/call, legacy HTTP+SSE", "legacy", legacyCall(acct)},
+	rows := []*row{
+		{name: "bare gin handler (HTTP ceiling)", call: bareCall(s)},
+		{name: "NATS request-reply to the echo worker (bus ceiling)", call: busCall(nc)},
+		{name: "POST /tool-call through the edge", id: "toolcall", call: toolCall(s, acct, serverTimings)},
+		{name: "MCP tools/call, Streamable HTTP", id: "streamable", call: streamableCall(acct)},
+		{name: "MCP tools/call, legacy HTTP+SSE", id: "legacy", call: legacyCall(acct)},
 	}
-	var rows []row
 	if cfg.only == "peers" {
-		paths = nil
+		rows = nil
 	}
-	for _, p := range paths {
-		fmt.Fprintf(os.Stderr, "measuring %s...\n", p.name)
-		load.Saturate(ctx, cfg.callers, time.Second, cfg.max, p.fn) // warm connections, sessions, caches
-		r := row{name: p.name}
-		before, err := s.cpu()
-		if err != nil {
-			return err
+	for round := range cfg.rounds {
+		for _, r := range inRound(rows, round) {
+			fmt.Fprintf(os.Stderr, "round %d/%d: %s...\n", round+1, cfg.rounds, r.name)
+			if round == 0 {
+				load.Saturate(ctx, cfg.callers, time.Second, cfg.max, r.call) // warm connections, sessions, caches
+			}
+			before, err := s.cpu()
+			if err != nil {
+				return err
+			}
+			res := load.Saturate(ctx, cfg.callers, cfg.duration, cfg.max, r.call)
+			after, err := s.cpu()
+			if err != nil {
+				return err
+			}
+			if r.cpu == nil {
+				r.cpu = make(map[string]time.Duration, len(after))
+			}
+			for role, d := range after {
+				r.cpu[role] += d - before[role]
+			}
+			r.rounds = append(r.rounds, res)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 		}
-		r.saturated = load.Saturate(ctx, cfg.callers, cfg.duration, cfg.max, p.fn)
-		after, err := s.cpu()
-		if err != nil {
-			return err
-		}
-		r.cpu = make(map[string]time.Duration, len(after))
-		for role, d := range after {
-			r.cpu[role] = d - before[role]
-		}
+	}
+	// Latency at a fixed rate, and the profiles, once per path: neither is a ratio
+	// that the machine's other work would decide.
+	for _, r := range rows {
+		fmt.Fprintf(os.Stderr, "%s at %.0f/s...\n", r.name, cfg.rate)
 		serverTimings.on.Store(true) // only tool-call reads it, and only at the fixed rate
-		r.paced = load.Paced(ctx, cfg.rate, cfg.duration, cfg.max, 512, p.fn)
+		r.paced = load.Paced(ctx, cfg.rate, cfg.duration, cfg.max, 512, r.call)
 		serverTimings.on.Store(false)
-		rows = append(rows, r)
-		if cfg.profile != "" && p.id != "" {
-			if err := profile(ctx, map[string]string{"edge": s.edgePprof, "worker": s.workerPprof}, cfg, p.id, p.fn); err != nil {
-				return fmt.Errorf("profile %s: %w", p.name, err)
+		if cfg.profile != "" && r.id != "" {
+			if err := profile(ctx, map[string]string{"edge": s.edgePprof, "worker": s.workerPprof}, cfg, r.id, r.call); err != nil {
+				return fmt.Errorf("profile %s: %w", r.name, err)
 			}
 		}
 		if ctx.Err() != nil {
@@ -316,13 +342,13 @@ func measureSessions(ctx context.Context, s *stack, transport string, n int, ope
 	return m, nil
 }
 
-func render(cfg config, rows []row, mem []memory, t *timings) string {
+func render(cfg config, rows []*row, mem []memory, t *timings) string {
 	var b strings.Builder
 	host, _ := os.Hostname()
 	fmt.Fprintf(&b, "## toolgate benchmarks\n\n")
-	fmt.Fprintf(&b, "Run %s on %s: %s/%s, %d CPUs, Go %s. Each process on 127.0.0.1; %d callers at saturation for %v; fixed rate %.0f/s for %v.\n\n",
+	fmt.Fprintf(&b, "Run %s on %s: %s/%s, %d CPUs, Go %s. Each process on 127.0.0.1; %d callers at saturation for %v in each of %s; fixed rate %.0f/s for %v.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(),
-		cfg.callers, cfg.duration, cfg.rate, cfg.duration)
+		cfg.callers, cfg.duration, count(cfg.rounds, "round"), cfg.rate, cfg.duration)
 	fmt.Fprintf(&b, "Load average (1, 5, 15 min) %s when the run started, %s when it ended: the machine's other work slows every row; compare rows within one run.\n\n",
 		cfg.loadStart, loadavg())
 	fmt.Fprintf(&b, "Produced by `%s` (`make bench` runs it with its defaults).\n\n", strings.Join(os.Args, " "))
@@ -330,17 +356,26 @@ func render(cfg config, rows []row, mem []memory, t *timings) string {
 		return b.String()
 	}
 	bare := rows[0]
+	if cfg.rounds == 1 {
+		b.WriteString("One round: every path at saturation once, after a 1 s warm-up; × bare: the row's req/s over the bare handler's. ")
+	} else {
+		fmt.Fprintf(&b, "%d rounds, every path at saturation once in each, the paths in a different order each round (a 1 s warm-up before each path's first). "+
+			"req/s, p50 and p99 at saturation pool the rounds' requests; × bare: the row's req/s over the bare handler's in the same round, "+
+			"median (lowest–highest) of the rounds. ", cfg.rounds)
+	}
+	b.WriteString("The fixed-rate run is made once per path, after the rounds, the paths in the table's order.\n\n")
 	fmt.Fprintf(&b, "| path | req/s at saturation | p50 | p99 | × bare | p50 at %.0f/s | p99 at %.0f/s | p50 − bare's | errors |\n", cfg.rate, cfg.rate)
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	rps := func(r load.Result) float64 { return r.RPS() }
 	for _, r := range rows {
-		ratio := r.saturated.RPS() / bare.saturated.RPS()
-		fmt.Fprintf(&b, "| %s | %.0f | %v | %v | %.2f | %v | %v | %+v | %d |\n", r.name, r.saturated.RPS(),
-			us(r.saturated.Percentile(0.5)), us(r.saturated.Percentile(0.99)), ratio,
+		sat := r.saturated()
+		fmt.Fprintf(&b, "| %s | %.0f | %v | %v | %s | %v | %v | %+v | %d |\n", r.name, sat.RPS(),
+			us(sat.Percentile(0.5)), us(sat.Percentile(0.99)), spread(ratios(r.rounds, bare.rounds, rps)),
 			us(r.paced.Percentile(0.5)), us(r.paced.Percentile(0.99)),
-			us(r.paced.Percentile(0.5)-bare.paced.Percentile(0.5)), r.saturated.Errors+r.paced.Errors)
+			us(r.paced.Percentile(0.5)-bare.paced.Percentile(0.5)), sat.Errors+r.paced.Errors)
 	}
 	for _, r := range rows {
-		for _, res := range []load.Result{r.saturated, r.paced} {
+		for _, res := range []load.Result{r.saturated(), r.paced} {
 			if res.FirstErr != nil {
 				fmt.Fprintf(&b, "\n%s: first error: %v", r.name, res.FirstErr)
 				break
@@ -351,14 +386,14 @@ func render(cfg config, rows []row, mem []memory, t *timings) string {
 		fmt.Fprintf(&b, "\n\nPOST /tool-call at %.0f/s, as the edge's Server-Timing splits it (medians of %d answers): the tool's time, the round trip on the bus to the echo worker and back, %v; the gateway's own, %v. The rest of its p50 is HTTP between the load generator and the edge.\n",
 			cfg.rate, n, us(tool), us(gw))
 	}
-	fmt.Fprintf(&b, "\n\nCPU time per request at saturation, by process (µs; /proc, 10 ms ticks). When the machine is the limit, the ratio of two paths' totals is about the inverse of their throughputs'.\n\n")
+	fmt.Fprintf(&b, "\n\nCPU time per request at saturation, by process (µs; /proc, 10 ms ticks; CPU time and requests each summed over the %s). When the machine is the limit, the ratio of two paths' totals is about the inverse of their throughputs'.\n\n", count(cfg.rounds, "round"))
 	b.WriteString("| path |")
 	for _, role := range cpuRoles {
 		fmt.Fprintf(&b, " %s |", role)
 	}
 	b.WriteString(" total |\n|---|" + strings.Repeat("---:|", len(cpuRoles)+1) + "\n")
 	for _, r := range rows {
-		n := r.saturated.Requests
+		n := r.saturated().Requests
 		if n == 0 {
 			continue
 		}
@@ -379,6 +414,14 @@ func render(cfg config, rows []row, mem []memory, t *timings) string {
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// count is n of a thing, named in the singular or the plural: "1 round", "3 rounds".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 func us(d time.Duration) time.Duration { return d.Round(time.Microsecond) }

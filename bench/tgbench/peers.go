@@ -10,8 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -242,13 +240,7 @@ func runPeers(ctx context.Context, s *stack, cfg config, acct *account, logs io.
 	rep.load0 = loadavg()
 	var seq atomic.Int64
 	for round := range p.rounds {
-		// Each round takes the rows in another order, so none is always first after
-		// the previous one's load.
-		order := slices.Clone(rep.peers)
-		for range round % len(order) {
-			order = append(order[1:], order[0])
-		}
-		for _, pr := range order {
+		for _, pr := range inRound(rep.peers, round) {
 			if pr.session == nil {
 				continue
 			}
@@ -392,39 +384,6 @@ func treeCPU(pids []int) time.Duration {
 	return sum
 }
 
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// ratios is, per round, what f gives for p over what it gives for the baseline b.
-func ratios(p, b *peer, i int, f func(load.Result) float64) []float64 {
-	var out []float64
-	for r := range min(len(p.results[i]), len(b.results[i])) {
-		if d := f(b.results[i][r]); d > 0 {
-			out = append(out, f(p.results[i][r])/d)
-		}
-	}
-	return out
-}
-
-func spread(xs []float64) string {
-	if len(xs) == 0 {
-		return "–"
-	}
-	if len(xs) == 1 {
-		return fmt.Sprintf("%.2f", xs[0])
-	}
-	return fmt.Sprintf("%.2f (%.2f–%.2f)", median(xs), slices.Min(xs), slices.Max(xs))
-}
-
 func (rep *peerReport) render() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "### MCP through a proxy: the same stdio server, one client\n\n")
@@ -470,8 +429,8 @@ func (rep *peerReport) render() string {
 		}
 		one, many := merged[0], merged[1]
 		fmt.Fprintf(&b, "| %s | %.0f | %v | %v | %s | %.0f | %v | %v | %s | %s | %s | %d |\n", p.name,
-			one.RPS(), us(one.Percentile(0.5)), us(one.Percentile(0.99)), spread(ratios(p, base, 0, p50)),
-			many.RPS(), us(many.Percentile(0.5)), us(many.Percentile(0.99)), spread(ratios(p, base, 1, rps)),
+			one.RPS(), us(one.Percentile(0.5)), us(one.Percentile(0.99)), spread(ratios(p.results[0], base.results[0], p50)),
+			many.RPS(), us(many.Percentile(0.5)), us(many.Percentile(0.99)), spread(ratios(p.results[1], base.results[1], rps)),
 			cpu(proxy...), cpu("server"), one.Errors+many.Errors)
 		if len(proxy) > 1 {
 			var parts []string
