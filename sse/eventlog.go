@@ -51,6 +51,7 @@ type eventLog struct {
 	nc     *nats.Conn
 	stream jetstream.Stream
 	subj   wire.Subjects
+	posts  *postFeeds // the POST streams followed for calls, a subscription per session
 }
 
 func eventStreamName(s wire.Subjects) string {
@@ -122,7 +123,9 @@ func openEventLog(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, su
 	for {
 		st, err := js.CreateOrUpdateStream(ctx, cfg)
 		if err == nil {
-			return &eventLog{js: js, nc: nc, stream: st, subj: subj}, nil
+			l := &eventLog{js: js, nc: nc, stream: st, subj: subj}
+			l.posts = &postFeeds{log: l, feeds: map[string]*postFeed{}}
+			return l, nil
 		}
 		if !retryable(err) {
 			return nil, fmt.Errorf("sse: event log %s: %w", cfg.Name, err)
@@ -271,14 +274,15 @@ const liveBuffer = 64
 // came before it followed and for what the live feed lost (a stream that fell
 // behind, a reconnect to NATS, a republish lost to a change of stream leader).
 type follower struct {
-	log     *eventLog
-	subject string
-	sub     *nats.Subscription
-	live    chan *nats.Msg
-	next    uint64 // the sequence of the first record not yet delivered
+	log      *eventLog
+	subject  string
+	live     chan *nats.Msg
+	next     uint64     // the sequence of the first record not yet delivered
+	unfollow func()     // ends the following
+	lost     func() int // how many records the live feed dropped so far
 
 	reconnects uint64 // the connection's, when last checked
-	dropped    int    // the subscription's, when last checked
+	lostSeen   int    // lost(), when last checked
 }
 
 // follow subscribes to what the log stores on subject from now on; set next, then
@@ -290,11 +294,15 @@ func (l *eventLog) follow(subject string) (*follower, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sse: event log: follow %s: %w", subject, err)
 	}
-	f.sub = sub
+	f.unfollow = func() { _ = sub.Unsubscribe() }
+	f.lost = func() int {
+		d, _ := sub.Dropped()
+		return d
+	}
 	return f, nil
 }
 
-func (f *follower) stop() { _ = f.sub.Unsubscribe() }
+func (f *follower) stop() { f.unfollow() }
 
 // stored delivers what the log holds from next on, until deliver says it is done.
 func (f *follower) stored(ctx context.Context, deliver func(record) bool) (bool, error) {
@@ -332,10 +340,9 @@ func (f *follower) take(ctx context.Context, m *nats.Msg, deliver func(record) b
 // mayHaveLost reports whether the live feed may have lost records since the last
 // check: the connection to NATS was re-established or the subscription dropped some.
 func (f *follower) mayHaveLost() bool {
-	r := f.log.nc.Stats().Reconnects
-	d, _ := f.sub.Dropped()
-	lost := r != f.reconnects || d != f.dropped
-	f.reconnects, f.dropped = r, d
+	r, d := f.log.nc.Stats().Reconnects, f.lost()
+	lost := r != f.reconnects || d != f.lostSeen
+	f.reconnects, f.lostSeen = r, d
 	return lost
 }
 

@@ -3,6 +3,7 @@ package sse_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -157,5 +158,66 @@ func TestCallThatAskedOutlivesItsEdge(t *testing.T) {
 	}
 	if _, data := resumed.next(t, "message"); !strings.Contains(data, `"id":2`) || !strings.Contains(data, "did not answer before the deadline") {
 		t.Fatalf("the resumed stream carried %s, want the timeout of request 2", data)
+	}
+}
+
+// TestCallsOfASessionShareASubscription: the edge follows the POST streams of a
+// client that may be asked something with one subscription for the session, not
+// one per call: calls that ask nothing change no interest on the bus, and calls in
+// parallel that each ask the client get their own requests on their own streams.
+func TestCallsOfASessionShareASubscription(t *testing.T) {
+	srv := testenv.Server(t)
+	e := setupEnv(t, []string{srv.ClientURL()}, 1)
+	ed := e.startEdge(t, 0, func(c *sse.Config) { c.StreamAfter = testenv.Patience })
+	ctx := testenv.Context(t)
+	c := mcp.NewClient(&mcp.Implementation{Name: "sampler", Version: "1"}, &mcp.ClientOptions{
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "sampled"}}, nil
+		},
+	})
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.streamableURL(ed.url)}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	echo := func() {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})
+		if err != nil || res.IsError {
+			t.Fatalf("echo: %+v, %v", res, err)
+		}
+	}
+	echo() // the session's subscription is made
+	inserts := func() uint64 {
+		sz, err := srv.Subsz(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sz.NumInserts
+	}
+	before := inserts()
+	const calls = 20
+	for range calls {
+		echo()
+	}
+	// None of them subscribes; the bus may have made one or two of its own meanwhile.
+	if n := inserts() - before; n > 2 {
+		t.Fatalf("%d calls of one session made %d subscriptions on the bus, want none", calls, n)
+	}
+
+	errs := make(chan error, 8)
+	for range cap(errs) {
+		go func() {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask"})
+			if err == nil && (res.IsError || !strings.Contains(testenv.ToolText(res), "sampled")) {
+				err = fmt.Errorf("ask answered %+v", res)
+			}
+			errs <- err
+		}()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -274,7 +274,7 @@ func (s *Server) newPostStream(sess *registry.Session, follow bool) *postStream 
 	post := registry.NewID("")
 	ps := &postStream{post: post, subject: s.events.postSubject(sess.Tool, sess.ID, post), noted: make(chan struct{}, 1), opened: make(chan struct{})}
 	if follow {
-		f, err := s.events.follow(ps.subject)
+		f, err := s.events.posts.follow(sess.Tool, sess.ID, post)
 		if err != nil {
 			s.log.Warn("following a call stream", "session", sess.ID, "err", err)
 		} else {
