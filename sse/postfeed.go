@@ -33,8 +33,9 @@ type postFeed struct {
 	idle  *time.Timer                // ends the subscription once nothing is followed for feedLinger
 }
 
-// follow follows the POST stream post of session of tool, as eventLog.follow does.
-func (p *postFeeds) follow(tool, session, post string) (*follower, error) {
+// follow follows the POST stream post of session of tool, as eventLog.follow does;
+// arrived, if not nil, is called after each record is handed to the follower.
+func (p *postFeeds) follow(tool, session, post string, arrived func()) (*follower, error) {
 	l := p.log
 	f := &follower{log: l, subject: l.postSubject(tool, session, post), live: make(chan *nats.Msg, liveBuffer), next: 1,
 		reconnects: l.nc.Stats().Reconnects}
@@ -59,6 +60,9 @@ func (p *postFeeds) follow(tool, session, post string) (*follower, error) {
 		case f.live <- m:
 		default:
 			lost.Add(1)
+		}
+		if arrived != nil {
+			arrived()
 		}
 	}
 	feed.posts[post] = deliver

@@ -204,7 +204,7 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 // requests to the client, related to the call), first (when not nil) and then what f
 // takes, until stop is closed; then it writes what f holds already, so that what the
 // tool sent before its answer goes before the answer.
-func (s *Server) relayToolMessages(ctx context.Context, ew *eventWriter, sess *registry.Session, post string, f *follower, first *nats.Msg, stop <-chan struct{}) {
+func (s *Server) relayToolMessages(ctx context.Context, ew *eventWriter, sess *registry.Session, post string, f *follower, stop <-chan struct{}) {
 	deliver := func(rec record) bool {
 		if rec.header.Get(headerEvent) != "" || rec.header.Get(headerOrigin) != "" {
 			return false // this edge's own, written already, or a record that steers
@@ -216,9 +216,6 @@ func (s *Server) relayToolMessages(ctx context.Context, ew *eventWriter, sess *r
 		if _, err := f.take(ctx, m, deliver); err != nil && ctx.Err() == nil {
 			s.log.Warn("reading a call stream", "session", sess.ID, "err", err)
 		}
-	}
-	if first != nil {
-		take(first)
 	}
 	for {
 		select {
@@ -259,22 +256,25 @@ type postStream struct {
 	// f follows subject, from before the tool could put anything there: what the tool
 	// sends the client about the call (its requests) it puts there. nil when nothing
 	// follows it (the tool was not told of the stream).
-	f     *follower
-	first *nats.Msg // a record f took before the stream opened
+	f *follower
+	// wake, when not nil, is told of the call's first notification or of the tool's
+	// first record on the stream: something to send, so the stream must open.
+	wake  func()
+	woken atomic.Bool
 
-	noted    chan struct{} // a notification of the call came before the stream opened
 	opened   chan struct{} // closed once send is set, or once the call will not stream
 	settling sync.Once
 	send     func(msg []byte, final bool)
 }
 
 // newPostStream names a new POST stream of sess; with follow it follows the stream's
-// subject in the log from now on.
-func (s *Server) newPostStream(sess *registry.Session, follow bool) *postStream {
+// subject in the log from now on. wake, if not nil, is called once, when the call
+// has something to send before the stream opens.
+func (s *Server) newPostStream(sess *registry.Session, follow bool, wake func()) *postStream {
 	post := registry.NewID("")
-	ps := &postStream{post: post, subject: s.events.postSubject(sess.Tool, sess.ID, post), noted: make(chan struct{}, 1), opened: make(chan struct{})}
+	ps := &postStream{post: post, subject: s.events.postSubject(sess.Tool, sess.ID, post), wake: wake, opened: make(chan struct{})}
 	if follow {
-		f, err := s.events.posts.follow(sess.Tool, sess.ID, post)
+		f, err := s.events.posts.follow(sess.Tool, sess.ID, post, ps.awake)
 		if err != nil {
 			s.log.Warn("following a call stream", "session", sess.ID, "err", err)
 		} else {
@@ -293,22 +293,26 @@ func (ps *postStream) settle(send func(msg []byte, final bool)) {
 	})
 }
 
+// awake tells wake, once, that the call has something to send.
+func (ps *postStream) awake() {
+	if ps.wake != nil && ps.woken.CompareAndSwap(false, true) {
+		ps.wake()
+	}
+}
+
 // note sends a notification of the call (progress, a log message) on the stream,
 // once it is open; the first one opens it.
 func (ps *postStream) note(msg []byte) {
-	select {
-	case ps.noted <- struct{}{}:
-	default:
-	}
+	ps.awake()
 	<-ps.opened
 	if ps.send != nil {
 		ps.send(msg, false)
 	}
 }
 
-// pending reports whether the tool put something on the stream that is not yet
-// written.
-func (ps *postStream) pending() bool { return ps.f != nil && len(ps.f.live) > 0 }
+// sentBefore reports whether the call sent anything for the stream (a notification,
+// a record of the tool's) before it opened.
+func (ps *postStream) sentBefore() bool { return ps.woken.Load() }
 
 // stop ends the following of the stream's subject.
 func (ps *postStream) stop() {
@@ -325,98 +329,56 @@ func (ps *postStream) stop() {
 // a log message, or a request of the tool (sampling, elicitation, roots; a client that
 // declared one has its call's tool told of the stream, whose subject this edge
 // follows), which then go on the stream in the order they came, the answer last.
+//
+// The call runs on the request's own goroutine, whose stack has grown to what a call
+// takes on the connection's earlier requests: a goroutine per call grew its stack on
+// every call, copying it each time (a tenth of the edge's CPU per call). The call must
+// outlive the POST once it streams, so it runs on the server's context and is
+// cancelled here while it would answer with JSON. The stream, once something starts
+// it, is written by the goroutine that did (the timer's, or one the tool's first
+// message starts) while this one is in the call; this one returns only once the
+// stream is done with the response.
 func (s *Server) callJSONOrStream(reqCtx context.Context, w http.ResponseWriter, accept accepts, rr *rpcRequest, raw []byte) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	done := make(chan handled, 1)
+	call := &running{cancel: cancel, done: done}
+	st := &jsonOrStream{}
 	var ps *postStream
+	stream := func() {
+		if !st.begin(reqCtx) {
+			return
+		}
+		defer close(st.streaming)
+		p := ps
+		if p == nil {
+			p = s.newPostStream(rr.sess, false, nil)
+		}
+		s.streamCall(reqCtx, w, rr, raw, call, p)
+	}
 	if s.mayNotify(rr) {
-		ps = s.newPostStream(rr.sess, asksClient(rr.sess))
+		ps = s.newPostStream(rr.sess, asksClient(rr.sess), func() { go stream() })
 		rr.notify = ps.note
 		if ps.f != nil {
 			rr.post = ps.post
 		}
 	}
-	if ps == nil {
-		s.callOnRequest(reqCtx, w, accept, rr, raw)
-		return
-	}
-	// The call must outlive the POST once it streams, so it runs on the server's
-	// context and is cancelled here while it answers with JSON.
-	ctx, cancel := context.WithCancel(s.ctx)
-	done := make(chan handled, 1)
-	go func() {
-		result, err := s.handle(ctx, rr)
-		done <- handled{result, err}
-	}()
-	call := &running{cancel: cancel, done: done}
-	var live <-chan *nats.Msg
-	if ps.f != nil {
-		live = ps.f.live
-	}
-	timer := time.NewTimer(s.cfg.StreamAfter)
-	defer timer.Stop()
-	select {
-	case h := <-done:
-		if !ps.pending() {
-			cancel()
-			ps.settle(nil)
-			ps.stop()
-			s.answer(w, accept, rr.req.ID, h.result, h.err)
-			return
-		}
-		// The tool put something on the stream before it answered: the answer
-		// follows it there.
-		again := make(chan handled, 1)
-		again <- h
-		call.done = again
-	case m := <-live:
-		ps.first = m
-	case <-ps.noted:
-	case <-reqCtx.Done():
-		// The client left before a stream it could resume was opened: that is a
-		// cancellation.
-		cancel()
-		ps.settle(nil)
-		defer ps.stop()
-		<-done
-		return
-	case <-timer.C:
-	}
-	s.streamCall(reqCtx, w, rr, raw, call, ps)
-}
-
-// callOnRequest is callJSONOrStream for a call that can send its client nothing
-// before its answer: JSON when it answers within StreamAfter, a stream once it runs
-// longer. The call must outlive the POST once it streams, so it runs on the server's
-// context and is cancelled here while it answers with JSON.
-//
-// It runs on the request's own goroutine, whose stack has grown to what a call takes
-// on the connection's earlier requests: a goroutine per call grew its stack on every
-// call, copying it each time (a tenth of the edge's CPU per call). The stream, when
-// the call outlasts StreamAfter, is written by the timer's goroutine while this one
-// is in the call; this one returns only once the stream is done with the response.
-func (s *Server) callOnRequest(reqCtx context.Context, w http.ResponseWriter, accept accepts, rr *rpcRequest, raw []byte) {
-	ctx, cancel := context.WithCancel(s.ctx)
-	done := make(chan handled, 1)
-	st := &jsonOrStream{}
-	timer := time.AfterFunc(s.cfg.StreamAfter, func() {
-		st.mu.Lock()
-		if st.answered || reqCtx.Err() != nil {
-			st.mu.Unlock()
-			return
-		}
-		st.streaming = make(chan struct{})
-		st.mu.Unlock()
-		defer close(st.streaming)
-		s.streamCall(reqCtx, w, rr, raw, &running{cancel: cancel, done: done}, s.newPostStream(rr.sess, false))
-	})
+	timer := time.AfterFunc(s.cfg.StreamAfter, stream)
 	// The client left before a stream it could resume was opened: that is a
 	// cancellation.
 	stopLeave := context.AfterFunc(reqCtx, func() {
-		st.mu.Lock()
-		if st.streaming == nil {
+		if !st.isStreaming() {
 			cancel()
 		}
-		st.mu.Unlock()
 	})
+	// noStream ends what was set up for a stream that will not be.
+	noStream := func() {
+		timer.Stop()
+		cancel()
+		if ps != nil {
+			ps.settle(nil)
+			ps.stop()
+		}
+	}
 	ended := false
 	defer func() {
 		if ended {
@@ -425,12 +387,12 @@ func (s *Server) callOnRequest(reqCtx context.Context, w http.ResponseWriter, ac
 		// The call panicked: the recovery above this handler answers, so no stream may
 		// start now, and one that did must end before the handler returns.
 		stopLeave()
-		timer.Stop()
-		cancel()
 		if streamed := st.end(); streamed != nil {
 			done <- handled{err: errCallPanicked}
 			<-streamed
+			return
 		}
+		noStream()
 	}()
 	result, err := s.handle(ctx, rr)
 	ended = true
@@ -440,8 +402,14 @@ func (s *Server) callOnRequest(reqCtx context.Context, w http.ResponseWriter, ac
 		<-streamed
 		return
 	}
-	timer.Stop()
-	cancel()
+	if ps != nil && ps.sentBefore() && reqCtx.Err() == nil {
+		// The tool sent something before it answered, and the call ended before the
+		// stream that takes it began: the answer follows it there.
+		timer.Stop()
+		s.streamCall(reqCtx, w, rr, raw, call, ps)
+		return
+	}
+	noStream()
 	if reqCtx.Err() != nil {
 		return // nobody to answer
 	}
@@ -451,13 +419,31 @@ func (s *Server) callOnRequest(reqCtx context.Context, w http.ResponseWriter, ac
 // errCallPanicked answers, on its stream, a call whose handling panicked.
 var errCallPanicked = errors.New("sse: the call failed on the edge")
 
-// jsonOrStream is how a call of callOnRequest is answered: once it ended before a
+// jsonOrStream is how a call of callJSONOrStream is answered: once it ended before a
 // stream began, with JSON; once streaming is made, on the stream, which closes it when
 // it is done with the response.
 type jsonOrStream struct {
 	mu        sync.Mutex
 	answered  bool
 	streaming chan struct{}
+}
+
+// begin makes the call's answer a stream, unless it is answered already, streams
+// already, or its client left; false if not.
+func (st *jsonOrStream) begin(reqCtx context.Context) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.answered || st.streaming != nil || reqCtx.Err() != nil {
+		return false
+	}
+	st.streaming = make(chan struct{})
+	return true
+}
+
+func (st *jsonOrStream) isStreaming() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.streaming != nil
 }
 
 // end records that the call ended, and returns the stream it is answered on, nil for
@@ -552,7 +538,7 @@ func (s *Server) awaitResume(subject string, from uint64, finished <-chan struct
 func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *rpcRequest, raw []byte, call *running, ps *postStream) {
 	sess := rr.sess
 	if ps == nil {
-		ps = s.newPostStream(sess, true)
+		ps = s.newPostStream(sess, true, nil)
 	}
 	post, subject := ps.post, ps.subject
 
@@ -632,7 +618,7 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 		defer ps.f.stop()
 		go func() {
 			defer close(relayed)
-			s.relayToolMessages(s.ctx, ew, sess, post, ps.f, ps.first, answered)
+			s.relayToolMessages(s.ctx, ew, sess, post, ps.f, answered)
 		}()
 	}
 	go func() {
