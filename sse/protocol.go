@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/internal/jsonscan"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -153,7 +154,7 @@ func (w *wireMessage) message() (jsonrpc.Message, error) {
 		return nil, err
 	}
 	if len(w.Method) > 0 {
-		method, plain := plainString(w.Method)
+		method, plain := jsonscan.PlainString(w.Method)
 		if !plain {
 			if err := json.Unmarshal(w.Method, &method); err != nil {
 				return nil, err
@@ -169,22 +170,6 @@ func (w *wireMessage) message() (jsonrpc.Message, error) {
 		resp.Error = w.Error
 	}
 	return resp, nil
-}
-
-// plainString reads a JSON string that needs no decoding (printable ASCII, no
-// escapes), as every method name is, without a decoder; ok is false for anything
-// else, which json.Unmarshal reads. raw is valid JSON already.
-func plainString(raw json.RawMessage) (s string, ok bool) {
-	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
-		return "", false
-	}
-	inner := raw[1 : len(raw)-1]
-	for _, b := range inner {
-		if b < 0x20 || b > 0x7e || b == '"' || b == '\\' {
-			return "", false
-		}
-	}
-	return string(inner), true
 }
 
 // encodeResult is the wire form of a successful response. The result is compact

@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/jsonscan"
 )
 
 // Every MCP request an edge serves is a JSON-RPC envelope, and every tools/call has
@@ -24,10 +26,10 @@ func scanMessage(data []byte, w *wireMessage) (ok bool) {
 		return false
 	}
 	*w = wireMessage{}
-	return eachMember(data, func(key, value []byte) bool {
+	return jsonscan.Members(data, func(key, value []byte) bool {
 		switch string(key) {
 		case `"jsonrpc"`:
-			w.Version, ok = plainString(value)
+			w.Version, ok = jsonscan.PlainString(value)
 			return ok
 		case `"id"`:
 			return scanID(value, &w.ID)
@@ -51,7 +53,7 @@ func scanID(value []byte, id *any) bool {
 	case c == 'n':
 		*id = nil
 	case c == '"':
-		s, ok := plainString(value)
+		s, ok := jsonscan.PlainString(value)
 		if !ok {
 			return false
 		}
@@ -75,10 +77,10 @@ func scanCallParams(params []byte, p *mcp.CallToolParamsRaw) (ok bool) {
 		return false
 	}
 	*p = mcp.CallToolParamsRaw{}
-	return eachMember(params, func(key, value []byte) bool {
+	return jsonscan.Members(params, func(key, value []byte) bool {
 		switch string(key) {
 		case `"name"`:
-			p.Name, ok = plainString(value)
+			p.Name, ok = jsonscan.PlainString(value)
 			return ok
 		case `"arguments"`:
 			p.Arguments = value
@@ -91,84 +93,4 @@ func scanCallParams(params []byte, p *mcp.CallToolParamsRaw) (ok bool) {
 		}
 		return true
 	})
-}
-
-// eachMember calls fn with the key (quotes and all) and the value of each member of
-// the JSON object obj, in order, until fn returns false. obj must be valid JSON; the
-// result is false when it is not an object or fn returned false. Values are slices of
-// obj, capped at their end.
-func eachMember(obj []byte, fn func(key, value []byte) bool) bool {
-	i := skipSpace(obj, 0)
-	if obj[i] != '{' {
-		return false
-	}
-	i = skipSpace(obj, i+1)
-	if obj[i] == '}' {
-		return true
-	}
-	for {
-		end := skipString(obj, i)
-		key := obj[i:end]
-		i = skipSpace(obj, skipSpace(obj, end)+1) // past the colon
-		end = skipValue(obj, i)
-		if !fn(key, obj[i:end:end]) {
-			return false
-		}
-		i = skipSpace(obj, end)
-		if obj[i] == '}' {
-			return true
-		}
-		i = skipSpace(obj, i+1) // past the comma
-	}
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index just past the string starting at b[i].
-func skipString(b []byte, i int) int {
-	for i++; ; i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-}
-
-// skipValue returns the index just past the value starting at b[i].
-func skipValue(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-	}
-	for i < len(b) {
-		switch b[i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return i
-		}
-		i++
-	}
-	return i
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/jsonscan"
 )
 
 // The SDK's stdio connection decodes every line the server writes twice, each time
@@ -142,6 +144,13 @@ func (f *rawFilter) diverted(line []byte) bool {
 	if f.divert == nil || !bytes.Contains(line, rawMarker) {
 		return false
 	}
+	if id, result, ok := scanResult(line); ok {
+		if len(id) <= len(rawIDPrefix) || id[:len(rawIDPrefix)] != rawIDPrefix {
+			return false
+		}
+		jid, err := jsonrpc.MakeID(id)
+		return err == nil && f.divert(&jsonrpc.Response{ID: jid, Result: result})
+	}
 	var m struct {
 		ID     string           `json:"id"`
 		Method string           `json:"method"`
@@ -164,4 +173,28 @@ func (f *rawFilter) diverted(line []byte) bool {
 		resp.Error = m.Error
 	}
 	return f.divert(resp)
+}
+
+// scanResult reads the common shape of a successful response, {"jsonrpc", "id" a
+// plain string, "result"}, without a decoder; ok is false for anything else, which
+// diverted decodes. result is a copy: line is the reader's buffer.
+func scanResult(line []byte) (id string, result json.RawMessage, ok bool) {
+	if !json.Valid(line) {
+		return "", nil, false
+	}
+	ok = jsonscan.Members(line, func(key, value []byte) bool {
+		switch string(key) {
+		case `"jsonrpc"`:
+		case `"id"`:
+			var plain bool
+			id, plain = jsonscan.PlainString(value)
+			return plain
+		case `"result"`:
+			result = bytes.Clone(value)
+		default:
+			return false
+		}
+		return true
+	})
+	return id, result, ok && id != "" && result != nil
 }
