@@ -53,6 +53,18 @@ type Snapshot struct {
 type ToolEntry struct {
 	Tool    *Tool
 	methods map[string]*MethodEntry
+	derived sync.Map // what Derived computed, by key
+}
+
+// Derived returns what derive computes from the tool's record, computed once per
+// entry (an entry lives as long as the record it holds is the tool's) and kept under
+// key: for what a request would otherwise work out of the record on every call.
+func (t *ToolEntry) Derived(key any, derive func(*Tool) any) any {
+	if v, ok := t.derived.Load(key); ok {
+		return v
+	}
+	v, _ := t.derived.LoadOrStore(key, derive(t.Tool))
+	return v
 }
 
 // MethodEntry is one method, with its input schema compiled on first use.

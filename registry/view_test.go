@@ -218,3 +218,40 @@ func TestViewChecksToolRecords(t *testing.T) {
 	put("dotted", `{"id":"dotted","methods":[{"name":"a_b"}]}`)
 	testenv.WaitFor(t, "a good record brings the tool back", func() bool { return view.Snapshot().RawTool("dotted") != nil })
 }
+
+// TestDerivedOncePerRecord: what is derived from a tool's record is worked out once
+// for as long as the record stands, and anew once the record changes.
+func TestDerivedOncePerRecord(t *testing.T) {
+	env := testenv.NewRegistry(t)
+	store, ctx, view := env.Store, env.Ctx, env.View
+	type methods struct{}
+	derivations := 0
+	count := func(tool *registry.Tool) any { derivations++; return len(tool.Methods) }
+	put := func(names ...string) {
+		t.Helper()
+		tool := registry.Tool{ID: "kit"}
+		for _, n := range names {
+			tool.Methods = append(tool.Methods, registry.Method{Name: n})
+		}
+		if err := store.PutTool(ctx, tool); err != nil {
+			t.Fatal(err)
+		}
+		testenv.WaitFor(t, "the view holds the record", func() bool {
+			e := view.Snapshot().RawTool("kit")
+			return e != nil && len(e.Tool.Methods) == len(names)
+		})
+	}
+	put("a")
+	for range 3 {
+		if n := view.Snapshot().RawTool("kit").Derived(methods{}, count); n != 1 {
+			t.Fatalf("derived %v from a record of one method", n)
+		}
+	}
+	if derivations != 1 {
+		t.Fatalf("derived %d times from one record, want once", derivations)
+	}
+	put("a", "b")
+	if n := view.Snapshot().RawTool("kit").Derived(methods{}, count); n != 2 || derivations != 2 {
+		t.Fatalf("after the record changed: derived %v (%d derivations), want 2 from a second derivation", n, derivations)
+	}
+}

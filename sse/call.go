@@ -68,7 +68,7 @@ func (s *Server) runTool(ctx context.Context, r *rpcRequest) (any, error) {
 	if len(args) == 0 || string(args) == "null" {
 		args = []byte("{}")
 	}
-	if r.sess != nil && !r.modern && carriesTasks(t.Tool.Capabilities) {
+	if r.sess != nil && !r.modern && entryCarriesTasks(t) {
 		var augmented struct {
 			Task json.RawMessage `json:"task"`
 		}

@@ -47,6 +47,15 @@ func carriesTasks(c registry.Capabilities) bool {
 	return json.Unmarshal(c.MCP, &caps) == nil && len(caps.Tasks) > 0 && string(caps.Tasks) != "null"
 }
 
+// tasksCarried is the key of carriesTasks's answer in a tool's registry entry.
+type tasksCarried struct{}
+
+// entryCarriesTasks is carriesTasks for a tool's entry, worked out once per entry:
+// every tools/call of a session asks.
+func entryCarriesTasks(t *registry.ToolEntry) bool {
+	return t.Derived(tasksCarried{}, func(tool *registry.Tool) any { return carriesTasks(tool.Capabilities) }).(bool)
+}
+
 // forwards reports whether r is a request the tool's workers answer. At 2026-07-28
 // the tasks methods are the extension's (tasks.go), those of 2025-11-25 unknown.
 func (s *Server) forwards(r *rpcRequest) bool {
