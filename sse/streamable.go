@@ -201,9 +201,9 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 }
 
 // relayToolMessages writes to a call's stream the messages the tool put on it (its
-// requests to the client, related to the call), first (when not nil) and then what f
-// takes, until stop is closed; then it writes what f holds already, so that what the
-// tool sent before its answer goes before the answer.
+// requests to the client, related to the call), as f takes them, until stop is
+// closed; then it writes what f holds already, so that what the tool sent before its
+// answer goes before the answer.
 func (s *Server) relayToolMessages(ctx context.Context, ew *eventWriter, sess *registry.Session, post string, f *follower, stop <-chan struct{}) {
 	deliver := func(rec record) bool {
 		if rec.header.Get(headerEvent) != "" || rec.header.Get(headerOrigin) != "" {
@@ -259,7 +259,7 @@ type postStream struct {
 	f *follower
 	// wake, when not nil, is told of the call's first notification or of the tool's
 	// first record on the stream: something to send, so the stream must open.
-	wake  func()
+	wake  func(*postStream)
 	woken atomic.Bool
 
 	opened   chan struct{} // closed once send is set, or once the call will not stream
@@ -270,7 +270,7 @@ type postStream struct {
 // newPostStream names a new POST stream of sess; with follow it follows the stream's
 // subject in the log from now on. wake, if not nil, is called once, when the call
 // has something to send before the stream opens.
-func (s *Server) newPostStream(sess *registry.Session, follow bool, wake func()) *postStream {
+func (s *Server) newPostStream(sess *registry.Session, follow bool, wake func(*postStream)) *postStream {
 	post := registry.NewID("")
 	ps := &postStream{post: post, subject: s.events.postSubject(sess.Tool, sess.ID, post), wake: wake, opened: make(chan struct{})}
 	if follow {
@@ -296,7 +296,7 @@ func (ps *postStream) settle(send func(msg []byte, final bool)) {
 // awake tells wake, once, that the call has something to send.
 func (ps *postStream) awake() {
 	if ps.wake != nil && ps.woken.CompareAndSwap(false, true) {
-		ps.wake()
+		ps.wake(ps)
 	}
 }
 
@@ -343,26 +343,27 @@ func (s *Server) callJSONOrStream(reqCtx context.Context, w http.ResponseWriter,
 	done := make(chan handled, 1)
 	call := &running{cancel: cancel, done: done}
 	st := &jsonOrStream{}
-	var ps *postStream
-	stream := func() {
+	// stream answers the call on ps from now on (a new stream if nil), unless it is
+	// answered already.
+	stream := func(ps *postStream) {
 		if !st.begin(reqCtx) {
 			return
 		}
 		defer close(st.streaming)
-		p := ps
-		if p == nil {
-			p = s.newPostStream(rr.sess, false, nil)
+		if ps == nil {
+			ps = s.newPostStream(rr.sess, false, nil)
 		}
-		s.streamCall(reqCtx, w, rr, raw, call, p)
+		s.streamCall(reqCtx, w, rr, raw, call, ps)
 	}
+	var ps *postStream
 	if s.mayNotify(rr) {
-		ps = s.newPostStream(rr.sess, asksClient(rr.sess), func() { go stream() })
+		ps = s.newPostStream(rr.sess, asksClient(rr.sess), func(ps *postStream) { go stream(ps) })
 		rr.notify = ps.note
 		if ps.f != nil {
 			rr.post = ps.post
 		}
 	}
-	timer := time.AfterFunc(s.cfg.StreamAfter, stream)
+	timer := time.AfterFunc(s.cfg.StreamAfter, func() { stream(ps) })
 	// The client left before a stream it could resume was opened: that is a
 	// cancellation.
 	stopLeave := context.AfterFunc(reqCtx, func() {
@@ -388,6 +389,7 @@ func (s *Server) callJSONOrStream(reqCtx context.Context, w http.ResponseWriter,
 		// start now, and one that did must end before the handler returns.
 		stopLeave()
 		if streamed := st.end(); streamed != nil {
+			timer.Stop()
 			done <- handled{err: errCallPanicked}
 			<-streamed
 			return
@@ -399,6 +401,7 @@ func (s *Server) callJSONOrStream(reqCtx context.Context, w http.ResponseWriter,
 	done <- handled{result, err}
 	stopLeave()
 	if streamed := st.end(); streamed != nil {
+		timer.Stop()
 		<-streamed
 		return
 	}
