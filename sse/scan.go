@@ -85,8 +85,8 @@ func scanCallParams(params []byte, p *mcp.CallToolParamsRaw) (ok bool) {
 		case `"arguments"`:
 			p.Arguments = value
 		case `"_meta"`:
-			// A map of anything: encoding/json's own reading, when there is one.
-			p.Meta = nil
+			// A map of anything: encoding/json's own reading, into the map a repeated
+			// _meta filled already, as encoding/json merges them.
 			return json.Unmarshal(value, &p.Meta) == nil
 		default:
 			return false

@@ -91,6 +91,7 @@ func FuzzScanCallParams(f *testing.F) {
 		`{"name":"echo","arguments":null,"_meta":null}`,
 		` {"_meta":{"progressToken":"p","io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"x"} `,
 		`{"name":"a","name":"b","arguments":[1,{"}":"]"}]}`,
+		`{"_meta":{"a":1},"name":"x","_meta":{"b":2}}`, `{"_meta":{"a":1},"_meta":null,"name":"x"}`,
 		`{"name":"echo","requestState":"s"}`,
 		`{"Name":"echo"}`, `{"name":7}`, `{"_meta":[]}`, `{}`, `null`, `[]`, ``,
 	} {
