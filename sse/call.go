@@ -62,7 +62,7 @@ func (s *Server) runTool(ctx context.Context, r *rpcRequest) (any, error) {
 		}
 	}
 	if m == nil {
-		return nil, fmt.Errorf("%w %q: tool %s has no such method", ErrUnknownTool, params.Name, r.tool)
+		return nil, fmt.Errorf("%w: unknown tool %q", ErrUnknownTool, params.Name)
 	}
 	args := []byte(params.Arguments)
 	if len(args) == 0 || string(args) == "null" {
@@ -240,7 +240,7 @@ func replyInstance(reply *wire.Reply) string {
 // (finishStream) make the same answer from the same reply.
 func toolAnswer(tool string, m *registry.Method, reply *wire.Reply, err error) (any, error) {
 	if err != nil {
-		if text, ok := toolFailure(tool, m.Name, err); ok {
+		if text, ok := toolFailure(m.Name, err); ok {
 			return newToolResult(text, true), nil
 		}
 		return nil, err
