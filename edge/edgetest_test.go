@@ -19,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/edge"
+	"github.com/toolgate/toolgate/edge/dashboard"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
@@ -46,11 +47,12 @@ type env struct {
 }
 
 type envOptions struct {
-	natsURL  string // join this server or cluster instead of starting one
-	replicas int
-	server   func(*bus.ServerConfig)
-	edge     func(*edge.Config)
-	mcp      bool // serve MCP with the sse package, as toolgate edge does
+	natsURL   string // join this server or cluster instead of starting one
+	replicas  int
+	server    func(*bus.ServerConfig)
+	edge      func(*edge.Config)
+	mcp       bool // serve MCP with the sse package, as toolgate edge does
+	dashboard bool // serve the dashboard, as toolgate edge does
 }
 
 type option func(*envOptions)
@@ -58,6 +60,7 @@ type option func(*envOptions)
 func withEdge(f func(*edge.Config)) option        { return func(o *envOptions) { o.edge = f } }
 func withServer(f func(*bus.ServerConfig)) option { return func(o *envOptions) { o.server = f } }
 func withMCP() option                             { return func(o *envOptions) { o.mcp = true } }
+func withDashboard() option                       { return func(o *envOptions) { o.dashboard = true } }
 func onCluster(url string) option                 { return func(o *envOptions) { o.natsURL, o.replicas = url, 3 } }
 
 func newEnv(t testing.TB, opts ...option) *env {
@@ -99,6 +102,13 @@ func newEnv(t testing.TB, opts ...option) *env {
 	log := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if o.mcp {
 		if cfg.MCP, err = sse.New(testenv.Context(t), e.gw, e.store, sse.DefaultConfig(), log); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o.dashboard {
+		dcfg := dashboard.DefaultConfig()
+		dcfg.BaseURL = e.url
+		if cfg.Dashboard, err = dashboard.New(dcfg, e.gw, e.store, e.signer, log); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -274,40 +272,6 @@ func (e *Edge) askedTimeout(r *http.Request) (time.Duration, error) {
 			e.cfg.TimeoutHeader+": must be a positive duration, such as 2s, 1500ms or 1500 (milliseconds)")
 	}
 	return d, nil
-}
-
-var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// putBody returns a body buffer to the pool unless it grew large: one huge request
-// should not pin its memory for ever.
-func putBody(b *bytes.Buffer) {
-	if b.Cap() > 64<<10 {
-		return
-	}
-	b.Reset()
-	bodyPool.Put(b)
-}
-
-// readBody reads the (already capped) request body into buf.
-func readBody(buf *bytes.Buffer, r *http.Request) error {
-	if r.Body == nil {
-		return nil
-	}
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
-	}
-	_, err := buf.ReadFrom(r.Body)
-	var (
-		tooLarge *http.MaxBytesError
-		he       *gateway.Error
-	)
-	switch {
-	case err == nil, errors.Is(err, io.EOF):
-		return nil
-	case errors.As(err, &tooLarge), errors.As(err, &he):
-		return err
-	}
-	return newHTTPError(gateway.KindInvalidRequest, "the body could not be read")
 }
 
 // serverTiming is a tool call's Server-Timing header (W3C Server Timing): "tool", the
