@@ -80,6 +80,15 @@ type methodStats struct {
 	inFlight, calls, errors, nanos atomic.Int64
 }
 
+// count counts a call that took since start and failed with err, if not nil.
+func (st *methodStats) count(start time.Time, err error) {
+	st.calls.Add(1)
+	st.nanos.Add(int64(time.Since(start)))
+	if err != nil {
+		st.errors.Add(1)
+	}
+}
+
 // EndpointStats is the data a method's endpoint adds to nats micro STATS. The
 // standard fields count what the endpoint took in; these count what the handlers did.
 type EndpointStats struct {
