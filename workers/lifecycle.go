@@ -26,15 +26,10 @@ import (
 // connection, so workers that share one connection also wait for the calls queued
 // to each other; give a worker its own connection where that matters.
 func (w *Worker) Run(ctx context.Context) error {
-	w.mu.Lock()
-	if w.started {
-		w.mu.Unlock()
-		return errors.New("workers: Run called twice")
+	methods, mcpHandler, err := w.begin()
+	if err != nil {
+		return err
 	}
-	w.started = true
-	methods := slices.Clone(w.methods)
-	mcpHandler := w.mcp
-	w.mu.Unlock()
 	defer close(w.done)
 
 	rec, err := w.record(methods, mcpHandler != nil)
@@ -58,33 +53,19 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("workers: tool %s: %w", w.tool.ID, nats.ErrConnectionClosed)
 	}
 
-	w.base = context.WithoutCancel(ctx)
-	w.slots = newSlots(w.cfg.concurrency)
-	w.idle = make(chan job)
-	holding, stopHolding := context.WithCancel(context.Background())
-	announced := make(chan struct{})
-	go func() {
-		defer close(announced)
-		w.announceHolding(holding)
-	}()
-	defer func() { stopHolding(); <-announced }()
-	cancels, err := w.nc.Subscribe(w.cfg.subjects.CancelTool(w.tool.ID), w.onCancel)
+	stopHolding := w.takeCalls(ctx)
+	defer stopHolding()
+	unfollow, err := w.follow()
 	if err != nil {
-		return fmt.Errorf("workers: tool %s: subscribe to cancellations: %w", w.tool.ID, err)
+		return err
 	}
-	defer cancels.Unsubscribe()
-	ends, err := w.nc.Subscribe(w.cfg.subjects.SessionEnds(w.tool.ID), w.onSessionEnd)
-	if err != nil {
-		return fmt.Errorf("workers: tool %s: subscribe to session ends: %w", w.tool.ID, err)
-	}
-	defer ends.Unsubscribe()
+	defer unfollow()
 
 	svc, err := w.serve(methods, mcpHandler)
 	if err != nil {
 		return err
 	}
-	presence := &wire.Presence{Tool: w.tool.ID, Instance: w.cfg.instance, Version: w.tool.Version, StartedAt: time.Now().UTC()}
-	presence.Host, _ = os.Hostname()
+	presence := w.presence()
 	if err := w.putPresence(ctx, presence); err != nil {
 		if ctx.Err() != nil { // stopped while starting: a clean stop, not a failure
 			return w.drain(svc, closed)
@@ -93,9 +74,67 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	close(w.ready)
 	w.log.Info("worker serving", "methods", len(methods), "concurrency", w.cfg.concurrency)
+	return w.heartbeat(ctx, presence, svc, closed)
+}
 
-	heartbeat := time.NewTicker(w.cfg.heartbeat)
-	defer heartbeat.Stop()
+// begin marks the worker started, once, and takes the methods and MCP handler
+// declared before Run.
+func (w *Worker) begin() ([]Method, MCPHandler, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		return nil, nil, errors.New("workers: Run called twice")
+	}
+	w.started = true
+	return slices.Clone(w.methods), w.mcp, nil
+}
+
+// takeCalls readies the worker for the calls it will take, and names those it holds
+// on the tool's Holding subject (see announceHolding) until the returned stopHolding.
+func (w *Worker) takeCalls(ctx context.Context) (stopHolding func()) {
+	w.base = context.WithoutCancel(ctx)
+	w.slots = newSlots(w.cfg.concurrency)
+	w.idle = make(chan job)
+	holding, stop := context.WithCancel(context.Background())
+	announced := make(chan struct{})
+	go func() {
+		defer close(announced)
+		w.announceHolding(holding)
+	}()
+	return func() { stop(); <-announced }
+}
+
+// follow subscribes to the tool's cancels and to its sessions' ends, until the
+// returned unfollow.
+func (w *Worker) follow() (unfollow func(), err error) {
+	cancels, err := w.nc.Subscribe(w.cfg.subjects.CancelTool(w.tool.ID), w.onCancel)
+	if err != nil {
+		return nil, fmt.Errorf("workers: tool %s: subscribe to cancellations: %w", w.tool.ID, err)
+	}
+	ends, err := w.nc.Subscribe(w.cfg.subjects.SessionEnds(w.tool.ID), w.onSessionEnd)
+	if err != nil {
+		_ = cancels.Unsubscribe()
+		return nil, fmt.Errorf("workers: tool %s: subscribe to session ends: %w", w.tool.ID, err)
+	}
+	return func() {
+		_ = ends.Unsubscribe()
+		_ = cancels.Unsubscribe()
+	}, nil
+}
+
+// presence is the instance's record in the presence bucket.
+func (w *Worker) presence() *wire.Presence {
+	p := &wire.Presence{Tool: w.tool.ID, Instance: w.cfg.instance, Version: w.tool.Version, StartedAt: time.Now().UTC()}
+	p.Host, _ = os.Hostname()
+	return p
+}
+
+// heartbeat refreshes the instance's presence until ctx ends, then drains; or until
+// the connection closes under it, then waits for the calls it has taken, whose
+// replies cannot leave, and says so.
+func (w *Worker) heartbeat(ctx context.Context, presence *wire.Presence, svc micro.Service, closed <-chan nats.Status) error {
+	beat := time.NewTicker(w.cfg.heartbeat)
+	defer beat.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -106,7 +145,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.waitIdle()
 			w.log.Warn("worker lost its connection; presence expires with its TTL")
 			return fmt.Errorf("workers: tool %s instance %s: %w", w.tool.ID, w.cfg.instance, nats.ErrConnectionClosed)
-		case <-heartbeat.C:
+		case <-beat.C:
 			hctx, cancel := context.WithTimeout(ctx, w.cfg.heartbeat)
 			if err := w.putPresence(hctx, presence); err != nil && ctx.Err() == nil {
 				w.log.Warn("presence heartbeat failed", "err", err)
