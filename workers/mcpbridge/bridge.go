@@ -303,55 +303,13 @@ func (b *Bridge) open(ctx context.Context, s *session) error {
 		}
 		return err
 	}
-	opts := &mcp.ClientSessionOptions{ProtocolVersion: cmp.Or(s.revision, ProtocolVersion)}
-	client := b.newClient(s.caps, s.revision == StatelessRevision)
 	initCtx, initRaw := withRaw(connCtx)
-	cs, err := client.Connect(initCtx, transport, opts)
-	if err != nil && b.cfg.URL != "" && !b.sse() && connCtx.Err() == nil {
-		// An endpoint that does not take Streamable HTTP may be a legacy HTTP+SSE one.
-		sseCS, sseErr := client.Connect(initCtx, &mcp.SSEClientTransport{Endpoint: b.cfg.URL, HTTPClient: b.httpClient(s)}, opts)
-		if sseErr == nil {
-			b.log.Info("the server does not take Streamable HTTP; using HTTP+SSE", "url", b.cfg.URL, "streamable_error", err)
-			b.mu.Lock()
-			b.useSSE = true
-			b.mu.Unlock()
-			cs, err = sseCS, nil
-		} else {
-			err = errors.Join(err, fmt.Errorf("and as HTTP+SSE: %w", sseErr))
-		}
-	}
+	cs, err := b.connect(initCtx, s, transport)
 	if err != nil {
 		return fail(err)
 	}
-	down := make(chan struct{})
-	initialized := initRaw.raw()
-	s.raw.forget(initRaw)
-	b.mu.Lock()
-	s.cs, s.down, s.stderr, s.initialized = cs, down, stderr, initialized
-	b.byClient[cs] = s
-	b.mu.Unlock()
-	go func() {
-		err := cs.Wait()
-		b.mu.Lock()
-		s.ended = err
-		b.mu.Unlock()
-		close(down)
-	}()
-
-	b.mu.Lock()
-	level := s.level
-	b.mu.Unlock()
-	if s.client == "" {
-		// Everything: what reaches a caller is filtered by the level its session set.
-		level = "debug"
-	}
-	if caps := cs.InitializeResult().Capabilities; caps != nil && caps.Logging != nil && level != "" && s.revision != StatelessRevision {
-		// A client's session has the level its client set, if any, as it would
-		// have directly.
-		if err := cs.SetLoggingLevel(connCtx, &mcp.SetLoggingLevelParams{Level: mcp.LoggingLevel(level)}); err != nil {
-			b.log.Warn("upstream logging/setLevel failed", "session", s.idx, "err", err)
-		}
-	}
+	b.attach(s, cs, stderr, initRaw)
+	b.setStartLevel(connCtx, s, cs)
 	if s.client == "" {
 		if err := b.list(connCtx, s); err != nil {
 			b.shut(s, cancel)
@@ -368,6 +326,73 @@ func (b *Bridge) open(ctx context.Context, s *session) error {
 	if s.idx == 0 {
 		b.resubscribe(connCtx, cs)
 	}
+	b.logStarted(s, cs, cmd)
+	return nil
+}
+
+// connect initializes s's session on transport. An endpoint that does not take
+// Streamable HTTP may be a legacy HTTP+SSE one: a remote server that refuses the
+// first is tried as the second, and spoken to so from then on.
+func (b *Bridge) connect(ctx context.Context, s *session, transport mcp.Transport) (*mcp.ClientSession, error) {
+	opts := &mcp.ClientSessionOptions{ProtocolVersion: cmp.Or(s.revision, ProtocolVersion)}
+	client := b.newClient(s.caps, s.revision == StatelessRevision)
+	cs, err := client.Connect(ctx, transport, opts)
+	if err == nil || b.cfg.URL == "" || b.sse() || ctx.Err() != nil {
+		return cs, err
+	}
+	sseCS, sseErr := client.Connect(ctx, &mcp.SSEClientTransport{Endpoint: b.cfg.URL, HTTPClient: b.httpClient(s)}, opts)
+	if sseErr != nil {
+		return nil, errors.Join(err, fmt.Errorf("and as HTTP+SSE: %w", sseErr))
+	}
+	b.log.Info("the server does not take Streamable HTTP; using HTTP+SSE", "url", b.cfg.URL, "streamable_error", err)
+	b.mu.Lock()
+	b.useSSE = true
+	b.mu.Unlock()
+	return sseCS, nil
+}
+
+// attach makes cs s's session, with the initialize result initRaw saw, and marks s
+// down when cs ends.
+func (b *Bridge) attach(s *session, cs *mcp.ClientSession, stderr *lineLog, initRaw *rawSink) {
+	down := make(chan struct{})
+	initialized := initRaw.raw()
+	s.raw.forget(initRaw)
+	b.mu.Lock()
+	s.cs, s.down, s.stderr, s.initialized = cs, down, stderr, initialized
+	b.byClient[cs] = s
+	b.mu.Unlock()
+	go func() {
+		err := cs.Wait()
+		b.mu.Lock()
+		s.ended = err
+		b.mu.Unlock()
+		close(down)
+	}()
+}
+
+// setStartLevel sets the session's log level upstream, on a server that logs:
+// everything on a shared session, since what reaches a caller is filtered by the
+// level its session set; on a client's session, the level its client set, if any, as
+// it would have directly.
+func (b *Bridge) setStartLevel(ctx context.Context, s *session, cs *mcp.ClientSession) {
+	b.mu.Lock()
+	level := s.level
+	b.mu.Unlock()
+	if s.client == "" {
+		level = "debug"
+	}
+	caps := cs.InitializeResult().Capabilities
+	if caps == nil || caps.Logging == nil || level == "" || s.revision == StatelessRevision {
+		return
+	}
+	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: mcp.LoggingLevel(level)}); err != nil {
+		b.log.Warn("upstream logging/setLevel failed", "session", s.idx, "err", err)
+	}
+}
+
+// logStarted says that s's session started, and with what: its protocol, its
+// client's session, its process.
+func (b *Bridge) logStarted(s *session, cs *mcp.ClientSession, cmd *exec.Cmd) {
 	attrs := []any{"session", s.idx, "protocol", cs.InitializeResult().ProtocolVersion}
 	if s.client != "" {
 		attrs = append(attrs, "client_session", s.client)
@@ -376,7 +401,6 @@ func (b *Bridge) open(ctx context.Context, s *session) error {
 		attrs = append(attrs, "pid", cmd.Process.Pid)
 	}
 	b.log.Info("upstream session started", attrs...)
-	return nil
 }
 
 // transport is how s reaches the server: the remote URL, or a new child process
