@@ -64,6 +64,7 @@ func (r *recentCancels) has(id string, now time.Time) bool {
 	return ok && now.Sub(at) < r.window
 }
 
+// runningCall is a call running here, which a cancel of its id reaches.
 type runningCall struct {
 	cancel context.CancelCauseFunc
 	next   *runningCall // another call of the same id
