@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/calls"
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/edge/dashboard"
 	"github.com/toolgate/toolgate/gateway"
@@ -51,6 +52,7 @@ type envOptions struct {
 	replicas  int
 	server    func(*bus.ServerConfig)
 	edge      func(*edge.Config)
+	gateway   func(*gateway.Config)
 	mcp       bool // serve MCP with the sse package, as toolgate edge does
 	dashboard bool // serve the dashboard, as toolgate edge does
 }
@@ -62,6 +64,8 @@ func withServer(f func(*bus.ServerConfig)) option { return func(o *envOptions) {
 func withMCP() option                             { return func(o *envOptions) { o.mcp = true } }
 func withDashboard() option                       { return func(o *envOptions) { o.dashboard = true } }
 func onCluster(url string) option                 { return func(o *envOptions) { o.natsURL, o.replicas = url, 3 } }
+func onServer(url string) option                  { return func(o *envOptions) { o.natsURL = url } }
+func withGateway(f func(*gateway.Config)) option  { return func(o *envOptions) { o.gateway = f } }
 
 func newEnv(t testing.TB, opts ...option) *env {
 	t.Helper()
@@ -83,7 +87,11 @@ func newEnv(t testing.TB, opts ...option) *env {
 	e.view = testenv.View(t, e.store)
 	var err error
 	// As toolgate edge runs it: rate limits in the shared buckets.
-	if e.gw, err = gateway.New(e.nc, e.view, gateway.DefaultConfig(), gateway.WithSharedRates(e.store, testenv.Logger(t))); err != nil {
+	gcfg := gateway.DefaultConfig()
+	if o.gateway != nil {
+		o.gateway(&gcfg)
+	}
+	if e.gw, err = gateway.New(e.nc, e.view, gcfg, gateway.WithSharedRates(e.store, testenv.Logger(t))); err != nil {
 		t.Fatal(err)
 	}
 	e.signer = sharedSigner
@@ -104,6 +112,10 @@ func newEnv(t testing.TB, opts ...option) *env {
 		if cfg.MCP, err = sse.New(testenv.Context(t), e.gw, e.store, sse.DefaultConfig(), log); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// As toolgate edge runs it: the calls that outlive their request, in tg-calls.
+	if cfg.Calls, err = calls.Open(testenv.Context(t), e.nc, e.store, calls.Config{Subjects: wire.DefaultSubjects}, log); err != nil {
+		t.Fatal(err)
 	}
 	if o.dashboard {
 		dcfg := dashboard.DefaultConfig()

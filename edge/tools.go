@@ -157,7 +157,11 @@ func (e *Edge) toolCall(c *gin.Context) {
 	defer e.metrics.inFlight.Dec()
 	code := "ok"
 	var toolTime time.Duration // the bus round trip, once the tool answered
+	async := false             // a call started to outlive the request: it counts itself
 	defer func() {
+		if async {
+			return
+		}
 		if v := c.GetString(ctxErrorCode); v != "" {
 			code = v
 		}
@@ -192,10 +196,15 @@ func (e *Edge) toolCall(c *gin.Context) {
 	if len(bytes.TrimSpace(params)) == 0 {
 		params = emptyObject // a method without parameters may be called without a body
 	}
-	reply, err := e.gw.Call(c.Request.Context(), &gateway.Call{
+	call := &gateway.Call{
 		Principal: p, Tool: tool, Method: method, Params: params,
 		RequestID: requestID(c), Timeout: timeout, Entry: entry,
-	})
+	}
+	if e.cfg.Calls != nil && respondAsync(c.Request) {
+		async = e.startCall(c, call)
+		return
+	}
+	reply, err := e.gw.Call(c.Request.Context(), call)
 	if err != nil {
 		var te *wire.ToolError
 		if errors.As(err, &te) && te.Elapsed > 0 { // the tool answered, with an error
@@ -206,9 +215,16 @@ func (e *Edge) toolCall(c *gin.Context) {
 		return
 	}
 	toolTime = reply.Elapsed
-	h := c.Writer.Header()
-	if reply.ContentType != "" {
-		h.Set("Content-Type", reply.ContentType)
+	c.Writer.Header()["Server-Timing"] = []string{serverTiming(time.Since(start), toolTime)}
+	writeToolAnswer(c.Writer, reply.Status, reply.ContentType, reply.Data)
+}
+
+// writeToolAnswer answers with a tool's status, content type and bytes as the tool
+// gave them.
+func writeToolAnswer(w http.ResponseWriter, status int, contentType string, body []byte) {
+	h := w.Header()
+	if contentType != "" {
+		h.Set("Content-Type", contentType)
 	} else {
 		h["Content-Type"] = nil // as the tool gave it: none, and no sniffing either
 	}
@@ -216,10 +232,9 @@ func (e *Edge) toolCall(c *gin.Context) {
 	// run them as a page of that origin.
 	h["X-Content-Type-Options"] = nosniff
 	h["Content-Security-Policy"] = sandbox
-	h["Content-Length"] = []string{strconv.Itoa(len(reply.Data))}
-	h["Server-Timing"] = []string{serverTiming(time.Since(start), toolTime)}
-	c.Writer.WriteHeader(reply.Status)
-	_, _ = c.Writer.Write(reply.Data)
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 var emptyObject = []byte("{}")
