@@ -51,7 +51,8 @@ type Calls struct {
 	mu       sync.Mutex
 	running  map[string]context.CancelCauseFunc // this edge's calls, by their id on the bus
 	wg       sync.WaitGroup
-	draining bool // Drain began: no call starts
+	draining bool  // Drain began: no call starts
+	stopped  error // Drain ran out: the cause every call still running is stopped with
 }
 
 // errDraining is a call that would start on an edge that is stopping.
@@ -130,6 +131,9 @@ func (cs *Calls) Start(ctx context.Context, p registry.Principal, rec Record, ru
 	runCtx, stop := context.WithCancelCause(runCtx)
 	cs.mu.Lock()
 	cs.running[rec.CallID] = stop
+	if cs.stopped != nil { // Drain ran out while this call was being recorded
+		stop(cs.stopped)
+	}
 	cs.mu.Unlock()
 	go func() {
 		defer cs.wg.Done()
@@ -322,6 +326,7 @@ func (cs *Calls) Drain(ctx context.Context, cause error) {
 	case <-done:
 	case <-ctx.Done():
 		cs.mu.Lock()
+		cs.stopped = cause
 		for _, stop := range cs.running {
 			stop(cause)
 		}

@@ -106,6 +106,9 @@ func (rs *records) putAnswer(ctx context.Context, id string, body []byte) error 
 
 func (rs *records) answer(ctx context.Context, id string) ([]byte, error) {
 	b, _, err := registry.ReadLatest(ctx, rs.js, Bucket, answerKey(id))
+	if errors.Is(err, registry.ErrNotFound) {
+		return nil, ErrNotFound // expired a moment before its record, written after it
+	}
 	if err != nil {
 		return nil, fmt.Errorf("calls: read the answer of %s: %w", id, err)
 	}

@@ -86,6 +86,7 @@ func (e *Edge) startCall(c *gin.Context, call *gateway.Call) bool {
 	}
 	c.Header("Location", e.basePath+"/calls/"+rec.ID)
 	c.Header("Preference-Applied", "respond-async")
+	c.Header(HeaderCallStatus, string(calls.Working))
 	c.Header("Retry-After", "1")
 	c.JSON(http.StatusAccepted, e.callStatus(rec))
 	return true
@@ -168,6 +169,7 @@ func (e *Edge) getCall(c *gin.Context) {
 		// The edge running it stopped before it could record the end: the deadline has passed.
 		e.answerCallFailure(c, calls.Failed, bus.ErrTimeout, rec.RequestID)
 	case rec.Status == calls.Working:
+		c.Header(HeaderCallStatus, string(calls.Working))
 		c.Header("Retry-After", "1")
 		c.JSON(http.StatusAccepted, e.callStatus(rec))
 	case rec.Status == calls.Cancelled:

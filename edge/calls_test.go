@@ -77,8 +77,8 @@ func (e *env) startAsync(t *testing.T, key, tool, method, body string, headers .
 	if loc := r.header.Get("Location"); loc != "/calls/"+st.ID {
 		t.Fatalf("Location %q, want /calls/%s", loc, st.ID)
 	}
-	if got := r.header.Get("Preference-Applied"); got != "respond-async" {
-		t.Fatalf("Preference-Applied %q", got)
+	if got := r.header.Get("Preference-Applied"); got != "respond-async" || r.header.Get(edge.HeaderCallStatus) != string(calls.Working) {
+		t.Fatalf("Preference-Applied %q, %s %q", got, edge.HeaderCallStatus, r.header.Get(edge.HeaderCallStatus))
 	}
 	if st.URLs.Status != e.url+"/calls/"+st.ID || st.URLs.Cancel != st.URLs.Status {
 		t.Fatalf("urls %+v", st.URLs)

@@ -87,8 +87,8 @@ func (o edgeOptions) Validate() error {
 	if o.AskConcurrency < 1 {
 		return errors.New("edge: ask-concurrency: must be at least 1")
 	}
-	if o.UpdateRegistry && o.Replicas == 0 && o.MCP.EventRetention == 0 {
-		return errors.New("edge: update-registry: needs --replicas or --mcp-event-retention, the settings to change to")
+	if o.UpdateRegistry && o.Replicas == 0 && o.MCP.EventRetention == 0 && o.Calls.TTL == 0 {
+		return errors.New("edge: update-registry: needs --replicas, --mcp-event-retention or --calls-ttl, the settings to change to")
 	}
 	if err := o.Gateway.Validate(); err != nil {
 		return err
@@ -196,7 +196,7 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.StringVar(&o.AdminKeyFile, "admin-key-file", "", "file holding the admin key (empty: no admin API)")
 	f.IntVar(&o.Replicas, "replicas", o.Replicas, replicasUsage)
 	f.DurationVar(&o.Wait, "wait", o.Wait, waitUsage)
-	f.BoolVar(&o.UpdateRegistry, "update-registry", o.UpdateRegistry, "change the registry's existing buckets and the MCP event log to --replicas (and --mcp-event-retention), instead of refusing to start when they differ")
+	f.BoolVar(&o.UpdateRegistry, "update-registry", o.UpdateRegistry, "change the registry's existing buckets, the MCP event log and the calls' bucket to --replicas (and --mcp-event-retention, --calls-ttl), instead of refusing to start when they differ")
 	f.DurationVar(&o.WriteWait, "registry-write-wait", registry.DefaultWriteWait, "how long an admin change (accounts, keys, connections, links) keeps trying while the registry cannot take it, as while a NATS node's loss has its buckets elect new leaders, before it fails")
 	f.Int64Var(&o.Edge.MaxBodyBytes, "max-body-bytes", o.Edge.MaxBodyBytes, "largest request body (never above NATS max_payload less 4 KiB)")
 	f.DurationVar(&o.Gateway.DefaultTimeout, "default-timeout", o.Gateway.DefaultTimeout, "deadline of a call whose method names none")
