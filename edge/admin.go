@@ -73,6 +73,7 @@ func (e *Edge) adminRoutes(g *gin.RouterGroup) {
 	g.POST("/accounts", e.createAccount)
 	g.GET("/accounts", e.listAccounts)
 	g.GET("/accounts/:account", e.getAccount)
+	g.PATCH("/accounts/:account", e.updateAccount)
 	g.DELETE("/accounts/:account", e.deleteAccount)
 	g.POST("/keys", e.createKey)
 	g.GET("/keys", e.listKeys)
@@ -98,15 +99,7 @@ func (e *Edge) createAccount(c *gin.Context) {
 	}
 	var vs []registry.Violation
 	vs = checkID(vs, "/id", req.ID)
-	if req.Limits.Rate < 0 {
-		vs = append(vs, registry.Violation{Pointer: "/limits/rate", Message: "must not be negative"})
-	}
-	if req.Limits.Burst < 0 {
-		vs = append(vs, registry.Violation{Pointer: "/limits/burst", Message: "must not be negative"})
-	}
-	if req.Limits.Sessions < 0 {
-		vs = append(vs, registry.Violation{Pointer: "/limits/sessions", Message: "must not be negative"})
-	}
+	vs = checkLimits(vs, req.Limits)
 	if len(vs) > 0 {
 		e.fail(c, invalidInput(vs))
 		return
@@ -369,6 +362,19 @@ func (e *Edge) pathConnection(c *gin.Context) (account, tool string, ok bool) {
 		return "", "", false
 	}
 	return account, tool, true
+}
+
+// checkLimits checks an account's limits: none may be negative (0 is the default).
+func checkLimits(vs []registry.Violation, l registry.Limits) []registry.Violation {
+	for _, f := range []struct {
+		pointer  string
+		negative bool
+	}{{"/limits/rate", l.Rate < 0}, {"/limits/burst", l.Burst < 0}, {"/limits/sessions", l.Sessions < 0}} {
+		if f.negative {
+			vs = append(vs, registry.Violation{Pointer: f.pointer, Message: "must not be negative"})
+		}
+	}
+	return vs
 }
 
 // checkID checks an account or tool id: both are NATS subject and KV key tokens.

@@ -59,6 +59,7 @@ func withEdge(f func(*edge.Config)) option        { return func(o *envOptions) {
 func withServer(f func(*bus.ServerConfig)) option { return func(o *envOptions) { o.server = f } }
 func withMCP() option                             { return func(o *envOptions) { o.mcp = true } }
 func onCluster(url string) option                 { return func(o *envOptions) { o.natsURL, o.replicas = url, 3 } }
+func onServer(url string) option                  { return func(o *envOptions) { o.natsURL = url } }
 
 func newEnv(t testing.TB, opts ...option) *env {
 	t.Helper()

@@ -65,7 +65,7 @@ Prefer the variable or the file: a flag's value is visible to other users of the
 }
 
 func newAccountsCmd() *cobra.Command {
-	return adminCmd("accounts", "Create, list, show and delete accounts",
+	return adminCmd("accounts", "Create, update, list, show and delete accounts",
 		func(c *adminClient) *cobra.Command {
 			var req edge.AccountRequest
 			cmd := &cobra.Command{
@@ -81,6 +81,7 @@ func newAccountsCmd() *cobra.Command {
 			cmd.Flags().IntVar(&req.Limits.Sessions, "sessions", 0, "concurrent MCP sessions (0: the default)")
 			return cmd
 		},
+		newAccountsUpdateCmd,
 		func(c *adminClient) *cobra.Command {
 			return &cobra.Command{Use: "list", Short: "List the accounts", Args: cobra.NoArgs,
 				RunE: func(cmd *cobra.Command, _ []string) error { return c.print(cmd, http.MethodGet, "/accounts", nil) }}
