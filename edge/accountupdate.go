@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/registry"
 )
@@ -157,5 +158,6 @@ func (e *Edge) updateAccount(c *gin.Context) {
 		e.fail(c, err)
 		return
 	}
+	e.adminChange(c, http.StatusOK, audit.ActionUpdateAccount, a.ID, "", "")
 	c.JSON(http.StatusOK, a)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/registry"
@@ -75,6 +76,7 @@ func (e *Edge) adminRoutes(g *gin.RouterGroup) {
 	g.GET("/accounts/:account", e.getAccount)
 	g.PATCH("/accounts/:account", e.updateAccount)
 	g.DELETE("/accounts/:account", e.deleteAccount)
+	g.GET("/audit", e.readAudit)
 	g.POST("/keys", e.createKey)
 	g.GET("/keys", e.listKeys)
 	g.DELETE("/keys/:id", e.revokeKey)
@@ -109,6 +111,7 @@ func (e *Edge) createAccount(c *gin.Context) {
 		e.fail(c, err)
 		return
 	}
+	e.adminChange(c, http.StatusCreated, audit.ActionCreateAccount, a.ID, "", "")
 	c.JSON(http.StatusCreated, a)
 }
 
@@ -144,6 +147,7 @@ func (e *Edge) deleteAccount(c *gin.Context) {
 		e.fail(c, err)
 		return
 	}
+	e.adminChange(c, http.StatusNoContent, audit.ActionDeleteAccount, id, "", "")
 	c.Status(http.StatusNoContent)
 }
 
@@ -174,6 +178,7 @@ func (e *Edge) createKey(c *gin.Context) {
 		e.fail(c, err)
 		return
 	}
+	e.adminChange(c, http.StatusCreated, audit.ActionCreateKey, k.Account, k.ID, "")
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusCreated, NewKey{Key: *k, Secret: secret})
 }
@@ -216,6 +221,7 @@ func (e *Edge) revokeKey(c *gin.Context) {
 		e.fail(c, err)
 		return
 	}
+	e.adminChange(c, http.StatusOK, audit.ActionRevokeKey, k.Account, k.ID, "")
 	c.JSON(http.StatusOK, k)
 }
 
@@ -265,6 +271,7 @@ func (e *Edge) connect(c *gin.Context) {
 		e.fail(c, err)
 		return
 	}
+	e.adminChange(c, http.StatusCreated, audit.ActionConnect, conn.Account, "", conn.Tool)
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusCreated, e.connectionView(conn))
 }
@@ -311,6 +318,7 @@ func (e *Edge) disconnect(c *gin.Context) {
 		e.fail(c, err)
 		return
 	}
+	e.adminChange(c, http.StatusNoContent, audit.ActionDisconnect, account, "", tool)
 	c.Status(http.StatusNoContent)
 }
 
@@ -326,6 +334,7 @@ func (e *Edge) rotateLink(c *gin.Context) {
 		e.fail(c, err)
 		return
 	}
+	e.adminChange(c, http.StatusOK, audit.ActionRotateLink, account, "", tool)
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, e.connectionView(conn))
 }
