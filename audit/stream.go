@@ -105,9 +105,6 @@ func openStream(ctx context.Context, js jetstream.JetStream, o Options) (jetstre
 		MaxBytes:    cmp.Or(o.MaxBytes, DefaultMaxBytes),
 		Storage:     jetstream.FileStorage,
 		Replicas:    cmp.Or(o.Replicas, 1),
-		// A record sent again (its acknowledgement lost) is stored once: it carries
-		// its id in Nats-Msg-Id.
-		Duplicates: 2 * time.Minute,
 	}
 	var st jetstream.Stream
 	err = retry(ctx, func(ctx context.Context) (err error) {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 )
 
 // The bounds that keep writing the trail off the call path. A call hands its record
@@ -25,6 +24,9 @@ const (
 	MaxQueued   = 8192
 	MaxInFlight = 1024
 	AckTimeout  = 5 * time.Second
+	// Linger is how long the writer waits, once it has a record to send, for others
+	// to send with it.
+	Linger = 5 * time.Millisecond
 )
 
 // ErrQueueFull is the failure of a record dropped because MaxQueued records were
@@ -108,29 +110,45 @@ func (t *Trail) Close(ctx context.Context) error {
 	}
 }
 
-// run sends the queued records until Close, then what is left.
+// run sends the queued records until Close, then what is left. It sends them a
+// batch at a time: from the first record, it waits Linger for others, so that a busy
+// edge wakes the bus (and its own writer) once per batch rather than once per call.
 func (t *Trail) run() {
 	defer close(t.stopped)
+	linger := time.NewTimer(Linger)
 	for {
 		select {
 		case r := <-t.queue:
 			t.publish(r)
 		case <-t.stop:
-			for {
-				select {
-				case r := <-t.queue:
-					t.publish(r)
-				default:
-					return
-				}
-			}
+			t.drain()
+			return
+		}
+		linger.Reset(Linger)
+		select {
+		case <-linger.C:
+		case <-t.stop:
+		}
+		t.drain()
+	}
+}
+
+// drain sends what is queued now.
+func (t *Trail) drain() {
+	for {
+		select {
+		case r := <-t.queue:
+			t.publish(r)
+		default:
+			return
 		}
 	}
 }
 
 // publish sends r without waiting for its acknowledgement; it waits only while
-// MaxInFlight records are unacknowledged. Its id lets the stream store it once should
-// the client send it again.
+// MaxInFlight records are unacknowledged. The client sends it again only when no
+// stream received it (no responders, while the stream elects a leader), so the
+// stream stores it once without an id to tell copies apart.
 func (t *Trail) publish(r Record) {
 	r.Edge = t.opts.Edge
 	data, err := json.Marshal(&r)
@@ -138,9 +156,7 @@ func (t *Trail) publish(r Record) {
 		t.fail(err)
 		return
 	}
-	msg := nats.NewMsg(r.subject(t.opts.Subjects))
-	msg.Data = data
-	if _, err := t.js.PublishMsgAsync(msg, jetstream.WithMsgID(nuid.Next()), jetstream.WithExpectStream(t.stream)); err != nil {
+	if _, err := t.js.PublishMsgAsync(&nats.Msg{Subject: r.subject(t.opts.Subjects), Data: data}); err != nil {
 		t.fail(err)
 	}
 }
