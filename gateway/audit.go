@@ -25,23 +25,21 @@ func (g *Gateway) Audit() *audit.Trail { return g.trail }
 // (its body unreadable, its content type wrong), so that the trail holds every call
 // answered; it returns err.
 func (g *Gateway) Refuse(ctx context.Context, c *Call, err error) error {
-	g.audit(ctx, c, false, time.Now(), c.Params, nil, err)
+	g.audit(ctx, c, time.Now(), c.Params, nil, err)
 	return err
 }
 
-// audit writes the record of c, a tool call or (forward) an MCP request forwarded,
-// sent with params at began and answered with reply or err. Without a trail it does
-// nothing.
-func (g *Gateway) audit(ctx context.Context, c *Call, forward bool, began time.Time, params []byte, reply *wire.Reply, err error) {
+// audit writes the record of c, a tool call or an MCP request forwarded, sent with
+// params at began and answered with reply or err. Without a trail it does nothing.
+func (g *Gateway) audit(ctx context.Context, c *Call, began time.Time, params []byte, reply *wire.Reply, err error) {
 	if g.trail != nil {
-		g.trail.Write(g.record(ctx, c, forward, began, params, reply, err))
+		g.trail.Write(record(ctx, c, began, params, reply, err))
 	}
 }
 
 // record is the audit record of c, sent with params at began and answered with reply
 // or err.
-func (g *Gateway) record(ctx context.Context, c *Call, forward bool, began time.Time, params []byte,
-	reply *wire.Reply, err error) audit.Record {
+func record(ctx context.Context, c *Call, began time.Time, params []byte, reply *wire.Reply, err error) audit.Record {
 	now := time.Now()
 	if !c.Arrived.IsZero() {
 		began = c.Arrived
@@ -54,7 +52,7 @@ func (g *Gateway) record(ctx context.Context, c *Call, forward bool, began time.
 	if c.Principal.Key != nil {
 		r.Key = c.Principal.Key.ID
 	}
-	if r.Transport == "" || forward {
+	if r.Transport == "" {
 		r.Transport = audit.TransportMCP
 	}
 	if len(params) > 0 {

@@ -233,11 +233,12 @@ func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, er
 // they hold fails with bus.ErrCallLost once its worker stops naming it.
 //
 // A call that finds no worker on the bus while the registry holds live instances of
-// the tool is sent again, for up to MovingWorkersWait (see send).
+// the tool is sent again, for up to MovingWorkersWait (see send). Once answered, the
+// call is recorded in the audit trail (WithAudit).
 func (g *Gateway) Call(ctx context.Context, c *Call) (*wire.Reply, error) {
 	began, params := time.Now(), c.Params
 	reply, err := g.call(ctx, c)
-	g.audit(ctx, c, false, began, params, reply, err)
+	g.audit(ctx, c, began, params, reply, err)
 	return reply, err
 }
 
@@ -256,11 +257,12 @@ func (g *Gateway) call(ctx context.Context, c *Call) (*wire.Reply, error) {
 // passes, in the same order as Call: the tool is visible to c.Principal (a registry error
 // otherwise), the params are a JSON object (ErrInvalidJSON), the caller is within its
 // rate (*RateLimitedError); it then takes the default timeout, shortened by
-// c.Timeout. A JSON-RPC error the workers answer with is a *wire.RPCError.
+// c.Timeout. A JSON-RPC error the workers answer with is a *wire.RPCError. Once
+// answered, the request is recorded in the audit trail (WithAudit).
 func (g *Gateway) Forward(ctx context.Context, c *Call) (*wire.Reply, error) {
 	began, params := time.Now(), c.Params
 	reply, err := g.forward(ctx, c)
-	g.audit(ctx, c, true, began, params, reply, err)
+	g.audit(ctx, c, began, params, reply, err)
 	return reply, err
 }
 
