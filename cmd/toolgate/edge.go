@@ -339,7 +339,12 @@ func openTrail(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 	ao.Subjects, ao.Replicas, ao.Update = o.Gateway.Subjects, store.Options().Replicas, o.UpdateRegistry
 	setup, cancel := context.WithTimeout(ctx, registryWait)
 	defer cancel()
-	return audit.Open(setup, nc, ao, log)
+	trail, err := audit.Open(setup, nc, ao, log)
+	if err != nil {
+		return nil, fmt.Errorf("edge: %w (edge credentials issued before the audit trail do not reach it: "+
+			"remove edge.creds and run toolgate creds init to issue them again, or run with --no-audit)", err)
+	}
+	return trail, nil
 }
 
 // closeTrail writes what the trail holds still, for as long as the edge gives calls
