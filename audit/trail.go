@@ -77,8 +77,7 @@ func Open(ctx context.Context, nc *nats.Conn, o Options, log *slog.Logger) (*Tra
 }
 
 // Write hands r to the writer and returns at once: the call r describes is not held
-// up by the trail. The edge and the record's id are set by the writer. A nil Trail
-// writes nothing.
+// up by the trail. The writer names the edge in it. A nil Trail writes nothing.
 func (t *Trail) Write(r Record) {
 	if t == nil {
 		return
