@@ -161,6 +161,8 @@ func TestEdgeCommandRefusesBadConfig(t *testing.T) {
 		{[]string{"edge", "--link-secret-file", "x", "--ask-concurrency", "0"}, "edge: ask-concurrency: must be at least 1"},
 		{[]string{"edge", "--link-secret-file", "x", "--call-lost-after", "499ms"}, "gateway: call-lost-after: must be at least 500ms"},
 		{[]string{"edge", "--link-secret-file", "x", "--call-lost-after", "-1s"}, "gateway: call-lost-after: must be at least 500ms"},
+		{[]string{"edge", "--link-secret-file", "x", "--audit-max-age", "30s"}, "edge: audit: max-age: must be at least 1m0s"},
+		{[]string{"edge", "--link-secret-file", "x", "--audit-max-bytes", "-1"}, "edge: audit: max-bytes: must be at least"},
 	} {
 		if _, err := run(t, context.Background(), tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("toolgate %s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)
