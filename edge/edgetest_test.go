@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/edge"
@@ -42,6 +43,8 @@ type env struct {
 	adminKey string
 	logs     *testenv.Buffer
 	srv      *server.Server // the NATS server, when the env started it
+	trail    *audit.Trail   // the audit trail, withAudit
+	name     string         // the edge's instance name in the trail
 	stop     func() error   // ends Serve and returns what it returned
 }
 
@@ -51,6 +54,7 @@ type envOptions struct {
 	server   func(*bus.ServerConfig)
 	edge     func(*edge.Config)
 	mcp      bool // serve MCP with the sse package, as toolgate edge does
+	audit    bool // keep the audit trail, as toolgate edge does
 }
 
 type option func(*envOptions)
@@ -58,7 +62,9 @@ type option func(*envOptions)
 func withEdge(f func(*edge.Config)) option        { return func(o *envOptions) { o.edge = f } }
 func withServer(f func(*bus.ServerConfig)) option { return func(o *envOptions) { o.server = f } }
 func withMCP() option                             { return func(o *envOptions) { o.mcp = true } }
+func withAudit() option                           { return func(o *envOptions) { o.audit = true } }
 func onCluster(url string) option                 { return func(o *envOptions) { o.natsURL, o.replicas = url, 3 } }
+func onServer(url string) option                  { return func(o *envOptions) { o.natsURL = url } }
 
 func newEnv(t testing.TB, opts ...option) *env {
 	t.Helper()
@@ -78,17 +84,21 @@ func newEnv(t testing.TB, opts ...option) *env {
 	e.nc = testenv.Conn(t, o.natsURL)
 	e.store = testenv.Store(t, e.nc, o.replicas)
 	e.view = testenv.View(t, e.store)
-	var err error
-	// As toolgate edge runs it: rate limits in the shared buckets.
-	if e.gw, err = gateway.New(e.nc, e.view, gateway.DefaultConfig(), gateway.WithSharedRates(e.store, testenv.Logger(t))); err != nil {
-		t.Fatal(err)
-	}
-	e.signer = sharedSigner
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.url = "http://" + ln.Addr().String()
+	e.url, e.name = "http://"+ln.Addr().String(), "edge-"+ln.Addr().String()
+	// As toolgate edge runs it: rate limits in the shared buckets.
+	gwOpts := []gateway.Option{gateway.WithSharedRates(e.store, testenv.Logger(t))}
+	if o.audit {
+		e.trail = openTrail(t, e.nc, o.replicas, e.name)
+		gwOpts = append(gwOpts, gateway.WithAudit(e.trail))
+	}
+	if e.gw, err = gateway.New(e.nc, e.view, gateway.DefaultConfig(), gwOpts...); err != nil {
+		t.Fatal(err)
+	}
+	e.signer = sharedSigner
 	cfg := edge.DefaultConfig()
 	cfg.BaseURL = e.url
 	cfg.AdminKeyHash = registry.Hash(e.adminKey)
@@ -123,6 +133,24 @@ func newEnv(t testing.TB, opts ...option) *env {
 	e.client = &http.Client{Timeout: 30 * time.Second}
 	t.Cleanup(e.client.CloseIdleConnections)
 	return e
+}
+
+// openTrail opens the audit trail as an edge named name does, and writes what it holds
+// once the test's edge has stopped.
+func openTrail(t testing.TB, nc *nats.Conn, replicas int, name string) *audit.Trail {
+	t.Helper()
+	trail, err := audit.Open(testenv.Context(t), nc, audit.Options{Replicas: replicas, Edge: name}, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
+		defer cancel()
+		if err := trail.Close(ctx); err != nil {
+			t.Errorf("audit trail: %v", err)
+		}
+	})
+	return trail
 }
 
 // sharedSigner lets edges of one test cluster agree on links, as edges of one
