@@ -78,9 +78,10 @@ func WorkerPermissions(s wire.Subjects, tools ...string) jwt.Permissions {
 // progress, carry MCP sessions' messages and follow the event log, and use the
 // registry's buckets and the event log through JetStream: create them when they are
 // missing and update them when told to (--update-registry), read, write and follow
-// them; answer workers' asks (package asks), which takes the tools' state buckets
-// too, and reply to them on the tools' inboxes. It may not make, change, delete or
-// purge any stream but its own, or read a worker's inbox.
+// them; write the audit trail and read it; answer workers' asks (package asks),
+// which takes the tools' state buckets too, and reply to them on the tools' inboxes.
+// It may not make, change, delete or purge any stream but its own, or read a
+// worker's inbox.
 func EdgePermissions(s wire.Subjects) jwt.Permissions {
 	pre := prefix(s)
 	var p jwt.Permissions
@@ -112,6 +113,14 @@ func EdgePermissions(s wire.Subjects) jwt.Permissions {
 	p.Pub.Allow.Add(
 		"$JS.API.STREAM.INFO."+log, "$JS.API.STREAM.CREATE."+log, "$JS.API.STREAM.UPDATE."+log,
 		"$JS.API.STREAM.MSG.GET."+log,
+	)
+	// The audit trail: every edge writes it, and reads it for the admin API through
+	// a consumer of its own.
+	trail := s.AuditStream()
+	p.Pub.Allow.Add(
+		s.AuditAll(),
+		"$JS.API.STREAM.INFO."+trail, "$JS.API.STREAM.CREATE."+trail, "$JS.API.STREAM.UPDATE."+trail,
+		"$JS.API.CONSUMER.CREATE."+trail+".>", "$JS.API.CONSUMER.DELETE."+trail+".*", "$JS.API.CONSUMER.MSG.NEXT."+trail+".*",
 	)
 	p.Sub.Allow.Add("_INBOX.>", s.CancelAll(), pre+".progress.>", s.LoggedRoot()+">",
 		// A call answered with a stream has its tool answer beside the stream, in the

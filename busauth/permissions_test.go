@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/asks"
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/busauth"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -247,6 +248,7 @@ func TestWorkerCredentialsRefuseEverythingElse(t *testing.T) {
 		{"another tool's inboxes", "_INBOX.tool.beta.>", ""},
 		{"another tool's micro discovery", "$SRV.PING.beta", ""},
 		{"the registry's changes", "$KV.>", ""},
+		{"the audit trail", "tg.audit.>", ""},
 	}
 	for _, c := range subscribe {
 		t.Run("subscribing to "+c.name, func(t *testing.T) {
@@ -303,6 +305,11 @@ func TestWorkerCredentialsRefuseEverythingElse(t *testing.T) {
 		{"the JetStream API", "$JS.API.INFO"},
 		{"the system account", "$SYS.REQ.CLAIMS.UPDATE"},
 		{"another tool's inbox", "_INBOX.tool.beta.x"},
+		{"a record of the audit trail", "tg.audit.call.acme.alpha.run.ok"},
+		{"opening the audit trail", "$JS.API.STREAM.INFO.tg-audit"},
+		{"reading the audit trail", "$JS.API.CONSUMER.CREATE.tg-audit.c1.tg.audit.>"},
+		{"reading the audit trail by sequence", "$JS.API.STREAM.MSG.GET.tg-audit"},
+		{"reading the audit trail directly", "$JS.API.DIRECT.GET.tg-audit.tg.audit.>"},
 	}
 	for _, b := range []string{"tg-keys", "tg-accounts", "tg-connections", "tg-links", "tg-sessions", "tg-rates", "tg-dashboard-sessions"} {
 		publish = append(publish,
@@ -391,6 +398,9 @@ func TestEdgeCredentialsRefuseWhatEdgesDoNotDo(t *testing.T) {
 		{"deleting a bucket", "$JS.API.STREAM.DELETE.KV_tg-keys"},
 		{"purging a bucket", "$JS.API.STREAM.PURGE.KV_tg-keys"},
 		{"deleting the event log", "$JS.API.STREAM.DELETE.tg-mcp-events"},
+		{"deleting the audit trail", "$JS.API.STREAM.DELETE.tg-audit"},
+		{"purging the audit trail", "$JS.API.STREAM.PURGE.tg-audit"},
+		{"deleting a record of the audit trail", "$JS.API.STREAM.MSG.DELETE.tg-audit"},
 		{"making another stream", "$JS.API.STREAM.CREATE.other"},
 		{"making a tool's state bucket", "$JS.API.STREAM.CREATE.KV_tg-state-email"},
 		{"purging a tool's state bucket", "$JS.API.STREAM.PURGE.KV_tg-state-email"},
@@ -404,6 +414,21 @@ func TestEdgeCredentialsRefuseWhatEdgesDoNotDo(t *testing.T) {
 			errs.expect(t, fmt.Sprintf("Publish to %q", c.subject))
 		})
 	}
+	t.Run("it makes the audit trail, writes it and reads it", func(t *testing.T) {
+		trail, err := audit.Open(testenv.Context(t), edge, audit.Options{Edge: "e1"}, testenv.Logger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		trail.Write(audit.Record{Kind: audit.KindCall, Account: "acme", Tool: "alpha", Method: "run", Outcome: audit.OutcomeOK})
+		testenv.WaitFor(t, "the record is read back", func() bool {
+			page, err := trail.Read(testenv.Context(t), audit.Filter{Account: "acme"})
+			return err == nil && len(page.Records) == 1 && page.Records[0].Edge == "e1"
+		})
+		if err := trail.Close(testenv.Context(t)); err != nil || trail.Failures() != 0 {
+			t.Fatalf("close: %v; %d records not written", err, trail.Failures())
+		}
+		errs.none(t)
+	})
 	t.Run("it follows the answer of a call it streams, which its tool sends beside the stream", func(t *testing.T) {
 		sub, err := edge.SubscribeSync("tg.sess.alpha.s1.out.p1~reply")
 		if err != nil {

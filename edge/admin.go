@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/registry"
@@ -73,7 +74,9 @@ func (e *Edge) adminRoutes(g *gin.RouterGroup) {
 	g.POST("/accounts", e.createAccount)
 	g.GET("/accounts", e.listAccounts)
 	g.GET("/accounts/:account", e.getAccount)
+	g.PATCH("/accounts/:account", e.updateAccount)
 	g.DELETE("/accounts/:account", e.deleteAccount)
+	g.GET("/audit", e.readAudit)
 	g.POST("/keys", e.createKey)
 	g.GET("/keys", e.listKeys)
 	g.DELETE("/keys/:id", e.revokeKey)
@@ -98,15 +101,7 @@ func (e *Edge) createAccount(c *gin.Context) {
 	}
 	var vs []registry.Violation
 	vs = checkID(vs, "/id", req.ID)
-	if req.Limits.Rate < 0 {
-		vs = append(vs, registry.Violation{Pointer: "/limits/rate", Message: "must not be negative"})
-	}
-	if req.Limits.Burst < 0 {
-		vs = append(vs, registry.Violation{Pointer: "/limits/burst", Message: "must not be negative"})
-	}
-	if req.Limits.Sessions < 0 {
-		vs = append(vs, registry.Violation{Pointer: "/limits/sessions", Message: "must not be negative"})
-	}
+	vs = checkLimits(vs, req.Limits)
 	if len(vs) > 0 {
 		e.fail(c, invalidInput(vs))
 		return
@@ -116,6 +111,7 @@ func (e *Edge) createAccount(c *gin.Context) {
 		e.fail(c, err)
 		return
 	}
+	e.adminChange(c, http.StatusCreated, audit.ActionCreateAccount, a.ID, "", "")
 	c.JSON(http.StatusCreated, a)
 }
 
@@ -151,6 +147,7 @@ func (e *Edge) deleteAccount(c *gin.Context) {
 		e.fail(c, err)
 		return
 	}
+	e.adminChange(c, http.StatusNoContent, audit.ActionDeleteAccount, id, "", "")
 	c.Status(http.StatusNoContent)
 }
 
@@ -181,6 +178,7 @@ func (e *Edge) createKey(c *gin.Context) {
 		e.fail(c, err)
 		return
 	}
+	e.adminChange(c, http.StatusCreated, audit.ActionCreateKey, k.Account, k.ID, "")
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusCreated, NewKey{Key: *k, Secret: secret})
 }
@@ -223,6 +221,7 @@ func (e *Edge) revokeKey(c *gin.Context) {
 		e.fail(c, err)
 		return
 	}
+	e.adminChange(c, http.StatusOK, audit.ActionRevokeKey, k.Account, k.ID, "")
 	c.JSON(http.StatusOK, k)
 }
 
@@ -272,6 +271,7 @@ func (e *Edge) connect(c *gin.Context) {
 		e.fail(c, err)
 		return
 	}
+	e.adminChange(c, http.StatusCreated, audit.ActionConnect, conn.Account, "", conn.Tool)
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusCreated, e.connectionView(conn))
 }
@@ -318,6 +318,7 @@ func (e *Edge) disconnect(c *gin.Context) {
 		e.fail(c, err)
 		return
 	}
+	e.adminChange(c, http.StatusNoContent, audit.ActionDisconnect, account, "", tool)
 	c.Status(http.StatusNoContent)
 }
 
@@ -333,6 +334,7 @@ func (e *Edge) rotateLink(c *gin.Context) {
 		e.fail(c, err)
 		return
 	}
+	e.adminChange(c, http.StatusOK, audit.ActionRotateLink, account, "", tool)
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, e.connectionView(conn))
 }
@@ -369,6 +371,19 @@ func (e *Edge) pathConnection(c *gin.Context) (account, tool string, ok bool) {
 		return "", "", false
 	}
 	return account, tool, true
+}
+
+// checkLimits checks an account's limits: none may be negative (0 is the default).
+func checkLimits(vs []registry.Violation, l registry.Limits) []registry.Violation {
+	for _, f := range []struct {
+		pointer  string
+		negative bool
+	}{{"/limits/rate", l.Rate < 0}, {"/limits/burst", l.Burst < 0}, {"/limits/sessions", l.Sessions < 0}} {
+		if f.negative {
+			vs = append(vs, registry.Violation{Pointer: f.pointer, Message: "must not be negative"})
+		}
+	}
+	return vs
 }
 
 // checkID checks an account or tool id: both are NATS subject and KV key tokens.

@@ -24,8 +24,15 @@ func BenchmarkToolCall(b *testing.B) {
 	}
 }
 
-func benchmarkToolCall(b *testing.B, tool registry.Tool) {
-	e := newEnv(b)
+// BenchmarkToolCallAudit measures the same call with the audit trail off and on: the
+// record is written off the call's path, so the two should cost about the same.
+func BenchmarkToolCallAudit(b *testing.B) {
+	b.Run("audit off", func(b *testing.B) { benchmarkToolCall(b, emailTool) })
+	b.Run("audit on", func(b *testing.B) { benchmarkToolCall(b, emailTool, withAudit()) })
+}
+
+func benchmarkToolCall(b *testing.B, tool registry.Tool, opts ...option) {
+	e := newEnv(b, opts...)
 	key := e.account("bench", registry.Limits{Rate: 1e9, Burst: 1 << 30})
 	e.serve(tool, echo)
 	e.connect("bench", "email")

@@ -67,20 +67,29 @@ func respondAsync(r *http.Request) bool {
 // request, and answers 202 with where to read it. It reports whether the call started.
 func (e *Edge) startCall(c *gin.Context, call *gateway.Call) bool {
 	ctx := c.Request.Context()
+	asSent := call.Params
 	m, err := e.gw.Check(ctx, call)
 	if err != nil {
-		e.fail(c, err)
+		e.fail(c, e.gw.Refuse(ctx, call, err))
 		return false
 	}
-	call.Params = bytes.Clone(call.Params) // the request's buffer goes back to its pool
+	// The request's buffer goes back to its pool: the call keeps copies, of what the
+	// tool is sent and of what the caller sent (for the audit trail) when they differ.
+	if bytes.Equal(asSent, call.Params) {
+		call.Params = bytes.Clone(call.Params)
+		asSent = call.Params
+	} else {
+		call.Params, asSent = bytes.Clone(call.Params), bytes.Clone(asSent)
+	}
 	timeout := e.gw.AsyncTimeout(m.Method, call.Timeout)
 	rec, err := e.cfg.Calls.Start(ctx, call.Principal, calls.Record{
 		Tool: call.Tool, Method: call.Method, RequestID: call.RequestID, Deadline: time.Now().Add(timeout),
 	}, func(ctx context.Context, rec calls.Record) calls.Outcome {
 		call.CallID, call.Progress = rec.CallID, true
-		return e.runCall(ctx, call, m, timeout)
+		return e.runCall(ctx, call, m, timeout, asSent)
 	})
 	if err != nil {
+		e.gw.Answered(ctx, call, asSent, nil, err)
 		e.fail(c, err)
 		return false
 	}
@@ -93,8 +102,9 @@ func (e *Edge) startCall(c *gin.Context, call *gateway.Call) bool {
 }
 
 // runCall sends a call that outlives its request and turns its end into the answer a
-// synchronous call would have had. It counts in the edge's call metrics as a call does.
-func (e *Edge) runCall(ctx context.Context, call *gateway.Call, m *registry.MethodEntry, timeout time.Duration) calls.Outcome {
+// synchronous call would have had. It counts in the edge's call metrics and the audit
+// trail (asSent: the parameters as the caller sent them) as a call does.
+func (e *Edge) runCall(ctx context.Context, call *gateway.Call, m *registry.MethodEntry, timeout time.Duration, asSent []byte) calls.Outcome {
 	start := time.Now()
 	e.metrics.inFlight.Inc()
 	defer e.metrics.inFlight.Dec()
@@ -104,6 +114,7 @@ func (e *Edge) runCall(ctx context.Context, call *gateway.Call, m *registry.Meth
 			err = cause // cancelled by a DELETE, or the edge stopping
 		}
 	}
+	e.gw.Answered(ctx, call, asSent, reply, err)
 	out := e.callOutcome(reply, err, call.RequestID)
 	var toolTime time.Duration
 	if reply != nil {

@@ -85,6 +85,9 @@ func New(gw *gateway.Gateway, store *registry.Store, signer *registry.LinkSigner
 		log.Info("edge: max-body-bytes lowered to fit the NATS server's max_payload",
 			"configured", cfg.MaxBodyBytes, "max_payload", max, "max_body_bytes", e.maxBody)
 	}
+	if t := gw.Audit(); t != nil {
+		e.metrics.countAuditFailures(t)
+	}
 	if cfg.AdminKeyHash != "" {
 		e.adminHash, _ = hex.DecodeString(strings.ToLower(cfg.AdminKeyHash))
 	}

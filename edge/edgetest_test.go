@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/calls"
@@ -44,6 +45,8 @@ type env struct {
 	adminKey string
 	logs     *testenv.Buffer
 	srv      *server.Server // the NATS server, when the env started it
+	trail    *audit.Trail   // the audit trail, withAudit
+	name     string         // the edge's instance name in the trail
 	stop     func() error   // ends Serve and returns what it returned
 }
 
@@ -55,6 +58,7 @@ type envOptions struct {
 	gateway   func(*gateway.Config)
 	mcp       bool // serve MCP with the sse package, as toolgate edge does
 	dashboard bool // serve the dashboard, as toolgate edge does
+	audit     bool // keep the audit trail, as toolgate edge does
 }
 
 type option func(*envOptions)
@@ -63,6 +67,7 @@ func withEdge(f func(*edge.Config)) option        { return func(o *envOptions) {
 func withServer(f func(*bus.ServerConfig)) option { return func(o *envOptions) { o.server = f } }
 func withMCP() option                             { return func(o *envOptions) { o.mcp = true } }
 func withDashboard() option                       { return func(o *envOptions) { o.dashboard = true } }
+func withAudit() option                           { return func(o *envOptions) { o.audit = true } }
 func onCluster(url string) option                 { return func(o *envOptions) { o.natsURL, o.replicas = url, 3 } }
 func onServer(url string) option                  { return func(o *envOptions) { o.natsURL = url } }
 func withGateway(f func(*gateway.Config)) option  { return func(o *envOptions) { o.gateway = f } }
@@ -85,21 +90,25 @@ func newEnv(t testing.TB, opts ...option) *env {
 	e.nc = testenv.Conn(t, o.natsURL)
 	e.store = testenv.Store(t, e.nc, o.replicas)
 	e.view = testenv.View(t, e.store)
-	var err error
-	// As toolgate edge runs it: rate limits in the shared buckets.
-	gcfg := gateway.DefaultConfig()
-	if o.gateway != nil {
-		o.gateway(&gcfg)
-	}
-	if e.gw, err = gateway.New(e.nc, e.view, gcfg, gateway.WithSharedRates(e.store, testenv.Logger(t))); err != nil {
-		t.Fatal(err)
-	}
-	e.signer = sharedSigner
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.url = "http://" + ln.Addr().String()
+	e.url, e.name = "http://"+ln.Addr().String(), "edge-"+ln.Addr().String()
+	// As toolgate edge runs it: rate limits in the shared buckets.
+	gwOpts := []gateway.Option{gateway.WithSharedRates(e.store, testenv.Logger(t))}
+	if o.audit {
+		e.trail = openTrail(t, e.nc, o.replicas, e.name)
+		gwOpts = append(gwOpts, gateway.WithAudit(e.trail))
+	}
+	gcfg := gateway.DefaultConfig()
+	if o.gateway != nil {
+		o.gateway(&gcfg)
+	}
+	if e.gw, err = gateway.New(e.nc, e.view, gcfg, gwOpts...); err != nil {
+		t.Fatal(err)
+	}
+	e.signer = sharedSigner
 	cfg := edge.DefaultConfig()
 	cfg.BaseURL = e.url
 	cfg.AdminKeyHash = registry.Hash(e.adminKey)
@@ -145,6 +154,24 @@ func newEnv(t testing.TB, opts ...option) *env {
 	e.client = &http.Client{Timeout: 30 * time.Second}
 	t.Cleanup(e.client.CloseIdleConnections)
 	return e
+}
+
+// openTrail opens the audit trail as an edge named name does, and writes what it holds
+// once the test's edge has stopped.
+func openTrail(t testing.TB, nc *nats.Conn, replicas int, name string) *audit.Trail {
+	t.Helper()
+	trail, err := audit.Open(testenv.Context(t), nc, audit.Options{Replicas: replicas, Edge: name}, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
+		defer cancel()
+		if err := trail.Close(ctx); err != nil {
+			t.Errorf("audit trail: %v", err)
+		}
+	})
+	return trail
 }
 
 // sharedSigner lets edges of one test cluster agree on links, as edges of one

@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/toolgate/toolgate/audit"
 )
 
 // metrics are the edge's Prometheus series. Tool and method labels take only names
@@ -72,6 +74,14 @@ func (m *metrics) observe(tool, method, code string, took, toolTime time.Duratio
 	if toolTime > 0 {
 		s.toolTime.Observe(toolTime.Seconds())
 	}
+}
+
+// countAuditFailures exports how many records t could not write.
+func (m *metrics) countAuditFailures(t *audit.Trail) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "toolgate_audit_write_failures_total",
+		Help: "Audit records this edge could not write (dropped for a full queue, refused by the stream, or not acknowledged in time); the calls they describe were served.",
+	}, func() float64 { return float64(t.Failures()) }))
 }
 
 func (m *metrics) seriesOf(tool, method, code string) *callSeries {

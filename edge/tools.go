@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/registry"
@@ -169,36 +170,37 @@ func (e *Edge) toolCall(c *gin.Context) {
 		e.metrics.observe(t, m, code, time.Since(start), toolTime)
 	}()
 
-	p := principal(c)
+	call := &gateway.Call{Principal: principal(c), Tool: tool, Method: method, RequestID: requestID(c),
+		Transport: audit.TransportREST, Arrived: start}
+	if strings.HasPrefix(c.FullPath(), "/tools/") {
+		call.Transport = audit.TransportDirect
+	}
+	// What is refused before the gateway is recorded by it too (Refuse).
+	refuse := func(err error) { e.fail(c, e.gw.Refuse(c.Request.Context(), call, err)) }
 	// The order of DESIGN.md: visibility first, so a caller learns nothing of a tool
 	// it may not see from how its body is judged.
-	entry, err := e.view.Snapshot().Method(p, tool, method)
-	if err != nil {
-		e.fail(c, err)
+	var err error
+	if call.Entry, err = e.view.Snapshot().Method(call.Principal, tool, method); err != nil {
+		refuse(err)
 		return
 	}
 	if !jsonContentType(c.Request.Header.Get("Content-Type")) {
-		e.fail(c, errUnsupportedType)
+		refuse(errUnsupportedType)
 		return
 	}
-	timeout, err := e.askedTimeout(c.Request)
-	if err != nil {
-		e.fail(c, err)
+	if call.Timeout, err = e.askedTimeout(c.Request); err != nil {
+		refuse(err)
 		return
 	}
 	buf := bodyPool.Get().(*bytes.Buffer)
 	defer putBody(buf)
 	if err := readBody(buf, c.Request); err != nil {
-		e.fail(c, err)
+		refuse(err)
 		return
 	}
-	params := buf.Bytes()
-	if len(bytes.TrimSpace(params)) == 0 {
-		params = emptyObject // a method without parameters may be called without a body
-	}
-	call := &gateway.Call{
-		Principal: p, Tool: tool, Method: method, Params: params,
-		RequestID: requestID(c), Timeout: timeout, Entry: entry,
+	call.Params = buf.Bytes()
+	if len(bytes.TrimSpace(call.Params)) == 0 {
+		call.Params = emptyObject // a method without parameters may be called without a body
 	}
 	if e.cfg.Calls != nil && respondAsync(c.Request) {
 		async = e.startCall(c, call)

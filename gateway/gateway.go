@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nuid"
 	"golang.org/x/time/rate"
 
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/registry"
@@ -98,6 +99,7 @@ type Gateway struct {
 	shared *registry.Store // the shared rate buckets; nil keeps them in this process
 	log    *slog.Logger
 	calls  *bus.Watcher // gives up the calls whose worker died
+	trail  *audit.Trail // nil: no audit trail
 
 	fallbackLogged atomic.Int64 // unix seconds of the last warning that the shared buckets failed
 	sharedDown     atomic.Int64 // unix nanoseconds until which the shared buckets are left alone
@@ -172,6 +174,12 @@ type Call struct {
 	Tool      string
 	Method    string
 	Params    []byte
+	// Transport names the door the call came in by, for the audit trail (audit's
+	// Transport names); empty for an MCP transport that does not say which.
+	Transport string
+	// Arrived is when the call reached its door, from which the audit trail times it;
+	// zero: when it reached the gateway.
+	Arrived time.Time
 	// CallID names the call on the bus: its cancel and progress subjects. Call makes a
 	// random one when it is empty; a caller that must know it beforehand (to follow
 	// the call's progress) makes it, never from anything its client sent.
@@ -236,8 +244,17 @@ func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, er
 // they hold fails with bus.ErrCallLost once its worker stops naming it.
 //
 // A call that finds no worker on the bus while the registry holds live instances of
-// the tool is sent again, for up to MovingWorkersWait (see send).
+// the tool is sent again, for up to MovingWorkersWait (see send). Once answered, the
+// call is recorded in the audit trail (WithAudit).
 func (g *Gateway) Call(ctx context.Context, c *Call) (*wire.Reply, error) {
+	began, params := time.Now(), c.Params
+	reply, err := g.call(ctx, c)
+	g.audit(ctx, c, began, params, reply, err)
+	return reply, err
+}
+
+// call is Call before its record in the audit trail.
+func (g *Gateway) call(ctx context.Context, c *Call) (*wire.Reply, error) {
 	m, err := g.Check(ctx, c)
 	if err != nil {
 		return nil, err
@@ -246,7 +263,8 @@ func (g *Gateway) Call(ctx context.Context, c *Call) (*wire.Reply, error) {
 }
 
 // Send sends c, a call of m that Check passed, with timeout as its deadline (Timeout's,
-// or AsyncTimeout's for a call that outlives its request), as Call does.
+// or AsyncTimeout's for a call that outlives its request), as Call does; the audit
+// trail's record of it is its caller's (Answered).
 func (g *Gateway) Send(ctx context.Context, c *Call, m *registry.MethodEntry, timeout time.Duration) (*wire.Reply, error) {
 	return g.send(ctx, c, false, timeout, m.Tool.Holding)
 }
@@ -257,8 +275,17 @@ func (g *Gateway) Send(ctx context.Context, c *Call, m *registry.MethodEntry, ti
 // passes, in the same order as Call: the tool is visible to c.Principal (a registry error
 // otherwise), the params are a JSON object (ErrInvalidJSON), the caller is within its
 // rate (*RateLimitedError); it then takes the default timeout, shortened by
-// c.Timeout. A JSON-RPC error the workers answer with is a *wire.RPCError.
+// c.Timeout. A JSON-RPC error the workers answer with is a *wire.RPCError. Once
+// answered, the request is recorded in the audit trail (WithAudit).
 func (g *Gateway) Forward(ctx context.Context, c *Call) (*wire.Reply, error) {
+	began, params := time.Now(), c.Params
+	reply, err := g.forward(ctx, c)
+	g.audit(ctx, c, began, params, reply, err)
+	return reply, err
+}
+
+// forward is Forward before its record in the audit trail.
+func (g *Gateway) forward(ctx context.Context, c *Call) (*wire.Reply, error) {
 	t, err := g.view.Snapshot().Tool(c.Principal, c.Tool)
 	if err != nil {
 		return nil, err

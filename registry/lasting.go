@@ -63,6 +63,11 @@ func (s *Store) lasting(ctx context.Context, op func(ctx context.Context, again 
 	}
 }
 
+// Retryable reports whether err is JetStream not answering yet, or electing a
+// leader: what waiting mends. The streams kept beside the registry (the audit trail)
+// retry on it as the registry's buckets do.
+func Retryable(err error) bool { return retryable(err) }
+
 func retryable(err error) bool {
 	return errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrDisconnected) || errors.Is(err, errUnsettled) ||

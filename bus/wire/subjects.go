@@ -161,6 +161,41 @@ func (s Subjects) Logged(subject string) string {
 	return s.LoggedRoot() + strings.TrimPrefix(subject, s.SessionRoot())
 }
 
+// Audit is where an edge writes one record of the audit trail: its kind (a call, an
+// admin change), the account, the tool, the method and the outcome, each a token
+// (AuditToken), so that a reader filters on them by subject.
+func (s Subjects) Audit(kind, account, tool, method, outcome string) string {
+	return s.join("audit", AuditToken(kind), AuditToken(account), AuditToken(tool), AuditToken(method), AuditToken(outcome))
+}
+
+// AuditAll matches every record of the audit trail: the subjects its stream keeps.
+func (s Subjects) AuditAll() string { return s.join("audit", ">") }
+
+// AuditStream names the stream that keeps the audit trail.
+func (s Subjects) AuditStream() string {
+	return strings.NewReplacer(".", "-", "*", "-", ">", "-").Replace(s.prefix()) + "-audit"
+}
+
+// AuditToken is s as one token of an audit subject: s itself when it is a token
+// (ValidToken), else with every other character as '_' ("resources/read" is
+// "resources_read"), and "_" for nothing. Two values may share a token; a reader
+// filtering by subject checks the records themselves too.
+func AuditToken(s string) string {
+	if ValidToken(s) {
+		return s
+	}
+	if s == "" {
+		return "_"
+	}
+	b := []byte(s[:min(len(s), 128)])
+	for i, c := range b {
+		if !tokenByte(c) {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
 // The registry buckets whose records a worker asks an edge to write. Their names are the deployment's, not the
 // subject prefix's.
 const (

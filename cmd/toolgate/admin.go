@@ -41,31 +41,39 @@ var defaultAdminKeyFile = filepath.Join(".toolgate", "admin-key")
 
 // adminCmd makes one noun's command, whose subcommands share the admin API flags.
 func adminCmd(use, short string, sub ...func(*adminClient) *cobra.Command) *cobra.Command {
-	c := &adminClient{URL: "http://127.0.0.1:8080", http: &http.Client{Timeout: 30 * time.Second}}
-	cmd := &cobra.Command{
-		Use:   use,
-		Short: short,
-		Long: short + `, through an edge's admin API.
-
-The admin key comes from --admin-key, TOOLGATE_ADMIN_KEY, --admin-key-file,
-TOOLGATE_ADMIN_KEY_FILE or, failing those, ` + defaultAdminKeyFile + ` (where toolgate dev keeps it).
-Prefer the variable or the file: a flag's value is visible to other users of the machine.`,
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return flagsFromEnv(cmd.Flags(), adminEnv)
-		},
-	}
-	f := cmd.PersistentFlags()
-	f.StringVar(&c.URL, "url", c.URL, "the edge's URL")
-	f.StringVar(&c.Key, "admin-key", "", "the admin key")
-	f.StringVar(&c.KeyFile, "admin-key-file", "", "file holding the admin key")
+	cmd := &cobra.Command{Use: use, Short: short}
+	c := withAdminFlags(cmd)
 	for _, s := range sub {
 		cmd.AddCommand(s(c))
 	}
 	return cmd
 }
 
+// withAdminFlags gives cmd (and its subcommands) the admin API's flags and help, and
+// returns the client they set.
+func withAdminFlags(cmd *cobra.Command) *adminClient {
+	c := &adminClient{URL: "http://127.0.0.1:8080", http: &http.Client{Timeout: 30 * time.Second}}
+	more := cmd.Long
+	cmd.Long = cmd.Short + `, through an edge's admin API.
+
+The admin key comes from --admin-key, TOOLGATE_ADMIN_KEY, --admin-key-file,
+TOOLGATE_ADMIN_KEY_FILE or, failing those, ` + defaultAdminKeyFile + ` (where toolgate dev keeps it).
+Prefer the variable or the file: a flag's value is visible to other users of the machine.`
+	if more != "" {
+		cmd.Long += "\n\n" + more
+	}
+	cmd.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		return flagsFromEnv(cmd.Flags(), adminEnv)
+	}
+	f := cmd.PersistentFlags()
+	f.StringVar(&c.URL, "url", c.URL, "the edge's URL")
+	f.StringVar(&c.Key, "admin-key", "", "the admin key")
+	f.StringVar(&c.KeyFile, "admin-key-file", "", "file holding the admin key")
+	return c
+}
+
 func newAccountsCmd() *cobra.Command {
-	return adminCmd("accounts", "Create, list, show and delete accounts",
+	return adminCmd("accounts", "Create, update, list, show and delete accounts",
 		func(c *adminClient) *cobra.Command {
 			var req edge.AccountRequest
 			cmd := &cobra.Command{
@@ -81,6 +89,7 @@ func newAccountsCmd() *cobra.Command {
 			cmd.Flags().IntVar(&req.Limits.Sessions, "sessions", 0, "concurrent MCP sessions (0: the default)")
 			return cmd
 		},
+		newAccountsUpdateCmd,
 		func(c *adminClient) *cobra.Command {
 			return &cobra.Command{Use: "list", Short: "List the accounts", Args: cobra.NoArgs,
 				RunE: func(cmd *cobra.Command, _ []string) error { return c.print(cmd, http.MethodGet, "/accounts", nil) }}
@@ -210,42 +219,12 @@ func (c *adminClient) adminKey() (string, error) {
 // print sends one admin request and prints the answer; an error answer becomes the
 // command's error, with the envelope's code, message and details.
 func (c *adminClient) print(cmd *cobra.Command, method, path string, body any) error {
-	key, err := c.adminKey()
+	status, b, err := c.do(cmd.Context(), method, path, body)
 	if err != nil {
 		return err
-	}
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.URL, "/")+"/admin"+path, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode >= 400 {
-		return answerError(resp.StatusCode, b)
 	}
 	out := cmd.OutOrStdout()
-	if resp.StatusCode == http.StatusNoContent {
+	if status == http.StatusNoContent {
 		fmt.Fprintln(out, "done")
 		return nil
 	}
@@ -257,6 +236,46 @@ func (c *adminClient) print(cmd *cobra.Command, method, path string, body any) e
 	pretty.WriteByte('\n')
 	_, err = pretty.WriteTo(out)
 	return err
+}
+
+// do sends one admin request and returns the answer's status and body; an error
+// answer is an error (answerError).
+func (c *adminClient) do(ctx context.Context, method, path string, body any) (int, []byte, error) {
+	key, err := c.adminKey()
+	if err != nil {
+		return 0, nil, err
+	}
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.URL, "/")+"/admin"+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return 0, nil, err
+	}
+	if resp.StatusCode >= 400 {
+		return resp.StatusCode, nil, answerError(resp.StatusCode, b)
+	}
+	return resp.StatusCode, b, nil
 }
 
 func answerError(status int, body []byte) error {

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/toolgate/toolgate/asks"
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/busauth"
@@ -49,6 +50,10 @@ type edgeOptions struct {
 	Calls          calls.Config
 	// AskConcurrency bounds the workers' asks this edge works on at once (asks.Serve).
 	AskConcurrency int
+	// NoAudit keeps no audit trail; Audit is the trail's retention otherwise (the
+	// subjects and replicas are the registry's).
+	NoAudit bool
+	Audit   audit.Options
 }
 
 // replicasUsage describes the edge's --replicas.
@@ -87,8 +92,11 @@ func (o edgeOptions) Validate() error {
 	if o.AskConcurrency < 1 {
 		return errors.New("edge: ask-concurrency: must be at least 1")
 	}
-	if o.UpdateRegistry && o.Replicas == 0 && o.MCP.EventRetention == 0 && o.Calls.TTL == 0 {
-		return errors.New("edge: update-registry: needs --replicas, --mcp-event-retention or --calls-ttl, the settings to change to")
+	if o.UpdateRegistry && o.Replicas == 0 && o.MCP.EventRetention == 0 && o.Audit.MaxAge == 0 && o.Audit.MaxBytes == 0 && o.Calls.TTL == 0 {
+		return errors.New("edge: update-registry: needs --replicas, --mcp-event-retention, --audit-max-age, --audit-max-bytes or --calls-ttl, the settings to change to")
+	}
+	if err := o.Audit.Validate(); err != nil {
+		return fmt.Errorf("edge: %w", err)
 	}
 	if err := o.Gateway.Validate(); err != nil {
 		return err
@@ -164,6 +172,9 @@ var edgeEnv = map[string]string{
 	"mcp-event-retention": "TOOLGATE_MCP_EVENT_RETENTION",
 	"mcp-allowed-origins": "TOOLGATE_MCP_ALLOWED_ORIGINS",
 	"mcp-allowed-hosts":   "TOOLGATE_MCP_ALLOWED_HOSTS",
+	"no-audit":            "TOOLGATE_NO_AUDIT",
+	"audit-max-age":       "TOOLGATE_AUDIT_MAX_AGE",
+	"audit-max-bytes":     "TOOLGATE_AUDIT_MAX_BYTES",
 }
 
 func newEdgeCmd() *cobra.Command {
@@ -220,6 +231,7 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.DurationVar(&o.MCP.EventRetention, "mcp-event-retention", o.MCP.EventRetention, "how long MCP stream events are kept for clients that reconnect; unset, as the shared event log keeps them (10m when creating it), and a value that differs from the log's stops the edge unless --update-registry")
 	f.StringSliceVar(&o.MCP.AllowedOrigins, "mcp-allowed-origins", nil, "browser origins allowed to use MCP links besides the edge's own (\"*\" for any)")
 	f.StringSliceVar(&o.MCP.AllowedHosts, "mcp-allowed-hosts", nil, "Host values accepted on a loopback listener besides localhost (DNS rebinding protection)")
+	addAuditFlags(f, &o)
 	return cmd
 }
 
@@ -293,6 +305,14 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 	if !o.EdgeRates {
 		gwOpts = append(gwOpts, gateway.WithSharedRates(store, log))
 	}
+	if !o.NoAudit {
+		trail, err := openTrail(ctx, o, nc, store, log)
+		if err != nil {
+			return err
+		}
+		defer closeTrail(trail, o.Edge.ShutdownTimeout, log)
+		gwOpts = append(gwOpts, gateway.WithAudit(trail))
+	}
 	gw, err := gateway.New(nc, view, o.Gateway, gwOpts...)
 	if err != nil {
 		return err
@@ -335,6 +355,38 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 	}
 	ready(localURL(ln.Addr()), o.Edge.BaseURL)
 	return e.Serve(ctx, ln)
+}
+
+// addAuditFlags are the audit trail's flags of `toolgate edge`.
+func addAuditFlags(f *pflag.FlagSet, o *edgeOptions) {
+	f.BoolVar(&o.NoAudit, "no-audit", o.NoAudit, "keep no audit trail (a record of every call answered and every admin change)")
+	f.DurationVar(&o.Audit.MaxAge, "audit-max-age", o.Audit.MaxAge, "how long the audit trail keeps a record; unset, as the trail keeps them ("+audit.DefaultMaxAge.String()+" when creating it), and a value that differs from the trail's stops the edge unless --update-registry")
+	f.Int64Var(&o.Audit.MaxBytes, "audit-max-bytes", o.Audit.MaxBytes, "how many bytes of records the audit trail keeps, dropping the oldest beyond; unset, as the trail keeps them (1 GiB when creating it), and a value that differs stops the edge unless --update-registry")
+}
+
+// openTrail opens the audit trail beside the registry: its replicas, its subject
+// prefix, and its --update-registry.
+func openTrail(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registry.Store, log *slog.Logger) (*audit.Trail, error) {
+	ao := o.Audit
+	ao.Subjects, ao.Replicas, ao.Update = o.Gateway.Subjects, store.Options().Replicas, o.UpdateRegistry
+	setup, cancel := context.WithTimeout(ctx, registryWait)
+	defer cancel()
+	trail, err := audit.Open(setup, nc, ao, log)
+	if err != nil {
+		return nil, fmt.Errorf("edge: %w (edge credentials issued before the audit trail do not reach it: "+
+			"remove edge.creds and run toolgate creds init to issue them again, or run with --no-audit)", err)
+	}
+	return trail, nil
+}
+
+// closeTrail writes what the trail holds still, for as long as the edge gives calls
+// in flight at shutdown.
+func closeTrail(t *audit.Trail, wait time.Duration, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), max(wait, time.Second))
+	defer cancel()
+	if err := t.Close(ctx); err != nil {
+		log.Warn("edge: audit trail", "err", err)
+	}
 }
 
 // flagsFromEnv sets each flag the command line left alone from its variable, if set.

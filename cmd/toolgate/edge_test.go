@@ -88,6 +88,20 @@ func TestEdgeAndAdminCommands(t *testing.T) {
 	if got := admin("accounts", "list"); !strings.Contains(got, `"id": "acme"`) || !strings.Contains(got, `"rate": 10`) {
 		t.Fatalf("accounts list:\n%s", got)
 	}
+	var updated registry.Account
+	if err := json.Unmarshal([]byte(admin("accounts", "update", "acme", "--burst", "4", "--sessions", "2")), &updated); err != nil ||
+		updated.Name != "Acme" || updated.Limits != (registry.Limits{Rate: 10, Burst: 4, Sessions: 2}) {
+		t.Fatalf("accounts update: %+v %v", updated, err)
+	}
+	if got := admin("accounts", "update", "acme", "--name", "Acme Corp", "--rate", "0"); !strings.Contains(got, `"name": "Acme Corp"`) || strings.Contains(got, `"rate"`) {
+		t.Fatalf("accounts update --name --rate 0:\n%s", got)
+	}
+	if _, err := run(t, context.Background(), "accounts", "update", "acme", "--url", url); err == nil || !strings.Contains(err.Error(), "nothing to change") {
+		t.Fatalf("accounts update without flags: %v", err)
+	}
+	if _, err := run(t, context.Background(), "accounts", "update", "acme", "--burst", "-1", "--url", url); err == nil || !strings.Contains(err.Error(), "/limits/burst:") {
+		t.Fatalf("accounts update --burst -1: %v", err)
+	}
 	var key edge.NewKey
 	if err := json.Unmarshal([]byte(admin("keys", "create", "acme", "--name", "ci", "--expires-in", "24h")), &key); err != nil || key.Secret == "" {
 		t.Fatalf("keys create: %+v %v", key, err)
@@ -152,6 +166,8 @@ func TestEdgeCommandRefusesBadConfig(t *testing.T) {
 		{[]string{"edge", "--link-secret-file", "x", "--calls-ttl", "-1h"}, "edge: calls-ttl: must not be negative"},
 		{[]string{"edge", "--link-secret-file", "x", "--calls-ttl", "15m"}, "edge: calls-ttl: must be longer than async-max-timeout (15m0s)"},
 		{[]string{"edge", "--link-secret-file", "x", "--async-max-timeout", "20m", "--calls-ttl", "16m"}, "edge: calls-ttl: must be longer than async-max-timeout (20m0s)"},
+		{[]string{"edge", "--link-secret-file", "x", "--audit-max-age", "30s"}, "edge: audit: max-age: must be at least 1m0s"},
+		{[]string{"edge", "--link-secret-file", "x", "--audit-max-bytes", "-1"}, "edge: audit: max-bytes: must be at least"},
 	} {
 		if _, err := run(t, context.Background(), tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("toolgate %s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/install"
@@ -218,6 +219,7 @@ func (d *Dashboard) tryCall(w http.ResponseWriter, r *http.Request, v *visit) {
 		Method:    method,
 		Params:    []byte(params),
 		RequestID: registry.NewID("req_"),
+		Transport: audit.TransportDashboard,
 	}
 	res := &callResult{RequestID: call.RequestID}
 	reply, err := d.gw.Call(r.Context(), call)

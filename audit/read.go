@@ -1,0 +1,132 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/bus/wire"
+)
+
+// Filter picks records of the trail. Empty fields match anything.
+type Filter struct {
+	Kind, Account, Tool, Method, Outcome string
+	// Since and Until bound when the records were stored (the stream's clock).
+	Since, Until time.Time
+	// After is the cursor: records stored after this stream sequence (0: from the
+	// first, or from Since).
+	After uint64
+	// Limit is how many records one read returns: DefaultLimit when 0, at most MaxLimit.
+	Limit int
+}
+
+// The records one read returns, unless told otherwise, and at most.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 1000
+)
+
+// Page is one read of the trail.
+type Page struct {
+	Records []Record `json:"records"`
+	// Next is the cursor to read on from: the sequence of the last record read (or
+	// After, when none was).
+	Next uint64 `json:"next"`
+	// More says more records matched the filter when this page was read.
+	More bool `json:"more"`
+}
+
+// matches checks r itself against f: a subject's tokens may stand for other values
+// too (wire.AuditToken).
+func (f Filter) matches(r *Record) bool {
+	for _, c := range [][2]string{{f.Kind, r.Kind}, {f.Account, r.Account}, {f.Tool, r.Tool}, {f.Method, r.Method}, {f.Outcome, r.Outcome}} {
+		if c[0] != "" && c[0] != c[1] {
+			return false
+		}
+	}
+	return true
+}
+
+// subject is the subject filter of f: its tokens, and any token where f leaves a field empty.
+func (f Filter) subject(s wire.Subjects) string {
+	tokens := make([]string, 0, 5)
+	for _, v := range []string{f.Kind, f.Account, f.Tool, f.Method, f.Outcome} {
+		if v == "" {
+			tokens = append(tokens, "*")
+			continue
+		}
+		tokens = append(tokens, wire.AuditToken(v))
+	}
+	return strings.TrimSuffix(s.AuditAll(), ">") + strings.Join(tokens, ".")
+}
+
+// Read returns the records f picks, oldest first, through an ephemeral consumer of
+// the stream that the server filters by subject.
+func (t *Trail) Read(ctx context.Context, f Filter) (Page, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	limit = min(limit, MaxLimit)
+	cfg := jetstream.ConsumerConfig{
+		FilterSubject:     f.subject(t.opts.Subjects),
+		AckPolicy:         jetstream.AckNonePolicy,
+		InactiveThreshold: time.Minute, // should the delete below be lost
+		MemoryStorage:     true,
+	}
+	switch {
+	case f.After > 0:
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, f.After+1
+	case !f.Since.IsZero():
+		since := f.Since
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
+	}
+	cons, err := t.js.CreateConsumer(ctx, t.stream, cfg)
+	if err != nil {
+		return Page{}, fmt.Errorf("audit: read: %w", err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = t.js.DeleteConsumer(dctx, t.stream, cons.CachedInfo().Name)
+	}()
+	page := Page{Records: []Record{}, Next: f.After}
+	pending := cons.CachedInfo().NumPending
+	for pending > 0 && len(page.Records) < limit {
+		batch, err := cons.Fetch(int(min(pending, uint64(limit-len(page.Records)))), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return Page{}, fmt.Errorf("audit: read: %w", err)
+		}
+		got := 0
+		for msg := range batch.Messages() {
+			got++
+			meta, err := msg.Metadata()
+			if err != nil {
+				continue
+			}
+			if !f.Until.IsZero() && meta.Timestamp.After(f.Until) {
+				pending = 0 // the rest is later still
+				break
+			}
+			pending, page.Next = meta.NumPending, meta.Sequence.Stream
+			var r Record
+			if json.Unmarshal(msg.Data(), &r) != nil || !f.matches(&r) || (!f.Since.IsZero() && meta.Timestamp.Before(f.Since)) {
+				continue
+			}
+			r.Seq = meta.Sequence.Stream
+			page.Records = append(page.Records, r)
+		}
+		if err := batch.Error(); err != nil {
+			return Page{}, fmt.Errorf("audit: read: %w", err)
+		}
+		if got == 0 {
+			break // what was pending has aged out meanwhile
+		}
+	}
+	page.More = pending > 0
+	return page, nil
+}

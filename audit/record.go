@@ -1,0 +1,86 @@
+package audit
+
+import (
+	"time"
+
+	"github.com/toolgate/toolgate/bus/wire"
+)
+
+// Record is one entry of the audit trail.
+type Record struct {
+	// Time is when the call was answered, or the change made, by the edge's clock.
+	Time time.Time `json:"time"`
+	// Kind is KindCall or KindAdmin.
+	Kind    string `json:"kind"`
+	Account string `json:"account,omitempty"`
+	// Key is the id of the API key that made the call; for an admin change, of the
+	// key it made or revoked.
+	Key string `json:"key,omitempty"`
+	// Link says the call came through the account's link to the tool (no key).
+	Link bool   `json:"link,omitempty"`
+	Tool string `json:"tool,omitempty"`
+	// Method is the tool's method, the MCP method a session forwarded to the tool
+	// (resources/read, prompts/get, ...), or the admin change (Action*).
+	Method string `json:"method"`
+	// Transport is the door the call came in by (Transport*).
+	Transport string `json:"transport,omitempty"`
+	// ArgsSHA256 is the hex sha256 of the arguments as the caller sent them.
+	ArgsSHA256    string `json:"args_sha256,omitempty"`
+	RequestBytes  int    `json:"request_bytes"`
+	ResponseBytes int    `json:"response_bytes"` // the tool's answer; 0 when it gave none
+	// Outcome is "ok" or the code of the failure (gateway's table of failures).
+	Outcome string `json:"outcome"`
+	// Status is the HTTP status the caller was answered with, where the door answers
+	// with one of its own (the REST routes, the direct tool API, the admin API); an
+	// MCP transport answers a failure inside a JSON-RPC message, and leaves it 0.
+	Status int `json:"status,omitempty"`
+	// LatencyUS is the time from the call's arrival at the gateway to its answer, in
+	// microseconds.
+	LatencyUS int64  `json:"latency_us"`
+	Edge      string `json:"edge"`             // the edge instance that answered
+	Worker    string `json:"worker,omitempty"` // the worker instance, when it named itself
+	RequestID string `json:"request_id,omitempty"`
+	TraceID   string `json:"trace_id,omitempty"`
+	// Seq is the record's sequence in the stream, set when it is read: the cursor of
+	// GET /admin/audit.
+	Seq uint64 `json:"seq,omitempty"`
+}
+
+// Record kinds.
+const (
+	KindCall  = "call"
+	KindAdmin = "admin"
+)
+
+// OutcomeOK is the outcome of a call answered as the tool answered it (whatever its
+// status), and of an admin change made.
+const OutcomeOK = "ok"
+
+// The doors a call comes in by.
+const (
+	TransportREST          = "rest"           // POST /tool-call/{tool}/{method}
+	TransportDirect        = "direct"         // POST /tools/{tool}/{method}
+	TransportDashboard     = "dashboard"      // the dashboard's try-it form
+	TransportMCP           = "mcp"            // an MCP transport that did not say which
+	TransportMCPStreamable = "mcp-streamable" // Streamable HTTP with sessions
+	TransportMCPLegacy     = "mcp-legacy"     // HTTP+SSE of 2024-11-05
+	TransportMCP2026       = "mcp-2026"       // stateless 2026-07-28
+	TransportAdmin         = "admin"          // the admin API
+)
+
+// The admin changes recorded.
+const (
+	ActionCreateAccount = "create-account"
+	ActionUpdateAccount = "update-account"
+	ActionDeleteAccount = "delete-account"
+	ActionCreateKey     = "create-key"
+	ActionRevokeKey     = "revoke-key"
+	ActionConnect       = "connect"
+	ActionDisconnect    = "disconnect"
+	ActionRotateLink    = "rotate-link"
+)
+
+// subject is where r is written.
+func (r *Record) subject(s wire.Subjects) string {
+	return s.Audit(r.Kind, r.Account, r.Tool, r.Method, r.Outcome)
+}

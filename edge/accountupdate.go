@@ -1,0 +1,163 @@
+package edge
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/toolgate/toolgate/audit"
+	"github.com/toolgate/toolgate/gateway"
+	"github.com/toolgate/toolgate/registry"
+)
+
+// Field is one field of a JSON merge patch (RFC 7396): left out, null, or a value.
+// A field left out keeps what the record has; null puts it back to its default.
+type Field[T any] struct {
+	Set   bool // the patch names the field
+	Null  bool // as null
+	Value T
+}
+
+// Value is a Field that sets v.
+func Value[T any](v T) Field[T] { return Field[T]{Set: true, Value: v} }
+
+// IsZero is true for a field left out, which encoding/json's omitzero then leaves out.
+func (f Field[T]) IsZero() bool { return !f.Set }
+
+func (f Field[T]) MarshalJSON() ([]byte, error) {
+	if f.Null {
+		return []byte("null"), nil
+	}
+	return json.Marshal(f.Value)
+}
+
+func (f *Field[T]) UnmarshalJSON(b []byte) error {
+	f.Set = true
+	if string(b) == "null" {
+		f.Null = true
+		return nil
+	}
+	return json.Unmarshal(b, &f.Value)
+}
+
+// apply merges f into v: its value, the zero value (the default) for null, or v as
+// it is when f is left out.
+func (f Field[T]) apply(v *T) {
+	switch {
+	case f.Null:
+		var zero T
+		*v = zero
+	case f.Set:
+		*v = f.Value
+	}
+}
+
+// AccountUpdate is the body of PATCH /admin/accounts/{id}: a JSON merge patch of the
+// account's name and limits. A limit set to 0 or null is the edge's default again.
+type AccountUpdate struct {
+	Name   Field[string]       `json:"name,omitzero"`
+	Limits Field[LimitsUpdate] `json:"limits,omitzero"`
+}
+
+// LimitsUpdate is the limits' part of an AccountUpdate.
+type LimitsUpdate struct {
+	Rate     Field[float64] `json:"rate,omitzero"`
+	Burst    Field[int]     `json:"burst,omitzero"`
+	Sessions Field[int]     `json:"sessions,omitzero"`
+}
+
+// violations are what is wrong with u, each naming its field.
+func (u AccountUpdate) violations() []registry.Violation {
+	l := u.Limits.Value
+	return checkLimits(nil, registry.Limits{Rate: l.Rate.Value, Burst: l.Burst.Value, Sessions: l.Sessions.Value})
+}
+
+// decodeAccountUpdate reads an AccountUpdate as strictly as decodeStrict reads a
+// body, the limits' fields included: a misspelt one is an error naming it.
+func decodeAccountUpdate(r io.Reader) (AccountUpdate, error) {
+	var body struct {
+		Name   Field[string]   `json:"name"`
+		Limits json.RawMessage `json:"limits"`
+	}
+	if err := decodeStrict(r, &body); err != nil {
+		return AccountUpdate{}, err
+	}
+	u := AccountUpdate{Name: body.Name}
+	switch limits := bytes.TrimSpace(body.Limits); {
+	case len(limits) == 0:
+	case string(limits) == "null":
+		u.Limits = Field[LimitsUpdate]{Set: true, Null: true}
+	case limits[0] != '{':
+		return u, invalidInput([]registry.Violation{{Pointer: "/limits", Message: "must be an object or null"}})
+	default:
+		u.Limits.Set = true
+		if err := decodeStrict(bytes.NewReader(limits), &u.Limits.Value); err != nil {
+			return u, within("/limits", err)
+		}
+	}
+	return u, nil
+}
+
+// within puts the pointers of err's violations under pointer: an error of a part of
+// the body decoded on its own.
+func within(pointer string, err error) error {
+	var he *gateway.Error
+	if !errors.As(err, &he) || he.Kind != gateway.KindInvalidRequest {
+		return err
+	}
+	vs := make([]registry.Violation, 0, len(he.Details))
+	for _, d := range he.Details {
+		if v, ok := d.(registry.Violation); ok {
+			v.Pointer = pointer + v.Pointer
+			vs = append(vs, v)
+		}
+	}
+	return invalidInput(vs)
+}
+
+// apply merges u into a.
+func (u AccountUpdate) apply(a *registry.Account) {
+	u.Name.apply(&a.Name)
+	if u.Limits.Null {
+		a.Limits = registry.Limits{}
+		return
+	}
+	l := u.Limits.Value
+	l.Rate.apply(&a.Limits.Rate)
+	l.Burst.apply(&a.Limits.Burst)
+	l.Sessions.apply(&a.Limits.Sessions)
+}
+
+// updateAccount changes an account's name or limits. Every edge applies a changed
+// limit to the next call once its view of the registry has the change: the view
+// follows the accounts' bucket, and the rate and session limits are read from it on
+// each call and each new session.
+func (e *Edge) updateAccount(c *gin.Context) {
+	id, ok := e.pathID(c, "account")
+	if !ok {
+		return
+	}
+	u, err := decodeAccountUpdate(c.Request.Body)
+	if err != nil {
+		e.fail(c, err)
+		return
+	}
+	if vs := u.violations(); len(vs) > 0 {
+		e.fail(c, invalidInput(vs))
+		return
+	}
+	a, err := e.store.UpdateAccount(c.Request.Context(), id, func(a *registry.Account) error {
+		u.apply(a)
+		return nil
+	})
+	if err != nil {
+		e.fail(c, err)
+		return
+	}
+	e.adminChange(c, http.StatusOK, audit.ActionUpdateAccount, a.ID, "", "")
+	c.JSON(http.StatusOK, a)
+}
