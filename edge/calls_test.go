@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/calls"
 	"github.com/toolgate/toolgate/edge"
@@ -343,5 +345,31 @@ func TestAsyncAnswersLargerThanARecord(t *testing.T) {
 		gateway.CodeResultTooLarge, r.header.Get("X-Request-Id"))
 	if !strings.Contains(got.Message, "Prefer: respond-async") {
 		t.Fatalf("message %q does not say how to have the answer", got.Message)
+	}
+}
+
+// TestAsyncCallsInTheAuditTrail: a call that outlives its request is recorded as any
+// call is, once: refused at once, or when it ended, with the parameters as the caller
+// sent them.
+func TestAsyncCallsInTheAuditTrail(t *testing.T) {
+	e := newEnv(t, withAudit())
+	key := e.account("acme", registry.Limits{})
+	e.serve(echoTool, echo)
+	e.connect("acme", "echo")
+	const body = `{"n":1.0}`
+	st, startedBy := e.startAsync(t, key, "echo", "echo", body)
+	e.readCall(t, key, st.ID, "the call ends", ended)
+	e.call(key, "echo", "echo", `[1]`, "Prefer", "respond-async").expect(t, http.StatusBadRequest, edge.CodeInvalidJSON)
+	records := e.awaitRecords(url.Values{"account": {"acme"}, "kind": {audit.KindCall}}, 2)
+	byOutcome := map[string]audit.Record{}
+	for _, r := range records {
+		byOutcome[r.Outcome] = r
+	}
+	ok := byOutcome[audit.OutcomeOK]
+	if ok.RequestID != startedBy || ok.ArgsSHA256 != sha(body) || ok.Status != http.StatusOK || ok.Transport != audit.TransportREST || ok.Key != keyID(t, e, key) {
+		t.Fatalf("the call's record %+v", ok)
+	}
+	if r := byOutcome[edge.CodeInvalidJSON]; r.Status != http.StatusBadRequest {
+		t.Fatalf("the refused call's record %+v", r)
 	}
 }
