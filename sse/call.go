@@ -167,12 +167,12 @@ func (s *Server) runTool(ctx context.Context, r *rpcRequest) (any, error) {
 		defer s.calls.remove(callID)
 		defer cancel()
 		instance := s.instanceOf(r)
+		mc := sessionContext(r.sess, header, instance)
+		mc.Session, mc.ClientCapabilities, mc.ClientCapabilityObject = session, capabilities, capabilityObj
+		mc.Progress, mc.ReplyTo, mc.Post = wantNotes, replyTo, r.post
 		reply, err := s.gw.Call(ctx, &gateway.Call{
 			Principal: r.p, Tool: r.tool, Method: m.Name, Params: args, Entry: t.Method(m.Name),
-			CallID: callID, RequestID: callID, Session: session, Progress: wantNotes,
-			ClientCapabilities: capabilities, ReplyTo: replyTo,
-			ClientCapabilityObject: capabilityObj, Post: r.post, LogLevel: sessionLogLevel(r.sess), Header: header,
-			Instance: instance,
+			CallID: callID, RequestID: callID, MCPContext: mc,
 		})
 		s.pin(ctx, r, instance, reply)
 		if rd != nil && handoff.finish() {
@@ -272,6 +272,18 @@ type textContent struct {
 
 func newToolResult(text string, isError bool) *toolResult {
 	return &toolResult{Content: []textContent{{Type: "text", Text: text}}, IsError: isError}
+}
+
+// sessionContext is what a call of a session's client carries of it to the tool
+// (nothing of a request without a session), with the call's extra headers and the
+// worker instance it is sent to.
+func sessionContext(sess *registry.Session, header nats.Header, instance string) wire.MCPContext {
+	mc := wire.MCPContext{Header: header, Instance: instance}
+	if sess != nil {
+		c := sessionCaps(sess)
+		mc.Session, mc.ClientCapabilities, mc.ClientCapabilityObject, mc.LogLevel = sess.ID, c.names, c.compact, sess.LogLevel
+	}
+	return mc
 }
 
 func sessionID(sess *registry.Session) string {

@@ -98,9 +98,7 @@ func (s *Server) forward(ctx context.Context, r *rpcRequest) (json.RawMessage, e
 	}
 	reply, err := s.gw.Forward(ctx, &gateway.Call{
 		Principal: r.p, Tool: r.tool, Method: r.req.Method, Params: params,
-		Session: sessionID(r.sess), ClientCapabilities: clientCapabilities(r.sess),
-		ClientCapabilityObject: capabilityObject(r.sess), LogLevel: sessionLogLevel(r.sess), Header: header,
-		Instance: instance,
+		MCPContext: sessionContext(r.sess, header, instance),
 	})
 	s.pin(ctx, r, instance, reply)
 	if task != nil {
