@@ -50,181 +50,255 @@ func (s *Server) runTool(ctx context.Context, r *rpcRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.view.Snapshot().Tool(r.p, r.tool)
+	t, m, err := s.toolMethod(r, params.Name)
 	if err != nil {
 		return nil, err
 	}
-	var m *registry.Method
-	for i := range t.Tool.Methods {
-		if mcpName(&t.Tool.Methods[i]) == params.Name {
-			m = &t.Tool.Methods[i]
-			break
+	if s.taskAugmented(r, t) {
+		// A task-augmented call, sent as the client sent it (through the gateway's
+		// checks of a forwarded request: visibility, rate), for the server's
+		// CreateTaskResult; the server checks its arguments.
+		return s.forward(ctx, r)
+	}
+	var header nats.Header
+	if r.modern {
+		if strings.HasPrefix(params.RequestState, roundPrefix) {
+			return s.resumeRound(ctx, r, params, m)
+		}
+		if header, err = s.statelessHeaders(ctx, r, params); err != nil {
+			return nil, err
 		}
 	}
-	if m == nil {
-		return nil, fmt.Errorf("%w %q: tool %s has no such method", ErrUnknownTool, params.Name, r.tool)
+	c, err := s.startToolCall(ctx, r, t, m, params, header)
+	if err != nil {
+		return nil, err
+	}
+	defer c.release()
+	s.inflight.add()
+	if c.notes == nil && c.rd == nil {
+		// Nothing to relay while it runs, and nothing to hand over: the call runs
+		// here, as its request's.
+		c.run()
+		return c.answer(<-c.done)
+	}
+	go c.run()
+	return c.await()
+}
+
+// toolMethod finds the tool of r and its method that MCP clients call name.
+func (s *Server) toolMethod(r *rpcRequest, name string) (*registry.ToolEntry, *registry.Method, error) {
+	t, err := s.view.Snapshot().Tool(r.p, r.tool)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range t.Tool.Methods {
+		if mcpName(&t.Tool.Methods[i]) == name {
+			return t, &t.Tool.Methods[i], nil
+		}
+	}
+	return nil, nil, fmt.Errorf("%w %q: tool %s has no such method", ErrUnknownTool, name, r.tool)
+}
+
+// taskAugmented reports whether r is a session's tools/call that asks for a task of
+// 2025-11-25 (params.task), of a tool whose workers carry tasks to its server.
+func (s *Server) taskAugmented(r *rpcRequest, t *registry.ToolEntry) bool {
+	if r.sess == nil || r.modern || !entryCarriesTasks(t) {
+		return false
+	}
+	var augmented struct {
+		Task json.RawMessage `json:"task"`
+	}
+	return json.Unmarshal(r.req.Params, &augmented) == nil && len(augmented.Task) > 0 && string(augmented.Task) != "null"
+}
+
+// statelessHeaders are the headers a 2026-07-28 call takes to its worker
+// (inputHeaders), with the tool's own requestState a retry's state names, if any.
+func (s *Server) statelessHeaders(ctx context.Context, r *rpcRequest, params *mcp.CallToolParamsRaw) (nats.Header, error) {
+	var state string
+	if params.RequestState != "" {
+		var err error
+		if state, err = s.openToolState(ctx, r, params.Name, params.RequestState); err != nil {
+			return nil, err
+		}
+	}
+	return inputHeaders(r, state)
+}
+
+// A toolCall is a tools/call on its way through the gateway: the call as sent, what
+// cancels it, and, while it runs, where its notifications and, for a stateless call
+// whose worker may ask its client for input, its worker's requests arrive.
+type toolCall struct {
+	s      *Server
+	r      *rpcRequest
+	m      *registry.Method
+	call   *gateway.Call
+	reqCtx context.Context // the request's: the call's own outlives it when it has a round
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	token any    // the client's progressToken, if any
+	level string // the least severe log level the client wants, "" for none
+	notes chan *nats.Msg
+	sub   *nats.Subscription // fills notes
+
+	rd       *round    // a stateless call's, when its client may be asked for input
+	requests *follower // the round's worker requests
+	handoff  handoff
+	done     chan toolOutcome
+}
+
+type toolOutcome struct {
+	reply *wire.Reply
+	err   error
+}
+
+// startToolCall names a call of method m of tool t and makes what it runs with:
+// its cancellation, among this edge's calls; its round, for a stateless call whose
+// client may be asked; the subscription to its notifications, made before the call
+// is sent, or the first could be missed.
+func (s *Server) startToolCall(ctx context.Context, r *rpcRequest, t *registry.ToolEntry, m *registry.Method, params *mcp.CallToolParamsRaw, header nats.Header) (*toolCall, error) {
+	c := &toolCall{s: s, r: r, m: m, reqCtx: ctx, token: params.Meta["progressToken"], done: make(chan toolOutcome, 1)}
+	c.level = s.logLevel(r, c.token != nil)
+	wantNotes := r.notify != nil && (c.token != nil || c.level != "")
+	mc := sessionContext(r.sess, header, s.instanceOf(r))
+	if r.modern {
+		mc.ClientCapabilities = metaCapabilities(r.meta.ClientCapabilities)
+		mc.ClientCapabilityObject = compactObject(r.meta.ClientCapabilities)
+	}
+	mc.Progress, mc.ReplyTo, mc.Post = wantNotes, r.replyTo, r.post
+	c.ctx, c.cancel = context.WithCancel(ctx)
+	callID, err := c.name(&mc)
+	if err != nil {
+		return nil, err
+	}
+	s.calls.add(callID, sessionID(r.sess), c.cancel)
+	if s.ctx.Err() != nil {
+		c.cancel() // the edge closed after this request passed its guard
+	}
+	if wantNotes {
+		// A channel subscription is filled by the connection's reader in arrival
+		// order, so every notification the worker sent before its reply is in it when
+		// the reply arrives.
+		c.notes = make(chan *nats.Msg, 1024)
+		if c.sub, err = s.nc.ChanSubscribe(s.subj.Progress(r.tool, callID), c.notes); err != nil {
+			c.cancel()
+			s.calls.remove(callID)
+			c.release()
+			return nil, fmt.Errorf("sse: subscribe to progress: %w", err)
+		}
 	}
 	args := []byte(params.Arguments)
 	if len(args) == 0 || string(args) == "null" {
 		args = []byte("{}")
 	}
-	if r.sess != nil && !r.modern && entryCarriesTasks(t) {
-		var augmented struct {
-			Task json.RawMessage `json:"task"`
-		}
-		if json.Unmarshal(r.req.Params, &augmented) == nil && len(augmented.Task) > 0 && string(augmented.Task) != "null" {
-			// A task-augmented call, sent as the client sent it (through the
-			// gateway's checks of a forwarded request: visibility, rate), for the
-			// server's CreateTaskResult; the server checks its arguments.
-			return s.forward(ctx, r)
-		}
+	c.call = &gateway.Call{
+		Principal: r.p, Tool: r.tool, Method: m.Name, Params: args, Entry: t.Method(m.Name),
+		CallID: callID, RequestID: callID, MCPContext: mc,
 	}
+	return c, nil
+}
 
-	var header nats.Header
-	if r.modern {
-		var state string
-		if strings.HasPrefix(params.RequestState, roundPrefix) {
-			return s.resumeRound(ctx, r, params, m)
-		} else if params.RequestState != "" {
-			if state, err = s.openToolState(ctx, r, params.Name, params.RequestState); err != nil {
-				return nil, err
-			}
-		}
-		if header, err = inputHeaders(r, state); err != nil {
-			return nil, err
-		}
-	}
-
-	token := params.Meta["progressToken"]
-	level := s.logLevel(r, token != nil)
-	wantNotes := r.notify != nil && (token != nil || level != "")
-
-	reqCtx := ctx
-	ctx, cancel := context.WithCancel(ctx)
-	// Another edge that receives the client's notifications/cancelled publishes
-	// the cancel of the call, which this edge follows for all its calls; a session's
-	// call ids are derived for that, from the session's id, a secret the gateway
-	// made, and the client's JSON-RPC id.
-	var callID string
-	session, replyTo, capabilities := sessionID(r.sess), r.replyTo, clientCapabilities(r.sess)
-	var rd *round
-	var requests *follower
-	capabilityObj := capabilityObject(r.sess)
-	if r.modern {
-		capabilities = metaCapabilities(r.meta.ClientCapabilities)
-		capabilityObj = compactObject(r.meta.ClientCapabilities)
-	}
-	if r.modern && mayBeAsked(capabilities) {
-		// A stateless call's worker may ask its client for input: the call gets a
-		// round (see mrtr.go), and outlives this request when it does, until its
-		// deadline. A client that declared nothing it could be asked has no round,
-		// and its call costs no more than a session's.
-		cancel()
-		ctx, cancel = context.WithTimeout(s.ctx, s.gw.Timeout(m, 0))
+// name returns the call's id. Another edge that receives the client's
+// notifications/cancelled publishes the cancel of the call, which this edge follows
+// for all its calls; a session's call ids are derived for that, from the session's
+// id, a secret the gateway made, and the client's JSON-RPC id.
+//
+// A stateless call's worker may ask its client for input when the client declared
+// something it could be asked: the call gets a round (see mrtr.go), whose session
+// its worker's requests name, and outlives its request when it does, until its
+// deadline. A client that declared nothing it could be asked has no round, and its
+// call costs no more than a session's.
+func (c *toolCall) name(mc *wire.MCPContext) (string, error) {
+	s, r := c.s, c.r
+	if r.modern && mayBeAsked(mc.ClientCapabilities) {
+		c.cancel()
+		c.ctx, c.cancel = context.WithTimeout(s.ctx, s.gw.Timeout(c.m, 0))
 		var err error
-		if rd, requests, err = s.openRound(r); err != nil {
-			cancel()
-			return nil, err
+		if c.rd, c.requests, err = s.openRound(r); err != nil {
+			c.cancel()
+			return "", err
 		}
-		defer requests.stop()
-		session = rd.session
+		mc.Session = c.rd.session
 	} else if r.sess != nil {
-		callID = callRequestID(r.sess.ID, r.req.ID)
+		return callRequestID(r.sess.ID, r.req.ID), nil
 	}
-	if callID == "" {
-		callID = registry.NewID("mcp-")
-	}
-	s.calls.add(callID, sessionID(r.sess), cancel)
-	if s.ctx.Err() != nil {
-		cancel() // the edge closed after this request passed its guard
-	}
+	return registry.NewID("mcp-"), nil
+}
 
-	// Subscribe before calling, or the first notifications could be missed. A
-	// channel subscription is filled by the connection's reader in arrival order,
-	// so every notification the worker sent before its reply is in it when the
-	// reply arrives.
-	var notes chan *nats.Msg
-	if wantNotes {
-		notes = make(chan *nats.Msg, 1024)
-		sub, err := s.nc.ChanSubscribe(s.subj.Progress(r.tool, callID), notes)
-		if err != nil {
-			cancel()
-			s.calls.remove(callID)
-			return nil, fmt.Errorf("sse: subscribe to progress: %w", err)
-		}
-		defer sub.Unsubscribe()
+// release ends the following of the call's notifications and requests, once nothing
+// waits on them here.
+func (c *toolCall) release() {
+	if c.sub != nil {
+		_ = c.sub.Unsubscribe()
 	}
+	if c.requests != nil {
+		c.requests.stop()
+	}
+}
 
-	type outcome struct {
-		reply *wire.Reply
-		err   error
+// run sends the call and hands its outcome to done, or, for a stateless call whose
+// client was asked for input meanwhile, stores it for the client's retry.
+func (c *toolCall) run() {
+	s := c.s
+	defer s.inflight.done()
+	defer s.calls.remove(c.call.CallID)
+	defer c.cancel()
+	instance := c.call.Instance
+	reply, err := s.gw.Call(c.ctx, c.call)
+	s.pin(c.ctx, c.r, instance, reply)
+	if c.rd != nil && c.handoff.finish() {
+		// Nobody here waits: the client's retry does, on any edge.
+		s.storeAnswer(c.r, c.rd, c.m, reply, err)
 	}
-	done := make(chan outcome, 1)
-	var handoff handoff // a stateless call's, once its client was asked for input
-	s.inflight.add()
-	run := func() {
-		defer s.inflight.done()
-		defer s.calls.remove(callID)
-		defer cancel()
-		instance := s.instanceOf(r)
-		mc := sessionContext(r.sess, header, instance)
-		mc.Session, mc.ClientCapabilities, mc.ClientCapabilityObject = session, capabilities, capabilityObj
-		mc.Progress, mc.ReplyTo, mc.Post = wantNotes, replyTo, r.post
-		reply, err := s.gw.Call(ctx, &gateway.Call{
-			Principal: r.p, Tool: r.tool, Method: m.Name, Params: args, Entry: t.Method(m.Name),
-			CallID: callID, RequestID: callID, MCPContext: mc,
-		})
-		s.pin(ctx, r, instance, reply)
-		if rd != nil && handoff.finish() {
-			// Nobody here waits: the client's retry does, on any edge.
-			s.storeAnswer(r, rd, m, reply, err)
-		}
-		done <- outcome{reply, err}
-	}
-	if notes == nil && rd == nil {
-		// Nothing to relay while it runs, and nothing to hand over: the call runs
-		// here, as its request's.
-		run()
-		out := <-done
-		r.answeredBy = replyInstance(out.reply)
-		return toolAnswer(r.tool, m, out.reply, out.err)
-	}
-	go run()
+	c.done <- toolOutcome{reply, err}
+}
+
+// await relays the call's notifications while it runs and returns its answer; or,
+// when its worker asks the client for input first, the input_required result that
+// hands the client the worker's requests, the call running on.
+func (c *toolCall) await() (any, error) {
+	s := c.s
 	var asked chan []workerRequest
-	if rd != nil {
+	if c.rd != nil {
 		asked = make(chan []workerRequest, 1)
-		go func() { asked <- s.awaitRequests(ctx, requests, nil, false) }()
+		go func() { asked <- s.awaitRequests(c.ctx, c.requests, nil, false) }()
 	}
-	var out outcome
+	reqCtx := c.reqCtx
+	var out toolOutcome
 wait:
 	for {
 		select {
-		case msg := <-notes:
-			s.relayNote(r, token, level, msg)
-		case out = <-done:
+		case msg := <-c.notes:
+			s.relayNote(c.r, c.token, c.level, msg)
+		case out = <-c.done:
 			break wait
 		case reqs := <-asked:
-			if len(reqs) > 0 && handoff.hand() {
+			if len(reqs) > 0 && c.handoff.hand() {
 				// The call runs on, waiting for the client's answers.
-				if err := s.storeRound(r, rd); err != nil {
-					cancel()
+				if err := s.storeRound(c.r, c.rd); err != nil {
+					c.cancel()
 					return nil, err
 				}
-				return s.askInput(*rd, reqs), nil
+				return s.askInput(*c.rd, reqs), nil
 			}
 		case <-reqCtx.Done():
-			if rd != nil {
+			if c.rd != nil {
 				// At 2026-07-28 a client cancels by closing its request.
-				cancel()
+				c.cancel()
 			}
 			reqCtx = context.Background() // wait for the call to end
 		}
 	}
-	for len(notes) > 0 {
-		s.relayNote(r, token, level, <-notes)
+	for len(c.notes) > 0 {
+		s.relayNote(c.r, c.token, c.level, <-c.notes)
 	}
-	r.answeredBy = replyInstance(out.reply)
-	return toolAnswer(r.tool, m, out.reply, out.err)
+	return c.answer(out)
+}
+
+// answer is the call's tools/call result.
+func (c *toolCall) answer(out toolOutcome) (any, error) {
+	c.r.answeredBy = replyInstance(out.reply)
+	return toolAnswer(c.r.tool, c.m, out.reply, out.err)
 }
 
 // replyInstance is the worker instance that named itself in reply, if any.
@@ -302,15 +376,6 @@ func clientCapabilities(sess *registry.Session) []string {
 	return sessionCaps(sess).names
 }
 
-// capabilityObject is the capabilities object a session's client sent, compact (a
-// header's value is one line); nil when unknown.
-func capabilityObject(sess *registry.Session) []byte {
-	if sess == nil || len(sess.Capabilities) == 0 {
-		return nil
-	}
-	return sessionCaps(sess).compact
-}
-
 // caps is what a call sends of a capabilities object: its names, and the object
 // compact.
 type caps struct {
@@ -350,14 +415,6 @@ func compactObject(raw json.RawMessage) []byte {
 		return nil
 	}
 	return b.Bytes()
-}
-
-// sessionLogLevel is the level a session's client set with logging/setLevel, if any.
-func sessionLogLevel(sess *registry.Session) string {
-	if sess == nil {
-		return ""
-	}
-	return sess.LogLevel
 }
 
 // asksClient reports whether a session's client declared a capability a worker may

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
@@ -181,17 +182,10 @@ func (s *Server) resumeRound(ctx context.Context, r *rpcRequest, params *mcp.Cal
 		return nil, invalidParams("tools/call: requestState was not made by this server")
 	}
 	subject := s.events.postSubject(r.tool, rd.session, rd.post)
-	first, err := s.events.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject))
-	if err != nil || first.Header.Get(headerAccount) != r.p.Account || first.Header.Get(headerEvent) != eventRequest {
-		// Unknown, expired, or another account's: the same answer for each.
-		return nil, invalidParams("tools/call: requestState names no call of this link that is still running")
+	deadline, err := s.roundDeadline(ctx, r, params.Name, subject, m)
+	if err != nil {
+		return nil, err
 	}
-	var orig mcp.CallToolParamsRaw
-	if json.Unmarshal(first.Data, &orig) != nil || orig.Name != params.Name {
-		return nil, invalidParams("tools/call: requestState belongs to a call of another tool than %q", params.Name)
-	}
-	deadline := first.Time.Add(s.gw.Timeout(m, 0))
-
 	requests, err := s.events.follow(s.subj.SessionOut(r.tool, rd.session))
 	if err != nil {
 		return nil, err
@@ -200,80 +194,114 @@ func (s *Server) resumeRound(ctx context.Context, r *rpcRequest, params *mcp.Cal
 	// The requests the client was handed last: each is answered now, or asked again.
 	var unanswered []workerRequest
 	if rd.to > 0 {
-		requests.next = rd.from
-		var handed []workerRequest
-		if _, err := requests.stored(ctx, func(rec record) bool {
-			if rec.seq > rd.to {
-				return true
-			}
-			if wr, ok := readWorkerRequest(rec); ok {
-				handed = append(handed, wr)
-			}
-			return false
-		}); err != nil {
+		if unanswered, err = s.passAnswers(ctx, r, rd, requests, params.InputResponses); err != nil {
 			return nil, err
 		}
-		requests.next = rd.to + 1
-		if len(handed) == 0 {
-			return nil, invalidParams("tools/call: requestState names no request of this call")
-		}
-		for _, wr := range handed {
-			answer, ok := params.InputResponses[wr.id]
-			if !ok {
-				unanswered = append(unanswered, wr)
-				continue
-			}
-			raw, err := json.Marshal(answer)
-			if err != nil {
-				return nil, invalidParams("tools/call: inputResponses[%q]: %v", wr.id, err)
-			}
-			body, _ := json.Marshal(struct {
-				JSONRPC string          `json:"jsonrpc"`
-				ID      string          `json:"id"`
-				Result  json.RawMessage `json:"result"`
-			}{"2.0", wr.id, raw})
-			if err := s.nc.Publish(s.subj.SessionReply(r.tool, rd.session, wr.id), body); err != nil {
-				return nil, fmt.Errorf("sse: passing an input response on: %w", err)
-			}
-		}
 	}
-
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	type outcome struct {
-		reply *nats.Msg
-		err   error
-	}
-	done := make(chan outcome, 1)
+	done := make(chan roundOutcome, 1)
 	go func() {
 		reply, err := s.awaitReply(ctx, s.events.replySubject(subject), deadline)
-		done <- outcome{reply, err}
+		done <- roundOutcome{reply, err}
 	}()
 	asked := make(chan []workerRequest, 1)
 	go func() { asked <- s.awaitRequests(ctx, requests, unanswered, true) }()
 	select {
 	case out := <-done:
-		if out.err != nil && ctx.Err() == nil {
-			return nil, out.err
-		}
-		if out.reply == nil {
-			return toolAnswer(r.tool, m, nil, errRoundTimeout(ctx))
-		}
-		if out.reply.Header.Get(headerEvent) == eventError {
-			var e wire.RPCError
-			if err := json.Unmarshal(out.reply.Data, &e); err != nil {
-				return nil, fmt.Errorf("sse: reading a round's answer: %w", err)
-			}
-			return nil, workerRPCError(&e, true)
-		}
-		r.answeredBy = out.reply.Header.Get(wire.HeaderInstance)
-		return json.RawMessage(out.reply.Data), nil
+		return s.roundAnswer(ctx, r, m, out)
 	case reqs := <-asked:
 		if len(reqs) == 0 {
 			return toolAnswer(r.tool, m, nil, errRoundTimeout(ctx))
 		}
 		return s.askInput(rd, reqs), nil
 	}
+}
+
+// roundDeadline checks that the call a round's POST subject keeps is one of r's
+// account, of the tool method name, still kept, and returns its deadline.
+func (s *Server) roundDeadline(ctx context.Context, r *rpcRequest, name, subject string, m *registry.Method) (time.Time, error) {
+	first, err := s.events.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject))
+	if err != nil || first.Header.Get(headerAccount) != r.p.Account || first.Header.Get(headerEvent) != eventRequest {
+		// Unknown, expired, or another account's: the same answer for each.
+		return time.Time{}, invalidParams("tools/call: requestState names no call of this link that is still running")
+	}
+	var orig mcp.CallToolParamsRaw
+	if json.Unmarshal(first.Data, &orig) != nil || orig.Name != name {
+		return time.Time{}, invalidParams("tools/call: requestState belongs to a call of another tool than %q", name)
+	}
+	return first.Time.Add(s.gw.Timeout(m, 0)), nil
+}
+
+// passAnswers hands the worker the client's answers to the requests a round handed
+// it, read from requests, and returns those the client left unanswered; requests
+// then follows what comes after them.
+func (s *Server) passAnswers(ctx context.Context, r *rpcRequest, rd round, requests *follower, answers mcp.InputResponseMap) ([]workerRequest, error) {
+	requests.next = rd.from
+	var handed []workerRequest
+	if _, err := requests.stored(ctx, func(rec record) bool {
+		if rec.seq > rd.to {
+			return true
+		}
+		if wr, ok := readWorkerRequest(rec); ok {
+			handed = append(handed, wr)
+		}
+		return false
+	}); err != nil {
+		return nil, err
+	}
+	requests.next = rd.to + 1
+	if len(handed) == 0 {
+		return nil, invalidParams("tools/call: requestState names no request of this call")
+	}
+	var unanswered []workerRequest
+	for _, wr := range handed {
+		answer, ok := answers[wr.id]
+		if !ok {
+			unanswered = append(unanswered, wr)
+			continue
+		}
+		raw, err := json.Marshal(answer)
+		if err != nil {
+			return nil, invalidParams("tools/call: inputResponses[%q]: %v", wr.id, err)
+		}
+		body, _ := json.Marshal(struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      string          `json:"id"`
+			Result  json.RawMessage `json:"result"`
+		}{"2.0", wr.id, raw})
+		if err := s.nc.Publish(s.subj.SessionReply(r.tool, rd.session, wr.id), body); err != nil {
+			return nil, fmt.Errorf("sse: passing an input response on: %w", err)
+		}
+	}
+	return unanswered, nil
+}
+
+// roundOutcome is the answer of a round's call as stored, nil when the call's
+// deadline passed first.
+type roundOutcome struct {
+	reply *nats.Msg
+	err   error
+}
+
+// roundAnswer is the tools/call result a retry gets from the stored answer of its
+// round's call.
+func (s *Server) roundAnswer(ctx context.Context, r *rpcRequest, m *registry.Method, out roundOutcome) (any, error) {
+	if out.err != nil && ctx.Err() == nil {
+		return nil, out.err
+	}
+	if out.reply == nil {
+		return toolAnswer(r.tool, m, nil, errRoundTimeout(ctx))
+	}
+	if out.reply.Header.Get(headerEvent) == eventError {
+		var e wire.RPCError
+		if err := json.Unmarshal(out.reply.Data, &e); err != nil {
+			return nil, fmt.Errorf("sse: reading a round's answer: %w", err)
+		}
+		return nil, workerRPCError(&e, true)
+	}
+	r.answeredBy = out.reply.Header.Get(wire.HeaderInstance)
+	return json.RawMessage(out.reply.Data), nil
 }
 
 // awaitRequests waits for the worker's next requests on a round's out subject and

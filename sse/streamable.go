@@ -543,11 +543,7 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 	if ps == nil {
 		ps = s.newPostStream(sess, true, nil)
 	}
-	post, subject := ps.post, ps.subject
-
-	actx, cancel := s.detached()
-	start, err := s.events.appendRecord(actx, subject, raw, nats.Header{headerEvent: {eventRequest}}, "")
-	cancel()
+	cs, err := s.openCallStream(w, sess, ps, raw, call != nil)
 	if err != nil {
 		s.log.Error("opening a call stream", "session", sess.ID, "err", err)
 		ps.settle(nil)
@@ -559,45 +555,10 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 		s.refuse(w, http.StatusServiceUnavailable, "the event log is unavailable; retry")
 		return
 	}
-	ew := startEvents(w, http.StatusOK)
-	// A client resuming from the priming event gets what came after it. A call that
-	// ran before its stream opened may have had the tool put records on the stream
-	// before its request record: they come after the stream's start.
-	at := start
-	if call != nil && ps.f != nil {
-		at = 0
-	}
-	_ = ew.prime(eventID{session: sess.ID, post: post, seq: at}.String(), s.cfg.RetryAfter)
-	send := func(msg []byte, final bool) {
-		ctx, cancel := s.detached()
-		defer cancel()
-		hdr := nats.Header{headerOrigin: {originEdge}}
-		if final {
-			hdr.Set(headerFinal, "1")
-		}
-		seq, err := s.events.appendRecord(ctx, subject, msg, hdr, "")
-		if err != nil {
-			s.log.Error("logging a call event", "session", sess.ID, "err", err)
-		}
-		id := ""
-		if seq != 0 {
-			id = eventID{session: sess.ID, post: post, seq: seq}.String()
-		}
-		_ = ew.event(id, "message", msg)
-	}
 	if call == nil {
-		rr.notify = func(msg []byte) { send(msg, false) }
-		rr.replyTo = s.subj.StreamAnswer(sess.Tool, sess.ID, post) // an edge logs it at replySubject
-		rr.post = post
-		ctx, cancel := context.WithCancel(s.ctx)
-		done := make(chan handled, 1)
-		go func() {
-			result, err := s.handle(ctx, rr)
-			done <- handled{result, err}
-		}()
-		call = &running{cancel: cancel, done: done}
+		call = s.startStreamedCall(rr, ps.post, cs.send)
 	}
-	ps.settle(send)
+	ps.settle(cs.send)
 
 	// The call outlives the POST's connection by up to ResumeGrace. One goroutine
 	// keeps the stream alive while the client is there, and waits for it to resume
@@ -621,44 +582,126 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 		defer ps.f.stop()
 		go func() {
 			defer close(relayed)
-			s.relayToolMessages(s.ctx, ew, sess, post, ps.f, answered)
+			s.relayToolMessages(s.ctx, cs.ew, sess, ps.post, ps.f, answered)
 		}()
 	}
 	go func() {
 		defer close(watched)
-		keepAlive := time.NewTicker(s.cfg.KeepAlive)
-		defer keepAlive.Stop()
-		for {
-			select {
-			case <-keepAlive.C:
-				_ = ew.keepAlive(s.cfg.KeepAlive)
-			case <-reqCtx.Done():
-				if !s.awaitResume(subject, start+1, finished) {
-					abandoned.Store(true)
-					cancelCall()
-				}
-				return
-			case <-finished:
-				return
-			}
-		}
+		cs.watch(reqCtx, finished, func() {
+			abandoned.Store(true)
+			cancelCall()
+		})
 	}()
 
 	h := <-call.done
 	close(answered)
 	<-relayed
+	cs.answer(rr, h, abandoned.Load())
+}
+
+// callStream is the stream a session's tools/call is answered on, open: its place in
+// the event log and its writer.
+type callStream struct {
+	s             *Server
+	sess          *registry.Session
+	post, subject string
+	start         uint64 // the sequence of the call's request record
+	ew            *eventWriter
+}
+
+// openCallStream stores the call's request (raw) at the start of its stream ps and
+// opens the stream, primed. running says whether the call runs already
+// (callJSONOrStream).
+func (s *Server) openCallStream(w http.ResponseWriter, sess *registry.Session, ps *postStream, raw []byte, running bool) (*callStream, error) {
+	ctx, cancel := s.detached()
+	start, err := s.events.appendRecord(ctx, ps.subject, raw, nats.Header{headerEvent: {eventRequest}}, "")
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	cs := &callStream{s: s, sess: sess, post: ps.post, subject: ps.subject, start: start, ew: startEvents(w, http.StatusOK)}
+	// A client resuming from the priming event gets what came after it. A call that
+	// ran before its stream opened may have had the tool put records on the stream
+	// before its request record: they come after the stream's start.
+	at := start
+	if running && ps.f != nil {
+		at = 0
+	}
+	_ = cs.ew.prime(eventID{session: sess.ID, post: ps.post, seq: at}.String(), s.cfg.RetryAfter)
+	return cs, nil
+}
+
+// send stores msg on the stream and writes it, with its event id once stored; final
+// marks the response, after which the stream ends.
+func (cs *callStream) send(msg []byte, final bool) {
+	ctx, cancel := cs.s.detached()
+	defer cancel()
+	hdr := nats.Header{headerOrigin: {originEdge}}
+	if final {
+		hdr.Set(headerFinal, "1")
+	}
+	seq, err := cs.s.events.appendRecord(ctx, cs.subject, msg, hdr, "")
+	if err != nil {
+		cs.s.log.Error("logging a call event", "session", cs.sess.ID, "err", err)
+	}
+	id := ""
+	if seq != 0 {
+		id = eventID{session: cs.sess.ID, post: cs.post, seq: seq}.String()
+	}
+	_ = cs.ew.event(id, "message", msg)
+}
+
+// watch keeps the stream alive while its client is there, until finished is closed;
+// once the client's connection breaks, it waits for the client to resume the stream
+// and calls abandon if it does not.
+func (cs *callStream) watch(reqCtx context.Context, finished <-chan struct{}, abandon func()) {
+	keepAlive := time.NewTicker(cs.s.cfg.KeepAlive)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-keepAlive.C:
+			_ = cs.ew.keepAlive(cs.s.cfg.KeepAlive)
+		case <-reqCtx.Done():
+			if !cs.s.awaitResume(cs.subject, cs.start+1, finished) {
+				abandon()
+			}
+			return
+		case <-finished:
+			return
+		}
+	}
+}
+
+// startStreamedCall runs rr on the server's context, answered on the stream of post
+// through send.
+func (s *Server) startStreamedCall(rr *rpcRequest, post string, send func(msg []byte, final bool)) *running {
+	sess := rr.sess
+	rr.notify = func(msg []byte) { send(msg, false) }
+	rr.replyTo = s.subj.StreamAnswer(sess.Tool, sess.ID, post) // an edge logs it at replySubject
+	rr.post = post
+	ctx, cancel := context.WithCancel(s.ctx)
+	done := make(chan handled, 1)
+	go func() {
+		result, err := s.handle(ctx, rr)
+		done <- handled{result, err}
+	}()
+	return &running{cancel: cancel, done: done}
+}
+
+// answer puts the call's outcome h on the stream, as its last event.
+func (cs *callStream) answer(rr *rpcRequest, h handled, abandoned bool) {
 	result, err := h.result, h.err
-	s.log.Debug("answer", "session", sess.ID, "id", rr.req.ID.Raw(), "err", err)
+	cs.s.log.Debug("answer", "session", cs.sess.ID, "id", rr.req.ID.Raw(), "err", err)
 	switch {
-	case errors.Is(err, context.Canceled) && abandoned.Load():
+	case errors.Is(err, context.Canceled) && abandoned:
 		// Nobody waits; but should the client resume after all, it learns what
 		// became of its request instead of waiting for ever.
-		send(encodeError(rr.req.ID, rpcError(fmt.Errorf("%w: the client left and did not resume the stream within %v", context.Canceled, s.cfg.ResumeGrace))), true)
+		cs.send(encodeError(rr.req.ID, rpcError(fmt.Errorf("%w: the client left and did not resume the stream within %v", context.Canceled, cs.s.cfg.ResumeGrace))), true)
 	case errors.Is(err, context.Canceled):
 		// Cancelled by the client: no answer is owed.
 	case err != nil:
-		send(encodeError(rr.req.ID, rpcError(err)), true)
+		cs.send(encodeError(rr.req.ID, rpcError(err)), true)
 	default:
-		send(encodeResult(rr.req.ID, result), true)
+		cs.send(encodeResult(rr.req.ID, result), true)
 	}
 }
