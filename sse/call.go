@@ -141,8 +141,8 @@ type toolCall struct {
 	notes chan *nats.Msg
 	sub   *nats.Subscription // fills notes
 
-	rd       *round    // a stateless call's, when its client may be asked for input
-	requests *follower // the round's worker requests
+	rd       *round             // a stateless call's, when its client may be asked for input
+	requests *registry.Follower // the round's worker requests
 	handoff  handoff
 	done     chan toolOutcome
 }
@@ -232,7 +232,7 @@ func (c *toolCall) release() {
 		_ = c.sub.Unsubscribe()
 	}
 	if c.requests != nil {
-		c.requests.stop()
+		c.requests.Stop()
 	}
 }
 

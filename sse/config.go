@@ -35,9 +35,9 @@ type Config struct {
 	// [::1] when the edge listens on a loopback address (DNS rebinding protection).
 	AllowedHosts []string
 	// EventRetention is how long stream events are kept for clients that reconnect
-	// with Last-Event-ID. The event log is shared by every edge: 0 takes it as it is
-	// (DefaultEventRetention when this edge creates it); any other value must be what
-	// it has, unless the registry was opened with Update.
+	// with Last-Event-ID. The event log is shared by every edge: 0 takes it as it
+	// is (registry.DefaultEventRetention when this edge creates it); any other value
+	// must be what it has, unless the registry was opened with Update.
 	EventRetention time.Duration
 	// MaxMessageBytes bounds the body of one POSTed JSON-RPC message.
 	MaxMessageBytes int64
@@ -58,10 +58,6 @@ type Config struct {
 	ServerName    string
 	ServerVersion string
 }
-
-// DefaultEventRetention is how long the event log keeps events when an edge creates it
-// without being told.
-const DefaultEventRetention = 10 * time.Minute
 
 // DefaultSessionIdle is Config.SessionIdle unless told otherwise: long enough for a
 // person to read an answer and ask again, short enough that clients that leave

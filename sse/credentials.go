@@ -121,7 +121,7 @@ func (s *Server) sweepSessions(now time.Time) time.Time {
 	var next time.Time
 	s.sweep.mu.Lock()
 	seen := map[string]bool{}
-	for _, sess := range s.index.sessions() {
+	for _, sess := range s.index.Sessions() {
 		if credentialValid(snap, &sess, now) {
 			continue
 		}
@@ -147,7 +147,7 @@ func (s *Server) sweepSessions(now time.Time) time.Time {
 	}
 	s.sweep.mu.Unlock()
 	for _, id := range ending {
-		if _, known := s.index.get(id); known { // another edge may have ended it meanwhile
+		if _, known := s.index.Get(id); known { // another edge may have ended it meanwhile
 			s.log.Info("ending a session whose credential was revoked", "session", id)
 			s.endSession(id)
 		}

@@ -2,7 +2,6 @@ package sse
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -37,7 +36,7 @@ const maxEarlyRecords = 16
 // tool's answer, or the call's deadline, and then for answerGrace, and puts the
 // response on the stream unless something came after what it has seen there.
 func (s *Server) finishStream(ctx context.Context, sess *registry.Session, post string) {
-	subject := s.events.postSubject(sess.Tool, sess.ID, post)
+	subject := s.events.PostSubject(sess.Tool, sess.ID, post)
 	rr, m, deadline, err := s.loggedCall(ctx, sess, subject)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -45,7 +44,7 @@ func (s *Server) finishStream(ctx context.Context, sess *registry.Session, post 
 		}
 		return
 	}
-	reply, err := s.awaitReply(ctx, s.events.replySubject(subject), deadline)
+	reply, err := s.awaitReply(ctx, s.events.ReplySubject(subject), deadline)
 	if ctx.Err() != nil {
 		return
 	}
@@ -76,7 +75,7 @@ func (s *Server) finishStream(ctx context.Context, sess *registry.Session, post 
 			return
 		case <-time.After(answerGrace):
 		}
-		last, err := s.events.stream.GetLastMsgForSubject(ctx, subject)
+		last, err := s.events.Last(ctx, subject)
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("reading a call stream", "session", sess.ID, "err", err)
@@ -88,7 +87,7 @@ func (s *Server) finishStream(ctx context.Context, sess *registry.Session, post 
 		}
 		// Only if nothing came after last: an edge running the call that is alive
 		// after all puts its own response on the stream.
-		done, err := s.events.appendAfter(ctx, subject, final, nats.Header{headerFinal: {"1"}}, last.Sequence)
+		done, err := s.events.AppendAfter(ctx, subject, final, nats.Header{headerFinal: {"1"}}, last.Sequence)
 		if done {
 			s.log.Info("finished a call stream whose edge is gone", "session", sess.ID, "post", post)
 			return
@@ -107,7 +106,7 @@ func (s *Server) loggedCall(ctx context.Context, sess *registry.Session, subject
 	var m *jetstream.RawStreamMsg
 	for seq, n := uint64(1), 0; ; n++ {
 		var err error
-		m, err = s.events.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		m, err = s.events.Get(ctx, subject, seq)
 		if err != nil {
 			return nil, nil, time.Time{}, fmt.Errorf("sse: event log: read %s: %w", subject, err)
 		}
@@ -143,25 +142,25 @@ func (s *Server) loggedCall(ctx context.Context, sess *registry.Session, subject
 // awaitReply returns the tool's answer stored on subject, waiting for it until
 // deadline; nil when the deadline passed first.
 func (s *Server) awaitReply(ctx context.Context, subject string, deadline time.Time) (*nats.Msg, error) {
-	f, err := s.events.follow(subject)
+	f, err := s.events.Follow(subject)
 	if err != nil {
 		return nil, err
 	}
-	defer f.stop()
+	defer f.Stop()
 	var reply *nats.Msg
-	take := func(rec record) bool {
-		reply = &nats.Msg{Subject: subject, Header: rec.header, Data: rec.data}
+	take := func(rec registry.Record) bool {
+		reply = &nats.Msg{Subject: subject, Header: rec.Header, Data: rec.Data}
 		return true
 	}
-	if found, err := f.stored(ctx, take); found || err != nil {
+	if found, err := f.Stored(ctx, take); found || err != nil {
 		return reply, err
 	}
 	timeout := time.NewTimer(time.Until(deadline))
 	defer timeout.Stop()
 	for {
 		select {
-		case m := <-f.live:
-			if found, err := f.take(ctx, m, take); found || err != nil {
+		case m := <-f.Live():
+			if found, err := f.Take(ctx, m, take); found || err != nil {
 				return reply, err
 			}
 		case <-timeout.C:
@@ -170,19 +169,4 @@ func (s *Server) awaitReply(ctx context.Context, subject string, deadline time.T
 			return nil, ctx.Err()
 		}
 	}
-}
-
-// appendAfter stores one record on subject if the subject's last record is still
-// last, and reports whether it did.
-func (l *eventLog) appendAfter(ctx context.Context, subject string, data []byte, hdr nats.Header, last uint64) (bool, error) {
-	_, err := l.publish(ctx, subject, data, hdr, jetstream.WithExpectLastSequencePerSubject(last))
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("sse: event log: append to %s: %w", subject, err)
-	}
-	return true, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -350,7 +351,7 @@ func (s *Server) relayAnswer(sess *registry.Session, resp *jsonrpc.Response, raw
 	case int64:
 		id = fmt.Sprint(v)
 	}
-	if !validToken(id) {
+	if !wire.ValidToken(id) {
 		return invalidRequest("response id %v answers no request of this server", resp.ID.Raw())
 	}
 	msg := nats.NewMsg(s.subj.SessionReply(sess.Tool, sess.ID, id))

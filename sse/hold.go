@@ -40,8 +40,8 @@ const (
 // handler returned (see serveStream).
 func (s *Server) holdStandalone(w http.ResponseWriter, r *http.Request, sess *registry.Session, resume *eventID, newSession bool, opened func(ew *eventWriter, at string) error, done func(streamEnd)) {
 	ctx := r.Context()
-	subject := s.events.standaloneSubject(sess.Tool, sess.ID)
-	f, err := s.events.follow(subject)
+	subject := s.events.StandaloneSubject(sess.Tool, sess.ID)
+	f, err := s.events.Follow(subject)
 	if err != nil {
 		s.log.Error("following stream", "session", sess.ID, "err", err)
 		s.refuse(w, http.StatusServiceUnavailable, "the bus is unavailable; retry")
@@ -49,42 +49,42 @@ func (s *Server) holdStandalone(w http.ResponseWriter, r *http.Request, sess *re
 		return
 	}
 	instance := registry.NewID("")
-	openSeq, err := s.events.appendRecord(ctx, subject, nil, nats.Header{headerEvent: {eventOpen}, headerInstance: {instance}}, "")
+	openSeq, err := s.events.Append(ctx, subject, nil, nats.Header{headerEvent: {eventOpen}, headerInstance: {instance}}, "")
 	if err != nil {
-		f.stop()
+		f.Stop()
 		s.log.Error("opening stream", "session", sess.ID, "err", err)
 		s.refuse(w, http.StatusServiceUnavailable, "the event log is unavailable; retry")
 		done(endRefused)
 		return
 	}
 	at := eventID{session: sess.ID, seq: openSeq}
-	f.next = openSeq + 1
+	f.Next = openSeq + 1
 	switch {
 	case resume != nil:
-		at, f.next = *resume, resume.seq+1
+		at, f.Next = *resume, resume.seq+1
 	case !newSession:
-		from, err := s.events.unheard(ctx, subject, openSeq)
+		from, err := s.unheard(ctx, subject, openSeq)
 		if err != nil {
 			s.log.Warn("reading the event log", "session", sess.ID, "err", err)
 		} else {
-			f.next = from
+			f.Next = from
 		}
 	}
 	ended, release := s.streams.add(sess.ID)
 	s.serveStream(w, r, func(ctx context.Context, ew *eventWriter) streamEnd {
-		defer f.stop()
+		defer f.Stop()
 		defer release()
 		if err := opened(ew, at.String()); err != nil {
 			return endClient
 		}
-		return s.pump(ctx, ew, sess, f, f.next <= openSeq, true, ended, func(rec record) (bool, streamEnd) {
-			switch rec.header.Get(headerEvent) {
+		return s.pump(ctx, ew, sess, f, f.Next <= openSeq, true, ended, func(rec registry.Record) (bool, streamEnd) {
+			switch rec.Header.Get(headerEvent) {
 			case "":
-				if ew.event(eventID{session: sess.ID, seq: rec.seq}.String(), "message", rec.data) != nil {
+				if ew.event(eventID{session: sess.ID, seq: rec.Seq}.String(), "message", rec.Data) != nil {
 					return true, endClient
 				}
 			case eventOpen:
-				if rec.seq > openSeq && rec.header.Get(headerInstance) != instance {
+				if rec.Seq > openSeq && rec.Header.Get(headerInstance) != instance {
 					return true, endTakenOver
 				}
 			}
@@ -133,7 +133,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, run func(co
 func (s *Server) closeStandalone(sess *registry.Session) {
 	ctx, cancel := s.detached()
 	defer cancel()
-	if _, err := s.events.appendRecord(ctx, s.events.standaloneSubject(sess.Tool, sess.ID), nil, nats.Header{headerEvent: {eventClose}}, ""); err != nil {
+	if _, err := s.events.Append(ctx, s.events.StandaloneSubject(sess.Tool, sess.ID), nil, nats.Header{headerEvent: {eventClose}}, ""); err != nil {
 		s.log.Warn("closing stream", "session", sess.ID, "err", err)
 	}
 }
@@ -145,18 +145,18 @@ func (s *Server) closeStandalone(sess *registry.Session) {
 func (s *Server) replayPost(w http.ResponseWriter, r *http.Request, sess *registry.Session, after eventID) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	subject := s.events.postSubject(sess.Tool, sess.ID, after.post)
-	f, err := s.events.follow(subject)
+	subject := s.events.PostSubject(sess.Tool, sess.ID, after.post)
+	f, err := s.events.Follow(subject)
 	if err != nil {
 		s.log.Error("following stream", "session", sess.ID, "err", err)
 		s.refuse(w, http.StatusServiceUnavailable, "the bus is unavailable; retry")
 		return
 	}
-	defer f.stop()
-	f.next = after.seq + 1
+	defer f.Stop()
+	f.Next = after.seq + 1
 	// The edge running the call waits a while for the client to come back before
 	// taking its absence for cancellation: tell it the client is back.
-	if _, err := s.events.appendRecord(ctx, subject, nil, nats.Header{headerEvent: {eventResume}}, ""); err != nil {
+	if _, err := s.events.Append(ctx, subject, nil, nats.Header{headerEvent: {eventResume}}, ""); err != nil {
 		s.log.Warn("announcing a resumed stream", "session", sess.ID, "err", err)
 	}
 	ended, release := s.streams.add(sess.ID)
@@ -169,33 +169,33 @@ func (s *Server) replayPost(w http.ResponseWriter, r *http.Request, sess *regist
 	var finishing sync.WaitGroup
 	finishing.Go(func() { s.finishStream(ctx, sess, after.post) })
 	defer func() { cancel(); finishing.Wait() }()
-	s.pump(ctx, ew, sess, f, true, false, ended, func(rec record) (bool, streamEnd) {
-		if rec.header.Get(headerEvent) != "" {
+	s.pump(ctx, ew, sess, f, true, false, ended, func(rec registry.Record) (bool, streamEnd) {
+		if rec.Header.Get(headerEvent) != "" {
 			return false, 0
 		}
-		id := eventID{session: sess.ID, post: after.post, seq: rec.seq}
-		if ew.event(id.String(), "message", rec.data) != nil {
+		id := eventID{session: sess.ID, post: after.post, seq: rec.Seq}
+		if ew.event(id.String(), "message", rec.Data) != nil {
 			return true, endClient
 		}
-		return rec.header.Get(headerFinal) != "", endClient
+		return rec.Header.Get(headerFinal) != "", endClient
 	})
 }
 
 // pump writes a stream's records until write says stop, the client leaves, the
 // session ends or the edge stops; it keeps the stream and the session alive
-// meanwhile. With replay it first writes what the log holds from f.next on. A
+// meanwhile. With replay it first writes what the log holds from f.Next on. A
 // standalone stream also keeps its session marked as holding one: the mark may have
 // been taken off by an older stream of the session ending after this one opened.
-func (s *Server) pump(ctx context.Context, ew *eventWriter, sess *registry.Session, f *follower, replay, standalone bool, ended <-chan struct{}, write func(record) (bool, streamEnd)) streamEnd {
+func (s *Server) pump(ctx context.Context, ew *eventWriter, sess *registry.Session, f *registry.Follower, replay, standalone bool, ended <-chan struct{}, write func(registry.Record) (bool, streamEnd)) streamEnd {
 	var why streamEnd
-	deliver := func(rec record) bool {
+	deliver := func(rec registry.Record) bool {
 		done, w := write(rec)
 		why = w
 		return done
 	}
 	// catchUp reads the store for what the live feed has not delivered.
 	catchUp := func() bool {
-		done, err := f.stored(ctx, deliver)
+		done, err := f.Stored(ctx, deliver)
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("reading the event log", "session", sess.ID, "err", err)
 		}
@@ -217,8 +217,8 @@ func (s *Server) pump(ctx context.Context, ew *eventWriter, sess *registry.Sessi
 	refreshed := time.Now()
 	for {
 		select {
-		case m := <-f.live:
-			done, err := f.take(ctx, m, deliver)
+		case m := <-f.Live():
+			done, err := f.Take(ctx, m, deliver)
 			if err != nil && ctx.Err() == nil {
 				s.log.Warn("reading the event log", "session", sess.ID, "err", err)
 			}
@@ -229,7 +229,7 @@ func (s *Server) pump(ctx context.Context, ew *eventWriter, sess *registry.Sessi
 			if ew.keepAlive(s.cfg.KeepAlive) != nil {
 				return endClient
 			}
-			if f.mayHaveLost() && catchUp() {
+			if f.MayHaveLost() && catchUp() {
 				return why
 			}
 		case <-refresh.C:

@@ -142,7 +142,7 @@ func (s *Server) ServeMessages(w http.ResponseWriter, r *http.Request, p registr
 // log that cannot take it for a while (appendSure): the client has no other way to
 // get it.
 func (s *Server) sendToSession(sess *registry.Session, msg []byte) {
-	if _, err := s.events.appendSure(s.ctx, s.events.standaloneSubject(sess.Tool, sess.ID), msg, nil); err != nil {
+	if _, err := s.events.AppendSure(s.ctx, s.events.StandaloneSubject(sess.Tool, sess.ID), msg, nil); err != nil {
 		s.log.Error("sending to session", "session", sess.ID, "err", err)
 	}
 }

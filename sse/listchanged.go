@@ -96,9 +96,9 @@ func (s *Server) announceToolChanges() {
 		}
 		for tool, key := range s.changes.take() {
 			s.listeners.notify(tool, wire.ListTools)
-			for _, id := range s.index.ofTool(tool) {
+			for _, id := range s.index.OfTool(tool) {
 				ctx, cancel := s.detached()
-				_, err := s.events.appendRecord(ctx, s.events.standaloneSubject(tool, id), msg, nil, "tools-changed."+id+"."+key)
+				_, err := s.events.Append(ctx, s.events.StandaloneSubject(tool, id), msg, nil, "tools-changed."+id+"."+key)
 				cancel()
 				if err != nil {
 					s.log.Warn("announcing tool change", "tool", tool, "session", id, "err", err)

@@ -56,7 +56,7 @@ func (r round) state() string {
 
 func parseRound(s string) (round, bool) {
 	parts := strings.Split(strings.TrimPrefix(s, roundPrefix), ".")
-	if !strings.HasPrefix(s, roundPrefix) || len(parts) != 4 || !validToken(parts[0]) || !validToken(parts[1]) {
+	if !strings.HasPrefix(s, roundPrefix) || len(parts) != 4 || !wire.ValidToken(parts[0]) || !wire.ValidToken(parts[1]) {
 		return round{}, false
 	}
 	from, err1 := strconv.ParseUint(parts[2], 10, 64)
@@ -82,25 +82,25 @@ type workerRequest struct {
 	params json.RawMessage
 }
 
-func readWorkerRequest(rec record) (workerRequest, bool) {
+func readWorkerRequest(rec registry.Record) (workerRequest, bool) {
 	var m struct {
 		ID     string          `json:"id"`
 		Method string          `json:"method"`
 		Params json.RawMessage `json:"params"`
 	}
-	if json.Unmarshal(rec.data, &m) != nil || m.ID == "" || m.Method == "" || !validToken(m.ID) {
+	if json.Unmarshal(rec.Data, &m) != nil || m.ID == "" || m.Method == "" || !wire.ValidToken(m.ID) {
 		return workerRequest{}, false // a cancellation, or nothing the client can answer
 	}
-	return workerRequest{seq: rec.seq, id: m.ID, method: m.Method, params: m.Params}, true
+	return workerRequest{seq: rec.Seq, id: m.ID, method: m.Method, params: m.Params}, true
 }
 
 // openRound gives a new stateless call its round: a session id for its worker's
 // requests, and a follower of the round's out subject, where they arrive. Nothing is
 // stored until the worker asks (storeRound): a call that asks nothing costs the
 // event log nothing.
-func (s *Server) openRound(r *rpcRequest) (*round, *follower, error) {
+func (s *Server) openRound(r *rpcRequest) (*round, *registry.Follower, error) {
 	rd := &round{session: registry.NewID(""), post: registry.NewID("")}
-	f, err := s.events.follow(s.subj.SessionOut(r.tool, rd.session))
+	f, err := s.events.Follow(s.subj.SessionOut(r.tool, rd.session))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -112,8 +112,8 @@ func (s *Server) openRound(r *rpcRequest) (*round, *follower, error) {
 func (s *Server) storeRound(r *rpcRequest, rd *round) error {
 	ctx, cancel := s.detached()
 	defer cancel()
-	subject := s.events.postSubject(r.tool, rd.session, rd.post)
-	if _, err := s.events.appendRecord(ctx, subject, r.req.Params, nats.Header{headerEvent: {eventRequest}, headerAccount: {r.p.Account}}, ""); err != nil {
+	subject := s.events.PostSubject(r.tool, rd.session, rd.post)
+	if _, err := s.events.Append(ctx, subject, r.req.Params, nats.Header{headerEvent: {eventRequest}, headerAccount: {r.p.Account}}, ""); err != nil {
 		return fmt.Errorf("sse: storing a call's round: %w", err)
 	}
 	return nil
@@ -140,12 +140,12 @@ func (s *Server) storeAnswer(r *rpcRequest, rd *round, m *registry.Method, reply
 	}
 	ctx, cancel := s.detached()
 	defer cancel()
-	subject := s.events.replySubject(s.events.postSubject(r.tool, rd.session, rd.post))
+	subject := s.events.ReplySubject(s.events.PostSubject(r.tool, rd.session, rd.post))
 	hdr := nats.Header{headerEvent: {event}}
 	if instance := replyInstance(reply); wire.ValidToken(instance) {
 		hdr.Set(wire.HeaderInstance, instance) // the one holding a task the answer made
 	}
-	if _, err := s.events.appendRecord(ctx, subject, data, hdr, ""); err != nil {
+	if _, err := s.events.Append(ctx, subject, data, hdr, ""); err != nil {
 		s.log.Warn("storing a round's answer", "tool", r.tool, "err", err)
 	}
 }
@@ -181,16 +181,16 @@ func (s *Server) resumeRound(ctx context.Context, r *rpcRequest, params *mcp.Cal
 	if !ok {
 		return nil, invalidParams("tools/call: requestState was not made by this server")
 	}
-	subject := s.events.postSubject(r.tool, rd.session, rd.post)
+	subject := s.events.PostSubject(r.tool, rd.session, rd.post)
 	deadline, err := s.roundDeadline(ctx, r, params.Name, subject, m)
 	if err != nil {
 		return nil, err
 	}
-	requests, err := s.events.follow(s.subj.SessionOut(r.tool, rd.session))
+	requests, err := s.events.Follow(s.subj.SessionOut(r.tool, rd.session))
 	if err != nil {
 		return nil, err
 	}
-	defer requests.stop()
+	defer requests.Stop()
 	// The requests the client was handed last: each is answered now, or asked again.
 	var unanswered []workerRequest
 	if rd.to > 0 {
@@ -202,7 +202,7 @@ func (s *Server) resumeRound(ctx context.Context, r *rpcRequest, params *mcp.Cal
 	defer cancel()
 	done := make(chan roundOutcome, 1)
 	go func() {
-		reply, err := s.awaitReply(ctx, s.events.replySubject(subject), deadline)
+		reply, err := s.awaitReply(ctx, s.events.ReplySubject(subject), deadline)
 		done <- roundOutcome{reply, err}
 	}()
 	asked := make(chan []workerRequest, 1)
@@ -221,7 +221,7 @@ func (s *Server) resumeRound(ctx context.Context, r *rpcRequest, params *mcp.Cal
 // roundDeadline checks that the call a round's POST subject keeps is one of r's
 // account, of the tool method name, still kept, and returns its deadline.
 func (s *Server) roundDeadline(ctx context.Context, r *rpcRequest, name, subject string, m *registry.Method) (time.Time, error) {
-	first, err := s.events.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject))
+	first, err := s.events.Get(ctx, subject, 1)
 	if err != nil || first.Header.Get(headerAccount) != r.p.Account || first.Header.Get(headerEvent) != eventRequest {
 		// Unknown, expired, or another account's: the same answer for each.
 		return time.Time{}, invalidParams("tools/call: requestState names no call of this link that is still running")
@@ -236,11 +236,11 @@ func (s *Server) roundDeadline(ctx context.Context, r *rpcRequest, name, subject
 // passAnswers hands the worker the client's answers to the requests a round handed
 // it, read from requests, and returns those the client left unanswered; requests
 // then follows what comes after them.
-func (s *Server) passAnswers(ctx context.Context, r *rpcRequest, rd round, requests *follower, answers mcp.InputResponseMap) ([]workerRequest, error) {
-	requests.next = rd.from
+func (s *Server) passAnswers(ctx context.Context, r *rpcRequest, rd round, requests *registry.Follower, answers mcp.InputResponseMap) ([]workerRequest, error) {
+	requests.Next = rd.from
 	var handed []workerRequest
-	if _, err := requests.stored(ctx, func(rec record) bool {
-		if rec.seq > rd.to {
+	if _, err := requests.Stored(ctx, func(rec registry.Record) bool {
+		if rec.Seq > rd.to {
 			return true
 		}
 		if wr, ok := readWorkerRequest(rec); ok {
@@ -250,7 +250,7 @@ func (s *Server) passAnswers(ctx context.Context, r *rpcRequest, rd round, reque
 	}); err != nil {
 		return nil, err
 	}
-	requests.next = rd.to + 1
+	requests.Next = rd.to + 1
 	if len(handed) == 0 {
 		return nil, invalidParams("tools/call: requestState names no request of this call")
 	}
@@ -309,23 +309,23 @@ func (s *Server) roundAnswer(ctx context.Context, r *rpcRequest, m *registry.Met
 // ends. stored says whether some may be stored already: not for a call that was
 // followed before it was sent, whose requests all come live (the follower reads the
 // store should the live feed skip one).
-func (s *Server) awaitRequests(ctx context.Context, f *follower, unanswered []workerRequest, stored bool) []workerRequest {
+func (s *Server) awaitRequests(ctx context.Context, f *registry.Follower, unanswered []workerRequest, stored bool) []workerRequest {
 	reqs := slices.Clone(unanswered)
-	collect := func(rec record) bool {
+	collect := func(rec registry.Record) bool {
 		if wr, ok := readWorkerRequest(rec); ok {
 			reqs = append(reqs, wr)
 		}
 		return false // read on: several may be stored
 	}
 	if stored {
-		if _, err := f.stored(ctx, collect); err != nil {
+		if _, err := f.Stored(ctx, collect); err != nil {
 			return reqs
 		}
 	}
 	for len(reqs) == 0 {
 		select {
-		case m := <-f.live:
-			if _, err := f.take(ctx, m, collect); err != nil {
+		case m := <-f.Live():
+			if _, err := f.Take(ctx, m, collect); err != nil {
 				return reqs
 			}
 		case <-ctx.Done():
@@ -458,7 +458,7 @@ func (s *Server) storeRef(r *rpcRequest, prefix, event string, data []byte, hdr 
 	session, post := registry.NewID(""), registry.NewID("")
 	ctx, cancel := s.detached()
 	defer cancel()
-	if _, err := s.events.appendRecord(ctx, s.events.postSubject(r.tool, session, post), data, hdr, ""); err != nil {
+	if _, err := s.events.Append(ctx, s.events.PostSubject(r.tool, session, post), data, hdr, ""); err != nil {
 		return "", err
 	}
 	return prefix + session + "." + post, nil
@@ -469,10 +469,10 @@ func (s *Server) storeRef(r *rpcRequest, prefix, event string, data []byte, hdr 
 // another account's or tool's, or made up: the same for each.
 func (s *Server) openRef(ctx context.Context, r *rpcRequest, prefix, event, ref string) *jetstream.RawStreamMsg {
 	session, post, ok := strings.Cut(strings.TrimPrefix(ref, prefix), ".")
-	if !strings.HasPrefix(ref, prefix) || !ok || !validToken(session) || !validToken(post) {
+	if !strings.HasPrefix(ref, prefix) || !ok || !wire.ValidToken(session) || !wire.ValidToken(post) {
 		return nil
 	}
-	msg, err := s.events.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(s.events.postSubject(r.tool, session, post)))
+	msg, err := s.events.Get(ctx, s.events.PostSubject(r.tool, session, post), 1)
 	if err != nil || msg.Header.Get(headerEvent) != event || subtle.ConstantTimeCompare([]byte(msg.Header.Get(headerAccount)), []byte(r.p.Account)) != 1 {
 		return nil
 	}

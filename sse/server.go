@@ -29,8 +29,8 @@ type Server struct {
 	nc     *nats.Conn
 	subj   wire.Subjects
 	log    *slog.Logger
-	events *eventLog
-	index  *sessionIndex
+	events *registry.EventLog
+	index  *registry.SessionIndex
 
 	ctx    context.Context // ends at Close: every stream and call of this edge
 	cancel context.CancelFunc
@@ -76,7 +76,7 @@ func New(ctx context.Context, gw *gateway.Gateway, store *registry.Store, cfg Co
 		return nil, fmt.Errorf("sse: session-idle: %v is longer than the registry's session TTL %v", cfg.SessionIdle, cfg.SessionTTL)
 	}
 	subj := gw.Config().Subjects
-	events, err := openEventLog(ctx, store.JetStream(), gw.Conn(), subj, store.Options().Replicas, cfg.EventRetention, store.Options().Update)
+	events, err := registry.OpenEventLog(ctx, store.JetStream(), gw.Conn(), subj, store.Options().Replicas, cfg.EventRetention, store.Options().Update)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func New(ctx context.Context, gw *gateway.Gateway, store *registry.Store, cfg Co
 		calls:   newCallSet(), listeners: newListenerSet(), streams: newStreamSet(),
 		lastTouch: map[string]time.Time{},
 	}
-	s.index, err = watchSessions(ctx, sctx, store, s.log, s.sessionEnded, &s.bg)
+	s.index, err = store.FollowSessions(ctx, sctx, s.log, s.sessionEnded, &s.bg)
 	if err != nil {
 		cancel()
 		return nil, err

@@ -204,27 +204,27 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 // requests to the client, related to the call), as f takes them, until stop is
 // closed; then it writes what f holds already, so that what the tool sent before its
 // answer goes before the answer.
-func (s *Server) relayToolMessages(ctx context.Context, ew *eventWriter, sess *registry.Session, post string, f *follower, stop <-chan struct{}) {
-	deliver := func(rec record) bool {
-		if rec.header.Get(headerEvent) != "" || rec.header.Get(headerOrigin) != "" {
+func (s *Server) relayToolMessages(ctx context.Context, ew *eventWriter, sess *registry.Session, post string, f *registry.Follower, stop <-chan struct{}) {
+	deliver := func(rec registry.Record) bool {
+		if rec.Header.Get(headerEvent) != "" || rec.Header.Get(headerOrigin) != "" {
 			return false // this edge's own, written already, or a record that steers
 		}
-		_ = ew.event(eventID{session: sess.ID, post: post, seq: rec.seq}.String(), "message", rec.data)
+		_ = ew.event(eventID{session: sess.ID, post: post, seq: rec.Seq}.String(), "message", rec.Data)
 		return false
 	}
 	take := func(m *nats.Msg) {
-		if _, err := f.take(ctx, m, deliver); err != nil && ctx.Err() == nil {
+		if _, err := f.Take(ctx, m, deliver); err != nil && ctx.Err() == nil {
 			s.log.Warn("reading a call stream", "session", sess.ID, "err", err)
 		}
 	}
 	for {
 		select {
-		case m := <-f.live:
+		case m := <-f.Live():
 			take(m)
 		case <-stop:
 			for {
 				select {
-				case m := <-f.live:
+				case m := <-f.Live():
 					take(m)
 				default:
 					return
@@ -256,7 +256,7 @@ type postStream struct {
 	// f follows subject, from before the tool could put anything there: what the tool
 	// sends the client about the call (its requests) it puts there. nil when nothing
 	// follows it (the tool was not told of the stream).
-	f *follower
+	f *registry.Follower
 	// wake, when not nil, is told of the call's first notification or of the tool's
 	// first record on the stream: something to send, so the stream must open.
 	wake  func(*postStream)
@@ -272,9 +272,9 @@ type postStream struct {
 // has something to send before the stream opens.
 func (s *Server) newPostStream(sess *registry.Session, follow bool, wake func(*postStream)) *postStream {
 	post := registry.NewID("")
-	ps := &postStream{post: post, subject: s.events.postSubject(sess.Tool, sess.ID, post), wake: wake, opened: make(chan struct{})}
+	ps := &postStream{post: post, subject: s.events.PostSubject(sess.Tool, sess.ID, post), wake: wake, opened: make(chan struct{})}
 	if follow {
-		f, err := s.events.posts.follow(sess.Tool, sess.ID, post, ps.awake)
+		f, err := s.events.FollowPost(sess.Tool, sess.ID, post, ps.awake)
 		if err != nil {
 			s.log.Warn("following a call stream", "session", sess.ID, "err", err)
 		} else {
@@ -317,7 +317,7 @@ func (ps *postStream) sentBefore() bool { return ps.woken.Load() }
 // stop ends the following of the stream's subject.
 func (ps *postStream) stop() {
 	if ps.f != nil {
-		ps.f.stop()
+		ps.f.Stop()
 	}
 }
 
@@ -497,7 +497,7 @@ func (s *Server) answer(w http.ResponseWriter, accept accepts, id jsonrpc.ID, re
 func (s *Server) awaitResume(subject string, from uint64, finished <-chan struct{}) bool {
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.ResumeGrace)
 	defer cancel()
-	f, err := s.events.follow(subject)
+	f, err := s.events.Follow(subject)
 	if err != nil {
 		s.log.Warn("following a broken call stream", "subject", subject, "err", err)
 		select {
@@ -507,18 +507,18 @@ func (s *Server) awaitResume(subject string, from uint64, finished <-chan struct
 			return true
 		}
 	}
-	defer f.stop()
-	f.next = from
-	isResume := func(rec record) bool { return rec.header.Get(headerEvent) == eventResume }
-	if found, err := f.stored(ctx, isResume); found {
+	defer f.Stop()
+	f.Next = from
+	isResume := func(rec registry.Record) bool { return rec.Header.Get(headerEvent) == eventResume }
+	if found, err := f.Stored(ctx, isResume); found {
 		return true
 	} else if err != nil && ctx.Err() == nil {
 		s.log.Warn("reading a broken call stream", "subject", subject, "err", err)
 	}
 	for {
 		select {
-		case m := <-f.live:
-			if found, _ := f.take(ctx, m, isResume); found {
+		case m := <-f.Live():
+			if found, _ := f.Take(ctx, m, isResume); found {
 				return true
 			}
 		case <-ctx.Done():
@@ -579,7 +579,7 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *r
 	if ps.f == nil {
 		close(relayed)
 	} else {
-		defer ps.f.stop()
+		defer ps.f.Stop()
 		go func() {
 			defer close(relayed)
 			s.relayToolMessages(s.ctx, cs.ew, sess, ps.post, ps.f, answered)
@@ -614,7 +614,7 @@ type callStream struct {
 // (callJSONOrStream).
 func (s *Server) openCallStream(w http.ResponseWriter, sess *registry.Session, ps *postStream, raw []byte, running bool) (*callStream, error) {
 	ctx, cancel := s.detached()
-	start, err := s.events.appendRecord(ctx, ps.subject, raw, nats.Header{headerEvent: {eventRequest}}, "")
+	start, err := s.events.Append(ctx, ps.subject, raw, nats.Header{headerEvent: {eventRequest}}, "")
 	cancel()
 	if err != nil {
 		return nil, err
@@ -640,7 +640,7 @@ func (cs *callStream) send(msg []byte, final bool) {
 	if final {
 		hdr.Set(headerFinal, "1")
 	}
-	seq, err := cs.s.events.appendRecord(ctx, cs.subject, msg, hdr, "")
+	seq, err := cs.s.events.Append(ctx, cs.subject, msg, hdr, "")
 	if err != nil {
 		cs.s.log.Error("logging a call event", "session", cs.sess.ID, "err", err)
 	}

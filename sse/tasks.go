@@ -115,7 +115,7 @@ func (s *Server) sealTask(r *rpcRequest, name string, res any, instance string) 
 // boundTTL keeps a task's ttlMs within how long the event log keeps the task's
 // record: null (unlimited) or more becomes the log's retention.
 func (s *Server) boundTTL(fields map[string]json.RawMessage) {
-	keep := s.events.stream.CachedInfo().Config.MaxAge.Milliseconds()
+	keep := s.events.Retention().Milliseconds()
 	if keep <= 0 {
 		return
 	}

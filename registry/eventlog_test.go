@@ -1,4 +1,4 @@
-package sse
+package registry_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/registry"
 )
 
 // testJetStream is a NATS server of the test's own, and JetStream on it.
@@ -27,10 +28,10 @@ func testJetStream(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 	return nc, js
 }
 
-func testLog(t *testing.T) *eventLog {
+func testLog(t *testing.T) *registry.EventLog {
 	t.Helper()
 	nc, js := testJetStream(t)
-	l, err := openEventLog(testenv.Context(t), js, nc, wire.DefaultSubjects, 1, time.Minute, false)
+	l, err := registry.OpenEventLog(testenv.Context(t), js, nc, wire.DefaultSubjects, 1, time.Minute, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,15 +39,15 @@ func testLog(t *testing.T) *eventLog {
 }
 
 // collect runs a follower the way a stream does, until it has n records.
-func collect(t *testing.T, ctx context.Context, f *follower, n int, replay bool) []string {
+func collect(t *testing.T, ctx context.Context, f *registry.Follower, n int, replay bool) []string {
 	t.Helper()
 	var got []string
-	deliver := func(rec record) bool {
-		got = append(got, string(rec.data))
+	deliver := func(rec registry.Record) bool {
+		got = append(got, string(rec.Data))
 		return len(got) == n
 	}
 	if replay {
-		if done, err := f.stored(ctx, deliver); err != nil || done {
+		if done, err := f.Stored(ctx, deliver); err != nil || done {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -55,8 +56,8 @@ func collect(t *testing.T, ctx context.Context, f *follower, n int, replay bool)
 	}
 	for {
 		select {
-		case m := <-f.live:
-			done, err := f.take(ctx, m, deliver)
+		case m := <-f.Live():
+			done, err := f.Take(ctx, m, deliver)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,10 +70,10 @@ func collect(t *testing.T, ctx context.Context, f *follower, n int, replay bool)
 	}
 }
 
-func appendN(t *testing.T, l *eventLog, subject string, from, to int) {
+func appendN(t *testing.T, l *registry.EventLog, subject string, from, to int) {
 	t.Helper()
 	for i := from; i < to; i++ {
-		if _, err := l.appendRecord(context.Background(), subject, []byte(strconv.Itoa(i)), nil, ""); err != nil {
+		if _, err := l.Append(context.Background(), subject, []byte(strconv.Itoa(i)), nil, ""); err != nil {
 			t.Error(err)
 			return
 		}
@@ -93,14 +94,14 @@ func want(from, to int) string {
 func TestFollowerHandsOverFromStoreToLive(t *testing.T) {
 	l := testLog(t)
 	ctx := testenv.Context(t)
-	subject := l.standaloneSubject("kit", "s1")
+	subject := l.StandaloneSubject("kit", "s1")
 	appendN(t, l, subject, 0, 50)
 
-	f, err := l.follow(subject)
+	f, err := l.Follow(subject)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.stop()
+	defer f.Stop()
 	var wg sync.WaitGroup
 	wg.Go(func() { appendN(t, l, subject, 50, 300) })
 	got := collect(t, ctx, f, 300, true)
@@ -116,19 +117,19 @@ func TestFollowerHandsOverFromStoreToLive(t *testing.T) {
 func TestFollowerReadsWhatTheLiveFeedLost(t *testing.T) {
 	l := testLog(t)
 	ctx := testenv.Context(t)
-	subject := l.postSubject("kit", "s1", "p1")
-	f, err := l.follow(subject)
+	subject := l.PostSubject("kit", "s1", "p1")
+	f, err := l.Follow(subject)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.stop()
+	defer f.Stop()
 	appendN(t, l, subject, 0, 3)
 	if got := collect(t, ctx, f, 3, false); fmt.Sprint(got) != want(0, 3) {
 		t.Fatalf("got %v", got)
 	}
 	appendN(t, l, subject, 3, 6)
 	for range 3 {
-		<-f.live // lost
+		<-f.Live() // lost
 	}
 	appendN(t, l, subject, 6, 8)
 	if got := collect(t, ctx, f, 5, false); fmt.Sprint(got) != want(3, 8) {
@@ -142,19 +143,19 @@ func TestFollowerReadsWhatTheLiveFeedLost(t *testing.T) {
 func TestEventLogKeepsItsSettings(t *testing.T) {
 	nc, js := testJetStream(t)
 	ctx := testenv.Context(t)
-	open := func(replicas int, retention time.Duration, update bool) (*eventLog, error) {
-		return openEventLog(ctx, js, nc, wire.DefaultSubjects, replicas, retention, update)
+	open := func(replicas int, retention time.Duration, update bool) (*registry.EventLog, error) {
+		return registry.OpenEventLog(ctx, js, nc, wire.DefaultSubjects, replicas, retention, update)
 	}
 	maxAge := func() time.Duration {
-		st, err := js.Stream(ctx, eventStreamName(wire.DefaultSubjects))
+		st, err := js.Stream(ctx, wire.DefaultSubjects.EventLogStream())
 		if err != nil {
 			t.Fatal(err)
 		}
 		return st.CachedInfo().Config.MaxAge
 	}
 
-	if _, err := open(1, 0, false); err != nil || maxAge() != DefaultEventRetention {
-		t.Fatalf("creating the log without a retention: %v, max age %v; want the default %v", err, maxAge(), DefaultEventRetention)
+	if _, err := open(1, 0, false); err != nil || maxAge() != registry.DefaultEventRetention {
+		t.Fatalf("creating the log without a retention: %v, max age %v; want the default %v", err, maxAge(), registry.DefaultEventRetention)
 	}
 	if _, err := open(1, 3*time.Minute, true); err != nil || maxAge() != 3*time.Minute {
 		t.Fatalf("changing it on purpose: %v, max age %v; want 3m", err, maxAge())
@@ -184,7 +185,7 @@ func TestEventLogTakesThisVersionsSubjects(t *testing.T) {
 	nc, js := testJetStream(t)
 	ctx := testenv.Context(t)
 	old, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: eventStreamName(wire.DefaultSubjects), Subjects: []string{"tg.sess.*.out", "tg.sess.*.out.*"},
+		Name: wire.DefaultSubjects.EventLogStream(), Subjects: []string{"tg.sess.*.out", "tg.sess.*.out.*"},
 		MaxAge: time.Minute, Storage: jetstream.FileStorage, Replicas: 1, Duplicates: time.Minute,
 		RePublish: &jetstream.RePublish{Source: "tg.sess.>", Destination: "tg.logged.sess.>"},
 	})
@@ -195,7 +196,7 @@ func TestEventLogTakesThisVersionsSubjects(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	l, err := openEventLog(ctx, js, nc, wire.DefaultSubjects, 1, 0, false)
+	l, err := registry.OpenEventLog(ctx, js, nc, wire.DefaultSubjects, 1, 0, false)
 	if err != nil {
 		t.Fatalf("opening the older log: %v", err)
 	}
@@ -209,12 +210,12 @@ func TestEventLogTakesThisVersionsSubjects(t *testing.T) {
 	if info.State.Msgs != 1 || info.Config.MaxAge != time.Minute {
 		t.Errorf("the log kept %d records and max age %v, want its 1 and 1m", info.State.Msgs, info.Config.MaxAge)
 	}
-	subject := l.standaloneSubject("kit", "s1")
-	f, err := l.follow(subject)
+	subject := l.StandaloneSubject("kit", "s1")
+	f, err := l.Follow(subject)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.stop()
+	defer f.Stop()
 	appendN(t, l, subject, 0, 2)
 	if got := collect(t, ctx, f, 2, false); fmt.Sprint(got) != want(0, 2) {
 		t.Fatalf("live through the updated log: %v", got)

@@ -1,4 +1,4 @@
-package sse
+package registry_test
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func TestSessionIndexFollowsThroughANodeLoss(t *testing.T) {
 	// The node to stop is the one that serves the index's consumer, and the index is
 	// connected to another, so that what is measured is the follower, not a
 	// reconnect; the writer is on the third.
-	var x *sessionIndex
+	var x *registry.SessionIndex
 	ended := make(chan string, 16)
 	var bg sync.WaitGroup
 	own, host := -1, -1
@@ -33,7 +33,7 @@ func TestSessionIndexFollowsThroughANodeLoss(t *testing.T) {
 		own = try % len(c.Servers)
 		stop, cancel := context.WithCancel(context.Background())
 		var err error
-		x, err = watchSessions(ctx, stop, testenv.Store(t, testenv.Conn(t, c.Servers[own].ClientURL()), 3), testenv.Logger(t), func(id, _ string) { ended <- id }, &bg)
+		x, err = testenv.Store(t, testenv.Conn(t, c.Servers[own].ClientURL()), 3).FollowSessions(ctx, stop, testenv.Logger(t), func(id, _ string) { ended <- id }, &bg)
 		if err != nil {
 			cancel()
 			t.Fatal(err)
@@ -58,7 +58,7 @@ func TestSessionIndexFollowsThroughANodeLoss(t *testing.T) {
 		return sess.ID, err
 	}
 	known := func(id string) func() bool {
-		return func() bool { _, ok := x.get(id); return ok }
+		return func() bool { _, ok := x.Get(id); return ok }
 	}
 	before, err := open(ctx)
 	if err != nil {
@@ -93,7 +93,7 @@ func TestSessionIndexFollowsThroughANodeLoss(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the index did not end the deleted session within 10s")
 	}
-	if _, ok := x.get(before); ok {
+	if _, ok := x.Get(before); ok {
 		t.Error("the deleted session is still in the index")
 	}
 }
