@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -387,7 +388,7 @@ func invalidInput(vs []registry.Violation) error {
 	for i, v := range vs {
 		details[i] = v
 	}
-	return newHTTPError(http.StatusBadRequest, CodeInvalidRequest, "the request is not valid", details...)
+	return newHTTPError(gateway.KindInvalidRequest, "the request is not valid", details...)
 }
 
 // decodeStrict reads exactly one JSON object with no fields beyond v's: a misspelt
@@ -399,7 +400,7 @@ func decodeStrict(r io.Reader, v any) error {
 		return decodeError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return newHTTPError(http.StatusBadRequest, CodeInvalidJSON, "the body must be one JSON object")
+		return newHTTPError(gateway.KindInvalidJSON, "the body must be one JSON object")
 	}
 	return nil
 }
@@ -407,7 +408,7 @@ func decodeStrict(r io.Reader, v any) error {
 func decodeError(err error) error {
 	var (
 		mbe *http.MaxBytesError
-		he  *httpError
+		he  *gateway.Error
 		ute *json.UnmarshalTypeError
 		se  *json.SyntaxError
 	)
@@ -415,10 +416,10 @@ func decodeError(err error) error {
 	case errors.As(err, &mbe), errors.As(err, &he):
 		return err
 	case errors.As(err, &se), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return newHTTPError(http.StatusBadRequest, CodeInvalidJSON, "the body must be one JSON object")
+		return newHTTPError(gateway.KindInvalidJSON, "the body must be one JSON object")
 	case errors.As(err, &ute):
 		if ute.Field == "" {
-			return newHTTPError(http.StatusBadRequest, CodeInvalidJSON, "the body must be one JSON object")
+			return newHTTPError(gateway.KindInvalidJSON, "the body must be one JSON object")
 		}
 		return invalidInput([]registry.Violation{{Pointer: "/" + strings.ReplaceAll(ute.Field, ".", "/"),
 			Message: "must be " + jsonTypeName(ute.Type.Kind().String())}})

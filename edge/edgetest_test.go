@@ -22,6 +22,7 @@ import (
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
+	"github.com/toolgate/toolgate/sse"
 )
 
 // env is one real edge on 127.0.0.1 over a real NATS server and registry, with the
@@ -49,12 +50,14 @@ type envOptions struct {
 	replicas int
 	server   func(*bus.ServerConfig)
 	edge     func(*edge.Config)
+	mcp      bool // serve MCP with the sse package, as toolgate edge does
 }
 
 type option func(*envOptions)
 
 func withEdge(f func(*edge.Config)) option        { return func(o *envOptions) { o.edge = f } }
 func withServer(f func(*bus.ServerConfig)) option { return func(o *envOptions) { o.server = f } }
+func withMCP() option                             { return func(o *envOptions) { o.mcp = true } }
 func onCluster(url string) option                 { return func(o *envOptions) { o.natsURL, o.replicas = url, 3 } }
 
 func newEnv(t testing.TB, opts ...option) *env {
@@ -94,6 +97,11 @@ func newEnv(t testing.TB, opts ...option) *env {
 		o.edge(&cfg)
 	}
 	log := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if o.mcp {
+		if cfg.MCP, err = sse.New(testenv.Context(t), e.gw, e.store, sse.DefaultConfig(), log); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if e.edge, err = edge.New(e.gw, e.store, e.signer, cfg, log); err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -250,7 +251,7 @@ func (e *Edge) limitBody(c *gin.Context) {
 }
 
 // errBodyTimeout is a body that was still arriving when its time ran out.
-var errBodyTimeout = newHTTPError(http.StatusRequestTimeout, CodeRequestTimeout, "the body did not arrive in time")
+var errBodyTimeout = newHTTPError(gateway.KindRequestTimeout, "")
 
 // timedBody bounds the time a request's body may take: the connection's read deadline
 // is set when the request is routed. A client that trickles its body is cut off at the
@@ -311,7 +312,7 @@ func (e *Edge) authKey(c *gin.Context) {
 func (e *Edge) authAdmin(c *gin.Context) {
 	sum := sha256.Sum256([]byte(bearer(c.Request)))
 	if subtle.ConstantTimeCompare(sum[:], e.adminHash) != 1 {
-		e.fail(c, newHTTPError(http.StatusUnauthorized, CodeUnauthenticated, "a valid admin key is required"))
+		e.fail(c, newHTTPError(gateway.KindUnauthenticated, "a valid admin key is required"))
 		return
 	}
 	c.Next()

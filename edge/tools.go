@@ -270,7 +270,7 @@ func (e *Edge) askedTimeout(r *http.Request) (time.Duration, error) {
 		d = 0
 	}
 	if d <= 0 {
-		return 0, newHTTPError(http.StatusBadRequest, CodeInvalidRequest,
+		return 0, newHTTPError(gateway.KindInvalidRequest,
 			e.cfg.TimeoutHeader+": must be a positive duration, such as 2s, 1500ms or 1500 (milliseconds)")
 	}
 	return d, nil
@@ -299,7 +299,7 @@ func readBody(buf *bytes.Buffer, r *http.Request) error {
 	_, err := buf.ReadFrom(r.Body)
 	var (
 		tooLarge *http.MaxBytesError
-		he       *httpError
+		he       *gateway.Error
 	)
 	switch {
 	case err == nil, errors.Is(err, io.EOF):
@@ -307,7 +307,7 @@ func readBody(buf *bytes.Buffer, r *http.Request) error {
 	case errors.As(err, &tooLarge), errors.As(err, &he):
 		return err
 	}
-	return newHTTPError(http.StatusBadRequest, CodeInvalidRequest, "the body could not be read")
+	return newHTTPError(gateway.KindInvalidRequest, "the body could not be read")
 }
 
 // serverTiming is a tool call's Server-Timing header (W3C Server Timing): "tool", the

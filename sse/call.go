@@ -96,7 +96,7 @@ func (s *Server) toolMethod(r *rpcRequest, name string) (*registry.ToolEntry, *r
 			return t, &t.Tool.Methods[i], nil
 		}
 	}
-	return nil, nil, fmt.Errorf("%w %q: tool %s has no such method", ErrUnknownTool, name, r.tool)
+	return nil, nil, fmt.Errorf("%w: unknown tool %q", ErrUnknownTool, name)
 }
 
 // taskAugmented reports whether r is a session's tools/call that asks for a task of
@@ -314,7 +314,7 @@ func replyInstance(reply *wire.Reply) string {
 // (finishStream) make the same answer from the same reply.
 func toolAnswer(tool string, m *registry.Method, reply *wire.Reply, err error) (any, error) {
 	if err != nil {
-		if text, ok := toolFailure(tool, m.Name, err); ok {
+		if text, ok := toolFailure(m.Name, err); ok {
 			return newToolResult(text, true), nil
 		}
 		return nil, err

@@ -1,98 +1,72 @@
 package sse
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/registry"
 )
 
-// JSON-RPC error codes MCP defines beyond JSON-RPC's own.
-const (
-	codeHeaderMismatch             = mcp.CodeHeaderMismatch             // -32020
-	codeUnsupportedProtocolVersion = mcp.CodeUnsupportedProtocolVersion // -32022
-	// codeMissingCapability answers a request that needs a capability its client did
-	// not declare.
-	codeMissingCapability = mcp.CodeMissingRequiredClientCapabilities // -32021
-	// codeSessionLimit is implementation-defined (-32000 to -32019).
-	codeSessionLimit = -32000
-	// codeCancelled answers a request the client cancelled, where an answer is owed.
-	codeCancelled = -32001
-	// codeRateLimited answers a forwarded request (resources, prompts, completion)
-	// of a caller over its rate; a tools/call over it is an isError result instead.
-	// Clear of MCP's codes and of those the go-sdk gives a meaning of its own
-	// (-32000 to -32005: -32003 reads there as "client is closing").
-	codeRateLimited = -32029
-)
+// Every failure is classified by gateway's table (gateway/errors.go); this file
+// renders it the ways MCP shows one: a JSON-RPC error, with the HTTP status each
+// transport gives it, or the text of a tools/call's isError result.
+
+// The JSON-RPC codes of the table are MCP's and the go-sdk's own.
+var _ = [...]bool{
+	gateway.RPCHeaderMismatch == mcp.CodeHeaderMismatch,
+	gateway.RPCUnsupportedVersion == mcp.CodeUnsupportedProtocolVersion,
+	gateway.RPCMissingCapability == mcp.CodeMissingRequiredClientCapabilities,
+	gateway.RPCInvalidParams == jsonrpc.CodeInvalidParams,
+	gateway.RPCMethodNotFound == jsonrpc.CodeMethodNotFound,
+}
 
 // ErrUnknownTool: the tools/call names no tool of the link.
-var ErrUnknownTool = errors.New("unknown tool")
+var ErrUnknownTool = registry.ErrMethodNotFound
 
 // SessionLimitError says an account holds as many MCP sessions as it may.
-type SessionLimitError struct {
-	Account string
-	Limit   int
-}
+type SessionLimitError = gateway.SessionLimitError
 
-func (e *SessionLimitError) Error() string {
-	return fmt.Sprintf("account %s has %d MCP sessions open, the most it may hold: end one (DELETE, or close its SSE stream) or wait for idle ones to expire", e.Account, e.Limit)
-}
+// errSessionNotFound is what an MCP request of a session the registry no longer holds
+// is answered with.
+var errSessionNotFound = gateway.Fail(gateway.KindSessionNotFound, "")
 
-// protocolError is a violation of the protocol itself: the code and HTTP status it
-// is answered with are part of what it is.
-type protocolError struct {
-	code    int64
-	status  int // HTTP status on the transports that send one
-	message string
-	data    any
+// failure is an MCP failure the transport finds itself, answered with status.
+func failure(k *gateway.Kind, status int, message string, data any) error {
+	return &gateway.Error{Kind: k, Message: message, Data: data, Status: status}
 }
-
-func (e *protocolError) Error() string { return e.message }
 
 func parseError(format string, args ...any) error {
-	return &protocolError{code: jsonrpc.CodeParseError, status: http.StatusBadRequest, message: fmt.Sprintf(format, args...)}
+	return failure(gateway.KindParseError, http.StatusBadRequest, fmt.Sprintf(format, args...), nil)
 }
 
 func invalidRequest(format string, args ...any) error {
-	return &protocolError{code: jsonrpc.CodeInvalidRequest, status: http.StatusBadRequest, message: fmt.Sprintf(format, args...)}
+	return failure(gateway.KindInvalidRequest, http.StatusBadRequest, fmt.Sprintf(format, args...), nil)
 }
 
 func invalidParams(format string, args ...any) error {
-	return &protocolError{code: jsonrpc.CodeInvalidParams, status: http.StatusOK, message: fmt.Sprintf(format, args...)}
+	return failure(gateway.KindInvalidRPCParams, http.StatusOK, fmt.Sprintf(format, args...), nil)
 }
 
 func headerMismatch(format string, args ...any) error {
-	return &protocolError{code: codeHeaderMismatch, status: http.StatusBadRequest, message: "Header mismatch: " + fmt.Sprintf(format, args...)}
-}
-
-// rateLimited is the error of a forwarded request over the caller's rate: the text a
-// tools/call over it gets as its isError result, and the wait in milliseconds as data.
-func rateLimited(method string, e *gateway.RateLimitedError) error {
-	return &protocolError{code: codeRateLimited, status: http.StatusOK, message: rateLimitedText(method, e),
-		data: map[string]int64{"retryAfterMs": max(1, e.RetryAfter.Milliseconds())}}
-}
-
-func rateLimitedText(method string, e *gateway.RateLimitedError) string {
-	return fmt.Sprintf("%s: rate limited; retry after %v", method, e.RetryAfter.Round(time.Millisecond))
+	return failure(gateway.KindHeaderMismatch, http.StatusBadRequest, "Header mismatch: "+fmt.Sprintf(format, args...), nil)
 }
 
 func unsupportedVersion(requested string) error {
-	return &protocolError{
-		code: codeUnsupportedProtocolVersion, status: http.StatusBadRequest,
-		message: fmt.Sprintf("Unsupported protocol version %q", requested),
-		data:    mcp.UnsupportedProtocolVersionData{Supported: supportedVersions, Requested: requested},
-	}
+	return failure(gateway.KindUnsupportedVersion, http.StatusBadRequest, fmt.Sprintf("Unsupported protocol version %q", requested),
+		mcp.UnsupportedProtocolVersionData{Supported: supportedVersions, Requested: requested})
+}
+
+// methodNotFound is answered with 404 on 2026-07-28, where the status tells an
+// unknown method from a missing endpoint; the older transports answer it with 200.
+func methodNotFound(method string, status int) error {
+	return failure(gateway.KindRPCMethodNotFound, status, fmt.Sprintf("Method not found: %s", method), nil)
 }
 
 // workerRPCError is a JSON-RPC error a tool's worker answered with (a bridged
@@ -100,14 +74,11 @@ func unsupportedVersion(requested string) error {
 // 2026-07-28 it comes with the HTTP status that revision gives its code; before, a
 // JSON-RPC error is answered with 200.
 func workerRPCError(e *wire.RPCError, modern bool) error {
-	pe := &protocolError{code: e.Code, status: http.StatusOK, message: e.Message}
+	status := http.StatusOK
 	if modern {
-		pe.status = modernErrorStatus(e.Code)
+		status = modernErrorStatus(e.Code)
 	}
-	if len(e.Data) > 0 && json.Valid(e.Data) {
-		pe.data = json.RawMessage(e.Data)
-	}
-	return pe
+	return &gateway.Error{Kind: gateway.KindToolError, Status: status, Err: e}
 }
 
 // modernErrorStatus is the HTTP status 2026-07-28 gives a JSON-RPC error of code
@@ -115,64 +86,42 @@ func workerRPCError(e *wire.RPCError, modern bool) error {
 // protocol version, a header mismatch or a missing client capability; 200 for the rest.
 func modernErrorStatus(code int64) int {
 	switch code {
-	case jsonrpc.CodeMethodNotFound:
+	case gateway.RPCMethodNotFound:
 		return http.StatusNotFound
-	case jsonrpc.CodeInvalidParams, codeUnsupportedProtocolVersion, codeHeaderMismatch, codeMissingCapability:
+	case gateway.RPCInvalidParams, gateway.RPCUnsupportedVersion, gateway.RPCHeaderMismatch, gateway.RPCMissingCapability:
 		return http.StatusBadRequest
 	}
 	return http.StatusOK
 }
 
-// methodNotFound is answered with 404 on 2026-07-28, where the status tells an
-// unknown method from a missing endpoint; the older transports answer it with 200.
-func methodNotFound(method string, status int) error {
-	return &protocolError{code: jsonrpc.CodeMethodNotFound, status: status, message: fmt.Sprintf("Method not found: %s", method)}
+// classify is gateway.Classify on an MCP path, where a record the registry does not
+// hold is the session the request names.
+func classify(err error) gateway.Failure {
+	if errors.Is(err, registry.ErrNotFound) && !errors.Is(err, registry.ErrMethodNotFound) {
+		err = errSessionNotFound
+	}
+	return gateway.Classify(err)
 }
 
-// rpcError maps an internal error to the JSON-RPC error a client sees. It is the one
-// place that does: failures of the tool itself are not errors here but isError
-// results (see toolFailure).
+// rpcError is the JSON-RPC error a client sees for err.
 func rpcError(err error) *jsonrpc.Error {
-	var pe *protocolError
-	var limit *SessionLimitError
-	var re *wire.RPCError
-	switch {
-	case errors.As(err, &pe):
-		e := &jsonrpc.Error{Code: pe.code, Message: pe.message}
-		if pe.data != nil {
-			e.Data, _ = json.Marshal(pe.data)
-		}
-		return e
-	case errors.Is(err, ErrUnknownTool), errors.Is(err, registry.ErrMethodNotFound),
-		errors.Is(err, registry.ErrToolNotFound), errors.Is(err, registry.ErrForbidden):
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
-	case errors.Is(err, gateway.ErrInvalidJSON):
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call: arguments must be a JSON object"}
-	case errors.As(err, &limit):
-		return &jsonrpc.Error{Code: codeSessionLimit, Message: limit.Error()}
-	case errors.Is(err, registry.ErrNotFound):
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "session not found: it ended or expired; initialize a new one"}
-	case errors.Is(err, context.Canceled):
-		return &jsonrpc.Error{Code: codeCancelled, Message: "request cancelled: " + err.Error()}
-	case errors.As(err, &re):
-		e := &jsonrpc.Error{Code: re.Code, Message: re.Message}
-		if len(re.Data) > 0 && json.Valid(re.Data) {
-			e.Data = re.Data
-		}
-		return e
+	f := classify(err)
+	e := &jsonrpc.Error{Code: f.RPC, Message: f.RPCMessage}
+	if f.Data != nil {
+		e.Data, _ = json.Marshal(f.Data)
 	}
-	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error: " + err.Error()}
+	return e
 }
 
-// httpStatus is the status a POST carrying a failed request is answered with.
+// httpStatus is the status a POST carrying a failed request is answered with: the
+// one the failure names, a protocol violation's own, else 200.
 func httpStatus(err error) int {
-	var pe *protocolError
-	if errors.As(err, &pe) && pe.status != 0 {
-		return pe.status
-	}
-	var limit *SessionLimitError
-	if errors.As(err, &limit) {
-		return http.StatusTooManyRequests
+	f := classify(err)
+	switch {
+	case f.MCPStatus != 0:
+		return f.MCPStatus
+	case f.Protocol:
+		return f.Kind.Status
 	}
 	return http.StatusOK
 }
@@ -180,30 +129,10 @@ func httpStatus(err error) int {
 // toolFailure reports whether err is a failure of the call rather than of the
 // request: the client gets a CallToolResult with isError set and this text, which a
 // model can read and act on.
-func toolFailure(tool, method string, err error) (string, bool) {
-	var verr *registry.ValidationError
-	var limited *gateway.RateLimitedError
-	var terr *wire.ToolError
-	var tooLarge *bus.PayloadTooLargeError
-	switch {
-	case errors.As(err, &verr):
-		return fmt.Sprintf("%s: %s", method, verr.Error()), true
-	case errors.As(err, &limited):
-		return rateLimitedText(method, limited), true
-	case errors.Is(err, bus.ErrNoResponders):
-		return fmt.Sprintf("%s: tool %s is offline: no worker is serving it", method, tool), true
-	case errors.Is(err, bus.ErrCallLost):
-		return fmt.Sprintf("%s: the worker of tool %s running the call stopped, or the call was lost on its way; it was cancelled", method, tool), true
-	case errors.Is(err, bus.ErrTimeout):
-		return fmt.Sprintf("%s: tool %s did not answer before the deadline", method, tool), true
-	case errors.As(err, &tooLarge):
-		return fmt.Sprintf("%s: the arguments are too large: %d bytes, the bus takes at most %d", method, tooLarge.Size, tooLarge.Max), true
-	case errors.As(err, &terr):
-		msg := fmt.Sprintf("%s failed: %s: %s", method, terr.Code, terr.Message)
-		if d := strings.TrimSpace(string(terr.Data)); d != "" {
-			msg += "\n" + d
-		}
-		return msg, true
+func toolFailure(method string, err error) (string, bool) {
+	f := classify(err)
+	if !f.InResult || errors.As(err, new(*wire.RPCError)) {
+		return "", false
 	}
-	return "", false
+	return f.ResultText(method), true
 }

@@ -36,7 +36,7 @@ func TestStreamOfAKilledEdgeIsFinished(t *testing.T) {
 
 	for _, tc := range []struct{ name, call, want string }{
 		{"the tool's answer", `{"name":"sleep","arguments":{"ms":1500}}`, `\"slept\":1500`},
-		{"the timeout", `{"name":"hang"}`, `hang: tool kit did not answer before the deadline`},
+		{"the timeout", `{"name":"hang"}`, `hang: the tool did not answer in time`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := e.startEdge(t, 0, nil)

@@ -4,13 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"strings"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/nats-io/nats.go"
 
-	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/internal/mcphttp"
@@ -105,25 +102,9 @@ func (s *Server) forward(ctx context.Context, r *rpcRequest) (json.RawMessage, e
 		err = task.hide(err)
 	}
 	var re *wire.RPCError
-	var te *wire.ToolError
-	var limited *gateway.RateLimitedError
 	switch {
-	case errors.As(err, &limited):
-		return nil, rateLimited(r.req.Method, limited)
-	case errors.Is(err, gateway.ErrInvalidJSON):
-		return nil, invalidParams("%s: params must be a JSON object", r.req.Method)
 	case errors.As(err, &re):
 		return nil, workerRPCError(re, r.modern)
-	case errors.As(err, &te):
-		// Not the answer of an MCP handler (the SDK answers tg.mcp requests with
-		// JSON-RPC errors): the tool failed before its handler could answer.
-		return nil, &protocolError{code: jsonrpc.CodeInternalError, status: http.StatusOK, message: te.Message}
-	case errors.Is(err, bus.ErrNoResponders):
-		return nil, &protocolError{code: jsonrpc.CodeInternalError, status: http.StatusOK, message: "the tool is offline: no worker answers " + r.req.Method}
-	case errors.Is(err, bus.ErrCallLost):
-		return nil, &protocolError{code: jsonrpc.CodeInternalError, status: http.StatusOK, message: "the worker of the tool answering " + r.req.Method + " stopped, or the request was lost on its way"}
-	case errors.Is(err, bus.ErrTimeout):
-		return nil, &protocolError{code: jsonrpc.CodeInternalError, status: http.StatusOK, message: "the tool did not answer " + r.req.Method + " in time"}
 	case err != nil:
 		return nil, err
 	}

@@ -93,7 +93,7 @@ func TestForwardedRequestsSpendTheRate(t *testing.T) {
 	if !errors.As(err, &rpcErr) {
 		t.Fatalf("a read over the rate: got %v, want a JSON-RPC error", err)
 	}
-	if rpcErr.Code != -32029 || !strings.HasPrefix(rpcErr.Message, "resources/read: rate limited; retry after ") || !strings.Contains(string(rpcErr.Data), `"retryAfterMs":`) {
+	if rpcErr.Code != -32029 || !strings.HasPrefix(rpcErr.Message, "too many calls: slow down: retry after ") || !strings.Contains(string(rpcErr.Data), `"retryAfterMs":`) {
 		t.Errorf("a read over the rate: error %d %q %s", rpcErr.Code, rpcErr.Message, rpcErr.Data)
 	}
 	if n := reads.Load(); n != 2 {
@@ -105,7 +105,7 @@ func TestForwardedRequestsSpendTheRate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.isError || !strings.HasPrefix(res.text, "echo: rate limited; retry after ") {
+	if !res.isError || !strings.HasPrefix(res.text, "echo: too many calls: slow down: retry after ") {
 		t.Errorf("a call over the rate: %+v", res)
 	}
 	if n := calls.Load(); n != 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/internal/mcphttp"
 	"github.com/toolgate/toolgate/registry"
 )
@@ -92,8 +93,8 @@ func checkModern(h http.Header, req *jsonrpc.Request) (requestMeta, error) {
 	case meta.ProtocolVersion == "":
 		// A malformed request rather than a disagreement: the body lacks what every
 		// request of this revision carries.
-		return meta, &protocolError{code: jsonrpc.CodeInvalidParams, status: http.StatusBadRequest,
-			message: fmt.Sprintf("params._meta needs %s: requests of protocol version %s carry their metadata in _meta", mcp.MetaKeyProtocolVersion, hv)}
+		return meta, failure(gateway.KindInvalidRPCParams, http.StatusBadRequest,
+			fmt.Sprintf("params._meta needs %s: requests of protocol version %s carry their metadata in _meta", mcp.MetaKeyProtocolVersion, hv), nil)
 	case hv == "":
 		return meta, headerMismatch("MCP-Protocol-Version header required with %s %q", mcp.MetaKeyProtocolVersion, meta.ProtocolVersion)
 	case hv != meta.ProtocolVersion:
@@ -119,8 +120,8 @@ func checkModern(h http.Header, req *jsonrpc.Request) (requestMeta, error) {
 		}
 	}
 	if len(meta.ClientCapabilities) == 0 || string(meta.ClientCapabilities) == "null" {
-		return meta, &protocolError{code: jsonrpc.CodeInvalidParams, status: http.StatusBadRequest,
-			message: "params._meta needs " + mcp.MetaKeyClientCapabilities + " (an empty object declares none)"}
+		return meta, failure(gateway.KindInvalidRPCParams, http.StatusBadRequest,
+			"params._meta needs "+mcp.MetaKeyClientCapabilities+" (an empty object declares none)", nil)
 	}
 	return meta, nil
 }

@@ -156,7 +156,7 @@ func TestCallThatAskedOutlivesItsEdge(t *testing.T) {
 	if _, again := resumed.next(t, "message"); again != asked {
 		t.Fatalf("the resumed stream carried %s first, want the tool's request %s", again, asked)
 	}
-	if _, data := resumed.next(t, "message"); !strings.Contains(data, `"id":2`) || !strings.Contains(data, "did not answer before the deadline") {
+	if _, data := resumed.next(t, "message"); !strings.Contains(data, `"id":2`) || !strings.Contains(data, "did not answer in time") {
 		t.Fatalf("the resumed stream carried %s, want the timeout of request 2", data)
 	}
 }

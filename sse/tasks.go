@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -76,9 +77,9 @@ func declaresExtension(caps json.RawMessage, name string) bool {
 }
 
 func missingTasksCapability(method string) error {
-	return &protocolError{code: codeMissingCapability, status: http.StatusBadRequest,
-		message: method + ": the client did not declare the capability " + tasksExtension + " in this request's _meta",
-		data:    map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{tasksExtension: struct{}{}}}}}
+	return failure(gateway.KindMissingCapability, http.StatusBadRequest,
+		method+": the client did not declare the capability "+tasksExtension+" in this request's _meta",
+		map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{tasksExtension: struct{}{}}}})
 }
 
 // sealTask hands the client a tool's CreateTaskResult with the server's task id
