@@ -31,9 +31,9 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 	if re := (*wire.RPCError)(nil); errors.As(err, &re) {
 		// The tool answered with a JSON-RPC error (a bridged server's): the client
 		// gets that error, as it would from the server, not an isError result.
-		return nil, workerRPCError(re, r.modern)
+		return nil, workerRPCError(re, r.stateless)
 	}
-	if err != nil || !r.modern {
+	if err != nil || !r.stateless {
 		return res, err
 	}
 	params, _ := r.callParams()
@@ -61,7 +61,7 @@ func (s *Server) runTool(ctx context.Context, r *rpcRequest) (any, error) {
 		return s.forward(ctx, r)
 	}
 	var header nats.Header
-	if r.modern {
+	if r.stateless {
 		if strings.HasPrefix(params.RequestState, roundPrefix) {
 			return s.resumeRound(ctx, r, params, m)
 		}
@@ -102,7 +102,7 @@ func (s *Server) toolMethod(r *rpcRequest, name string) (*registry.ToolEntry, *r
 // taskAugmented reports whether r is a session's tools/call that asks for a task of
 // 2025-11-25 (params.task), of a tool whose workers carry tasks to its server.
 func (s *Server) taskAugmented(r *rpcRequest, t *registry.ToolEntry) bool {
-	if r.sess == nil || r.modern || !entryCarriesTasks(t) {
+	if r.sess == nil || r.stateless || !entryCarriesTasks(t) {
 		return false
 	}
 	var augmented struct {
@@ -161,7 +161,7 @@ func (s *Server) startToolCall(ctx context.Context, r *rpcRequest, t *registry.T
 	c.level = s.logLevel(r, c.token != nil)
 	wantNotes := r.notify != nil && (c.token != nil || c.level != "")
 	mc := sessionContext(r.sess, header, s.instanceOf(r))
-	if r.modern {
+	if r.stateless {
 		mc.ClientCapabilities = metaCapabilities(r.meta.ClientCapabilities)
 		mc.ClientCapabilityObject = compactObject(r.meta.ClientCapabilities)
 	}
@@ -210,7 +210,7 @@ func (s *Server) startToolCall(ctx context.Context, r *rpcRequest, t *registry.T
 // call costs no more than a session's.
 func (c *toolCall) name(mc *wire.MCPContext) (string, error) {
 	s, r := c.s, c.r
-	if r.modern && mayBeAsked(mc.ClientCapabilities) {
+	if r.stateless && mayBeAsked(mc.ClientCapabilities) {
 		c.cancel()
 		c.ctx, c.cancel = context.WithTimeout(s.ctx, s.gw.Timeout(c.m, 0))
 		var err error
@@ -446,7 +446,7 @@ const maxCachedCaps = 1024
 // for a caller that follows the call's progress anyway.
 func (s *Server) logLevel(r *rpcRequest, progress bool) string {
 	switch {
-	case r.modern:
+	case r.stateless:
 		return r.meta.LogLevel
 	case r.sess != nil && r.sess.LogLevel != "":
 		return r.sess.LogLevel

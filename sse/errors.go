@@ -73,18 +73,18 @@ func methodNotFound(method string, status int) error {
 // server's own, say), as the client gets it: the same code, message and data. At
 // 2026-07-28 it comes with the HTTP status that revision gives its code; before, a
 // JSON-RPC error is answered with 200.
-func workerRPCError(e *wire.RPCError, modern bool) error {
+func workerRPCError(e *wire.RPCError, stateless bool) error {
 	status := http.StatusOK
-	if modern {
-		status = modernErrorStatus(e.Code)
+	if stateless {
+		status = statelessErrorStatus(e.Code)
 	}
 	return &gateway.Error{Kind: gateway.KindToolError, Status: status, Err: e}
 }
 
-// modernErrorStatus is the HTTP status 2026-07-28 gives a JSON-RPC error of code
+// statelessErrorStatus is the HTTP status 2026-07-28 gives a JSON-RPC error of code
 // (SEP-2575): 404 for an unknown method, 400 for invalid params, an unsupported
 // protocol version, a header mismatch or a missing client capability; 200 for the rest.
-func modernErrorStatus(code int64) int {
+func statelessErrorStatus(code int64) int {
 	switch code {
 	case gateway.RPCMethodNotFound:
 		return http.StatusNotFound

@@ -57,7 +57,7 @@ func entryCarriesTasks(t *registry.ToolEntry) bool {
 // the tasks methods are the extension's (tasks.go), those of 2025-11-25 unknown.
 func (s *Server) forwards(r *rpcRequest) bool {
 	declared, ok := forwarded[r.req.Method]
-	if r.modern && strings.HasPrefix(r.req.Method, "tasks/") {
+	if r.stateless && strings.HasPrefix(r.req.Method, "tasks/") {
 		declared, ok = carriesTasksExtension, taskMethods[r.req.Method]
 	}
 	if !ok {
@@ -80,13 +80,13 @@ func (s *Server) forward(ctx context.Context, r *rpcRequest) (json.RawMessage, e
 	instance := s.instanceOf(r)
 	var task *taskRoute
 	switch {
-	case r.modern && taskMethods[r.req.Method]:
+	case r.stateless && taskMethods[r.req.Method]:
 		var err error
 		if params, header, task, err = s.forwardedTask(ctx, r); err != nil {
 			return nil, err
 		}
 		instance = task.instance
-	case r.modern && inputRequiredMethods[r.req.Method]:
+	case r.stateless && inputRequiredMethods[r.req.Method]:
 		name, _ = mcphttp.Name(r.req.Method, r.req.Params)
 		var err error
 		if params, header, err = s.forwardedInput(ctx, r, name); err != nil {
@@ -104,7 +104,7 @@ func (s *Server) forward(ctx context.Context, r *rpcRequest) (json.RawMessage, e
 	var re *wire.RPCError
 	switch {
 	case errors.As(err, &re):
-		return nil, workerRPCError(re, r.modern)
+		return nil, workerRPCError(re, r.stateless)
 	case err != nil:
 		return nil, err
 	}

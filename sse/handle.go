@@ -19,12 +19,12 @@ import (
 // rpcRequest is one JSON-RPC request of a client, with what is known about where it
 // came from and where its notifications go.
 type rpcRequest struct {
-	p      registry.Principal
-	tool   string
-	sess   *registry.Session // nil on 2026-07-28, and before initialize on Streamable HTTP
-	modern bool              // 2026-07-28: stateless, metadata in params._meta
-	meta   requestMeta
-	req    *jsonrpc.Request
+	p         registry.Principal
+	tool      string
+	sess      *registry.Session // nil on 2026-07-28, and before initialize on Streamable HTTP
+	stateless bool              // of a stateless revision (2026-07-28): no session, metadata in params._meta
+	meta      requestMeta
+	req       *jsonrpc.Request
 	// notify sends a notification about this request to its client; nil drops them
 	// (a JSON response has no room for any).
 	notify func(msg []byte)
@@ -75,14 +75,14 @@ func (s *Server) handle(ctx context.Context, r *rpcRequest) (json.RawMessage, er
 	var result any
 	var err error
 	// A request of 2026-07-28 naming a method that revision removed never gets
-	// here (serveModern answers it).
+	// here (serveStateless answers it).
 	switch r.req.Method {
 	case methodInitialize:
 		result, err = s.initialize(ctx, r)
 	case methodPing:
 		result = struct{}{}
 	case methodDiscover:
-		if !r.modern {
+		if !r.stateless {
 			// A legacy session has negotiated already; a client probing for
 			// 2026-07-28 over the legacy SSE transport falls back on this.
 			return nil, methodNotFound(r.req.Method, http.StatusOK)
@@ -100,7 +100,7 @@ func (s *Server) handle(ctx context.Context, r *rpcRequest) (json.RawMessage, er
 			break
 		}
 		status := http.StatusOK
-		if r.modern {
+		if r.stateless {
 			status = http.StatusNotFound
 		}
 		return nil, methodNotFound(r.req.Method, status)
@@ -121,7 +121,7 @@ func (s *Server) encodeResult(result any, r *rpcRequest) (json.RawMessage, error
 		return nil, fmt.Errorf("sse: encode %s result: %w", r.req.Method, err)
 	}
 	isCacheable := cacheable[r.req.Method]
-	if !r.modern && !isCacheable {
+	if !r.stateless && !isCacheable {
 		return b, nil
 	}
 	var fields map[string]json.RawMessage
@@ -129,9 +129,9 @@ func (s *Server) encodeResult(result any, r *rpcRequest) (json.RawMessage, error
 		return nil, fmt.Errorf("sse: encode %s result: %w", r.req.Method, err)
 	}
 	if isCacheable {
-		shapeCacheable(fields, r.modern)
+		shapeCacheable(fields, r.stateless)
 	}
-	if r.modern {
+	if r.stateless {
 		meta := map[string]json.RawMessage{}
 		if m, ok := fields["_meta"]; ok {
 			_ = json.Unmarshal(m, &meta)
@@ -235,7 +235,7 @@ func (s *Server) listTools(ctx context.Context, r *rpcRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t.Tool.Capabilities.SessionTools && r.sess != nil && !r.modern {
+	if t.Tool.Capabilities.SessionTools && r.sess != nil && !r.stateless {
 		if list, err := s.sessionTools(ctx, r, t.Tool); err == nil {
 			return list, nil
 		} else {

@@ -29,9 +29,10 @@ var supportedVersions = []string{version20260728, version20251125, version202506
 // legacyVersions can be negotiated with initialize.
 var legacyVersions = []string{version20251125, version20250618, version20250326, version20241105}
 
-// isModern reports whether v is 2026-07-28 or later. Revisions are dates, so they
-// compare as strings; a later unknown revision is modern too.
-func isModern(v string) bool { return v >= version20260728 }
+// isStateless reports whether v is a stateless revision: 2026-07-28 or later.
+// Revisions are dates, so they compare as strings; a later unknown revision is taken
+// for stateless too.
+func isStateless(v string) bool { return v >= version20260728 }
 
 // negotiate answers an initialize that asks for v: v itself when it is a revision
 // with initialize, else the newest such revision.
@@ -219,7 +220,7 @@ func (s *Server) serverInfo(title string) *mcp.Implementation {
 // dropped are left out: resource subscriptions and the tasks capability of
 // 2025-11-25; the list changes of prompts and resources the server declared stay,
 // which its workers pass on to subscriptions/listen streams (listChangesOf).
-func capabilities(t *registry.Tool, modern bool) json.RawMessage {
+func capabilities(t *registry.Tool, stateless bool) json.RawMessage {
 	c := map[string]json.RawMessage{}
 	if len(t.Capabilities.MCP) > 0 {
 		_ = json.Unmarshal(t.Capabilities.MCP, &c)
@@ -239,20 +240,20 @@ func capabilities(t *registry.Tool, modern bool) json.RawMessage {
 		}
 		c[name], _ = json.Marshal(f)
 	}
-	var stateless []string
-	if modern {
-		stateless = []string{"subscribe"}
+	var dropped []string // what a stateless revision has no use for
+	if stateless {
+		dropped = []string{"subscribe"}
 		delete(c, "tasks")
 	}
-	if !modern || !carriesTasksExtension(t.Capabilities) {
+	if !stateless || !carriesTasksExtension(t.Capabilities) {
 		// The tasks extension is a 2026-07-28 one, and a link carries it only as
 		// tasks.go says.
 		dropExtension(c, tasksExtension)
 	}
 	c["tools"] = json.RawMessage(`{"listChanged":true}`)
 	c["logging"] = json.RawMessage(`{}`)
-	feature("resources", t.Capabilities.Resources, `{"subscribe":true}`, stateless...)
-	feature("prompts", t.Capabilities.Prompts, `{}`, stateless...)
+	feature("resources", t.Capabilities.Resources, `{"subscribe":true}`, dropped...)
+	feature("prompts", t.Capabilities.Prompts, `{}`, dropped...)
 	feature("completions", t.Capabilities.Completions, `{}`)
 	b, _ := json.Marshal(c)
 	return b
@@ -305,8 +306,8 @@ var cacheable = map[string]bool{
 // shapeCacheable gives a cacheable result the hints its revision wants: at
 // 2026-07-28 a ttlMs and a cacheScope of public or private (private unless the tool
 // said public: what a link reaches is the link's account's), before it neither.
-func shapeCacheable(fields map[string]json.RawMessage, modern bool) {
-	if !modern {
+func shapeCacheable(fields map[string]json.RawMessage, stateless bool) {
+	if !stateless {
 		delete(fields, "ttlMs")
 		delete(fields, "cacheScope")
 		return

@@ -36,7 +36,7 @@ func (s *Server) ServeStreamable(w http.ResponseWriter, r *http.Request, p regis
 		s.refuse(w, http.StatusNotFound, "Not Found: "+err.Error())
 		return
 	}
-	if r.Method != http.MethodPost && isModern(r.Header.Get(headerProtocolVersion)) {
+	if r.Method != http.MethodPost && isStateless(r.Header.Get(headerProtocolVersion)) {
 		// 2026-07-28 has neither the GET stream nor sessions to delete.
 		w.Header().Set("Allow", http.MethodPost)
 		s.refuse(w, http.StatusMethodNotAllowed, "Method Not Allowed: protocol version "+version20260728+" has no "+r.Method+"; change notifications come from subscriptions/listen")
@@ -145,8 +145,8 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, p registry.Pr
 	}
 	req, isReq := msg.(*jsonrpc.Request)
 	rr := &rpcRequest{p: p, tool: tool, req: req}
-	if isReq && (isModern(r.Header.Get(headerProtocolVersion)) || req.Method != methodInitialize && isModern(rr.metaVersion())) {
-		s.serveModern(w, r, p, tool, req, accept)
+	if isReq && (isStateless(r.Header.Get(headerProtocolVersion)) || req.Method != methodInitialize && isStateless(rr.metaVersion())) {
+		s.serveStateless(w, r, p, tool, req, accept)
 		return
 	}
 	if !s.checkVersionHeader(w, r) {

@@ -17,10 +17,10 @@ import (
 	"github.com/toolgate/toolgate/registry"
 )
 
-// serveModern serves a POST of protocol version 2026-07-28: no session, the request's
+// serveStateless serves a POST of protocol version 2026-07-28: no session, the request's
 // metadata in its _meta and mirrored in headers, which must agree with the body.
 // Closing a response stream cancels its request.
-func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, p registry.Principal, tool string, req *jsonrpc.Request, accept accepts) {
+func (s *Server) serveStateless(w http.ResponseWriter, r *http.Request, p registry.Principal, tool string, req *jsonrpc.Request, accept accepts) {
 	if !req.IsCall() {
 		// This revision defines no client notifications over HTTP; take them
 		// without effect (a client may still send notifications/cancelled).
@@ -39,7 +39,7 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, p registry.
 		writeJSON(w, http.StatusOK, encodeResult(req.ID, json.RawMessage(`{}`)))
 		return
 	}
-	meta, err := checkModern(r.Header, req)
+	meta, err := checkStatelessHeaders(r.Header, req)
 	if err == nil && req.Method == methodToolsCall {
 		err = s.checkParamHeaders(r.Header, p, tool, req)
 	}
@@ -47,7 +47,7 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, p registry.
 		writeRPCError(w, req.ID, err)
 		return
 	}
-	rr := &rpcRequest{p: p, tool: tool, modern: true, meta: meta, req: req}
+	rr := &rpcRequest{p: p, tool: tool, stateless: true, meta: meta, req: req}
 	// Close cancels the calls it finds running (callSet); the rest is quick.
 	ctx := r.Context()
 	switch {
@@ -82,11 +82,11 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, p registry.
 	}
 }
 
-// checkModern validates a 2026-07-28 request against its headers (SEP-2243): the
+// checkStatelessHeaders validates a 2026-07-28 request against its headers (SEP-2243): the
 // protocol version in MCP-Protocol-Version and _meta, the method in Mcp-Method, the
 // tool, resource or prompt in Mcp-Name. Intermediaries route on the headers, so a
 // request whose headers say something else than its body is refused.
-func checkModern(h http.Header, req *jsonrpc.Request) (requestMeta, error) {
+func checkStatelessHeaders(h http.Header, req *jsonrpc.Request) (requestMeta, error) {
 	meta := readMeta(req.Params)
 	hv := h.Get(headerProtocolVersion)
 	switch {
