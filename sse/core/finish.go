@@ -1,4 +1,4 @@
-package sse
+package core
 
 import (
 	"context"
@@ -62,12 +62,12 @@ func (s *Server) finishStream(ctx context.Context, sess *registry.Session, post 
 	var final []byte
 	if err == nil {
 		var raw []byte
-		if raw, err = s.encodeResult(res, rr); err == nil {
-			final = encodeResult(rr.req.ID, raw)
+		if raw, err = s.MarshalResult(res, rr); err == nil {
+			final = EncodeResult(rr.RPC.ID, raw)
 		}
 	}
 	if err != nil {
-		final = encodeError(rr.req.ID, rpcError(err))
+		final = EncodeError(rr.RPC.ID, RPCError(err))
 	}
 	for {
 		select {
@@ -102,7 +102,7 @@ func (s *Server) finishStream(ctx context.Context, sess *registry.Session, post 
 // an rpcRequest of sess, the method it calls, and its deadline, counted from when the
 // request was stored. The request is the stream's first record, or comes after the
 // few the tool put on the stream before it opened (callJSONOrStream).
-func (s *Server) loggedCall(ctx context.Context, sess *registry.Session, subject string) (*rpcRequest, *registry.Method, time.Time, error) {
+func (s *Server) loggedCall(ctx context.Context, sess *registry.Session, subject string) (*Request, *registry.Method, time.Time, error) {
 	var m *jetstream.RawStreamMsg
 	for seq, n := uint64(1), 0; ; n++ {
 		var err error
@@ -123,7 +123,7 @@ func (s *Server) loggedCall(ctx context.Context, sess *registry.Session, subject
 	if err != nil || !ok {
 		return nil, nil, time.Time{}, fmt.Errorf("sse: event log: %s begins with no request: %v", subject, err)
 	}
-	rr := &rpcRequest{p: registry.Principal{Account: sess.Account}, tool: sess.Tool, sess: sess, req: req}
+	rr := &Request{Principal: registry.Principal{Account: sess.Account}, Tool: sess.Tool, Session: sess, RPC: req}
 	params, err := rr.callParams()
 	if err != nil {
 		return nil, nil, time.Time{}, err
@@ -131,7 +131,7 @@ func (s *Server) loggedCall(ctx context.Context, sess *registry.Session, subject
 	method := &registry.Method{Name: params.Name}
 	if t := s.view.Snapshot().RawTool(sess.Tool); t != nil {
 		for i := range t.Tool.Methods {
-			if mcpName(&t.Tool.Methods[i]) == params.Name {
+			if MCPName(&t.Tool.Methods[i]) == params.Name {
 				method = &t.Tool.Methods[i]
 			}
 		}

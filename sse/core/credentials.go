@@ -1,4 +1,4 @@
-package sse
+package core
 
 import (
 	"crypto/sha256"
@@ -149,7 +149,7 @@ func (s *Server) sweepSessions(now time.Time) time.Time {
 	for _, id := range ending {
 		if _, known := s.index.Get(id); known { // another edge may have ended it meanwhile
 			s.log.Info("ending a session whose credential was revoked", "session", id)
-			s.endSession(id)
+			s.EndSession(id)
 		}
 	}
 	return next

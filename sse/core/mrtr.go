@@ -1,4 +1,4 @@
-package sse
+package core
 
 import (
 	"bytes"
@@ -98,9 +98,9 @@ func readWorkerRequest(rec registry.Record) (workerRequest, bool) {
 // requests, and a follower of the round's out subject, where they arrive. Nothing is
 // stored until the worker asks (storeRound): a call that asks nothing costs the
 // event log nothing.
-func (s *Server) openRound(r *rpcRequest) (*round, *registry.Follower, error) {
+func (s *Server) openRound(r *Request) (*round, *registry.Follower, error) {
 	rd := &round{session: registry.NewID(""), post: registry.NewID("")}
-	f, err := s.events.Follow(s.subj.SessionOut(r.tool, rd.session))
+	f, err := s.events.Follow(s.subj.SessionOut(r.Tool, rd.session))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -109,11 +109,11 @@ func (s *Server) openRound(r *rpcRequest) (*round, *registry.Follower, error) {
 
 // storeRound stores a round's call, with the account that made it, for the edge
 // that serves the client's retry.
-func (s *Server) storeRound(r *rpcRequest, rd *round) error {
+func (s *Server) storeRound(r *Request, rd *round) error {
 	ctx, cancel := s.detached()
 	defer cancel()
-	subject := s.events.PostSubject(r.tool, rd.session, rd.post)
-	if _, err := s.events.Append(ctx, subject, r.req.Params, nats.Header{headerEvent: {eventRequest}, headerAccount: {r.p.Account}}, ""); err != nil {
+	subject := s.events.PostSubject(r.Tool, rd.session, rd.post)
+	if _, err := s.events.Append(ctx, subject, r.RPC.Params, nats.Header{headerEvent: {eventRequest}, headerAccount: {r.Principal.Account}}, ""); err != nil {
 		return fmt.Errorf("sse: storing a call's round: %w", err)
 	}
 	return nil
@@ -128,25 +128,25 @@ const (
 
 // storeAnswer stores the outcome of a round's call, which the edge serving the
 // client's last retry waits for.
-func (s *Server) storeAnswer(r *rpcRequest, rd *round, m *registry.Method, reply *wire.Reply, callErr error) {
-	res, err := toolAnswer(r.tool, m, reply, callErr)
+func (s *Server) storeAnswer(r *Request, rd *round, m *registry.Method, reply *wire.Reply, callErr error) {
+	res, err := toolAnswer(r.Tool, m, reply, callErr)
 	data, event := []byte(nil), eventAnswer
 	if err != nil {
-		data, _ = json.Marshal(rpcError(err))
+		data, _ = json.Marshal(RPCError(err))
 		event = eventError
 	} else if data, err = json.Marshal(res); err != nil {
-		data, _ = json.Marshal(rpcError(err))
+		data, _ = json.Marshal(RPCError(err))
 		event = eventError
 	}
 	ctx, cancel := s.detached()
 	defer cancel()
-	subject := s.events.ReplySubject(s.events.PostSubject(r.tool, rd.session, rd.post))
+	subject := s.events.ReplySubject(s.events.PostSubject(r.Tool, rd.session, rd.post))
 	hdr := nats.Header{headerEvent: {event}}
 	if instance := replyInstance(reply); wire.ValidToken(instance) {
 		hdr.Set(wire.HeaderInstance, instance) // the one holding a task the answer made
 	}
 	if _, err := s.events.Append(ctx, subject, data, hdr, ""); err != nil {
-		s.log.Warn("storing a round's answer", "tool", r.tool, "err", err)
+		s.log.Warn("storing a round's answer", "tool", r.Tool, "err", err)
 	}
 }
 
@@ -176,17 +176,17 @@ func (h *handoff) finish() bool {
 
 // resumeRound serves the retry of a call that asked for input: it hands the client's
 // answers to the worker and waits for the tool's answer or its next requests.
-func (s *Server) resumeRound(ctx context.Context, r *rpcRequest, params *mcp.CallToolParamsRaw, m *registry.Method) (any, error) {
+func (s *Server) resumeRound(ctx context.Context, r *Request, params *mcp.CallToolParamsRaw, m *registry.Method) (any, error) {
 	rd, ok := parseRound(params.RequestState)
 	if !ok {
-		return nil, invalidParams("tools/call: requestState was not made by this server")
+		return nil, InvalidParams("tools/call: requestState was not made by this server")
 	}
-	subject := s.events.PostSubject(r.tool, rd.session, rd.post)
+	subject := s.events.PostSubject(r.Tool, rd.session, rd.post)
 	deadline, err := s.roundDeadline(ctx, r, params.Name, subject, m)
 	if err != nil {
 		return nil, err
 	}
-	requests, err := s.events.Follow(s.subj.SessionOut(r.tool, rd.session))
+	requests, err := s.events.Follow(s.subj.SessionOut(r.Tool, rd.session))
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +212,7 @@ func (s *Server) resumeRound(ctx context.Context, r *rpcRequest, params *mcp.Cal
 		return s.roundAnswer(ctx, r, m, out)
 	case reqs := <-asked:
 		if len(reqs) == 0 {
-			return toolAnswer(r.tool, m, nil, errRoundTimeout(ctx))
+			return toolAnswer(r.Tool, m, nil, errRoundTimeout(ctx))
 		}
 		return s.askInput(rd, reqs), nil
 	}
@@ -220,15 +220,15 @@ func (s *Server) resumeRound(ctx context.Context, r *rpcRequest, params *mcp.Cal
 
 // roundDeadline checks that the call a round's POST subject keeps is one of r's
 // account, of the tool method name, still kept, and returns its deadline.
-func (s *Server) roundDeadline(ctx context.Context, r *rpcRequest, name, subject string, m *registry.Method) (time.Time, error) {
+func (s *Server) roundDeadline(ctx context.Context, r *Request, name, subject string, m *registry.Method) (time.Time, error) {
 	first, err := s.events.Get(ctx, subject, 1)
-	if err != nil || first.Header.Get(headerAccount) != r.p.Account || first.Header.Get(headerEvent) != eventRequest {
+	if err != nil || first.Header.Get(headerAccount) != r.Principal.Account || first.Header.Get(headerEvent) != eventRequest {
 		// Unknown, expired, or another account's: the same answer for each.
-		return time.Time{}, invalidParams("tools/call: requestState names no call of this link that is still running")
+		return time.Time{}, InvalidParams("tools/call: requestState names no call of this link that is still running")
 	}
 	var orig mcp.CallToolParamsRaw
 	if json.Unmarshal(first.Data, &orig) != nil || orig.Name != name {
-		return time.Time{}, invalidParams("tools/call: requestState belongs to a call of another tool than %q", name)
+		return time.Time{}, InvalidParams("tools/call: requestState belongs to a call of another tool than %q", name)
 	}
 	return first.Time.Add(s.gw.Timeout(m, 0)), nil
 }
@@ -236,7 +236,7 @@ func (s *Server) roundDeadline(ctx context.Context, r *rpcRequest, name, subject
 // passAnswers hands the worker the client's answers to the requests a round handed
 // it, read from requests, and returns those the client left unanswered; requests
 // then follows what comes after them.
-func (s *Server) passAnswers(ctx context.Context, r *rpcRequest, rd round, requests *registry.Follower, answers mcp.InputResponseMap) ([]workerRequest, error) {
+func (s *Server) passAnswers(ctx context.Context, r *Request, rd round, requests *registry.Follower, answers mcp.InputResponseMap) ([]workerRequest, error) {
 	requests.Next = rd.from
 	var handed []workerRequest
 	if _, err := requests.Stored(ctx, func(rec registry.Record) bool {
@@ -252,7 +252,7 @@ func (s *Server) passAnswers(ctx context.Context, r *rpcRequest, rd round, reque
 	}
 	requests.Next = rd.to + 1
 	if len(handed) == 0 {
-		return nil, invalidParams("tools/call: requestState names no request of this call")
+		return nil, InvalidParams("tools/call: requestState names no request of this call")
 	}
 	var unanswered []workerRequest
 	for _, wr := range handed {
@@ -263,14 +263,14 @@ func (s *Server) passAnswers(ctx context.Context, r *rpcRequest, rd round, reque
 		}
 		raw, err := json.Marshal(answer)
 		if err != nil {
-			return nil, invalidParams("tools/call: inputResponses[%q]: %v", wr.id, err)
+			return nil, InvalidParams("tools/call: inputResponses[%q]: %v", wr.id, err)
 		}
 		body, _ := json.Marshal(struct {
 			JSONRPC string          `json:"jsonrpc"`
 			ID      string          `json:"id"`
 			Result  json.RawMessage `json:"result"`
 		}{"2.0", wr.id, raw})
-		if err := s.nc.Publish(s.subj.SessionReply(r.tool, rd.session, wr.id), body); err != nil {
+		if err := s.nc.Publish(s.subj.SessionReply(r.Tool, rd.session, wr.id), body); err != nil {
 			return nil, fmt.Errorf("sse: passing an input response on: %w", err)
 		}
 	}
@@ -286,12 +286,12 @@ type roundOutcome struct {
 
 // roundAnswer is the tools/call result a retry gets from the stored answer of its
 // round's call.
-func (s *Server) roundAnswer(ctx context.Context, r *rpcRequest, m *registry.Method, out roundOutcome) (any, error) {
+func (s *Server) roundAnswer(ctx context.Context, r *Request, m *registry.Method, out roundOutcome) (any, error) {
 	if out.err != nil && ctx.Err() == nil {
 		return nil, out.err
 	}
 	if out.reply == nil {
-		return toolAnswer(r.tool, m, nil, errRoundTimeout(ctx))
+		return toolAnswer(r.Tool, m, nil, errRoundTimeout(ctx))
 	}
 	if out.reply.Header.Get(headerEvent) == eventError {
 		var e wire.RPCError
@@ -410,7 +410,7 @@ type toolState struct {
 // sealInputRequired hands the client a tool's own input_required result, with its
 // requestState, if any, stored and replaced by one naming the record. Any other
 // result is left as it is.
-func (s *Server) sealInputRequired(r *rpcRequest, name string, res any) (any, error) {
+func (s *Server) sealInputRequired(r *Request, name string, res any) (any, error) {
 	fields, ok := resultOfType(res, "input_required")
 	if !ok {
 		return res, nil
@@ -449,16 +449,16 @@ func resultOfType(res any, rt string) (map[string]json.RawMessage, bool) {
 // by r's account, with hdr, on a subject of r's tool of its own, and returns the
 // reference that names it: prefix and the subject's two ids. The record is stored
 // (acknowledged) when it returns.
-func (s *Server) storeRef(r *rpcRequest, prefix, event string, data []byte, hdr nats.Header) (string, error) {
+func (s *Server) storeRef(r *Request, prefix, event string, data []byte, hdr nats.Header) (string, error) {
 	if hdr == nil {
 		hdr = nats.Header{}
 	}
 	hdr.Set(headerEvent, event)
-	hdr.Set(headerAccount, r.p.Account)
+	hdr.Set(headerAccount, r.Principal.Account)
 	session, post := registry.NewID(""), registry.NewID("")
 	ctx, cancel := s.detached()
 	defer cancel()
-	if _, err := s.events.Append(ctx, s.events.PostSubject(r.tool, session, post), data, hdr, ""); err != nil {
+	if _, err := s.events.Append(ctx, s.events.PostSubject(r.Tool, session, post), data, hdr, ""); err != nil {
 		return "", err
 	}
 	return prefix + session + "." + post, nil
@@ -467,13 +467,13 @@ func (s *Server) storeRef(r *rpcRequest, prefix, event string, data []byte, hdr 
 // openRef is the record a reference storeRef made names, when it is of kind event,
 // of r's tool and of r's account; nil for a reference that is unknown, expired,
 // another account's or tool's, or made up: the same for each.
-func (s *Server) openRef(ctx context.Context, r *rpcRequest, prefix, event, ref string) *jetstream.RawStreamMsg {
+func (s *Server) openRef(ctx context.Context, r *Request, prefix, event, ref string) *jetstream.RawStreamMsg {
 	session, post, ok := strings.Cut(strings.TrimPrefix(ref, prefix), ".")
 	if !strings.HasPrefix(ref, prefix) || !ok || !wire.ValidToken(session) || !wire.ValidToken(post) {
 		return nil
 	}
-	msg, err := s.events.Get(ctx, s.events.PostSubject(r.tool, session, post), 1)
-	if err != nil || msg.Header.Get(headerEvent) != event || subtle.ConstantTimeCompare([]byte(msg.Header.Get(headerAccount)), []byte(r.p.Account)) != 1 {
+	msg, err := s.events.Get(ctx, s.events.PostSubject(r.Tool, session, post), 1)
+	if err != nil || msg.Header.Get(headerEvent) != event || subtle.ConstantTimeCompare([]byte(msg.Header.Get(headerAccount)), []byte(r.Principal.Account)) != 1 {
 		return nil
 	}
 	return msg
@@ -481,32 +481,32 @@ func (s *Server) openRef(ctx context.Context, r *rpcRequest, prefix, event, ref 
 
 // openToolState is the tool's own requestState a retry's state names, once checked to
 // be the caller's, of the same tool and method.
-func (s *Server) openToolState(ctx context.Context, r *rpcRequest, name, state string) (string, error) {
+func (s *Server) openToolState(ctx context.Context, r *Request, name, state string) (string, error) {
 	msg := s.openRef(ctx, r, toolStatePrefix, eventToolState, state)
 	if msg == nil {
-		return "", invalidParams("%s: requestState names no input request of this link's", r.req.Method)
+		return "", InvalidParams("%s: requestState names no input request of this link's", r.RPC.Method)
 	}
 	var rec toolState
 	if json.Unmarshal(msg.Data, &rec) != nil || rec.Name != name {
-		return "", invalidParams("%s: requestState belongs to a request of another tool, prompt or resource than %q", r.req.Method, name)
+		return "", InvalidParams("%s: requestState belongs to a request of another tool, prompt or resource than %q", r.RPC.Method, name)
 	}
 	return rec.State, nil
 }
 
 // inputHeaders are the headers that carry a 2026-07-28 call's revision, and, on a
 // retry, the tool's own requestState and the client's answers, to the worker.
-func inputHeaders(r *rpcRequest, toolState string) (nats.Header, error) {
-	h := nats.Header{wire.HeaderProtocolVersion: {r.meta.ProtocolVersion}}
+func inputHeaders(r *Request, toolState string) (nats.Header, error) {
+	h := nats.Header{wire.HeaderProtocolVersion: {r.Meta.ProtocolVersion}}
 	if toolState != "" {
 		h.Set(wire.HeaderRequestState, toolState)
 	}
 	var retry struct {
 		InputResponses json.RawMessage `json:"inputResponses"`
 	}
-	if json.Unmarshal(r.req.Params, &retry) == nil && len(retry.InputResponses) > 0 {
+	if json.Unmarshal(r.RPC.Params, &retry) == nil && len(retry.InputResponses) > 0 {
 		var b bytes.Buffer
 		if err := json.Compact(&b, retry.InputResponses); err != nil || b.Bytes()[0] != '{' {
-			return nil, invalidParams("tools/call: inputResponses must be an object")
+			return nil, InvalidParams("tools/call: inputResponses must be an object")
 		}
 		h.Set(wire.HeaderInputResponses, b.String())
 	}
@@ -520,19 +520,19 @@ var inputRequiredMethods = map[string]bool{"prompts/get": true, "resources/read"
 // forwardedInput is a forwarded 2026-07-28 request that may take input as it goes to
 // the worker: with the tool's own requestState in place of the seal the client
 // echoed, and its revision in a header. name is the prompt or resource it names.
-func (s *Server) forwardedInput(ctx context.Context, r *rpcRequest, name string) ([]byte, nats.Header, error) {
-	header := nats.Header{wire.HeaderProtocolVersion: {r.meta.ProtocolVersion}}
+func (s *Server) forwardedInput(ctx context.Context, r *Request, name string) ([]byte, nats.Header, error) {
+	header := nats.Header{wire.HeaderProtocolVersion: {r.Meta.ProtocolVersion}}
 	var params map[string]json.RawMessage
-	if json.Unmarshal(r.req.Params, &params) != nil {
-		return r.req.Params, header, nil // the gateway refuses it as no object
+	if json.Unmarshal(r.RPC.Params, &params) != nil {
+		return r.RPC.Params, header, nil // the gateway refuses it as no object
 	}
 	raw, ok := params["requestState"]
 	if !ok {
-		return r.req.Params, header, nil
+		return r.RPC.Params, header, nil
 	}
 	var sealed string
 	if json.Unmarshal(raw, &sealed) != nil {
-		return nil, nil, invalidParams("%s: requestState must be a string", r.req.Method)
+		return nil, nil, InvalidParams("%s: requestState must be a string", r.RPC.Method)
 	}
 	state, err := s.openToolState(ctx, r, name, sealed)
 	if err != nil {

@@ -1,4 +1,4 @@
-package sse
+package core
 
 import (
 	"context"
@@ -16,23 +16,23 @@ import (
 	"github.com/toolgate/toolgate/registry"
 )
 
-// rpcRequest is one JSON-RPC request of a client, with what is known about where it
+// Request is one JSON-RPC request of a client, with what is known about where it
 // came from and where its notifications go.
-type rpcRequest struct {
-	p         registry.Principal
-	tool      string
-	sess      *registry.Session // nil on 2026-07-28, and before initialize on Streamable HTTP
-	stateless bool              // of a stateless revision (2026-07-28): no session, metadata in params._meta
-	meta      requestMeta
-	req       *jsonrpc.Request
-	// notify sends a notification about this request to its client; nil drops them
+type Request struct {
+	Principal registry.Principal
+	Tool      string
+	Session   *registry.Session // nil on 2026-07-28, and before initialize on Streamable HTTP
+	Stateless bool              // of a stateless revision (2026-07-28): no session, metadata in params._meta
+	Meta      RequestMeta
+	RPC       *jsonrpc.Request
+	// Notify sends a notification about this request to its client; nil drops them
 	// (a JSON response has no room for any).
-	notify func(msg []byte)
-	// replyTo is where the tool answers a tools/call answered with a stream: the event
+	Notify func(msg []byte)
+	// ReplyTo is where the tool answers a tools/call answered with a stream: the event
 	// log, so that any edge can finish the stream should this one be lost.
-	replyTo string
-	// post names the POST stream the request is answered on, when it is.
-	post string
+	ReplyTo string
+	// Post names the POST stream the request is answered on, when it is.
+	Post string
 
 	call    *mcp.CallToolParamsRaw // the params of a tools/call, once read
 	callErr error
@@ -43,54 +43,54 @@ type rpcRequest struct {
 
 // callParams reads the params of a tools/call once, for every step that looks at
 // them.
-func (r *rpcRequest) callParams() (*mcp.CallToolParamsRaw, error) {
+func (r *Request) callParams() (*mcp.CallToolParamsRaw, error) {
 	if r.call == nil && r.callErr == nil {
 		r.call = new(mcp.CallToolParamsRaw)
-		if scanCallParams(r.req.Params, r.call) {
+		if scanCallParams(r.RPC.Params, r.call) {
 			return r.call, nil
 		}
 		*r.call = mcp.CallToolParamsRaw{}
-		if err := json.Unmarshal(r.req.Params, r.call); err != nil {
-			r.call, r.callErr = nil, invalidParams("tools/call: %v", err)
+		if err := json.Unmarshal(r.RPC.Params, r.call); err != nil {
+			r.call, r.callErr = nil, InvalidParams("tools/call: %v", err)
 		}
 	}
 	return r.call, r.callErr
 }
 
-// metaVersion is the protocol revision the request's params._meta names, which
+// MetaVersion is the protocol revision the request's params._meta names, which
 // requests of 2026-07-28 carry; "" for none.
-func (r *rpcRequest) metaVersion() string {
-	if r.req.Method == methodToolsCall {
+func (r *Request) MetaVersion() string {
+	if r.RPC.Method == MethodToolsCall {
 		// Read once, for every step that needs the params.
 		if params, err := r.callParams(); err == nil {
 			v, _ := params.Meta[mcp.MetaKeyProtocolVersion].(string)
 			return v
 		}
 	}
-	return readMeta(r.req.Params).ProtocolVersion
+	return ReadMeta(r.RPC.Params).ProtocolVersion
 }
 
-// handle answers a request and returns the result's JSON. Errors are for rpcError.
-func (s *Server) handle(ctx context.Context, r *rpcRequest) (json.RawMessage, error) {
+// Handle answers a request and returns the result's JSON. Errors are for rpcError.
+func (s *Server) Handle(ctx context.Context, r *Request) (json.RawMessage, error) {
 	var result any
 	var err error
 	// A request of 2026-07-28 naming a method that revision removed never gets
 	// here (serveStateless answers it).
-	switch r.req.Method {
-	case methodInitialize:
+	switch r.RPC.Method {
+	case MethodInitialize:
 		result, err = s.initialize(ctx, r)
-	case methodPing:
+	case MethodPing:
 		result = struct{}{}
 	case methodDiscover:
-		if !r.stateless {
+		if !r.Stateless {
 			// A legacy session has negotiated already; a client probing for
 			// 2026-07-28 over the legacy SSE transport falls back on this.
-			return nil, methodNotFound(r.req.Method, http.StatusOK)
+			return nil, MethodNotFound(r.RPC.Method, http.StatusOK)
 		}
 		result, err = s.discover(r)
 	case methodToolsList:
 		result, err = s.listTools(ctx, r)
-	case methodToolsCall:
+	case MethodToolsCall:
 		result, err = s.callTool(ctx, r)
 	case methodSetLevel:
 		result, err = s.setLevel(ctx, r)
@@ -100,38 +100,38 @@ func (s *Server) handle(ctx context.Context, r *rpcRequest) (json.RawMessage, er
 			break
 		}
 		status := http.StatusOK
-		if r.stateless {
+		if r.Stateless {
 			status = http.StatusNotFound
 		}
-		return nil, methodNotFound(r.req.Method, status)
+		return nil, MethodNotFound(r.RPC.Method, status)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return s.encodeResult(result, r)
+	return s.MarshalResult(result, r)
 }
 
-// encodeResult marshals a result in the shape of the request's revision: on
+// MarshalResult marshals a result in the shape of the request's revision: on
 // 2026-07-28 every result says whether it is complete (unless the tool said it needs
 // input) and who produced it; cacheable results carry the caching hints of 2026-07-28
 // and only there.
-func (s *Server) encodeResult(result any, r *rpcRequest) (json.RawMessage, error) {
+func (s *Server) MarshalResult(result any, r *Request) (json.RawMessage, error) {
 	b, err := json.Marshal(result)
 	if err != nil {
-		return nil, fmt.Errorf("sse: encode %s result: %w", r.req.Method, err)
+		return nil, fmt.Errorf("sse: encode %s result: %w", r.RPC.Method, err)
 	}
-	isCacheable := cacheable[r.req.Method]
-	if !r.stateless && !isCacheable {
+	isCacheable := cacheable[r.RPC.Method]
+	if !r.Stateless && !isCacheable {
 		return b, nil
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(b, &fields); err != nil {
-		return nil, fmt.Errorf("sse: encode %s result: %w", r.req.Method, err)
+		return nil, fmt.Errorf("sse: encode %s result: %w", r.RPC.Method, err)
 	}
 	if isCacheable {
-		shapeCacheable(fields, r.stateless)
+		shapeCacheable(fields, r.Stateless)
 	}
-	if r.stateless {
+	if r.Stateless {
 		meta := map[string]json.RawMessage{}
 		if m, ok := fields["_meta"]; ok {
 			_ = json.Unmarshal(m, &meta)
@@ -146,14 +146,14 @@ func (s *Server) encodeResult(result any, r *rpcRequest) (json.RawMessage, error
 	return json.Marshal(fields)
 }
 
-func (s *Server) toolTitle(r *rpcRequest) string {
-	if t, err := s.view.Snapshot().Tool(r.p, r.tool); err == nil {
+func (s *Server) toolTitle(r *Request) string {
+	if t, err := s.view.Snapshot().Tool(r.Principal, r.Tool); err == nil {
 		if t.Tool.Title != "" {
 			return t.Tool.Title
 		}
 		return t.Tool.ID
 	}
-	return r.tool
+	return r.Tool
 }
 
 // initializeResult answers initialize. Capabilities are raw: they carry what the
@@ -165,30 +165,30 @@ type initializeResult struct {
 	Instructions    string              `json:"instructions,omitempty"`
 }
 
-func (s *Server) initialize(ctx context.Context, r *rpcRequest) (*initializeResult, error) {
+func (s *Server) initialize(ctx context.Context, r *Request) (*initializeResult, error) {
 	var params struct {
 		ProtocolVersion string          `json:"protocolVersion"`
 		Capabilities    json.RawMessage `json:"capabilities"`
 		ClientInfo      json.RawMessage `json:"clientInfo"`
 	}
-	if len(r.req.Params) > 0 {
-		if err := json.Unmarshal(r.req.Params, &params); err != nil {
-			return nil, invalidParams("initialize: %v", err)
+	if len(r.RPC.Params) > 0 {
+		if err := json.Unmarshal(r.RPC.Params, &params); err != nil {
+			return nil, InvalidParams("initialize: %v", err)
 		}
 	}
-	t, err := s.view.Snapshot().Tool(r.p, r.tool)
+	t, err := s.view.Snapshot().Tool(r.Principal, r.Tool)
 	if err != nil {
 		return nil, err
 	}
 	version := negotiate(params.ProtocolVersion)
-	if r.sess == nil {
-		sess, err := s.newSession(ctx, r.p, r.tool, version, params.ClientInfo, params.Capabilities, false)
+	if r.Session == nil {
+		sess, err := s.NewSession(ctx, r.Principal, r.Tool, version, params.ClientInfo, params.Capabilities, false)
 		if err != nil {
 			return nil, err
 		}
-		r.sess = sess
+		r.Session = sess
 	} else {
-		err := s.updateSession(ctx, r.sess, func(sess *registry.Session) {
+		err := s.updateSession(ctx, r.Session, func(sess *registry.Session) {
 			sess.ProtocolVersion, sess.ClientInfo, sess.Capabilities = version, params.ClientInfo, params.Capabilities
 		})
 		if err != nil {
@@ -214,38 +214,38 @@ type discoverResult struct {
 	Instructions      string          `json:"instructions,omitempty"`
 }
 
-func (s *Server) discover(r *rpcRequest) (*discoverResult, error) {
-	t, err := s.view.Snapshot().Tool(r.p, r.tool)
+func (s *Server) discover(r *Request) (*discoverResult, error) {
+	t, err := s.view.Snapshot().Tool(r.Principal, r.Tool)
 	if err != nil {
 		return nil, err
 	}
-	return &discoverResult{SupportedVersions: supportedVersions, Capabilities: capabilities(t.Tool, true), Instructions: t.Tool.Description}, nil
+	return &discoverResult{SupportedVersions: SupportedVersions, Capabilities: capabilities(t.Tool, true), Instructions: t.Tool.Description}, nil
 }
 
-// mcpName is a method's name as MCP clients see it.
-func mcpName(m *registry.Method) string {
+// MCPName is a method's name as MCP clients see it.
+func MCPName(m *registry.Method) string {
 	if m.MCPName != "" {
 		return m.MCPName
 	}
 	return m.Name
 }
 
-func (s *Server) listTools(ctx context.Context, r *rpcRequest) (any, error) {
-	t, err := s.view.Snapshot().Tool(r.p, r.tool)
+func (s *Server) listTools(ctx context.Context, r *Request) (any, error) {
+	t, err := s.view.Snapshot().Tool(r.Principal, r.Tool)
 	if err != nil {
 		return nil, err
 	}
-	if t.Tool.Capabilities.SessionTools && r.sess != nil && !r.stateless {
+	if t.Tool.Capabilities.SessionTools && r.Session != nil && !r.Stateless {
 		if list, err := s.sessionTools(ctx, r, t.Tool); err == nil {
 			return list, nil
 		} else {
-			s.log.Debug("the tool did not list its tools for the session; listing its methods", "session", r.sess.ID, "err", err)
+			s.log.Debug("the tool did not list its tools for the session; listing its methods", "session", r.Session.ID, "err", err)
 		}
 	}
 	tools := make([]*mcp.Tool, 0, len(t.Tool.Methods))
 	for i := range t.Tool.Methods {
 		m := &t.Tool.Methods[i]
-		mt := &mcp.Tool{Name: mcpName(m), Title: m.Title, Description: m.Description, InputSchema: json.RawMessage(`{"type":"object"}`)}
+		mt := &mcp.Tool{Name: MCPName(m), Title: m.Title, Description: m.Description, InputSchema: json.RawMessage(`{"type":"object"}`)}
 		if len(m.InputSchema) > 0 {
 			mt.InputSchema = m.InputSchema
 		}
@@ -266,7 +266,7 @@ func (s *Server) listTools(ctx context.Context, r *rpcRequest) (any, error) {
 // sessionTools asks the tool's workers which of its tools the session's client may
 // see, and lists them as the server behind the tool describes them, keeping only those
 // that are methods of the tool.
-func (s *Server) sessionTools(ctx context.Context, r *rpcRequest, t *registry.Tool) (any, error) {
+func (s *Server) sessionTools(ctx context.Context, r *Request, t *registry.Tool) (any, error) {
 	raw, err := s.forward(ctx, r)
 	if err != nil {
 		return nil, err
@@ -279,7 +279,7 @@ func (s *Server) sessionTools(ctx context.Context, r *rpcRequest, t *registry.To
 	}
 	known := map[string]bool{}
 	for i := range t.Methods {
-		known[mcpName(&t.Methods[i])] = true
+		known[MCPName(&t.Methods[i])] = true
 	}
 	out := struct {
 		Tools []json.RawMessage `json:"tools"`
@@ -295,55 +295,55 @@ func (s *Server) sessionTools(ctx context.Context, r *rpcRequest, t *registry.To
 	return out, nil
 }
 
-func (s *Server) setLevel(ctx context.Context, r *rpcRequest) (any, error) {
+func (s *Server) setLevel(ctx context.Context, r *Request) (any, error) {
 	var params mcp.SetLoggingLevelParams
-	if err := json.Unmarshal(r.req.Params, &params); err != nil || !slices.Contains(logLevels, string(params.Level)) {
-		return nil, invalidParams("logging/setLevel: level must be one of %v", logLevels)
+	if err := json.Unmarshal(r.RPC.Params, &params); err != nil || !slices.Contains(logLevels, string(params.Level)) {
+		return nil, InvalidParams("logging/setLevel: level must be one of %v", logLevels)
 	}
-	if err := s.updateSession(ctx, r.sess, func(sess *registry.Session) { sess.LogLevel = string(params.Level) }); err != nil {
+	if err := s.updateSession(ctx, r.Session, func(sess *registry.Session) { sess.LogLevel = string(params.Level) }); err != nil {
 		return nil, err
 	}
 	// A tool whose own MCP server logs (a bridged one) is told too, so that the
 	// messages its server sends outside any call are filtered as the client asked.
-	if t, err := s.view.Snapshot().Tool(r.p, r.tool); err == nil {
+	if t, err := s.view.Snapshot().Tool(r.Principal, r.Tool); err == nil {
 		if c := t.Tool.Capabilities; c.Logging && (c.SessionTools || c.Resources || c.Prompts || c.Completions) {
 			if _, err := s.forward(ctx, r); err != nil {
-				s.log.Debug("the tool did not take the log level", "session", r.sess.ID, "err", err)
+				s.log.Debug("the tool did not take the log level", "session", r.Session.ID, "err", err)
 			}
 		}
 	}
 	return struct{}{}, nil
 }
 
-// notification takes a client's notification. Only cancellation needs doing.
-func (s *Server) notification(r *rpcRequest) {
-	if r.req.Method != notifyCancelled || r.sess == nil {
+// Notification takes a client's notification. Only cancellation needs doing.
+func (s *Server) Notification(r *Request) {
+	if r.RPC.Method != notifyCancelled || r.Session == nil {
 		return
 	}
 	var params struct {
 		RequestID any `json:"requestId"`
 	}
-	if json.Unmarshal(r.req.Params, &params) != nil {
+	if json.Unmarshal(r.RPC.Params, &params) != nil {
 		return
 	}
 	id, err := jsonrpc.MakeID(params.RequestID)
 	if err != nil || !id.IsValid() {
 		return
 	}
-	callID := callRequestID(r.sess.ID, id)
+	callID := callRequestID(r.Session.ID, id)
 	if s.calls.cancel(callID) {
 		return
 	}
 	// The call runs on another edge, which follows the cancel subject as the
 	// worker does.
-	if err := s.nc.Publish(s.subj.Cancel(r.tool, callID), nil); err != nil {
-		s.log.Warn("publishing cancel", "session", r.sess.ID, "err", err)
+	if err := s.nc.Publish(s.subj.Cancel(r.Tool, callID), nil); err != nil {
+		s.log.Warn("publishing cancel", "session", r.Session.ID, "err", err)
 	}
 }
 
-// relayAnswer hands a client's answer to a server-initiated request to the worker
+// RelayAnswer hands a client's answer to a server-initiated request to the worker
 // waiting for it, wherever it runs.
-func (s *Server) relayAnswer(sess *registry.Session, resp *jsonrpc.Response, raw []byte) error {
+func (s *Server) RelayAnswer(sess *registry.Session, resp *jsonrpc.Response, raw []byte) error {
 	var id string
 	switch v := resp.ID.Raw().(type) {
 	case string:

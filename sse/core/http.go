@@ -1,4 +1,4 @@
-package sse
+package core
 
 import (
 	"bytes"
@@ -14,15 +14,15 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
-// guard applies the checks every MCP request passes before anything else: DNS
+// Guard applies the checks every MCP request passes before anything else: DNS
 // rebinding protection (Host on a loopback listener, Origin always) and shutdown.
-func (s *Server) guard(w http.ResponseWriter, r *http.Request) bool {
+func (s *Server) Guard(w http.ResponseWriter, r *http.Request) bool {
 	if onLoopback(r) && !s.hostAllowed(r.Host) {
-		s.refuse(w, http.StatusForbidden, fmt.Sprintf("Forbidden: host %q is not served here", r.Host))
+		s.Refuse(w, http.StatusForbidden, fmt.Sprintf("Forbidden: host %q is not served here", r.Host))
 		return false
 	}
 	if o := r.Header.Get("Origin"); o != "" && !s.originAllowed(o, r.Host) {
-		s.refuse(w, http.StatusForbidden, fmt.Sprintf("Forbidden: origin %q is not allowed", o))
+		s.Refuse(w, http.StatusForbidden, fmt.Sprintf("Forbidden: origin %q is not allowed", o))
 		return false
 	}
 	return !s.refuseIfClosing(w)
@@ -73,42 +73,42 @@ func (s *Server) originAllowed(origin, host string) bool {
 	return false
 }
 
-// refuse answers a request that is turned away before any JSON-RPC message is read:
+// Refuse answers a request that is turned away before any JSON-RPC message is read:
 // a JSON-RPC error without an id, as MCP allows.
-func (s *Server) refuse(w http.ResponseWriter, status int, msg string) {
+func (s *Server) Refuse(w http.ResponseWriter, status int, msg string) {
 	code := int64(jsonrpc.CodeInvalidRequest)
-	writeJSON(w, status, encodeError(jsonrpc.ID{}, &jsonrpc.Error{Code: code, Message: msg}))
+	WriteJSON(w, status, EncodeError(jsonrpc.ID{}, &jsonrpc.Error{Code: code, Message: msg}))
 }
 
 // jsonContentType is shared by every JSON response; a header value is never
 // changed in place.
 var jsonContentType = []string{"application/json"}
 
-func writeJSON(w http.ResponseWriter, status int, body []byte) {
+func WriteJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
 
-// writeRPCError answers a request with err mapped to JSON-RPC, with the HTTP status
+// WriteRPCError answers a request with err mapped to JSON-RPC, with the HTTP status
 // the error calls for.
-func writeRPCError(w http.ResponseWriter, id jsonrpc.ID, err error) {
-	writeJSON(w, httpStatus(err), encodeError(id, rpcError(err)))
+func WriteRPCError(w http.ResponseWriter, id jsonrpc.ID, err error) {
+	WriteJSON(w, HTTPStatus(err), EncodeError(id, RPCError(err)))
 }
 
-// accepts is what a POST's Accept header allows. Clients that list only one of the
+// Accepts is what a POST's Accept header allows. Clients that list only one of the
 // two types MCP asks for are served in that type; no Accept at all means either.
-type accepts struct{ json, events bool }
+type Accepts struct{ JSON, Events bool }
 
-func parseAccept(h string) accepts {
+func ParseAccept(h string) Accepts {
 	switch h {
 	case "application/json, text/event-stream", "text/event-stream, application/json":
-		return accepts{true, true} // what clients send, read without parsing
+		return Accepts{true, true} // what clients send, read without parsing
 	}
 	if strings.TrimSpace(h) == "" {
-		return accepts{true, true}
+		return Accepts{true, true}
 	}
-	var a accepts
+	var a Accepts
 	for _, part := range strings.Split(h, ",") {
 		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
 		if err != nil {
@@ -116,25 +116,25 @@ func parseAccept(h string) accepts {
 		}
 		switch mt {
 		case "application/json":
-			a.json = true
+			a.JSON = true
 		case "text/event-stream":
-			a.events = true
+			a.Events = true
 		case "*/*", "application/*":
-			a.json = true
-			a.events = a.events || mt == "*/*"
+			a.JSON = true
+			a.Events = a.Events || mt == "*/*"
 		case "text/*":
-			a.events = true
+			a.Events = true
 		}
 	}
 	return a
 }
 
-// readMessage reads a POSTed JSON-RPC message, answering the request itself when it
+// ReadMessage reads a POSTed JSON-RPC message, answering the request itself when it
 // is not one (415, 413, 400).
-func (s *Server) readMessage(w http.ResponseWriter, r *http.Request) ([]byte, jsonrpc.Message, bool) {
+func (s *Server) ReadMessage(w http.ResponseWriter, r *http.Request) ([]byte, jsonrpc.Message, bool) {
 	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			s.refuse(w, http.StatusUnsupportedMediaType, fmt.Sprintf("Unsupported Media Type: %q; send application/json", ct))
+			s.Refuse(w, http.StatusUnsupportedMediaType, fmt.Sprintf("Unsupported Media Type: %q; send application/json", ct))
 			return nil, nil, false
 		}
 	}
@@ -142,21 +142,38 @@ func (s *Server) readMessage(w http.ResponseWriter, r *http.Request) ([]byte, js
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			s.refuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("message exceeds %d bytes", s.cfg.MaxMessageBytes))
+			s.Refuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("message exceeds %d bytes", s.cfg.MaxMessageBytes))
 			return nil, nil, false
 		}
-		s.refuse(w, http.StatusBadRequest, "reading the message: "+err.Error())
+		s.Refuse(w, http.StatusBadRequest, "reading the message: "+err.Error())
 		return nil, nil, false
 	}
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) > 0 && trimmed[0] == '[' {
-		writeRPCError(w, jsonrpc.ID{}, invalidRequest("JSON-RPC batches are not supported: send one message per POST"))
+		WriteRPCError(w, jsonrpc.ID{}, invalidRequest("JSON-RPC batches are not supported: send one message per POST"))
 		return nil, nil, false
 	}
 	msg, err := decodeMessage(trimmed)
 	if err != nil {
-		writeRPCError(w, jsonrpc.ID{}, parseError("Parse error: not a JSON-RPC 2.0 message: %v", err))
+		WriteRPCError(w, jsonrpc.ID{}, parseError("Parse error: not a JSON-RPC 2.0 message: %v", err))
 		return nil, nil, false
 	}
 	return trimmed, msg, true
+}
+
+// Answer writes a request's answer as JSON, or as a one-event stream to a client
+// that takes only streams.
+func (s *Server) Answer(w http.ResponseWriter, accept Accepts, id jsonrpc.ID, result []byte, err error) {
+	var body []byte
+	status := http.StatusOK
+	if err != nil {
+		body, status = EncodeError(id, RPCError(err)), HTTPStatus(err)
+	} else {
+		body = EncodeResult(id, result)
+	}
+	if accept.JSON || status != http.StatusOK {
+		WriteJSON(w, status, body)
+		return
+	}
+	_ = StartEvents(w, status).Event("", "message", body)
 }

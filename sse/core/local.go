@@ -1,4 +1,4 @@
-package sse
+package core
 
 import (
 	"crypto/sha256"
@@ -126,19 +126,19 @@ func (s *streamSet) end(session string) {
 // by tool. They have no session and no event log: a change is told to them directly.
 type listenerSet struct {
 	mu     sync.Mutex
-	byTool map[string]map[*listener]struct{}
+	byTool map[string]map[*Listener]struct{}
 }
 
-// listener is one subscriptions/listen stream: the lists that changed since it last
+// Listener is one subscriptions/listen stream: the lists that changed since it last
 // took them, and a wake-up when one did.
-type listener struct {
-	wake    chan struct{}
+type Listener struct {
+	Wake    chan struct{}
 	mu      sync.Mutex
 	changed map[string]bool // wire.ListTools, ...
 }
 
-// take returns the lists that changed since the last take.
-func (l *listener) take() map[string]bool {
+// Take returns the lists that changed since the last take.
+func (l *Listener) Take() map[string]bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c := l.changed
@@ -147,17 +147,17 @@ func (l *listener) take() map[string]bool {
 }
 
 func newListenerSet() *listenerSet {
-	return &listenerSet{byTool: map[string]map[*listener]struct{}{}}
+	return &listenerSet{byTool: map[string]map[*Listener]struct{}{}}
 }
 
 // add registers a listener on tool; its wake channel receives a value when one of the
 // tool's lists changes (changes in quick succession may arrive as one), and take says
 // which.
-func (l *listenerSet) add(tool string) (*listener, func()) {
-	ln := &listener{wake: make(chan struct{}, 1), changed: map[string]bool{}}
+func (l *listenerSet) add(tool string) (*Listener, func()) {
+	ln := &Listener{Wake: make(chan struct{}, 1), changed: map[string]bool{}}
 	l.mu.Lock()
 	if l.byTool[tool] == nil {
-		l.byTool[tool] = map[*listener]struct{}{}
+		l.byTool[tool] = map[*Listener]struct{}{}
 	}
 	l.byTool[tool][ln] = struct{}{}
 	l.mu.Unlock()
@@ -180,7 +180,7 @@ func (l *listenerSet) notify(tool, list string) {
 		ln.changed[list] = true
 		ln.mu.Unlock()
 		select {
-		case ln.wake <- struct{}{}:
+		case ln.Wake <- struct{}{}:
 		default:
 		}
 	}

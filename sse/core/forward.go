@@ -1,4 +1,4 @@
-package sse
+package core
 
 import (
 	"context"
@@ -55,15 +55,15 @@ func entryCarriesTasks(t *registry.ToolEntry) bool {
 
 // forwards reports whether r is a request the tool's workers answer. At 2026-07-28
 // the tasks methods are the extension's (tasks.go), those of 2025-11-25 unknown.
-func (s *Server) forwards(r *rpcRequest) bool {
-	declared, ok := forwarded[r.req.Method]
-	if r.stateless && strings.HasPrefix(r.req.Method, "tasks/") {
-		declared, ok = carriesTasksExtension, taskMethods[r.req.Method]
+func (s *Server) forwards(r *Request) bool {
+	declared, ok := forwarded[r.RPC.Method]
+	if r.Stateless && strings.HasPrefix(r.RPC.Method, "tasks/") {
+		declared, ok = carriesTasksExtension, taskMethods[r.RPC.Method]
 	}
 	if !ok {
 		return false
 	}
-	t, err := s.view.Snapshot().Tool(r.p, r.tool)
+	t, err := s.view.Snapshot().Tool(r.Principal, r.Tool)
 	return err == nil && declared(t.Tool.Capabilities)
 }
 
@@ -74,28 +74,28 @@ func (s *Server) forwards(r *rpcRequest) bool {
 // At 2026-07-28, a prompt or resource of the tool's server may ask for input: its
 // input_required result reaches the client with its requestState sealed, as a
 // tool call's does (see mrtr.go).
-func (s *Server) forward(ctx context.Context, r *rpcRequest) (json.RawMessage, error) {
-	params, name := []byte(r.req.Params), ""
+func (s *Server) forward(ctx context.Context, r *Request) (json.RawMessage, error) {
+	params, name := []byte(r.RPC.Params), ""
 	var header nats.Header
 	instance := s.instanceOf(r)
 	var task *taskRoute
 	switch {
-	case r.stateless && taskMethods[r.req.Method]:
+	case r.Stateless && taskMethods[r.RPC.Method]:
 		var err error
 		if params, header, task, err = s.forwardedTask(ctx, r); err != nil {
 			return nil, err
 		}
 		instance = task.instance
-	case r.stateless && inputRequiredMethods[r.req.Method]:
-		name, _ = mcphttp.Name(r.req.Method, r.req.Params)
+	case r.Stateless && inputRequiredMethods[r.RPC.Method]:
+		name, _ = mcphttp.Name(r.RPC.Method, r.RPC.Params)
 		var err error
 		if params, header, err = s.forwardedInput(ctx, r, name); err != nil {
 			return nil, err
 		}
 	}
 	reply, err := s.gw.Forward(ctx, &gateway.Call{
-		Principal: r.p, Tool: r.tool, Method: r.req.Method, Params: params,
-		MCPContext: sessionContext(r.sess, header, instance),
+		Principal: r.Principal, Tool: r.Tool, Method: r.RPC.Method, Params: params,
+		MCPContext: sessionContext(r.Session, header, instance),
 	})
 	s.pin(ctx, r, instance, reply)
 	if task != nil {
@@ -104,7 +104,7 @@ func (s *Server) forward(ctx context.Context, r *rpcRequest) (json.RawMessage, e
 	var re *wire.RPCError
 	switch {
 	case errors.As(err, &re):
-		return nil, workerRPCError(re, r.stateless)
+		return nil, workerRPCError(re, r.Stateless)
 	case err != nil:
 		return nil, err
 	}

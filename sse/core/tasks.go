@@ -1,4 +1,4 @@
-package sse
+package core
 
 import (
 	"context"
@@ -60,7 +60,7 @@ func carriesTasksExtension(c registry.Capabilities) bool {
 }
 
 // declaresTasks reports whether a 2026-07-28 request's capabilities take tasks.
-func declaresTasks(meta requestMeta) bool {
+func declaresTasks(meta RequestMeta) bool {
 	return declaresExtension(meta.ClientCapabilities, tasksExtension)
 }
 
@@ -77,7 +77,7 @@ func declaresExtension(caps json.RawMessage, name string) bool {
 }
 
 func missingTasksCapability(method string) error {
-	return failure(gateway.KindMissingCapability, http.StatusBadRequest,
+	return Failure(gateway.KindMissingCapability, http.StatusBadRequest,
 		method+": the client did not declare the capability "+tasksExtension+" in this request's _meta",
 		map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{tasksExtension: struct{}{}}}})
 }
@@ -85,7 +85,7 @@ func missingTasksCapability(method string) error {
 // sealTask hands the client a tool's CreateTaskResult with the server's task id
 // stored and replaced by one naming the record; instance is the worker instance that
 // answered. Any other result is left as it is.
-func (s *Server) sealTask(r *rpcRequest, name string, res any, instance string) (any, error) {
+func (s *Server) sealTask(r *Request, name string, res any, instance string) (any, error) {
 	fields, ok := resultOfType(res, "task")
 	if !ok {
 		return res, nil
@@ -132,8 +132,8 @@ func (s *Server) boundTTL(fields map[string]json.RawMessage) {
 
 // openTask is the record a client's task id names, and the instance holding the task,
 // once checked to be of the caller's account and the link's tool.
-func (s *Server) openTask(ctx context.Context, r *rpcRequest, id string) (taskRecord, string, error) {
-	refused := invalidParams("%s: no task %q of this link: unknown, expired, or never made here", r.req.Method, id)
+func (s *Server) openTask(ctx context.Context, r *Request, id string) (taskRecord, string, error) {
+	refused := InvalidParams("%s: no task %q of this link: unknown, expired, or never made here", r.RPC.Method, id)
 	msg := s.openRef(ctx, r, taskPrefix, eventTask, id)
 	if msg == nil {
 		return taskRecord{}, "", refused
@@ -154,17 +154,17 @@ type taskRoute struct {
 // forwardedTask is a tasks method as it goes to the worker: the server's task id in
 // place of the client's, the revision in a header, to the instance holding the task.
 // The client must have declared the extension in its request.
-func (s *Server) forwardedTask(ctx context.Context, r *rpcRequest) ([]byte, nats.Header, *taskRoute, error) {
-	if !declaresTasks(r.meta) {
-		return nil, nil, nil, missingTasksCapability(r.req.Method)
+func (s *Server) forwardedTask(ctx context.Context, r *Request) ([]byte, nats.Header, *taskRoute, error) {
+	if !declaresTasks(r.Meta) {
+		return nil, nil, nil, missingTasksCapability(r.RPC.Method)
 	}
 	var fields map[string]json.RawMessage
-	if json.Unmarshal(r.req.Params, &fields) != nil || fields == nil {
-		return nil, nil, nil, invalidParams("%s: params must be an object", r.req.Method)
+	if json.Unmarshal(r.RPC.Params, &fields) != nil || fields == nil {
+		return nil, nil, nil, InvalidParams("%s: params must be an object", r.RPC.Method)
 	}
 	var id string
 	if json.Unmarshal(fields["taskId"], &id) != nil || id == "" {
-		return nil, nil, nil, invalidParams("%s: params.taskId must be a string", r.req.Method)
+		return nil, nil, nil, InvalidParams("%s: params.taskId must be a string", r.RPC.Method)
 	}
 	rec, instance, err := s.openTask(ctx, r, id)
 	if err != nil {
@@ -175,7 +175,7 @@ func (s *Server) forwardedTask(ctx context.Context, r *rpcRequest) ([]byte, nats
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return params, nats.Header{wire.HeaderProtocolVersion: {r.meta.ProtocolVersion}}, &taskRoute{client: id, server: rec.TaskID, instance: instance}, nil
+	return params, nats.Header{wire.HeaderProtocolVersion: {r.Meta.ProtocolVersion}}, &taskRoute{client: id, server: rec.TaskID, instance: instance}, nil
 }
 
 // hide keeps the server's task id out of the error a tasks method got: the server

@@ -1,4 +1,4 @@
-package sse
+package core
 
 import (
 	"encoding/json"
@@ -37,36 +37,36 @@ type SessionLimitError = gateway.SessionLimitError
 // is answered with.
 var errSessionNotFound = gateway.Fail(gateway.KindSessionNotFound, "")
 
-// failure is an MCP failure the transport finds itself, answered with status.
-func failure(k *gateway.Kind, status int, message string, data any) error {
+// Failure is an MCP failure the transport finds itself, answered with status.
+func Failure(k *gateway.Kind, status int, message string, data any) error {
 	return &gateway.Error{Kind: k, Message: message, Data: data, Status: status}
 }
 
 func parseError(format string, args ...any) error {
-	return failure(gateway.KindParseError, http.StatusBadRequest, fmt.Sprintf(format, args...), nil)
+	return Failure(gateway.KindParseError, http.StatusBadRequest, fmt.Sprintf(format, args...), nil)
 }
 
 func invalidRequest(format string, args ...any) error {
-	return failure(gateway.KindInvalidRequest, http.StatusBadRequest, fmt.Sprintf(format, args...), nil)
+	return Failure(gateway.KindInvalidRequest, http.StatusBadRequest, fmt.Sprintf(format, args...), nil)
 }
 
-func invalidParams(format string, args ...any) error {
-	return failure(gateway.KindInvalidRPCParams, http.StatusOK, fmt.Sprintf(format, args...), nil)
+func InvalidParams(format string, args ...any) error {
+	return Failure(gateway.KindInvalidRPCParams, http.StatusOK, fmt.Sprintf(format, args...), nil)
 }
 
-func headerMismatch(format string, args ...any) error {
-	return failure(gateway.KindHeaderMismatch, http.StatusBadRequest, "Header mismatch: "+fmt.Sprintf(format, args...), nil)
+func HeaderMismatch(format string, args ...any) error {
+	return Failure(gateway.KindHeaderMismatch, http.StatusBadRequest, "Header mismatch: "+fmt.Sprintf(format, args...), nil)
 }
 
-func unsupportedVersion(requested string) error {
-	return failure(gateway.KindUnsupportedVersion, http.StatusBadRequest, fmt.Sprintf("Unsupported protocol version %q", requested),
-		mcp.UnsupportedProtocolVersionData{Supported: supportedVersions, Requested: requested})
+func UnsupportedVersion(requested string) error {
+	return Failure(gateway.KindUnsupportedVersion, http.StatusBadRequest, fmt.Sprintf("Unsupported protocol version %q", requested),
+		mcp.UnsupportedProtocolVersionData{Supported: SupportedVersions, Requested: requested})
 }
 
-// methodNotFound is answered with 404 on 2026-07-28, where the status tells an
+// MethodNotFound is answered with 404 on 2026-07-28, where the status tells an
 // unknown method from a missing endpoint; the older transports answer it with 200.
-func methodNotFound(method string, status int) error {
-	return failure(gateway.KindRPCMethodNotFound, status, fmt.Sprintf("Method not found: %s", method), nil)
+func MethodNotFound(method string, status int) error {
+	return Failure(gateway.KindRPCMethodNotFound, status, fmt.Sprintf("Method not found: %s", method), nil)
 }
 
 // workerRPCError is a JSON-RPC error a tool's worker answered with (a bridged
@@ -103,8 +103,8 @@ func classify(err error) gateway.Failure {
 	return gateway.Classify(err)
 }
 
-// rpcError is the JSON-RPC error a client sees for err.
-func rpcError(err error) *jsonrpc.Error {
+// RPCError is the JSON-RPC error a client sees for err.
+func RPCError(err error) *jsonrpc.Error {
 	f := classify(err)
 	e := &jsonrpc.Error{Code: f.RPC, Message: f.RPCMessage}
 	if f.Data != nil {
@@ -113,9 +113,9 @@ func rpcError(err error) *jsonrpc.Error {
 	return e
 }
 
-// httpStatus is the status a POST carrying a failed request is answered with: the
+// HTTPStatus is the status a POST carrying a failed request is answered with: the
 // one the failure names, a protocol violation's own, else 200.
-func httpStatus(err error) int {
+func HTTPStatus(err error) int {
 	f := classify(err)
 	switch {
 	case f.MCPStatus != 0:

@@ -1,4 +1,4 @@
-package sse
+package core
 
 import (
 	"encoding/json"
@@ -60,7 +60,7 @@ func TestEncodeResultAgreesWithTheSDK(t *testing.T) {
 			t.Fatal(err)
 		}
 		want, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Result: result})
-		if got := encodeResult(id, result); string(got) != string(want) {
+		if got := EncodeResult(id, result); string(got) != string(want) {
 			t.Fatalf("id %v: got %s, the SDK %s", id.Raw(), got, want)
 		}
 	}

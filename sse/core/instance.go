@@ -1,4 +1,4 @@
-package sse
+package core
 
 import (
 	"context"
@@ -16,14 +16,14 @@ import (
 // answer of another instance once the one holding it is gone.
 
 // instanceOf is the worker instance r's session is held by, or "" for any.
-func (s *Server) instanceOf(r *rpcRequest) string {
-	if r.sess == nil || r.sess.Instance == "" {
+func (s *Server) instanceOf(r *Request) string {
+	if r.Session == nil || r.Session.Instance == "" {
 		return ""
 	}
-	if t, err := s.view.Snapshot().Tool(r.p, r.tool); err != nil || !t.Tool.Capabilities.SessionState {
+	if t, err := s.view.Snapshot().Tool(r.Principal, r.Tool); err != nil || !t.Tool.Capabilities.SessionState {
 		return "" // the tool's workers no longer keep sessions' state
 	}
-	return r.sess.Instance
+	return r.Session.Instance
 }
 
 // pinTimeout bounds recording the instance that holds a session.
@@ -32,8 +32,8 @@ const pinTimeout = 5 * time.Second
 // pin records in r's session the instance that answered it (wire.HeaderInstance), when
 // it is not the one the request was sent to (sentTo, "" for any). Of two first
 // requests answered by two instances at once, the first recorded stays.
-func (s *Server) pin(ctx context.Context, r *rpcRequest, sentTo string, reply *wire.Reply) {
-	if r.sess == nil || reply == nil {
+func (s *Server) pin(ctx context.Context, r *Request, sentTo string, reply *wire.Reply) {
+	if r.Session == nil || reply == nil {
 		return
 	}
 	got := reply.Header.Get(wire.HeaderInstance)
@@ -42,7 +42,7 @@ func (s *Server) pin(ctx context.Context, r *rpcRequest, sentTo string, reply *w
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pinTimeout)
 	defer cancel()
-	sess := *r.sess // r's copy is read by the request's other goroutines
+	sess := *r.Session // r's copy is read by the request's other goroutines
 	err := s.updateSession(ctx, &sess, func(cur *registry.Session) {
 		if cur.Instance == sentTo {
 			cur.Instance = got
@@ -50,6 +50,6 @@ func (s *Server) pin(ctx context.Context, r *rpcRequest, sentTo string, reply *w
 	})
 	if err != nil {
 		// The next request goes to any instance again, which names itself again.
-		s.log.Warn("mcp: the instance holding a session was not recorded", "session", sess.ID, "tool", r.tool, "err", err)
+		s.log.Warn("mcp: the instance holding a session was not recorded", "session", sess.ID, "tool", r.Tool, "err", err)
 	}
 }

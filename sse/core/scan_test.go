@@ -1,4 +1,4 @@
-package sse
+package core
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package sse
+package core
 
 import (
 	"context"
@@ -65,34 +65,34 @@ func (s *Server) unheard(ctx context.Context, subject string, open uint64) (uint
 // An event id names a stream and a position in it: "<session>:<seq>" on a session's
 // standalone stream, "<session>:<post>:<seq>" on the stream of one POST. Session and
 // post ids are base62, so ':' cannot occur in them.
-type eventID struct {
-	session string
-	post    string // "" for the standalone stream
-	seq     uint64
+type EventID struct {
+	Session string
+	Post    string // "" for the standalone stream
+	Seq     uint64
 }
 
-func (id eventID) String() string {
-	if id.post == "" {
-		return id.session + ":" + strconv.FormatUint(id.seq, 10)
+func (id EventID) String() string {
+	if id.Post == "" {
+		return id.Session + ":" + strconv.FormatUint(id.Seq, 10)
 	}
-	return id.session + ":" + id.post + ":" + strconv.FormatUint(id.seq, 10)
+	return id.Session + ":" + id.Post + ":" + strconv.FormatUint(id.Seq, 10)
 }
 
-func parseEventID(s string) (eventID, bool) {
+func ParseEventID(s string) (EventID, bool) {
 	parts := strings.Split(strings.TrimSpace(s), ":")
 	if len(parts) < 2 || len(parts) > 3 {
-		return eventID{}, false
+		return EventID{}, false
 	}
 	seq, err := strconv.ParseUint(parts[len(parts)-1], 10, 64)
 	if err != nil {
-		return eventID{}, false
+		return EventID{}, false
 	}
-	id := eventID{session: parts[0], seq: seq}
+	id := EventID{Session: parts[0], Seq: seq}
 	if len(parts) == 3 {
-		id.post = parts[1]
+		id.Post = parts[1]
 	}
-	if !wire.ValidToken(id.session) || (len(parts) == 3 && !wire.ValidToken(id.post)) {
-		return eventID{}, false
+	if !wire.ValidToken(id.Session) || (len(parts) == 3 && !wire.ValidToken(id.Post)) {
+		return EventID{}, false
 	}
 	return id, true
 }

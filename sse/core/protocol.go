@@ -1,4 +1,4 @@
-package sse
+package core
 
 import (
 	"encoding/json"
@@ -16,28 +16,28 @@ import (
 
 // Protocol revisions this package speaks.
 const (
-	version20241105 = "2024-11-05" // HTTP+SSE
+	Version20241105 = "2024-11-05" // HTTP+SSE
 	version20250326 = "2025-03-26" // Streamable HTTP
 	version20250618 = "2025-06-18" // MCP-Protocol-Version header
 	version20251125 = "2025-11-25" // the last revision with initialize and sessions
-	version20260728 = "2026-07-28" // stateless: no initialize, no sessions
+	Version20260728 = "2026-07-28" // stateless: no initialize, no sessions
 )
 
-// supportedVersions is newest first, as server/discover lists them.
-var supportedVersions = []string{version20260728, version20251125, version20250618, version20250326, version20241105}
+// SupportedVersions is newest first, as server/discover lists them.
+var SupportedVersions = []string{Version20260728, version20251125, version20250618, version20250326, Version20241105}
 
-// legacyVersions can be negotiated with initialize.
-var legacyVersions = []string{version20251125, version20250618, version20250326, version20241105}
+// SessionVersions can be negotiated with initialize.
+var SessionVersions = []string{version20251125, version20250618, version20250326, Version20241105}
 
-// isStateless reports whether v is a stateless revision: 2026-07-28 or later.
+// IsStateless reports whether v is a stateless revision: 2026-07-28 or later.
 // Revisions are dates, so they compare as strings; a later unknown revision is taken
 // for stateless too.
-func isStateless(v string) bool { return v >= version20260728 }
+func IsStateless(v string) bool { return v >= Version20260728 }
 
 // negotiate answers an initialize that asks for v: v itself when it is a revision
 // with initialize, else the newest such revision.
 func negotiate(v string) string {
-	if slices.Contains(legacyVersions, v) {
+	if slices.Contains(SessionVersions, v) {
 		return v
 	}
 	return version20251125
@@ -45,39 +45,39 @@ func negotiate(v string) string {
 
 // MCP methods and notifications.
 const (
-	methodInitialize          = "initialize"
-	methodPing                = "ping"
+	MethodInitialize          = "initialize"
+	MethodPing                = "ping"
 	methodToolsList           = "tools/list"
-	methodToolsCall           = "tools/call"
+	MethodToolsCall           = "tools/call"
 	methodSetLevel            = "logging/setLevel"
 	methodDiscover            = "server/discover"
-	methodSubscriptionsListen = "subscriptions/listen"
+	MethodSubscriptionsListen = "subscriptions/listen"
 
 	notifyInitialized  = "notifications/initialized"
 	notifyCancelled    = "notifications/cancelled"
 	notifyProgress     = "notifications/progress"
 	notifyMessage      = "notifications/message"
-	notifyToolsChanged = "notifications/tools/list_changed"
+	NotifyToolsChanged = "notifications/tools/list_changed"
 	// The lists' change notifications, by wire list name.
-	notifyPromptsChanged   = "notifications/prompts/list_changed"
-	notifyResourcesChanged = "notifications/resources/list_changed"
-	notifySubscriptionAck  = "notifications/subscriptions/acknowledged"
+	NotifyPromptsChanged   = "notifications/prompts/list_changed"
+	NotifyResourcesChanged = "notifications/resources/list_changed"
+	NotifySubscriptionAck  = "notifications/subscriptions/acknowledged"
 )
 
-// removedIn2026 are the requests 2026-07-28 dropped: a request of that revision
+// RemovedIn2026 are the requests 2026-07-28 dropped: a request of that revision
 // naming one is answered as any unknown method is.
-var removedIn2026 = map[string]bool{
-	methodInitialize: true, methodPing: true, methodSetLevel: true,
+var RemovedIn2026 = map[string]bool{
+	MethodInitialize: true, MethodPing: true, methodSetLevel: true,
 	"resources/subscribe": true, "resources/unsubscribe": true,
 }
 
 // HTTP headers of the MCP transports.
 const (
-	headerSessionID       = "Mcp-Session-Id"
-	headerProtocolVersion = "Mcp-Protocol-Version"
-	headerMethod          = "Mcp-Method"
-	headerName            = "Mcp-Name"
-	headerLastEventID     = "Last-Event-Id"
+	HeaderSessionID       = "Mcp-Session-Id"
+	HeaderProtocolVersion = "Mcp-Protocol-Version"
+	HeaderMethod          = "Mcp-Method"
+	HeaderName            = "Mcp-Name"
+	HeaderLastEventID     = "Last-Event-Id"
 )
 
 // Log levels of notifications/message, least severe first (RFC 5424 order).
@@ -94,8 +94,8 @@ func logAtLeast(level, min string) bool {
 	return rank(level) >= rank(min)
 }
 
-// requestMeta is what a 2026-07-28 request says about itself in params._meta.
-type requestMeta struct {
+// RequestMeta is what a 2026-07-28 request says about itself in params._meta.
+type RequestMeta struct {
 	ProtocolVersion    string          `json:"io.modelcontextprotocol/protocolVersion"`
 	ClientInfo         json.RawMessage `json:"io.modelcontextprotocol/clientInfo"`
 	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
@@ -103,18 +103,18 @@ type requestMeta struct {
 	ProgressToken      any             `json:"progressToken"`
 }
 
-// hasMeta reports whether params carry a _meta member at all.
-func hasMeta(params json.RawMessage) bool {
+// HasMeta reports whether params carry a _meta member at all.
+func HasMeta(params json.RawMessage) bool {
 	var p struct {
 		Meta json.RawMessage `json:"_meta"`
 	}
 	return json.Unmarshal(params, &p) == nil && len(p.Meta) > 0 && string(p.Meta) != "null"
 }
 
-// readMeta reads params._meta; a missing or malformed one reads as empty.
-func readMeta(params json.RawMessage) requestMeta {
+// ReadMeta reads params._meta; a missing or malformed one reads as empty.
+func ReadMeta(params json.RawMessage) RequestMeta {
 	var p struct {
-		Meta requestMeta `json:"_meta"`
+		Meta RequestMeta `json:"_meta"`
 	}
 	_ = json.Unmarshal(params, &p)
 	return p.Meta
@@ -173,9 +173,9 @@ func (w *wireMessage) message() (jsonrpc.Message, error) {
 	return resp, nil
 }
 
-// encodeResult is the wire form of a successful response. The result is compact
+// EncodeResult is the wire form of a successful response. The result is compact
 // JSON of this package's own making, so it is framed, not encoded again.
-func encodeResult(id jsonrpc.ID, result json.RawMessage) []byte {
+func EncodeResult(id jsonrpc.ID, result json.RawMessage) []byte {
 	b := make([]byte, 0, len(result)+64)
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	switch v := id.Raw().(type) {
@@ -193,15 +193,15 @@ func encodeResult(id jsonrpc.ID, result json.RawMessage) []byte {
 	return append(b, '}')
 }
 
-// encodeError is the wire form of an error response; without a valid id the "id"
+// EncodeError is the wire form of an error response; without a valid id the "id"
 // member is left out, as MCP allows for errors about unreadable messages.
-func encodeError(id jsonrpc.ID, e *jsonrpc.Error) []byte {
+func EncodeError(id jsonrpc.ID, e *jsonrpc.Error) []byte {
 	b, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: e})
 	return b
 }
 
-// encodeNotification is the wire form of a notification.
-func encodeNotification(method string, params any) []byte {
+// EncodeNotification is the wire form of a notification.
+func EncodeNotification(method string, params any) []byte {
 	p, _ := json.Marshal(params)
 	b, _ := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: method, Params: p})
 	return b
@@ -259,10 +259,10 @@ func capabilities(t *registry.Tool, stateless bool) json.RawMessage {
 	return b
 }
 
-// listChangesOf reports which lists of t besides its tools a subscriptions/listen
+// ListChangesOf reports which lists of t besides its tools a subscriptions/listen
 // stream may hear change: prompts and resources, when the tool serves them and its
 // server declared their listChanged.
-func listChangesOf(t *registry.Tool) (prompts, resources bool) {
+func ListChangesOf(t *registry.Tool) (prompts, resources bool) {
 	var caps struct {
 		Prompts, Resources struct {
 			ListChanged bool `json:"listChanged"`

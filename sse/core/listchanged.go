@@ -1,4 +1,4 @@
-package sse
+package core
 
 import (
 	"crypto/sha256"
@@ -87,7 +87,7 @@ func (c *toolChanges) take() map[string]string {
 // of the tool. Every edge does the latter for every session; the record's id makes
 // the log keep one copy.
 func (s *Server) announceToolChanges() {
-	msg := encodeNotification(notifyToolsChanged, struct{}{})
+	msg := EncodeNotification(NotifyToolsChanged, struct{}{})
 	for {
 		select {
 		case <-s.ctx.Done():

@@ -1,4 +1,4 @@
-package sse
+package core
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func (s *Server) sessionLimit(account string) int {
 	return s.cfg.MaxSessionsPerAccount
 }
 
-// newSession opens a session for p on tool, within the account's limit.
+// NewSession opens a session for p on tool, within the account's limit.
 //
 // The limit holds across edges. An account at its limit in this edge's copy of the
 // bucket is refused at once. Otherwise the session is written, and the bucket, which
@@ -46,7 +46,7 @@ func (s *Server) sessionLimit(account string) int {
 // they already fill the limit.
 //
 // A session of the legacy transport is its stream: it opens with its stream held.
-func (s *Server) newSession(ctx context.Context, p registry.Principal, tool, version string, clientInfo, caps json.RawMessage, stream bool) (*registry.Session, error) {
+func (s *Server) NewSession(ctx context.Context, p registry.Principal, tool, version string, clientInfo, caps json.RawMessage, stream bool) (*registry.Session, error) {
 	limit := s.sessionLimit(p.Account)
 	if s.index.Count(p.Account) >= limit {
 		return nil, &SessionLimitError{Account: p.Account, Limit: limit}
@@ -72,7 +72,7 @@ func (s *Server) newSession(ctx context.Context, p registry.Principal, tool, ver
 		return sess, nil
 	}
 	if s.index.CountSince(p.Account, rev) > limit {
-		s.endSession(sess.ID)
+		s.EndSession(sess.ID)
 		return nil, &SessionLimitError{Account: p.Account, Limit: limit}
 	}
 	return sess, nil
@@ -114,10 +114,10 @@ func (s *Server) updateSession(ctx context.Context, sess *registry.Session, chan
 	}
 }
 
-// session finds the session id for p on tool. A session of another account or tool,
+// Session finds the session id for p on tool. A session of another account or tool,
 // or opened with another key or link (see credential), is not found, like one that
 // never existed.
-func (s *Server) session(ctx context.Context, p registry.Principal, tool, id string) (*registry.Session, error) {
+func (s *Server) Session(ctx context.Context, p registry.Principal, tool, id string) (*registry.Session, error) {
 	sess, err := s.lookup(ctx, id)
 	if err != nil {
 		return nil, err
@@ -162,10 +162,10 @@ func (s *Server) lookup(ctx context.Context, id string) (*registry.Session, erro
 // looked for before it is refused.
 const unknownSessionGrace = 500 * time.Millisecond
 
-// touch refreshes a session's TTL, at most every tenth of SessionIdle from this
+// Touch refreshes a session's TTL, at most every tenth of SessionIdle from this
 // edge: a session without a stream lives SessionIdle after its last request, give or
 // take that tenth.
-func (s *Server) touch(ctx context.Context, sess *registry.Session) {
+func (s *Server) Touch(ctx context.Context, sess *registry.Session) {
 	s.touchMu.Lock()
 	last := s.lastTouch[sess.ID]
 	s.touchMu.Unlock()
@@ -178,10 +178,10 @@ func (s *Server) touch(ctx context.Context, sess *registry.Session) {
 	}
 }
 
-// sustain keeps a session alive while one of its requests runs, however long that
+// Sustain keeps a session alive while one of its requests runs, however long that
 // is, until the returned func is called: a request in flight holds its session as a
 // stream does.
-func (s *Server) sustain(sess *registry.Session) (stop func()) {
+func (s *Server) Sustain(sess *registry.Session) (stop func()) {
 	if sess == nil {
 		return func() {}
 	}
@@ -196,7 +196,7 @@ func (s *Server) sustain(sess *registry.Session) (stop func()) {
 		if k.stopped || s.ctx.Err() != nil {
 			return
 		}
-		s.touch(s.ctx, sess)
+		s.Touch(s.ctx, sess)
 		k.t.Reset(every)
 	})
 	k.mu.Unlock()
@@ -215,10 +215,10 @@ type keeper struct {
 	stopped bool
 }
 
-// streamHeld records on a session whether its client holds its standalone stream:
+// StreamHeld records on a session whether its client holds its standalone stream:
 // with it open the session lives SessionTTL from each refresh of the stream's edge,
 // without it SessionIdle from its last request.
-func (s *Server) streamHeld(sess *registry.Session, held bool) {
+func (s *Server) StreamHeld(sess *registry.Session, held bool) {
 	ctx, cancel := s.detached()
 	defer cancel()
 	if err := s.updateSession(ctx, sess, func(cur *registry.Session) { cur.Stream = held }); err != nil && !errors.Is(err, registry.ErrNotFound) {
@@ -232,9 +232,9 @@ func (s *Server) markTouched(id string) {
 	s.touchMu.Unlock()
 }
 
-// endSession deletes a session; every edge's index sees it and ends its streams and
+// EndSession deletes a session; every edge's index sees it and ends its streams and
 // calls.
-func (s *Server) endSession(id string) {
+func (s *Server) EndSession(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := s.store.DeleteSession(ctx, id); err != nil {

@@ -1,4 +1,4 @@
-package sse
+package core
 
 import (
 	"bytes"
@@ -26,14 +26,14 @@ import (
 //
 // The result is a toolResult, or, when the worker answered with a CallToolResult
 // itself (a bridged MCP server does), that result's JSON as the worker sent it.
-func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
+func (s *Server) callTool(ctx context.Context, r *Request) (any, error) {
 	res, err := s.runTool(ctx, r)
 	if re := (*wire.RPCError)(nil); errors.As(err, &re) {
 		// The tool answered with a JSON-RPC error (a bridged server's): the client
 		// gets that error, as it would from the server, not an isError result.
-		return nil, workerRPCError(re, r.stateless)
+		return nil, workerRPCError(re, r.Stateless)
 	}
-	if err != nil || !r.stateless {
+	if err != nil || !r.Stateless {
 		return res, err
 	}
 	params, _ := r.callParams()
@@ -45,7 +45,7 @@ func (s *Server) callTool(ctx context.Context, r *rpcRequest) (any, error) {
 
 // runTool is callTool but for a tool's own input_required result, which it returns
 // as the tool made it.
-func (s *Server) runTool(ctx context.Context, r *rpcRequest) (any, error) {
+func (s *Server) runTool(ctx context.Context, r *Request) (any, error) {
 	params, err := r.callParams()
 	if err != nil {
 		return nil, err
@@ -61,7 +61,7 @@ func (s *Server) runTool(ctx context.Context, r *rpcRequest) (any, error) {
 		return s.forward(ctx, r)
 	}
 	var header nats.Header
-	if r.stateless {
+	if r.Stateless {
 		if strings.HasPrefix(params.RequestState, roundPrefix) {
 			return s.resumeRound(ctx, r, params, m)
 		}
@@ -86,13 +86,13 @@ func (s *Server) runTool(ctx context.Context, r *rpcRequest) (any, error) {
 }
 
 // toolMethod finds the tool of r and its method that MCP clients call name.
-func (s *Server) toolMethod(r *rpcRequest, name string) (*registry.ToolEntry, *registry.Method, error) {
-	t, err := s.view.Snapshot().Tool(r.p, r.tool)
+func (s *Server) toolMethod(r *Request, name string) (*registry.ToolEntry, *registry.Method, error) {
+	t, err := s.view.Snapshot().Tool(r.Principal, r.Tool)
 	if err != nil {
 		return nil, nil, err
 	}
 	for i := range t.Tool.Methods {
-		if mcpName(&t.Tool.Methods[i]) == name {
+		if MCPName(&t.Tool.Methods[i]) == name {
 			return t, &t.Tool.Methods[i], nil
 		}
 	}
@@ -101,19 +101,19 @@ func (s *Server) toolMethod(r *rpcRequest, name string) (*registry.ToolEntry, *r
 
 // taskAugmented reports whether r is a session's tools/call that asks for a task of
 // 2025-11-25 (params.task), of a tool whose workers carry tasks to its server.
-func (s *Server) taskAugmented(r *rpcRequest, t *registry.ToolEntry) bool {
-	if r.sess == nil || r.stateless || !entryCarriesTasks(t) {
+func (s *Server) taskAugmented(r *Request, t *registry.ToolEntry) bool {
+	if r.Session == nil || r.Stateless || !entryCarriesTasks(t) {
 		return false
 	}
 	var augmented struct {
 		Task json.RawMessage `json:"task"`
 	}
-	return json.Unmarshal(r.req.Params, &augmented) == nil && len(augmented.Task) > 0 && string(augmented.Task) != "null"
+	return json.Unmarshal(r.RPC.Params, &augmented) == nil && len(augmented.Task) > 0 && string(augmented.Task) != "null"
 }
 
 // statelessHeaders are the headers a 2026-07-28 call takes to its worker
 // (inputHeaders), with the tool's own requestState a retry's state names, if any.
-func (s *Server) statelessHeaders(ctx context.Context, r *rpcRequest, params *mcp.CallToolParamsRaw) (nats.Header, error) {
+func (s *Server) statelessHeaders(ctx context.Context, r *Request, params *mcp.CallToolParamsRaw) (nats.Header, error) {
 	var state string
 	if params.RequestState != "" {
 		var err error
@@ -129,7 +129,7 @@ func (s *Server) statelessHeaders(ctx context.Context, r *rpcRequest, params *mc
 // whose worker may ask its client for input, its worker's requests arrive.
 type toolCall struct {
 	s      *Server
-	r      *rpcRequest
+	r      *Request
 	m      *registry.Method
 	call   *gateway.Call
 	reqCtx context.Context // the request's: the call's own outlives it when it has a round
@@ -156,22 +156,22 @@ type toolOutcome struct {
 // its cancellation, among this edge's calls; its round, for a stateless call whose
 // client may be asked; the subscription to its notifications, made before the call
 // is sent, or the first could be missed.
-func (s *Server) startToolCall(ctx context.Context, r *rpcRequest, t *registry.ToolEntry, m *registry.Method, params *mcp.CallToolParamsRaw, header nats.Header) (*toolCall, error) {
+func (s *Server) startToolCall(ctx context.Context, r *Request, t *registry.ToolEntry, m *registry.Method, params *mcp.CallToolParamsRaw, header nats.Header) (*toolCall, error) {
 	c := &toolCall{s: s, r: r, m: m, reqCtx: ctx, token: params.Meta["progressToken"], done: make(chan toolOutcome, 1)}
 	c.level = s.logLevel(r, c.token != nil)
-	wantNotes := r.notify != nil && (c.token != nil || c.level != "")
-	mc := sessionContext(r.sess, header, s.instanceOf(r))
-	if r.stateless {
-		mc.ClientCapabilities = metaCapabilities(r.meta.ClientCapabilities)
-		mc.ClientCapabilityObject = compactObject(r.meta.ClientCapabilities)
+	wantNotes := r.Notify != nil && (c.token != nil || c.level != "")
+	mc := sessionContext(r.Session, header, s.instanceOf(r))
+	if r.Stateless {
+		mc.ClientCapabilities = metaCapabilities(r.Meta.ClientCapabilities)
+		mc.ClientCapabilityObject = compactObject(r.Meta.ClientCapabilities)
 	}
-	mc.Progress, mc.ReplyTo, mc.Post = wantNotes, r.replyTo, r.post
+	mc.Progress, mc.ReplyTo, mc.Post = wantNotes, r.ReplyTo, r.Post
 	c.ctx, c.cancel = context.WithCancel(ctx)
 	callID, err := c.name(&mc)
 	if err != nil {
 		return nil, err
 	}
-	s.calls.add(callID, sessionID(r.sess), c.cancel)
+	s.calls.add(callID, sessionID(r.Session), c.cancel)
 	if s.ctx.Err() != nil {
 		c.cancel() // the edge closed after this request passed its guard
 	}
@@ -180,7 +180,7 @@ func (s *Server) startToolCall(ctx context.Context, r *rpcRequest, t *registry.T
 		// order, so every notification the worker sent before its reply is in it when
 		// the reply arrives.
 		c.notes = make(chan *nats.Msg, 1024)
-		if c.sub, err = s.nc.ChanSubscribe(s.subj.Progress(r.tool, callID), c.notes); err != nil {
+		if c.sub, err = s.nc.ChanSubscribe(s.subj.Progress(r.Tool, callID), c.notes); err != nil {
 			c.cancel()
 			s.calls.remove(callID)
 			c.release()
@@ -192,7 +192,7 @@ func (s *Server) startToolCall(ctx context.Context, r *rpcRequest, t *registry.T
 		args = []byte("{}")
 	}
 	c.call = &gateway.Call{
-		Principal: r.p, Tool: r.tool, Method: m.Name, Params: args, Entry: t.Method(m.Name),
+		Principal: r.Principal, Tool: r.Tool, Method: m.Name, Params: args, Entry: t.Method(m.Name),
 		CallID: callID, RequestID: callID, MCPContext: mc,
 	}
 	return c, nil
@@ -210,7 +210,7 @@ func (s *Server) startToolCall(ctx context.Context, r *rpcRequest, t *registry.T
 // call costs no more than a session's.
 func (c *toolCall) name(mc *wire.MCPContext) (string, error) {
 	s, r := c.s, c.r
-	if r.stateless && mayBeAsked(mc.ClientCapabilities) {
+	if r.Stateless && mayBeAsked(mc.ClientCapabilities) {
 		c.cancel()
 		c.ctx, c.cancel = context.WithTimeout(s.ctx, s.gw.Timeout(c.m, 0))
 		var err error
@@ -219,8 +219,8 @@ func (c *toolCall) name(mc *wire.MCPContext) (string, error) {
 			return "", err
 		}
 		mc.Session = c.rd.session
-	} else if r.sess != nil {
-		return callRequestID(r.sess.ID, r.req.ID), nil
+	} else if r.Session != nil {
+		return callRequestID(r.Session.ID, r.RPC.ID), nil
 	}
 	return registry.NewID("mcp-"), nil
 }
@@ -298,7 +298,7 @@ wait:
 // answer is the call's tools/call result.
 func (c *toolCall) answer(out toolOutcome) (any, error) {
 	c.r.answeredBy = replyInstance(out.reply)
-	return toolAnswer(c.r.tool, c.m, out.reply, out.err)
+	return toolAnswer(c.r.Tool, c.m, out.reply, out.err)
 }
 
 // replyInstance is the worker instance that named itself in reply, if any.
@@ -444,12 +444,12 @@ const maxCachedCaps = 1024
 // wants, or "" for none. On 2026-07-28 it is what the request's _meta asks for, and
 // nothing without. Before, it is what the session set with logging/setLevel, or info
 // for a caller that follows the call's progress anyway.
-func (s *Server) logLevel(r *rpcRequest, progress bool) string {
+func (s *Server) logLevel(r *Request, progress bool) string {
 	switch {
-	case r.stateless:
-		return r.meta.LogLevel
-	case r.sess != nil && r.sess.LogLevel != "":
-		return r.sess.LogLevel
+	case r.Stateless:
+		return r.Meta.LogLevel
+	case r.Session != nil && r.Session.LogLevel != "":
+		return r.Session.LogLevel
 	case progress:
 		return "info"
 	}
@@ -458,7 +458,7 @@ func (s *Server) logLevel(r *rpcRequest, progress bool) string {
 
 // relayNote turns a worker's notification into the client's notifications/progress
 // or notifications/message.
-func (s *Server) relayNote(r *rpcRequest, token any, level string, msg *nats.Msg) {
+func (s *Server) relayNote(r *Request, token any, level string, msg *nats.Msg) {
 	n, err := wire.ReadNotification(msg.Data)
 	if err != nil {
 		s.log.Warn("dropping undecodable notification", "subject", msg.Subject, "err", err)
@@ -469,7 +469,7 @@ func (s *Server) relayNote(r *rpcRequest, token any, level string, msg *nats.Msg
 		if token == nil {
 			return
 		}
-		r.notify(encodeNotification(notifyProgress, &mcp.ProgressNotificationParams{
+		r.Notify(EncodeNotification(notifyProgress, &mcp.ProgressNotificationParams{
 			ProgressToken: token, Progress: n.Progress, Total: n.Total, Message: n.Message,
 		}))
 	case wire.KindLog:
@@ -484,7 +484,7 @@ func (s *Server) relayNote(r *rpcRequest, token any, level string, msg *nats.Msg
 		if lvl == "" {
 			lvl = "info"
 		}
-		r.notify(encodeNotification(notifyMessage, &mcp.LoggingMessageParams{
+		r.Notify(EncodeNotification(notifyMessage, &mcp.LoggingMessageParams{
 			Level: mcp.LoggingLevel(lvl), Logger: n.Logger, Data: data,
 		}))
 	}

@@ -1,4 +1,4 @@
-package sse
+package core
 
 import (
 	"bytes"
@@ -10,9 +10,9 @@ import (
 	"time"
 )
 
-// eventWriter writes Server-Sent Events to one HTTP response. It is safe for
+// EventWriter writes Server-Sent Events to one HTTP response. It is safe for
 // concurrent use: a call's progress relay and its handler both write.
-type eventWriter struct {
+type EventWriter struct {
 	mu      sync.Mutex
 	send    func([]byte) error // writes and flushes a piece of the stream
 	lastOut time.Time
@@ -31,14 +31,14 @@ func setEventHeaders(h http.Header) {
 	h.Set("X-Accel-Buffering", "no")
 }
 
-// startEvents sends the headers of an event stream and returns its writer.
-func startEvents(w http.ResponseWriter, status int) *eventWriter {
+// StartEvents sends the headers of an event stream and returns its writer.
+func StartEvents(w http.ResponseWriter, status int) *EventWriter {
 	setEventHeaders(w.Header())
 	w.WriteHeader(status)
 	rc := http.NewResponseController(w)
 	// A stream outlives any write timeout the HTTP server applies to responses.
 	_ = rc.SetWriteDeadline(time.Time{})
-	ew := &eventWriter{send: func(b []byte) error {
+	ew := &EventWriter{send: func(b []byte) error {
 		if _, err := w.Write(b); err != nil {
 			return err
 		}
@@ -48,15 +48,15 @@ func startEvents(w http.ResponseWriter, status int) *eventWriter {
 	return ew
 }
 
-// deferEvents is startEvents, but for a response that may still be answered
+// DeferEvents is startEvents, but for a response that may still be answered
 // otherwise: the headers go with the first event (or keep-alive), and until then
 // takeOver may claim the response, to answer with a status of its own.
-func deferEvents(w http.ResponseWriter) *eventWriter {
-	ew := &eventWriter{lastOut: time.Now(), pending: true}
-	var started *eventWriter
+func DeferEvents(w http.ResponseWriter) *EventWriter {
+	ew := &EventWriter{lastOut: time.Now(), pending: true}
+	var started *EventWriter
 	ew.send = func(b []byte) error {
 		if started == nil {
-			started = startEvents(w, http.StatusOK)
+			started = StartEvents(w, http.StatusOK)
 			ew.pending = false
 			if started.err != nil {
 				return started.err
@@ -67,9 +67,9 @@ func deferEvents(w http.ResponseWriter) *eventWriter {
 	return ew
 }
 
-// takeOver reports whether nothing of a deferred stream was written, and if so
+// TakeOver reports whether nothing of a deferred stream was written, and if so
 // ends it: the response is the caller's to write.
-func (e *eventWriter) takeOver() bool {
+func (e *EventWriter) TakeOver() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.pending || e.err != nil {
@@ -87,7 +87,7 @@ const detachedWriteTimeout = 30 * time.Second
 // request there with the headers of an event stream, chunked. The stream ends with
 // the connection: end writes the last chunk and closes it. It fails, and nothing is
 // written, where the connection cannot be taken (HTTP/2).
-func detachEvents(w http.ResponseWriter) (ew *eventWriter, conn net.Conn, end func(), err error) {
+func detachEvents(w http.ResponseWriter) (ew *EventWriter, conn net.Conn, end func(), err error) {
 	h := w.Header().Clone()
 	setEventHeaders(h)
 	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
@@ -108,7 +108,7 @@ func detachEvents(w http.ResponseWriter) (ew *eventWriter, conn net.Conn, end fu
 		_, err := conn.Write(b)
 		return err
 	}
-	ew = &eventWriter{send: func(b []byte) error {
+	ew = &EventWriter{send: func(b []byte) error {
 		chunk := make([]byte, 0, len(b)+20)
 		chunk = strconv.AppendInt(chunk, int64(len(b)), 16)
 		chunk = append(chunk, "\r\n"...)
@@ -128,8 +128,8 @@ func detachEvents(w http.ResponseWriter) (ew *eventWriter, conn net.Conn, end fu
 	}, nil
 }
 
-// event writes one event. An empty id or name is left out; data may hold newlines.
-func (e *eventWriter) event(id, name string, data []byte) error {
+// Event writes one event. An empty id or name is left out; data may hold newlines.
+func (e *EventWriter) Event(id, name string, data []byte) error {
 	var b bytes.Buffer
 	if id != "" {
 		b.WriteString("id: " + id + "\n")
@@ -146,19 +146,19 @@ func (e *eventWriter) event(id, name string, data []byte) error {
 	return e.write(b.Bytes())
 }
 
-// prime writes an event with an id and no data, and the reconnection delay: a client
+// Prime writes an event with an id and no data, and the reconnection delay: a client
 // that loses the stream after this resumes with Last-Event-ID (SEP-1699).
-func (e *eventWriter) prime(id string, retry time.Duration) error {
+func (e *EventWriter) Prime(id string, retry time.Duration) error {
 	return e.write([]byte("id: " + id + "\nretry: " + strconv.FormatInt(retry.Milliseconds(), 10) + "\ndata: \n\n"))
 }
 
 // retry tells the client how long to wait before reconnecting, ahead of a close.
-func (e *eventWriter) retry(d time.Duration) error {
+func (e *EventWriter) retry(d time.Duration) error {
 	return e.write([]byte("retry: " + strconv.FormatInt(d.Milliseconds(), 10) + "\n\n"))
 }
 
-// keepAlive writes a comment if nothing was written for at least idle.
-func (e *eventWriter) keepAlive(idle time.Duration) error {
+// KeepAlive writes a comment if nothing was written for at least idle.
+func (e *EventWriter) KeepAlive(idle time.Duration) error {
 	e.mu.Lock()
 	quiet := time.Since(e.lastOut) >= idle
 	e.mu.Unlock()
@@ -168,7 +168,7 @@ func (e *eventWriter) keepAlive(idle time.Duration) error {
 	return e.write([]byte(": keep-alive\n\n"))
 }
 
-func (e *eventWriter) write(b []byte) error {
+func (e *EventWriter) write(b []byte) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.err != nil {
