@@ -141,6 +141,7 @@ func (x *SessionIndex) Sessions() []Session {
 	return out
 }
 
+// OfTool returns the ids of the sessions of tool.
 func (x *SessionIndex) OfTool(tool string) []string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -151,6 +152,7 @@ func (x *SessionIndex) OfTool(tool string) []string {
 	return out
 }
 
+// Count is how many sessions account holds.
 func (x *SessionIndex) Count(account string) int {
 	x.mu.Lock()
 	defer x.mu.Unlock()

@@ -50,14 +50,17 @@ func invalidRequest(format string, args ...any) error {
 	return Failure(gateway.KindInvalidRequest, http.StatusBadRequest, fmt.Sprintf(format, args...), nil)
 }
 
+// InvalidParams is a request whose params are wrong, answered with 200.
 func InvalidParams(format string, args ...any) error {
 	return Failure(gateway.KindInvalidRPCParams, http.StatusOK, fmt.Sprintf(format, args...), nil)
 }
 
+// HeaderMismatch is a request whose headers say something else than its body.
 func HeaderMismatch(format string, args ...any) error {
 	return Failure(gateway.KindHeaderMismatch, http.StatusBadRequest, "Header mismatch: "+fmt.Sprintf(format, args...), nil)
 }
 
+// UnsupportedVersion is a request of a protocol revision this package does not speak.
 func UnsupportedVersion(requested string) error {
 	return Failure(gateway.KindUnsupportedVersion, http.StatusBadRequest, fmt.Sprintf("Unsupported protocol version %q", requested),
 		mcp.UnsupportedProtocolVersionData{Supported: SupportedVersions, Requested: requested})

@@ -62,7 +62,7 @@ func (s *Server) unheard(ctx context.Context, subject string, open uint64) (uint
 	}
 }
 
-// An event id names a stream and a position in it: "<session>:<seq>" on a session's
+// An EventID names a stream and a position in it: "<session>:<seq>" on a session's
 // standalone stream, "<session>:<post>:<seq>" on the stream of one POST. Session and
 // post ids are base62, so ':' cannot occur in them.
 type EventID struct {
@@ -71,6 +71,7 @@ type EventID struct {
 	Seq     uint64
 }
 
+// String is the id as an event stream carries it.
 func (id EventID) String() string {
 	if id.Post == "" {
 		return id.Session + ":" + strconv.FormatUint(id.Seq, 10)
@@ -78,6 +79,8 @@ func (id EventID) String() string {
 	return id.Session + ":" + id.Post + ":" + strconv.FormatUint(id.Seq, 10)
 }
 
+// ParseEventID reads an event id a client sent (Last-Event-ID); false when it is none
+// of this package's.
 func ParseEventID(s string) (EventID, bool) {
 	parts := strings.Split(strings.TrimSpace(s), ":")
 	if len(parts) < 2 || len(parts) > 3 {

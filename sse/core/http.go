@@ -84,6 +84,7 @@ func (s *Server) Refuse(w http.ResponseWriter, status int, msg string) {
 // changed in place.
 var jsonContentType = []string{"application/json"}
 
+// WriteJSON answers with a JSON body and status.
 func WriteJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
@@ -100,6 +101,7 @@ func WriteRPCError(w http.ResponseWriter, id jsonrpc.ID, err error) {
 // two types MCP asks for are served in that type; no Accept at all means either.
 type Accepts struct{ JSON, Events bool }
 
+// ParseAccept reads a request's Accept header.
 func ParseAccept(h string) Accepts {
 	switch h {
 	case "application/json, text/event-stream", "text/event-stream, application/json":

@@ -159,7 +159,7 @@ func (t *Transport) ServeMessages(w http.ResponseWriter, r *http.Request, p regi
 }
 
 // sendToSession appends a message to a session's standalone stream, waiting out a
-// log that cannot take it for a while (appendSure): the client has no other way to
+// log that cannot take it for a while (EventLog.AppendSure): the client has no other way to
 // get it.
 func (t *Transport) sendToSession(sess *registry.Session, msg []byte) {
 	s := t.core
