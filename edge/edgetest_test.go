@@ -256,16 +256,27 @@ type result struct {
 	body   []byte
 }
 
-// do sends one request; headers come in name, value pairs.
+// do sends one request; headers come in name, value pairs. A request that fails
+// fails the test.
 func (e *env) do(method, path, body string, headers ...string) result {
 	e.t.Helper()
+	r, err := e.send(method, path, body, headers...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+// send is do returning what failed rather than failing the test: for a goroutine
+// the test starts, where t.Fatal must not run.
+func (e *env) send(method, path, body string, headers ...string) (result, error) {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
 	req, err := http.NewRequest(method, e.url+path, rd)
 	if err != nil {
-		e.t.Fatal(err)
+		return result{}, err
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
@@ -279,20 +290,39 @@ func (e *env) do(method, path, body string, headers ...string) result {
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
-		e.t.Fatal(err)
+		return result{}, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		e.t.Fatal(err)
+		return result{}, err
 	}
-	return result{status: resp.StatusCode, header: resp.Header, body: b}
+	return result{status: resp.StatusCode, header: resp.Header, body: b}, nil
 }
 
 // call makes a tool call with key.
 func (e *env) call(key, tool, method, body string, headers ...string) result {
 	e.t.Helper()
-	return e.do(http.MethodPost, "/tool-call/"+tool+"/"+method, body, append([]string{"SERVICE_API_KEY", key}, headers...)...)
+	return e.do(http.MethodPost, "/tool-call/"+tool+"/"+method, body, toolCallHeaders(key, headers)...)
+}
+
+// callInBackground makes a tool call with key on a goroutine of its own, and returns
+// where its answer comes. A request that fails there is reported with t.Error (t.Fatal
+// must run on the test's goroutine), and its answer is a zero result.
+func (e *env) callInBackground(key, tool, method, body string, headers ...string) <-chan result {
+	answer := make(chan result, 1)
+	go func() {
+		r, err := e.send(http.MethodPost, "/tool-call/"+tool+"/"+method, body, toolCallHeaders(key, headers)...)
+		if err != nil {
+			e.t.Errorf("tool call %s/%s: %v", tool, method, err)
+		}
+		answer <- r
+	}()
+	return answer
+}
+
+func toolCallHeaders(key string, headers []string) []string {
+	return append([]string{"SERVICE_API_KEY", key}, headers...)
 }
 
 func (e *env) admin(method, path, body string) result {

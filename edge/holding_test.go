@@ -87,8 +87,7 @@ func TestCallsOfADeadWorkerFail(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		answered := make(chan result, 1)
-		go func() { answered <- e.call(key, "fragile", "hold", `{}`) }()
+		answered := e.callInBackground(key, "fragile", "hold", `{}`)
 		id := hw.waitStarted(t)
 		// Running long enough to be named: the edge has heard the worker hold it.
 		for held := false; !held; {
@@ -117,13 +116,12 @@ func TestCallsOfADeadWorkerFail(t *testing.T) {
 	t.Run("calls that run long, or wait for a slot, run to their answer", func(t *testing.T) {
 		hw := e.holdingWorker(t, "patient", 1)
 		e.connect("acme", "patient")
-		first, second := make(chan result, 1), make(chan result, 1)
-		go func() { first <- e.call(key, "patient", "hold", `{}`) }()
+		first := e.callInBackground(key, "patient", "hold", `{}`)
 		hw.waitStarted(t)
-		go func() { second <- e.call(key, "patient", "hold", `{}`) }() // waits for the only slot
-		time.Sleep(3 * wire.HoldingLost)                               // the scenario: long past when an unheard call is given up
+		second := e.callInBackground(key, "patient", "hold", `{}`) // waits for the only slot
+		time.Sleep(3 * wire.HoldingLost)                           // the scenario: long past when an unheard call is given up
 		close(hw.release)
-		for i, ch := range []chan result{first, second} {
+		for i, ch := range []<-chan result{first, second} {
 			if r := <-ch; r.status != http.StatusOK {
 				t.Fatalf("call %d: status %d %s, want 200 after it was released", i+1, r.status, r.body)
 			}

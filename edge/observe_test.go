@@ -158,8 +158,7 @@ func TestGracefulShutdown(t *testing.T) {
 		respond(m, 0, "text/plain", []byte("done"))
 	})
 	e.connect("acme", "echo")
-	answer := make(chan result, 1)
-	go func() { answer <- e.call(key, "echo", "echo", `{}`) }()
+	answer := e.callInBackground(key, "echo", "echo", `{}`)
 	<-started
 	if err := e.stop(); err != nil {
 		t.Fatalf("Serve: %v", err)

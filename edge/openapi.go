@@ -63,78 +63,91 @@ func (e *Edge) openAPIFor(t *registry.Tool) *openAPIDoc {
 		Servers:  []map[string]string{{"url": e.links(nil, t.ID).APIURL}},
 		Security: []map[string][]any{{"apiKey": {}}, {"bearer": {}}},
 		Paths:    map[string]any{},
-		Comps: map[string]any{
-			"securitySchemes": map[string]any{
-				"apiKey": map[string]any{"type": "apiKey", "in": "header", "name": "SERVICE_API_KEY",
-					"description": "The account's API key."},
-				"bearer": map[string]any{"type": "http", "scheme": "bearer",
-					"description": "The account's API key, as a bearer token."},
-			},
-			"parameters": map[string]any{
-				"Timeout": map[string]any{"name": e.cfg.TimeoutHeader, "in": "header", "required": false,
-					"description": "Shortens the call's deadline: a duration such as 2s or 1500ms, or milliseconds. The method's own timeout still applies.",
-					"schema":      map[string]any{"type": "string"}},
-				"RequestID": map[string]any{"name": headerRequestID, "in": "header", "required": false,
-					"description": "Names the request in logs, traces and error envelopes (letters, digits, - and _, at most 64).",
-					"schema":      map[string]any{"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}},
-			},
-			"headers": map[string]any{
-				"RetryAfter": map[string]any{"description": "Seconds to wait before trying again.",
-					"schema": map[string]any{"type": "integer", "minimum": 1}},
-				"ServerTiming": map[string]any{"description": "tool;dur= the bus round trip, the tool's time, and gateway;dur= the rest of the edge's handling, in milliseconds.",
-					"schema": map[string]any{"type": "string"}},
-			},
-			"responses": map[string]any{
-				"Error": map[string]any{
-					"description": "The gateway's error envelope.",
-					"content":     map[string]any{"application/json": map[string]any{"schema": ref("schemas", "Error")}},
-				},
-				"RetryableError": map[string]any{
-					"description": "The gateway's error envelope; try again after Retry-After seconds.",
-					"headers":     map[string]any{"Retry-After": ref("headers", "RetryAfter")},
-					"content":     map[string]any{"application/json": map[string]any{"schema": ref("schemas", "Error")}},
-				},
-			},
-			"schemas": schemas,
-		},
+		Comps:    e.openAPIComponents(schemas),
 	}
 	for _, m := range t.Methods {
-		input := m.Name + ".input"
-		schemas[input] = componentSchema(m.InputSchema, input, schemas)
-		ok := map[string]any{"description": "The tool's answer, with the status and content type the tool gave it.",
-			"headers": map[string]any{"Server-Timing": ref("headers", "ServerTiming")}}
-		if len(m.OutputSchema) > 0 {
-			output := m.Name + ".output"
-			schemas[output] = componentSchema(m.OutputSchema, output, schemas)
-			ok["content"] = map[string]any{"application/json": map[string]any{"schema": ref("schemas", output)}}
-		}
-		summary := m.Title
-		if summary == "" {
-			summary = m.Name
-		}
-		op := map[string]any{
-			"operationId": m.Name,
-			"summary":     summary,
-			"parameters":  []any{ref("parameters", "Timeout"), ref("parameters", "RequestID")},
-			"requestBody": map[string]any{
-				"required": true,
-				"content":  map[string]any{"application/json": map[string]any{"schema": ref("schemas", input)}},
-			},
-			"responses": map[string]any{
-				"200": ok,
-				"400": ref("responses", "Error"), "401": ref("responses", "Error"),
-				"403": ref("responses", "Error"), "404": ref("responses", "Error"),
-				"413": ref("responses", "Error"), "415": ref("responses", "Error"),
-				"429": ref("responses", "RetryableError"), "502": ref("responses", "Error"),
-				"503": ref("responses", "RetryableError"), "504": ref("responses", "Error"),
-			},
-		}
-		if m.Description != "" {
-			op["description"] = m.Description
-		}
-		doc.Paths["/"+m.Name] = map[string]any{"post": op}
+		doc.Paths["/"+m.Name] = map[string]any{"post": methodOperation(m, schemas)}
 	}
 	return doc
+}
+
+// openAPIComponents are what every method's operation refers to: the ways to
+// authenticate, the call's headers, the error responses, and schemas, which the
+// methods' operations add their own to.
+func (e *Edge) openAPIComponents(schemas map[string]any) map[string]any {
+	return map[string]any{
+		"securitySchemes": map[string]any{
+			"apiKey": map[string]any{"type": "apiKey", "in": "header", "name": "SERVICE_API_KEY",
+				"description": "The account's API key."},
+			"bearer": map[string]any{"type": "http", "scheme": "bearer",
+				"description": "The account's API key, as a bearer token."},
+		},
+		"parameters": map[string]any{
+			"Timeout": map[string]any{"name": e.cfg.TimeoutHeader, "in": "header", "required": false,
+				"description": "Shortens the call's deadline: a duration such as 2s or 1500ms, or milliseconds. The method's own timeout still applies.",
+				"schema":      map[string]any{"type": "string"}},
+			"RequestID": map[string]any{"name": headerRequestID, "in": "header", "required": false,
+				"description": "Names the request in logs, traces and error envelopes (letters, digits, - and _, at most 64).",
+				"schema":      map[string]any{"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}},
+		},
+		"headers": map[string]any{
+			"RetryAfter": map[string]any{"description": "Seconds to wait before trying again.",
+				"schema": map[string]any{"type": "integer", "minimum": 1}},
+			"ServerTiming": map[string]any{"description": "tool;dur= the bus round trip, the tool's time, and gateway;dur= the rest of the edge's handling, in milliseconds.",
+				"schema": map[string]any{"type": "string"}},
+		},
+		"responses": map[string]any{
+			"Error": map[string]any{
+				"description": "The gateway's error envelope.",
+				"content":     map[string]any{"application/json": map[string]any{"schema": ref("schemas", "Error")}},
+			},
+			"RetryableError": map[string]any{
+				"description": "The gateway's error envelope; try again after Retry-After seconds.",
+				"headers":     map[string]any{"Retry-After": ref("headers", "RetryAfter")},
+				"content":     map[string]any{"application/json": map[string]any{"schema": ref("schemas", "Error")}},
+			},
+		},
+		"schemas": schemas,
+	}
+}
+
+// methodOperation is the POST operation of method m, whose schemas it adds to
+// schemas.
+func methodOperation(m registry.Method, schemas map[string]any) map[string]any {
+	input := m.Name + ".input"
+	schemas[input] = componentSchema(m.InputSchema, input, schemas)
+	ok := map[string]any{"description": "The tool's answer, with the status and content type the tool gave it.",
+		"headers": map[string]any{"Server-Timing": ref("headers", "ServerTiming")}}
+	if len(m.OutputSchema) > 0 {
+		output := m.Name + ".output"
+		schemas[output] = componentSchema(m.OutputSchema, output, schemas)
+		ok["content"] = map[string]any{"application/json": map[string]any{"schema": ref("schemas", output)}}
+	}
+	summary := m.Title
+	if summary == "" {
+		summary = m.Name
+	}
+	op := map[string]any{
+		"operationId": m.Name,
+		"summary":     summary,
+		"parameters":  []any{ref("parameters", "Timeout"), ref("parameters", "RequestID")},
+		"requestBody": map[string]any{
+			"required": true,
+			"content":  map[string]any{"application/json": map[string]any{"schema": ref("schemas", input)}},
+		},
+		"responses": map[string]any{
+			"200": ok,
+			"400": ref("responses", "Error"), "401": ref("responses", "Error"),
+			"403": ref("responses", "Error"), "404": ref("responses", "Error"),
+			"413": ref("responses", "Error"), "415": ref("responses", "Error"),
+			"429": ref("responses", "RetryableError"), "502": ref("responses", "Error"),
+			"503": ref("responses", "RetryableError"), "504": ref("responses", "Error"),
+		},
+	}
+	if m.Description != "" {
+		op["description"] = m.Description
+	}
+	return op
 }
 
 func ref(kind, name string) map[string]any {

@@ -53,8 +53,7 @@ func TestARequestIDNamesNothingOnTheBus(t *testing.T) {
 	e.connect("mallory", "ledger")
 
 	const shared = "req-the-same-for-both"
-	victimDone := make(chan result, 1)
-	go func() { victimDone <- e.call(victim, "ledger", "hold", `{}`, "X-Request-Id", shared) }()
+	victimDone := e.callInBackground(victim, "ledger", "hold", `{}`, "X-Request-Id", shared)
 	if got := <-started; got != "acme" {
 		t.Fatalf("the first call to start is %s's", got)
 	}

@@ -59,7 +59,7 @@ func install(t *testing.T, target Target, e Entry) (*Change, string) {
 }
 
 func TestInstallCreatesAPrivateFileWhenThereIsNone(t *testing.T) {
-	target := localTarget(t, Cursor{})
+	target := localTarget(t, Cursor)
 	ch, backup := install(t, target, testEntry("linux"))
 	if backup != "" {
 		t.Errorf("backup %q for a file that did not exist", backup)
@@ -179,8 +179,8 @@ func TestAMalformedFileIsRefusedAndLeftUntouched(t *testing.T) {
 }
 
 func TestADryRunWritesNothing(t *testing.T) {
-	target := localTarget(t, Codex{})
-	before := fixture(t, Codex{}, "existing")
+	target := localTarget(t, Codex)
+	before := fixture(t, Codex, "existing")
 	write(t, target.Path, before, 0o600)
 
 	ch, err := target.Install(testEntry("linux"))
@@ -204,8 +204,8 @@ func TestADryRunWritesNothing(t *testing.T) {
 
 func TestUninstallRemovesJustTheEntry(t *testing.T) {
 	t.Run("the other servers stay and the old file is backed up", func(t *testing.T) {
-		target := localTarget(t, VSCode{})
-		before := fixture(t, VSCode{}, "installed")
+		target := localTarget(t, VSCode)
+		before := fixture(t, VSCode, "installed")
 		write(t, target.Path, before, 0o600)
 
 		ch, err := target.Uninstall("email")
@@ -225,7 +225,7 @@ func TestUninstallRemovesJustTheEntry(t *testing.T) {
 		}
 	})
 	t.Run("a missing file is not created", func(t *testing.T) {
-		target := localTarget(t, Goose{})
+		target := localTarget(t, Goose)
 		ch, err := target.Uninstall("email")
 		if err != nil {
 			t.Fatal(err)
@@ -246,9 +246,9 @@ func TestInstallWritesThroughASymbolicLink(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("symbolic links need privileges on Windows")
 	}
-	target := localTarget(t, GeminiCLI{})
+	target := localTarget(t, GeminiCLI)
 	real := filepath.Join(t.TempDir(), "dotfiles", "gemini-settings.json")
-	write(t, real, fixture(t, GeminiCLI{}, "existing"), 0o600)
+	write(t, real, fixture(t, GeminiCLI, "existing"), 0o600)
 	if err := os.MkdirAll(filepath.Dir(target.Path), 0o755); err != nil {
 		t.Fatal(err)
 	}

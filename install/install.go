@@ -105,6 +105,17 @@ func (e Env) join(elem ...string) string {
 	return strings.Join(parts, `\`)
 }
 
+// home is the user's home directory.
+func (e Env) home() string { return e.Home }
+
+// codexHome is $CODEX_HOME, falling back to ~/.codex.
+func (e Env) codexHome() string {
+	if e.CodexHome != "" {
+		return e.CodexHome
+	}
+	return e.join(e.Home, ".codex")
+}
+
 // configDir is $XDG_CONFIG_HOME, falling back to ~/.config.
 func (e Env) configDir() string {
 	if e.ConfigHome != "" {
@@ -133,52 +144,12 @@ func (e Env) vscodeUserDir() string {
 	return e.join(e.configDir(), "Code", "User")
 }
 
-// A Client is one MCP client: where it keeps its servers and how it writes one.
-// Add and Remove are pure: they take the file's bytes (nil when there is no file)
-// and return the new bytes, the same bytes when there is nothing to change.
-type Client interface {
-	// Name is what --client takes, e.g. "claude-desktop".
-	Name() string
-	// Title is how people call the client, e.g. "Claude Desktop".
-	Title() string
-	// Path is the configuration file for scope, or ErrNoProjectScope.
-	Path(env Env, scope Scope) (string, error)
-	// Add puts e into file, replacing an entry of the same name.
-	Add(file []byte, e Entry) ([]byte, error)
-	// Remove takes the entry called name out of file.
-	Remove(file []byte, name string) ([]byte, error)
-}
-
-// Clients lists every supported client, in the order --list-clients shows them.
-func Clients() []Client {
-	return []Client{
-		Cursor{}, ClaudeDesktop{}, ClaudeCode{}, VSCode{}, Windsurf{}, Cline{},
-		RooCode{}, GeminiCLI{}, Codex{}, Zed{}, Goose{},
-	}
-}
-
-// aliases are other names people use for a client.
-var aliases = map[string]string{
-	"claude":        "claude-desktop",
-	"claudedesktop": "claude-desktop",
-	"claudecode":    "claude-code",
-	"code":          "vscode",
-	"vs-code":       "vscode",
-	"gemini":        "gemini-cli",
-	"roo":           "roo-code",
-	"roocode":       "roo-code",
-	"codex-cli":     "codex",
-}
-
 // Lookup finds a client by name or alias, ignoring case and spaces
 // ("VS Code", "Claude").
 func Lookup(name string) (Client, error) {
 	key := strings.ToLower(strings.Join(strings.Fields(name), "-"))
-	if a, ok := aliases[key]; ok {
-		key = a
-	}
 	for _, c := range Clients() {
-		if c.Name() == key {
+		if c.name == key || slices.Contains(c.aliases, key) {
 			return c, nil
 		}
 	}
@@ -187,7 +158,7 @@ func Lookup(name string) (Client, error) {
 		names = append(names, c.Name())
 	}
 	slices.Sort(names)
-	return nil, fmt.Errorf("unknown client %q (one of: %s)", name, strings.Join(names, ", "))
+	return Client{}, fmt.Errorf("unknown client %q (one of: %s)", name, strings.Join(names, ", "))
 }
 
 // Scopes lists the scopes c supports in env.

@@ -25,11 +25,22 @@ type exchange struct {
 	body   []byte
 }
 
+// do sends one raw HTTP request; a request that fails fails the test.
 func do(t testing.TB, method, url string, header map[string]string, body string) exchange {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	x, err := exchangeWith(method, url, header, body)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return x
+}
+
+// exchangeWith sends one raw HTTP request and returns what failed rather than
+// failing the test: for a goroutine the test starts, where t.Fatal must not run.
+func exchangeWith(method, url string, header map[string]string, body string) (exchange, error) {
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		return exchange{}, err
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
@@ -43,11 +54,11 @@ func do(t testing.TB, method, url string, header map[string]string, body string)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return exchange{}, err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return exchange{resp.StatusCode, resp.Header, b}
+	return exchange{resp.StatusCode, resp.Header, b}, nil
 }
 
 // rpcError reads the JSON-RPC error of a response body, or of the first event of a
@@ -661,7 +672,11 @@ func sessionLimitAcrossEdges(t *testing.T, e *env, node1, node2 int) {
 	for i := range attempts {
 		wg.Go(func() {
 			<-start
-			x := do(t, "POST", urls[i%2], map[string]string{"Accept": "application/json"}, initialize)
+			x, err := exchangeWith("POST", urls[i%2], map[string]string{"Accept": "application/json"}, initialize)
+			if err != nil {
+				t.Error(err)
+				return
+			}
 			switch code, _ := x.rpcError(); {
 			case x.status == http.StatusOK:
 				admitted.Add(1)

@@ -287,7 +287,11 @@ func TestDrainFinishesCalls(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		answer = do(t, "POST", url, headers, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":700}}}`)
+		var err error
+		answer, err = exchangeWith("POST", url, headers, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":700}}}`)
+		if err != nil {
+			t.Error(err)
+		}
 	}()
 	testenv.WaitFor(t, "the call reached the worker", func() bool { return e.worker.inFlight() == 1 })
 	drained := make(chan struct{})

@@ -1,6 +1,11 @@
 package workers
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
 
 // Cancels that name no call running here are remembered for a while: the call may be
 // waiting for a slot at the concurrency bound, or its message may reach intake after
@@ -57,4 +62,67 @@ func (r *recentCancels) add(id string, now time.Time) {
 func (r *recentCancels) has(id string, now time.Time) bool {
 	at, ok := r.at[id]
 	return ok && now.Sub(at) < r.window
+}
+
+// runningCall is a call running here, which a cancel of its id reaches.
+type runningCall struct {
+	cancel context.CancelCauseFunc
+	next   *runningCall // another call of the same id
+}
+
+// track makes the call cancellable by a message on its cancel subject, until untrack.
+// A call whose cancel came before it started is cancelled at once. A call without an
+// id is not tracked (nil).
+func (w *Worker) track(callID string, cancel context.CancelCauseFunc) *runningCall {
+	if callID == "" {
+		return nil
+	}
+	w.cancelMu.Lock()
+	defer w.cancelMu.Unlock()
+	if w.cancelled.has(callID, time.Now()) {
+		cancel(ErrCancelled)
+	}
+	rc := &runningCall{cancel: cancel, next: w.running[callID]}
+	w.running[callID] = rc
+	return rc
+}
+
+// untrack ends what track began.
+func (w *Worker) untrack(callID string, rc *runningCall) {
+	if rc == nil {
+		return
+	}
+	w.cancelMu.Lock()
+	defer w.cancelMu.Unlock()
+	head := w.running[callID]
+	if head == rc {
+		if rc.next == nil {
+			delete(w.running, callID)
+		} else {
+			w.running[callID] = rc.next
+		}
+		return
+	}
+	for p := head; p != nil; p = p.next {
+		if p.next == rc {
+			p.next = rc.next
+			return
+		}
+	}
+}
+
+// onCancel cancels the running calls a cancel message names, and remembers it for
+// calls that have yet to start (see WithCancelMemory). Every instance of the tool
+// hears every cancel of the tool's calls; most name a call running elsewhere.
+func (w *Worker) onCancel(msg *nats.Msg) {
+	tool, id, ok := w.cfg.subjects.ParseCancel(msg.Subject)
+	if !ok || tool != w.tool.ID {
+		return
+	}
+	w.cancelMu.Lock()
+	defer w.cancelMu.Unlock()
+	for rc := w.running[id]; rc != nil; rc = rc.next {
+		rc.cancel(ErrCancelled)
+	}
+	w.cancelled.add(id, time.Now())
 }

@@ -145,6 +145,7 @@ type row struct {
 // latencies of every round together.
 func (r *row) saturated() load.Result { return load.Merge(r.rounds...) }
 
+// run measures every part cfg asks for and writes the report.
 func run(ctx context.Context, cfg config) error {
 	self, err := os.Executable()
 	if err != nil {
@@ -159,14 +160,7 @@ func run(ctx context.Context, cfg config) error {
 	if err := s.start(ctx, cfg.bin, self, logs, cfg.profile != ""); err != nil {
 		return err
 	}
-	// Room for every idle session of every measurement at once: a legacy session whose
-	// stream closes as its edge stops is left for its client to resume, until it
-	// expires.
-	maxSessions := 100 + cfg.callers*4
-	for _, n := range cfg.sessions {
-		maxSessions += 2 * n
-	}
-	acct, err := setup(ctx, s, maxSessions)
+	acct, err := setup(ctx, s, maxSessions(cfg))
 	if err != nil {
 		return err
 	}
@@ -187,6 +181,42 @@ func run(ctx context.Context, cfg config) error {
 	if cfg.only == "peers" {
 		rows = nil
 	}
+	if err := saturateRounds(ctx, s, cfg, rows); err != nil {
+		return err
+	}
+	if err := measurePaced(ctx, s, cfg, rows, serverTimings); err != nil {
+		return err
+	}
+	var peers *peerReport
+	if cfg.only != "gateway" {
+		if peers, err = runPeers(ctx, s, cfg, acct, logs); err != nil {
+			return fmt.Errorf("peers: %w", err)
+		}
+	}
+	if cfg.only == "peers" {
+		cfg.sessions = nil
+	}
+	mem, err := holdIdleSessions(ctx, s, cfg, acct)
+	if err != nil {
+		return err
+	}
+	return writeReport(cfg, render(cfg, rows, mem, serverTimings), peers)
+}
+
+// maxSessions is room for every idle session of every measurement at once: a legacy
+// session whose stream closes as its edge stops is left for its client to resume,
+// until it expires.
+func maxSessions(cfg config) int {
+	n := 100 + cfg.callers*4
+	for _, sessions := range cfg.sessions {
+		n += 2 * sessions
+	}
+	return n
+}
+
+// saturateRounds measures every row at saturation once per round, the rows in
+// another order each round, with the CPU time each of the stack's processes spent.
+func saturateRounds(ctx context.Context, s *stack, cfg config, rows []*row) error {
 	for round := range cfg.rounds {
 		for _, r := range inRound(rows, round) {
 			fmt.Fprintf(os.Stderr, "round %d/%d: %s...\n", round+1, cfg.rounds, r.name)
@@ -214,8 +244,12 @@ func run(ctx context.Context, cfg config) error {
 			}
 		}
 	}
-	// Latency at a fixed rate, and the profiles, once per path: neither is a ratio
-	// that the machine's other work would decide.
+	return nil
+}
+
+// measurePaced measures each row's latency at a fixed rate, and takes the profiles,
+// once per path: neither is a ratio that the machine's other work would decide.
+func measurePaced(ctx context.Context, s *stack, cfg config, rows []*row, serverTimings *timings) error {
 	for _, r := range rows {
 		fmt.Fprintf(os.Stderr, "%s at %.0f/s...\n", r.name, cfg.rate)
 		serverTimings.on.Store(true) // only tool-call reads it, and only at the fixed rate
@@ -230,16 +264,13 @@ func run(ctx context.Context, cfg config) error {
 			return ctx.Err()
 		}
 	}
-	var peers *peerReport
-	if cfg.only != "gateway" {
-		if peers, err = runPeers(ctx, s, cfg, acct, logs); err != nil {
-			return fmt.Errorf("peers: %w", err)
-		}
-	}
+	return nil
+}
+
+// holdIdleSessions measures the edge's memory per idle session of each transport,
+// for each number of sessions cfg asks for.
+func holdIdleSessions(ctx context.Context, s *stack, cfg config, acct *account) ([]memory, error) {
 	var mem []memory
-	if cfg.only == "peers" {
-		cfg.sessions = nil
-	}
 	transports := []struct {
 		name string
 		open func(ctx context.Context, i int64) (idleStream, error)
@@ -252,12 +283,17 @@ func run(ctx context.Context, cfg config) error {
 			fmt.Fprintf(os.Stderr, "holding %d idle %s sessions...\n", n, tr.name)
 			m, err := measureSessions(ctx, s, tr.name, n, tr.open)
 			if err != nil {
-				return fmt.Errorf("%d %s sessions: %w", n, tr.name, err)
+				return nil, fmt.Errorf("%d %s sessions: %w", n, tr.name, err)
 			}
 			mem = append(mem, m)
 		}
 	}
-	report := render(cfg, rows, mem, serverTimings)
+	return mem, nil
+}
+
+// writeReport prints the report, the gateway's part followed by the peers' and the
+// Go benchmarks', and writes it to cfg.out as well when set.
+func writeReport(cfg config, report string, peers *peerReport) error {
 	if peers != nil {
 		report += peers.render()
 	}

@@ -112,59 +112,116 @@ func runPeers(ctx context.Context, s *stack, cfg config, acct *account, logs io.
 		return nil, fmt.Errorf("-fixture: %w", err)
 	}
 	rep := &peerReport{callers: [2]int{1, cfg.callers}, rounds: p.rounds, duration: p.duration, started: time.Now()}
-	client := mcp.NewClient(&mcp.Implementation{Name: "tgbench", Version: "1"}, nil)
-	opts := &mcp.ClientSessionOptions{ProtocolVersion: peerProtocol}
-	connect := func(t mcp.Transport) (*mcp.ClientSession, error) {
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		return client.Connect(cctx, t, opts)
+	d := peerDialer{client: mcp.NewClient(&mcp.Implementation{Name: "tgbench", Version: "1"}, nil),
+		opts: &mcp.ClientSessionOptions{ProtocolVersion: peerProtocol}}
+	direct, err := directPeer(ctx, d, fixture, logs)
+	if err != nil {
+		return nil, err
 	}
-	streamable := func(endpoint string) (*mcp.ClientSession, error) {
-		return connect(&mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: peerClient, MaxRetries: -1})
+	rep.peers = append(rep.peers, direct)
+	tg, bridgePprof, err := toolgatePeer(ctx, d, s, cfg, acct, fixture, logs)
+	if err != nil {
+		return nil, err
+	}
+	rep.peers = append(rep.peers, tg)
+	for _, o := range proxyRows(p, fixture, s.dir) {
+		row, err := startProxy(ctx, d, s, o, logs)
+		if err != nil {
+			return nil, err
+		}
+		rep.peers = append(rep.peers, row)
 	}
 
-	// (a) straight over stdio: the client starts the server.
+	var seq atomic.Int64
+	if err := rep.measure(ctx, cfg, &seq); err != nil {
+		return nil, err
+	}
+	if cfg.profile != "" {
+		// The link's processes under the N callers' load, once more, outside the table.
+		fn := func(ctx context.Context) error { return echo(ctx, tg.session, seq.Add(1)) }
+		if err := profile(ctx, map[string]string{"edge": s.edgePprof, "bridge": bridgePprof}, cfg, "peers-toolgate", fn); err != nil {
+			return nil, fmt.Errorf("profile the link: %w", err)
+		}
+	}
+	for _, pr := range rep.peers {
+		if pr.session != nil {
+			pr.session.Close()
+		}
+	}
+	return rep, nil
+}
+
+// peerDialer opens the rows' client sessions: one client, asking every row for
+// peerProtocol.
+type peerDialer struct {
+	client *mcp.Client
+	opts   *mcp.ClientSessionOptions
+}
+
+func (d peerDialer) connect(ctx context.Context, t mcp.Transport) (*mcp.ClientSession, error) {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return d.client.Connect(cctx, t, d.opts)
+}
+
+func (d peerDialer) streamable(ctx context.Context, endpoint string) (*mcp.ClientSession, error) {
+	return d.connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: peerClient, MaxRetries: -1})
+}
+
+// directPeer is the baseline: straight over stdio, the client starts the server.
+func directPeer(ctx context.Context, d peerDialer, fixture string, logs io.Writer) (*peer, error) {
 	direct := &peer{name: "direct over stdio (baseline)"}
 	cmd := exec.Command(fixture)
 	cmd.Stderr = logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if direct.session, err = connect(&mcp.CommandTransport{Command: cmd}); err != nil {
+	var err error
+	if direct.session, err = d.connect(ctx, &mcp.CommandTransport{Command: cmd}); err != nil {
 		return nil, fmt.Errorf("direct: %w", err)
 	}
 	direct.parts = []part{{"server", pids(cmd.Process.Pid)}}
-	rep.peers = append(rep.peers, direct)
+	return direct, nil
+}
 
-	// (b) a toolgate link: the bridge worker runs the server; the bench account connects
-	// the tool and calls it through its link on the stack's edge.
+// toolgatePeer is a toolgate link: the bridge worker runs the server; the bench
+// account connects the tool and calls it through its link on the stack's edge. It
+// also returns the bridge's pprof address when cfg asks for profiles.
+func toolgatePeer(ctx context.Context, d peerDialer, s *stack, cfg config, acct *account, fixture string, logs io.Writer) (*peer, string, error) {
 	tg := &peer{name: "toolgate link (edge, NATS, `worker mcp`)"}
 	var bridgePprof string
 	if cfg.profile != "" {
 		port, err := freePort()
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		bridgePprof = fmt.Sprintf("127.0.0.1:%d", port)
 	}
 	w, err := s.run(ctx, logs, pprofEnv(bridgePprof), "peer-worker", cfg.bin, "worker", "mcp", "--nats", s.natsURL, "--tool", "fixture", "--", fixture)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	link, err := connectTool(ctx, s, acct, "fixture")
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	if tg.session, err = streamable(link); err != nil {
-		return nil, fmt.Errorf("toolgate link: %w", err)
+	if tg.session, err = d.streamable(ctx, link); err != nil {
+		return nil, "", fmt.Errorf("toolgate link: %w", err)
 	}
 	tg.parts = []part{{"edge", func() []int { return []int{s.edge.Process.Pid} }}, {"nats", pids(s.nats.Process.Pid)},
 		{"worker", pids(w.Process.Pid)}, {"server", below(w.Process.Pid)}}
-	rep.peers = append(rep.peers, tg)
+	return tg, bridgePprof, nil
+}
 
-	// The other proxies, each on a port of its own with the server as its child.
-	others := []struct {
-		name, path, missing string
-		args                func(port int) (name string, args []string, endpoint string, err error)
-	}{
+// proxyRow is another MCP gateway or proxy, run on a port of its own with the server
+// as its child.
+type proxyRow struct {
+	name, path, missing string
+	args                func(port int) (name string, args []string, endpoint string, err error)
+}
+
+// proxyRows are the other proxies, as p says where they are installed; dir holds the
+// configuration files they need.
+func proxyRows(p peerPaths, fixture, dir string) []proxyRow {
+	return []proxyRow{
 		{"supergateway " + npmVersion(p.supergateway) + " (stdio → Streamable HTTP, stateful)", p.supergateway, "npm supergateway",
 			func(port int) (string, []string, string, error) {
 				return "node", []string{p.supergateway, "--stdio", shellQuote(fixture), "--outputTransport", "streamableHttp",
@@ -184,99 +241,98 @@ func runPeers(ctx context.Context, s *stack, cfg config, acct *account, logs io.
 					"mcpServers": map[string]any{"fixture": map[string]any{"command": fixture}},
 				}
 				b, _ := json.Marshal(conf)
-				file := filepath.Join(s.dir, "tbxark.json")
+				file := filepath.Join(dir, "tbxark.json")
 				if err := os.WriteFile(file, b, 0o600); err != nil {
 					return "", nil, "", err
 				}
 				return p.tbxark, []string{"--config", file}, fmt.Sprintf("http://127.0.0.1:%d/fixture/", port), nil
 			}},
 	}
-	for _, o := range others {
-		row := &peer{name: o.name}
-		rep.peers = append(rep.peers, row)
-		if o.path == "" {
-			row.skip = "not installed: " + o.missing + " (scripts/bench-peers.sh installs it)"
-			continue
-		}
-		if _, err := os.Stat(o.path); err != nil {
-			row.skip = fmt.Sprintf("not installed: %v", err)
-			continue
-		}
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		name, args, endpoint, err := o.args(port)
-		if err != nil {
-			return nil, err
-		}
-		proc, err := s.run(ctx, logs, nil, "peer", name, args...)
-		if err != nil {
-			row.skip = err.Error()
-			continue
-		}
-		// Connect once the proxy listens and has its server: TBXark's serves the route
-		// only after its own session with the server is up.
-		err = poll(ctx, func() bool {
-			var err error
-			row.session, err = streamable(endpoint)
-			return err == nil
-		})
-		if err != nil {
-			row.skip = fmt.Sprintf("no MCP session at %s within 30s (run tgbench -v to see its log)", endpoint)
-			continue
-		}
-		row.parts = []part{{"proxy", pids(proc.Process.Pid)}, {"server", below(proc.Process.Pid)}}
-	}
+}
 
-	// Check every row answers before measuring any.
+// startProxy starts o and connects to it. A row that cannot be measured is returned
+// with the reason in its skip.
+func startProxy(ctx context.Context, d peerDialer, s *stack, o proxyRow, logs io.Writer) (*peer, error) {
+	row := &peer{name: o.name}
+	if o.path == "" {
+		row.skip = "not installed: " + o.missing + " (scripts/bench-peers.sh installs it)"
+		return row, nil
+	}
+	if _, err := os.Stat(o.path); err != nil {
+		row.skip = fmt.Sprintf("not installed: %v", err)
+		return row, nil
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	name, args, endpoint, err := o.args(port)
+	if err != nil {
+		return nil, err
+	}
+	proc, err := s.run(ctx, logs, nil, "peer", name, args...)
+	if err != nil {
+		row.skip = err.Error()
+		return row, nil
+	}
+	// Connect once the proxy listens and has its server: TBXark's serves the route
+	// only after its own session with the server is up.
+	err = poll(ctx, func() bool {
+		var err error
+		row.session, err = d.streamable(ctx, endpoint)
+		return err == nil
+	})
+	if err != nil {
+		row.skip = fmt.Sprintf("no MCP session at %s within 30s (run tgbench -v to see its log)", endpoint)
+		return row, nil
+	}
+	row.parts = []part{{"proxy", pids(proc.Process.Pid)}, {"server", below(proc.Process.Pid)}}
+	return row, nil
+}
+
+// measure checks every row answers, then measures them in turns, round after round,
+// each with 1 and then N callers, numbering the calls with seq.
+func (rep *peerReport) measure(ctx context.Context, cfg config, seq *atomic.Int64) error {
 	for _, pr := range rep.peers {
 		if pr.session != nil {
 			if err := echo(ctx, pr.session, 0); err != nil {
-				return nil, fmt.Errorf("%s: first call: %w", pr.name, err)
+				return fmt.Errorf("%s: first call: %w", pr.name, err)
 			}
 		}
 	}
 	rep.load0 = loadavg()
-	var seq atomic.Int64
-	for round := range p.rounds {
+	for round := range rep.rounds {
 		for _, pr := range inRound(rep.peers, round) {
 			if pr.session == nil {
 				continue
 			}
-			fmt.Fprintf(os.Stderr, "round %d/%d: %s...\n", round+1, p.rounds, pr.name)
-			fn := func(ctx context.Context) error { return echo(ctx, pr.session, seq.Add(1)) }
-			for i, n := range rep.callers {
-				load.Saturate(ctx, n, p.duration/5, cfg.max, fn) // warm
-				before := pr.cpuNow()
-				r := load.Saturate(ctx, n, p.duration, cfg.max, fn)
-				if pr.cpu[i] == nil {
-					pr.cpu[i] = map[string]time.Duration{}
-				}
-				for name, d := range pr.cpuNow() {
-					pr.cpu[i][name] += d - before[name]
-				}
-				pr.results[i] = append(pr.results[i], r)
-			}
+			fmt.Fprintf(os.Stderr, "round %d/%d: %s...\n", round+1, rep.rounds, pr.name)
+			pr.measureRound(ctx, rep.callers, rep.duration, cfg.max, seq)
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return ctx.Err()
 			}
 		}
 	}
 	rep.load1 = loadavg()
-	if cfg.profile != "" {
-		// The link's processes under the N callers' load, once more, outside the table.
-		fn := func(ctx context.Context) error { return echo(ctx, tg.session, seq.Add(1)) }
-		if err := profile(ctx, map[string]string{"edge": s.edgePprof, "bridge": bridgePprof}, cfg, "peers-toolgate", fn); err != nil {
-			return nil, fmt.Errorf("profile the link: %w", err)
+	return nil
+}
+
+// measureRound saturates the row for d with each number of callers, after a warm-up,
+// and adds what it measured to the row's results and CPU times.
+func (p *peer) measureRound(ctx context.Context, callers [2]int, d time.Duration, maxCalls int, seq *atomic.Int64) {
+	fn := func(ctx context.Context) error { return echo(ctx, p.session, seq.Add(1)) }
+	for i, n := range callers {
+		load.Saturate(ctx, n, d/5, maxCalls, fn) // warm
+		before := p.cpuNow()
+		r := load.Saturate(ctx, n, d, maxCalls, fn)
+		if p.cpu[i] == nil {
+			p.cpu[i] = map[string]time.Duration{}
 		}
-	}
-	for _, pr := range rep.peers {
-		if pr.session != nil {
-			pr.session.Close()
+		for name, spent := range p.cpuNow() {
+			p.cpu[i][name] += spent - before[name]
 		}
+		p.results[i] = append(p.results[i], r)
 	}
-	return rep, nil
 }
 
 // peerClient is the HTTP client of every Streamable HTTP row: enough idle

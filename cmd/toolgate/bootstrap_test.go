@@ -81,8 +81,21 @@ func TestBootstrap(t *testing.T) {
 // and returns its URL once it is ready.
 func startEdgeWith(t *testing.T, flags ...string) string {
 	t.Helper()
+	return edgeReady(t, launchEdge(t, flags...))
+}
+
+// launchEdge starts `toolgate edge` with flags on a free port until the test ends,
+// and returns what it prints, without waiting for it.
+func launchEdge(t *testing.T, flags ...string) *testenv.Buffer {
+	t.Helper()
 	// No balancer to wait for: the test's edges stop at once.
-	out := startCommand(t, append([]string{"edge", "--listen", "127.0.0.1:0", "--drain-delay", "0"}, flags...)...)
+	return startCommand(t, append([]string{"edge", "--listen", "127.0.0.1:0", "--drain-delay", "0"}, flags...)...)
+}
+
+// edgeReady waits until the edge printing out listens and is ready, and returns its
+// URL.
+func edgeReady(t *testing.T, out *testenv.Buffer) string {
+	t.Helper()
 	var url string
 	listening := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
 	testenv.WaitFor(t, "toolgate edge listens", func() bool {
@@ -133,14 +146,17 @@ func TestEdgeWaits(t *testing.T) {
 		}
 	})
 	t.Run("with --wait it serves once NATS and the files come", func(t *testing.T) {
-		go func() { // the scenario: NATS, then the files, come late
-			time.Sleep(2 * time.Second)
-			testenv.ServerWith(t, func(c *bus.ServerConfig) { c.Port = port })
-			time.Sleep(time.Second)
-			_, _ = run(t, context.Background(), "bootstrap", "--nats", natsURL, "--data", dir)
-		}()
 		t.Setenv("TOOLGATE_ADMIN_KEY_FILE", adminKey)
-		url := startEdgeWith(t, "--nats", natsURL, "--link-secret-file", secret, "--wait", "60s")
+		out := launchEdge(t, "--nats", natsURL, "--link-secret-file", secret, "--wait", "60s")
+		// The scenario: NATS, then the files, come late; on the test's goroutine, so
+		// that a failure to start them stops the test.
+		time.Sleep(2 * time.Second)
+		testenv.ServerWith(t, func(c *bus.ServerConfig) { c.Port = port })
+		time.Sleep(time.Second)
+		if out, err := run(t, context.Background(), "bootstrap", "--nats", natsURL, "--data", dir); err != nil {
+			t.Fatalf("toolgate bootstrap: %v\n%s", err, out)
+		}
+		url := edgeReady(t, out)
 		if err := checkHealth(context.Background(), url+"/readyz", testenv.Patience); err != nil {
 			t.Fatal(err)
 		}

@@ -324,7 +324,7 @@ func TestStack(t *testing.T) {
 		devKey, adminKey := s.devKey, s.admin
 		session := s.openSession(t)
 		s.compose("down")
-		s.up()
+		s.up() // and waits for the bootstrap's second run to end: its log is whole
 		if s.devKey != devKey || s.admin != adminKey {
 			t.Fatal("the keys changed")
 		}

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -30,10 +31,16 @@ type stack struct {
 	admin   string
 }
 
+// runID names what this run of the tests makes in the container engine (the image,
+// the compose project, and so its containers, network and volumes): the process id
+// keeps runs at the same time apart, and the random part keeps a run apart from what
+// an earlier one, stopped before its cleanup, left under the same process id.
+var runID = fmt.Sprintf("%d%06x", os.Getpid(), rand.IntN(1<<24))
+
 // image is the tag the tests build and run: apart from the user's toolgate:latest,
 // and of this run alone, so that runs of two trees on one machine never start each
 // other's binary.
-var image = fmt.Sprintf("toolgate:compose-test-%d", os.Getpid())
+var image = "toolgate:compose-test-" + runID
 
 // repoRoot is the repository's root, where the Makefile and docker-compose.yml are.
 var repoRoot, _ = filepath.Abs("../..")
@@ -120,7 +127,7 @@ func startStack(t *testing.T) *stack {
 	port1, port2 := freePort(t), freePort(t)
 	s := &stack{
 		t:       t,
-		project: fmt.Sprintf("tgtest%d", os.Getpid()),
+		project: "tgtest" + runID,
 		keys:    t.TempDir(),
 		edges:   []string{"http://127.0.0.1:" + port1, "http://127.0.0.1:" + port2},
 	}
@@ -144,11 +151,17 @@ func startStack(t *testing.T) *stack {
 	return s
 }
 
-// up starts the stack and waits until both edges serve the demo tools, with both
-// workers' instances, to the dev key.
+// up starts the stack and waits until its one-shot services (bus-init, bootstrap)
+// have run to their end and both edges serve the demo tools, with both workers'
+// instances, to the dev key. An edge can be ready before the bootstrap ends (a second
+// up finds the secrets it reads already there), so only the bootstrap's exit says
+// that the keys are written and its log is whole.
 func (s *stack) up() {
 	s.t.Helper()
 	s.compose("up", "-d")
+	for _, oneShot := range []string{"bus-init", "bootstrap"} {
+		s.finished(oneShot, 3*time.Minute)
+	}
 	s.waitReady(3 * time.Minute)
 	s.devKey, s.admin = s.readKey("dev-key"), s.readKey("admin-key")
 	for _, e := range s.edges {
@@ -170,15 +183,38 @@ func (s *stack) waitReady(within time.Duration) {
 	}
 }
 
+// finished waits until the one-shot service's container has run to its end, as
+// Podman tells it (podman wait, then the state it inspects), and fails the test unless
+// it exited 0 within the time given. Its restart policy (on-failure) starts a failed
+// run again: a code other than 0 is waited past, until the run that succeeds.
+func (s *stack) finished(service string, within time.Duration) {
+	s.t.Helper()
+	name := s.container(service)
+	deadline := time.Now().Add(within)
+	for {
+		if out, err := s.try(max(time.Until(deadline), time.Second), "podman", "wait", name); err != nil {
+			s.t.Logf("podman wait %s: %v: %s", name, err, strings.TrimSpace(out))
+		}
+		state := strings.TrimSpace(s.podman("inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", name))
+		if state == "exited 0" {
+			return
+		}
+		if time.Now().After(deadline) {
+			log, _ := s.try(time.Minute, "podman", "logs", "--tail", "30", name)
+			s.t.Fatalf("%s has not run to a successful end within %s (%s):\n%s", service, within, state, log)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// readKey reads a key the bootstrap wrote; up has waited for it to end.
 func (s *stack) readKey(name string) string {
 	s.t.Helper()
 	path := filepath.Join(s.keys, name)
-	var b []byte
-	eventually(s.t, time.Minute, "the bootstrap writes "+name, func() bool {
-		var err error
-		b, err = os.ReadFile(path)
-		return err == nil && len(bytes.TrimSpace(b)) > 0
-	})
+	b, err := os.ReadFile(path)
+	if err != nil || len(bytes.TrimSpace(b)) == 0 {
+		s.t.Fatalf("the bootstrap ended without writing %s: %v", name, err)
+	}
 	fi, err := os.Stat(path)
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		s.t.Fatalf("%s: %v, mode %v: want 0600", path, err, fi.Mode().Perm())

@@ -294,7 +294,7 @@ func TestSSETab(t *testing.T) {
 		streamable := strings.TrimSuffix(link, "/sse")
 		entry := install.Entry{Name: "email", URL: streamable, Description: emailTool.Description,
 			Command: "toolgate", Args: []string{"connect", streamable}}
-		for _, c := range []install.Client{install.Cursor{}, install.VSCode{}, install.ClaudeCode{}, install.ClaudeDesktop{}} {
+		for _, c := range []install.Client{install.Cursor, install.VSCode, install.ClaudeCode, install.ClaudeDesktop} {
 			want, err := c.Add(nil, entry)
 			if err != nil {
 				t.Fatal(err)

@@ -49,7 +49,7 @@ type configPath struct {
 }
 
 // configClients are the clients whose configuration the SSE tab shows.
-var configClients = []install.Client{install.Cursor{}, install.VSCode{}, install.ClaudeCode{}, install.ClaudeDesktop{}}
+var configClients = []install.Client{install.Cursor, install.VSCode, install.ClaudeCode, install.ClaudeDesktop}
 
 // clientConfigs builds each client's entry for tool with the installer's own
 // builders, so that what is copied from the page and what `toolgate install` writes

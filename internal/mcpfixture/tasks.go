@@ -166,12 +166,18 @@ func missingTasksCapability(what string) error {
 // addTaskTools adds the tools of the tasks scenarios, the middleware that turns their
 // calls into tasks, and the tasks methods.
 func (f *fixture) addTaskTools() {
-	s := f.server
 	st := &taskStore{tasks: map[string]*task{}, tools: map[string]taskTool{}}
 	f.taskStore = st
+	f.addGreet()
+	st.addTimedJobs(f.server)
+	st.addAskingJobs(f.server)
+	st.serve(f.server)
+}
 
-	s.AddTool(&mcp.Tool{Name: "greet", Description: "Greets name (never a task)",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`)},
+// addGreet adds a tool that never runs as a task.
+func (f *fixture) addGreet() {
+	f.addTool("greet", "Greets name (never a task)",
+		json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`),
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			var in struct {
 				Name string `json:"name"`
@@ -181,22 +187,27 @@ func (f *fixture) addTaskTools() {
 			}
 			return text(fmt.Sprintf("Hello, %s!", in.Name)), nil
 		})
+}
 
-	// add registers a tool that may run as a task: called without a task, its job
-	// runs during the call (asking nothing: a job that must ask runs as a task only,
-	// or has a handler of its own, sync).
-	add := func(name, description, schema string, tt taskTool, sync mcp.ToolHandler) {
-		st.tools[name] = tt
-		if sync == nil {
-			sync = func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				return tt.job(ctx, req.Params.Arguments, func(context.Context, map[string]*mcp.ElicitParams) (map[string]json.RawMessage, error) {
-					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: name + " asks for input only as a task"}
-				})
-			}
+// addTool adds a tool that may run as a task: called without a task, its job runs
+// during the call (asking nothing: a job that must ask runs as a task only, or has a
+// handler of its own, sync).
+func (st *taskStore) addTool(s *mcp.Server, name, description, schema string, tt taskTool, sync mcp.ToolHandler) {
+	st.tools[name] = tt
+	if sync == nil {
+		sync = func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return tt.job(ctx, req.Params.Arguments, func(context.Context, map[string]*mcp.ElicitParams) (map[string]json.RawMessage, error) {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: name + " asks for input only as a task"}
+			})
 		}
-		s.AddTool(&mcp.Tool{Name: name, Description: description, InputSchema: json.RawMessage(schema)}, sync)
 	}
-	add("slow_compute", "Sleeps seconds, then answers with label (a task when the client takes tasks)",
+	s.AddTool(&mcp.Tool{Name: name, Description: description, InputSchema: json.RawMessage(schema)}, sync)
+}
+
+// addTimedJobs adds the task tools that ask nothing: one that answers after a while,
+// one that fails as a tool, one that ends in a protocol error.
+func (st *taskStore) addTimedJobs(s *mcp.Server) {
+	st.addTool(s, "slow_compute", "Sleeps seconds, then answers with label (a task when the client takes tasks)",
 		`{"type":"object","properties":{"seconds":{"type":"number"},"label":{"type":"string"}}}`,
 		taskTool{job: func(ctx context.Context, args json.RawMessage, _ asker) (*mcp.CallToolResult, error) {
 			var in struct {
@@ -213,7 +224,7 @@ func (f *fixture) addTaskTools() {
 			}
 			return text(fmt.Sprintf("computed %s after %gs", in.Label, in.Seconds)), nil
 		}}, nil)
-	add("failing_job", "Fails as a tool after a second (a task always)", string(noArgs),
+	st.addTool(s, "failing_job", "Fails as a tool after a second (a task always)", string(noArgs),
 		taskTool{required: true, job: func(ctx context.Context, _ json.RawMessage, _ asker) (*mcp.CallToolResult, error) {
 			if err := sleep(ctx, time.Second); err != nil {
 				return nil, err
@@ -222,25 +233,25 @@ func (f *fixture) addTaskTools() {
 			res.IsError = true
 			return res, nil
 		}}, nil)
-	add("protocol_error_job", "Ends in a protocol error (a task when the client takes tasks)", string(noArgs),
+	st.addTool(s, "protocol_error_job", "Ends in a protocol error (a task when the client takes tasks)", string(noArgs),
 		taskTool{job: func(ctx context.Context, _ json.RawMessage, _ asker) (*mcp.CallToolResult, error) {
 			if err := sleep(ctx, 200*time.Millisecond); err != nil {
 				return nil, err
 			}
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the job broke down"}
 		}}, nil)
-	confirm := func(filename string) map[string]*mcp.ElicitParams {
-		return map[string]*mcp.ElicitParams{"confirm": {Message: "Delete " + filename + "?", RequestedSchema: map[string]any{
-			"type": "object", "properties": map[string]any{"confirm": map[string]any{"type": "boolean"}}, "required": []string{"confirm"}}}}
-	}
-	add("confirm_delete", "Asks the user to confirm, then deletes filename (a task when the client takes tasks)",
+}
+
+// addAskingJobs adds the task tools that ask their client's user for input.
+func (st *taskStore) addAskingJobs(s *mcp.Server) {
+	st.addTool(s, "confirm_delete", "Asks the user to confirm, then deletes filename (a task when the client takes tasks)",
 		`{"type":"object","properties":{"filename":{"type":"string"}}}`,
 		taskTool{job: func(ctx context.Context, args json.RawMessage, ask asker) (*mcp.CallToolResult, error) {
 			var in struct {
 				Filename string `json:"filename"`
 			}
 			_ = json.Unmarshal(args, &in)
-			answers, err := ask(ctx, confirm(in.Filename))
+			answers, err := ask(ctx, confirmDelete(in.Filename))
 			if err != nil {
 				return nil, err
 			}
@@ -255,18 +266,14 @@ func (f *fixture) addTaskTools() {
 				return text(fmt.Sprintf("delete %s: %s", in.Filename, r.Action)), nil
 			}
 			asks := mcp.InputRequestMap{}
-			for k, v := range confirm(in.Filename) {
+			for k, v := range confirmDelete(in.Filename) {
 				asks[k] = v
 			}
 			return &mcp.CallToolResult{InputRequests: asks}, nil
 		})
-	askName := func(message string) *mcp.ElicitParams {
-		return &mcp.ElicitParams{Message: message, RequestedSchema: map[string]any{
-			"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}, "required": []string{"name"}}}
-	}
-	add("multi_input", "Asks two questions at once, then answers with both (a task always)", string(noArgs),
+	st.addTool(s, "multi_input", "Asks two questions at once, then answers with both (a task always)", string(noArgs),
 		taskTool{required: true, job: func(ctx context.Context, _ json.RawMessage, ask asker) (*mcp.CallToolResult, error) {
-			answers, err := ask(ctx, map[string]*mcp.ElicitParams{"first": askName("First name?"), "second": askName("Second name?")})
+			answers, err := ask(ctx, map[string]*mcp.ElicitParams{"first": askFor("First name?", "name"), "second": askFor("Second name?", "name")})
 			if err != nil {
 				return nil, err
 			}
@@ -286,9 +293,18 @@ func (f *fixture) addTaskTools() {
 	}}
 	s.AddTool(&mcp.Tool{Name: "test_tool_with_task", Description: "Asks the user's name (key user_name), then greets them from a task", InputSchema: noArgs},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"user_name": askName("What is your name?")}}, nil
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"user_name": askFor("What is your name?", "name")}}, nil
 		})
+}
 
+// confirmDelete asks the user to confirm filename's deletion.
+func confirmDelete(filename string) map[string]*mcp.ElicitParams {
+	return map[string]*mcp.ElicitParams{"confirm": {Message: "Delete " + filename + "?", RequestedSchema: map[string]any{
+		"type": "object", "properties": map[string]any{"confirm": map[string]any{"type": "boolean"}}, "required": []string{"confirm"}}}}
+}
+
+// serve turns the calls of the task tools into tasks and answers the tasks methods.
+func (st *taskStore) serve(s *mcp.Server) {
 	s.AddReceivingMiddleware(st.middleware)
 	must := func(err error) {
 		if err != nil {

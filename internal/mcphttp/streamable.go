@@ -196,28 +196,13 @@ func (c *Streamable) Write(ctx context.Context, msg jsonrpc.Message) error {
 	var call *jsonrpc.Request
 	if isReq && req.IsCall() {
 		call = req
-		key := IDKey(req.ID)
-		c.mu.Lock()
-		c.calls[key] = cancel
-		if req.Method == "tools/list" {
-			c.lists[key] = true
-		}
-		c.mu.Unlock()
-		defer func() {
-			c.mu.Lock()
-			delete(c.calls, key)
-			delete(c.lists, key)
-			c.mu.Unlock()
-		}()
+		defer c.track(req, cancel)()
 	}
 
-	httpReq, err := http.NewRequestWithContext(reqCtx, http.MethodPost, c.cfg.Endpoint, bytes.NewReader(data))
+	httpReq, err := c.newPost(reqCtx, data, version, msg)
 	if err != nil {
-		return fmt.Errorf("mcphttp: %w", err)
+		return err
 	}
-	httpReq.Header.Set("Content-Type", "application/json")
-	httpReq.Header.Set("Accept", "application/json, text/event-stream")
-	c.setHeaders(httpReq.Header, c.SessionID(), version, msg)
 	resp, err := c.cfg.client().Do(httpReq)
 	if err != nil {
 		if errors.Is(reqCtx.Err(), context.Canceled) && ctx.Err() == nil && c.ctx.Err() == nil {
@@ -226,6 +211,45 @@ func (c *Streamable) Write(ctx context.Context, msg jsonrpc.Message) error {
 		return fmt.Errorf("mcphttp: POST: %w", err)
 	}
 	defer resp.Body.Close()
+	return c.answer(reqCtx, resp, msg, call)
+}
+
+// track keeps call's cancel while it runs, for a cancellation of it to stop its POST,
+// and marks a tools/list, whose answer is read for the tools' headers; the function
+// it returns forgets the call.
+func (c *Streamable) track(call *jsonrpc.Request, cancel context.CancelFunc) (forget func()) {
+	key := IDKey(call.ID)
+	c.mu.Lock()
+	c.calls[key] = cancel
+	if call.Method == "tools/list" {
+		c.lists[key] = true
+	}
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		delete(c.calls, key)
+		delete(c.lists, key)
+		c.mu.Unlock()
+	}
+}
+
+// newPost is the POST that sends msg, encoded as data.
+func (c *Streamable) newPost(ctx context.Context, data []byte, version string, msg jsonrpc.Message) (*http.Request, error) {
+	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.Endpoint, bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("mcphttp: %w", err)
+	}
+	httpReq.Header.Set("Content-Type", "application/json")
+	httpReq.Header.Set("Accept", "application/json, text/event-stream")
+	c.setHeaders(httpReq.Header, c.SessionID(), version, msg)
+	return httpReq, nil
+}
+
+// answer reads the endpoint's answer to the POST of msg (call when msg is a call):
+// an initialize's session, a refusal, the answer itself, as JSON or an event stream.
+// Once the client said it is initialized, the connection listens for what the
+// endpoint sends on its own.
+func (c *Streamable) answer(ctx context.Context, resp *http.Response, msg jsonrpc.Message, call *jsonrpc.Request) error {
 	if call != nil && call.Method == "initialize" && resp.StatusCode < 300 {
 		if id := resp.Header.Get(HeaderSessionID); id != "" {
 			c.mu.Lock()
@@ -239,7 +263,7 @@ func (c *Streamable) Write(ctx context.Context, msg jsonrpc.Message) error {
 	ctype, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch {
 	case ctype == "text/event-stream":
-		return c.callStream(reqCtx, resp, call)
+		return c.callStream(ctx, resp, call)
 	case ctype == "application/json":
 		body, err := io.ReadAll(resp.Body)
 		if err != nil {
@@ -254,7 +278,7 @@ func (c *Streamable) Write(ctx context.Context, msg jsonrpc.Message) error {
 		}
 		c.deliver(m)
 	}
-	if isReq && !req.IsCall() && req.Method == "notifications/initialized" {
+	if req, ok := msg.(*jsonrpc.Request); ok && !req.IsCall() && req.Method == "notifications/initialized" {
 		c.listen()
 	}
 	return nil
