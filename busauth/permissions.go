@@ -14,7 +14,7 @@ import (
 // together.
 var edgeBuckets = []string{
 	wire.BucketTools, "tg-accounts", "tg-keys", "tg-connections", "tg-links",
-	wire.BucketPresence, "tg-sessions", "tg-rates", "tg-dashboard-sessions",
+	wire.BucketPresence, wire.BucketSessions, "tg-rates", "tg-dashboard-sessions",
 }
 
 func prefix(s wire.Subjects) string {

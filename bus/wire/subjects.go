@@ -175,6 +175,10 @@ const (
 	BucketPresence = "tg-presence"
 )
 
+// BucketSessions is the registry bucket of MCP sessions, which every edge follows
+// (registry.SessionIndex) and the edges' bus permissions name.
+const BucketSessions = "tg-sessions"
+
 // ToolRecord is the subject of tool's record in the tools bucket.
 func ToolRecord(tool string) string { return "$KV." + BucketTools + "." + tool }
 
