@@ -26,7 +26,7 @@ func (s *Server) StreamCall(reqCtx context.Context, w http.ResponseWriter, rr *R
 // cancellation). A client that is gone and does not resume within ResumeGrace has
 // gone away: its call is cancelled.
 //
-// call, when not nil, is the call already running on ps (callJSONOrStream), answered
+// call, when not nil, is the call already running on ps (CallJSONOrStream), answered
 // on the stream from now on; else streamCall starts it, on a new stream.
 func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *Request, raw []byte, call *running, ps *postStream) {
 	sess := rr.Session
@@ -101,7 +101,7 @@ type callStream struct {
 
 // openCallStream stores the call's request (raw) at the start of its stream ps and
 // opens the stream, primed. running says whether the call runs already
-// (callJSONOrStream).
+// (CallJSONOrStream).
 func (s *Server) openCallStream(w http.ResponseWriter, sess *registry.Session, ps *postStream, raw []byte, running bool) (*callStream, error) {
 	ctx, cancel := s.detached()
 	start, err := s.events.Append(ctx, ps.subject, raw, nats.Header{headerEvent: {eventRequest}}, "")
@@ -167,7 +167,7 @@ func (cs *callStream) watch(reqCtx context.Context, finished <-chan struct{}, ab
 func (s *Server) startStreamedCall(rr *Request, post string, send func(msg []byte, final bool)) *running {
 	sess := rr.Session
 	rr.Notify = func(msg []byte) { send(msg, false) }
-	rr.ReplyTo = s.subj.StreamAnswer(sess.Tool, sess.ID, post) // an edge logs it at replySubject
+	rr.ReplyTo = s.subj.StreamAnswer(sess.Tool, sess.ID, post) // an edge logs it at EventLog.ReplySubject
 	rr.Post = post
 	ctx, cancel := context.WithCancel(s.ctx)
 	done := make(chan handled, 1)

@@ -15,7 +15,7 @@ import (
 )
 
 // A tools/call answered with a stream outlives the edge running it: the tool answers
-// on the event log (replySubject), and the edge running the call, which follows that
+// on the event log (EventLog.ReplySubject), and the edge running the call, which follows that
 // subject, puts the response on the call's stream. Should that edge be gone (killed,
 // or cut off from NATS), an edge replaying the stream to a client that resumed it
 // makes the response from the tool's answer in the log, or the timeout once the call's
@@ -99,9 +99,9 @@ func (s *Server) finishStream(ctx context.Context, sess *registry.Session, post 
 }
 
 // loggedCall reads the request that began a call stream from the log: the request, as
-// an rpcRequest of sess, the method it calls, and its deadline, counted from when the
+// a Request of sess, the method it calls, and its deadline, counted from when the
 // request was stored. The request is the stream's first record, or comes after the
-// few the tool put on the stream before it opened (callJSONOrStream).
+// few the tool put on the stream before it opened (CallJSONOrStream).
 func (s *Server) loggedCall(ctx context.Context, sess *registry.Session, subject string) (*Request, *registry.Method, time.Time, error) {
 	var m *jetstream.RawStreamMsg
 	for seq, n := uint64(1), 0; ; n++ {

@@ -70,12 +70,12 @@ func (r *Request) MetaVersion() string {
 	return ReadMeta(r.RPC.Params).ProtocolVersion
 }
 
-// Handle answers a request and returns the result's JSON. Errors are for rpcError.
+// Handle answers a request and returns the result's JSON. Errors are for RPCError.
 func (s *Server) Handle(ctx context.Context, r *Request) (json.RawMessage, error) {
 	var result any
 	var err error
 	// A request of 2026-07-28 naming a method that revision removed never gets
-	// here (serveStateless answers it).
+	// here (package stateless answers it).
 	switch r.RPC.Method {
 	case MethodInitialize:
 		result, err = s.initialize(ctx, r)

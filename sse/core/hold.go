@@ -36,7 +36,7 @@ const (
 // the caller appends a "close" record when the stream ends with no newer one.
 // opened writes what the stream starts with, given the id of the stream's position;
 // done learns why the stream ended, once it has, which may be after the request's
-// handler returned (see serveStream).
+// handler returned (see ServeStream).
 func (s *Server) HoldStandalone(w http.ResponseWriter, r *http.Request, sess *registry.Session, resume *EventID, newSession bool, opened func(ew *EventWriter, at string) error, done func(StreamEnd)) {
 	ctx := r.Context()
 	subject := s.events.StandaloneSubject(sess.Tool, sess.ID)

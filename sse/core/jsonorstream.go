@@ -109,7 +109,7 @@ func (s *Server) CallJSONOrStream(reqCtx context.Context, w http.ResponseWriter,
 // errCallPanicked answers, on its stream, a call whose handling panicked.
 var errCallPanicked = errors.New("sse: the call failed on the edge")
 
-// jsonOrStream is how a call of callJSONOrStream is answered: once it ended before a
+// jsonOrStream is how a call of CallJSONOrStream is answered: once it ended before a
 // stream began, with JSON; once streaming is made, on the stream, which closes it when
 // it is done with the response.
 type jsonOrStream struct {

@@ -8,7 +8,7 @@ import (
 )
 
 // A postStream is the stream of the POST of a session's tools/call: its subject in
-// the event log, and, for a call that runs before its stream opens (callJSONOrStream),
+// the event log, and, for a call that runs before its stream opens (CallJSONOrStream),
 // what opens it early.
 type postStream struct {
 	post, subject string

@@ -219,7 +219,7 @@ func (s *Server) serverInfo(title string) *mcp.Implementation {
 // extensions), which the gateway passes on. At 2026-07-28 the features that revision
 // dropped are left out: resource subscriptions and the tasks capability of
 // 2025-11-25; the list changes of prompts and resources the server declared stay,
-// which its workers pass on to subscriptions/listen streams (listChangesOf).
+// which its workers pass on to subscriptions/listen streams (ListChangesOf).
 func capabilities(t *registry.Tool, stateless bool) json.RawMessage {
 	c := map[string]json.RawMessage{}
 	if len(t.Capabilities.MCP) > 0 {

@@ -17,7 +17,7 @@ type EventWriter struct {
 	send    func([]byte) error // writes and flushes a piece of the stream
 	lastOut time.Time
 	err     error
-	pending bool // deferEvents's: nothing is written yet, not even the headers
+	pending bool // DeferEvents's: nothing is written yet, not even the headers
 }
 
 // errTakenOver: the response of a deferred stream was written otherwise.
@@ -48,7 +48,7 @@ func StartEvents(w http.ResponseWriter, status int) *EventWriter {
 	return ew
 }
 
-// DeferEvents is startEvents, but for a response that may still be answered
+// DeferEvents is StartEvents, but for a response that may still be answered
 // otherwise: the headers go with the first event (or keep-alive), and until then
 // takeOver may claim the response, to answer with a status of its own.
 func DeferEvents(w http.ResponseWriter) *EventWriter {

@@ -144,7 +144,7 @@ func checkStatelessHeaders(h http.Header, req *jsonrpc.Request) (core.RequestMet
 // listen serves subscriptions/listen: a stream that carries the change notifications
 // the client opted into until the client closes it. Of those, a link has the lists of
 // its tool: its tools, which the registry says change, and its prompts and resources
-// where its server declared their changes (listChangesOf), which its workers pass on
+// where its server declared their changes (core.ListChangesOf), which its workers pass on
 // (wire.Subjects.ListChanged). Each notification names the stream's subscriptionId.
 func (t *Transport) listen(w http.ResponseWriter, r *http.Request, rr *core.Request) {
 	s := t.core
