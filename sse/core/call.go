@@ -127,7 +127,7 @@ type toolCall struct {
 	s      *Server
 	r      *Request
 	m      *registry.Method
-	call   *gateway.Call
+	call   gateway.Call
 	reqCtx context.Context // the request's: the call's own outlives it when it has a round
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -187,7 +187,7 @@ func (s *Server) startToolCall(ctx context.Context, r *Request, t *registry.Tool
 	if len(args) == 0 || string(args) == "null" {
 		args = []byte("{}")
 	}
-	c.call = &gateway.Call{
+	c.call = gateway.Call{
 		Principal: r.Principal, Tool: r.Tool, Method: m.Name, Params: args, Entry: t.Method(m.Name),
 		CallID: callID, RequestID: callID, MCPContext: mc,
 	}
@@ -240,7 +240,7 @@ func (c *toolCall) run() {
 	defer s.calls.remove(c.call.CallID)
 	defer c.cancel()
 	instance := c.call.Instance
-	reply, err := s.gw.Call(c.ctx, c.call)
+	reply, err := s.gw.Call(c.ctx, &c.call)
 	s.pin(c.ctx, c.r, instance, reply)
 	if c.rd != nil && c.handoff.finish() {
 		// Nobody here waits: the client's retry does, on any edge.

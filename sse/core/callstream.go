@@ -46,9 +46,10 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *R
 		return
 	}
 	if call == nil {
-		call = s.startStreamedCall(rr, ps.post, cs.send)
+		started := s.startStreamedCall(rr, cs)
+		call = &started
 	}
-	ps.settle(cs.send)
+	ps.settle(cs)
 
 	// The call outlives the POST's connection by up to ResumeGrace. One goroutine
 	// keeps the stream alive while the client is there, and waits for it to resume
@@ -77,10 +78,7 @@ func (s *Server) streamCall(reqCtx context.Context, w http.ResponseWriter, rr *R
 	}
 	go func() {
 		defer close(watched)
-		cs.watch(reqCtx, finished, func() {
-			abandoned.Store(true)
-			cancelCall()
-		})
+		cs.watch(reqCtx, finished, cancelCall, &abandoned)
 	}()
 
 	h := <-call.done
@@ -143,8 +141,8 @@ func (cs *callStream) send(msg []byte, final bool) {
 
 // watch keeps the stream alive while its client is there, until finished is closed;
 // once the client's connection breaks, it waits for the client to resume the stream
-// and calls abandon if it does not.
-func (cs *callStream) watch(reqCtx context.Context, finished <-chan struct{}, abandon func()) {
+// and, if it does not, marks the call abandoned and cancels it.
+func (cs *callStream) watch(reqCtx context.Context, finished <-chan struct{}, cancelCall context.CancelFunc, abandoned *atomic.Bool) {
 	keepAlive := time.NewTicker(cs.s.cfg.KeepAlive)
 	defer keepAlive.Stop()
 	for {
@@ -153,7 +151,8 @@ func (cs *callStream) watch(reqCtx context.Context, finished <-chan struct{}, ab
 			_ = cs.ew.KeepAlive(cs.s.cfg.KeepAlive)
 		case <-reqCtx.Done():
 			if !cs.s.awaitResume(cs.subject, cs.start+1, finished) {
-				abandon()
+				abandoned.Store(true)
+				cancelCall()
 			}
 			return
 		case <-finished:
@@ -162,11 +161,10 @@ func (cs *callStream) watch(reqCtx context.Context, finished <-chan struct{}, ab
 	}
 }
 
-// startStreamedCall runs rr on the server's context, answered on the stream of post
-// through send.
-func (s *Server) startStreamedCall(rr *Request, post string, send func(msg []byte, final bool)) *running {
-	sess := rr.Session
-	rr.Notify = func(msg []byte) { send(msg, false) }
+// startStreamedCall runs rr on the server's context, answered on the open stream cs.
+func (s *Server) startStreamedCall(rr *Request, cs *callStream) running {
+	sess, post := rr.Session, cs.post
+	rr.Notify = func(msg []byte) { cs.send(msg, false) }
 	rr.ReplyTo = s.subj.StreamAnswer(sess.Tool, sess.ID, post) // an edge logs it at EventLog.ReplySubject
 	rr.Post = post
 	ctx, cancel := context.WithCancel(s.ctx)
@@ -175,7 +173,7 @@ func (s *Server) startStreamedCall(rr *Request, post string, send func(msg []byt
 		result, err := s.Handle(ctx, rr)
 		done <- handled{result, err}
 	}()
-	return &running{cancel: cancel, done: done}
+	return running{cancel: cancel, done: done}
 }
 
 // answer puts the call's outcome h on the stream, as its last event.

@@ -21,9 +21,9 @@ type postStream struct {
 	wake  func(*postStream)
 	woken atomic.Bool
 
-	opened   chan struct{} // closed once send is set, or once the call will not stream
+	opened   chan struct{} // closed once open is set, or once the call will not stream
 	settling sync.Once
-	send     func(msg []byte, final bool)
+	open     *callStream
 }
 
 // newPostStream names a new POST stream of sess; with follow it follows the stream's
@@ -43,11 +43,11 @@ func (s *Server) newPostStream(sess *registry.Session, follow bool, wake func(*p
 	return ps
 }
 
-// settle sets how the call's notifications are sent: on the stream, or (nil) not at
-// all, the call answering without one.
-func (ps *postStream) settle(send func(msg []byte, final bool)) {
+// settle sets how the call's notifications are sent: on the open stream cs, or (nil)
+// not at all, the call answering without one.
+func (ps *postStream) settle(cs *callStream) {
 	ps.settling.Do(func() {
-		ps.send = send
+		ps.open = cs
 		close(ps.opened)
 	})
 }
@@ -64,8 +64,8 @@ func (ps *postStream) awake() {
 func (ps *postStream) note(msg []byte) {
 	ps.awake()
 	<-ps.opened
-	if ps.send != nil {
-		ps.send(msg, false)
+	if ps.open != nil {
+		ps.open.send(msg, false)
 	}
 }
 

@@ -187,11 +187,11 @@ func (s *Server) Draining() <-chan struct{} { return s.draining }
 
 // Outlive counts a piece of work that outlives its request (a legacy session's
 // answer, a stream on a connection taken from the HTTP server), which Close waits
-// for, until done is called.
-func (s *Server) Outlive() (done func()) {
-	s.pending.add()
-	return s.pending.done
-}
+// for, until Outlived says it ended.
+func (s *Server) Outlive() { s.pending.add() }
+
+// Outlived says a piece of work Outlive counted ended.
+func (s *Server) Outlived() { s.pending.done() }
 
 // Listen registers a subscriptions/listen stream on tool until release is called:
 // its listener wakes when one of the tool's lists changes.

@@ -139,9 +139,9 @@ func (t *Transport) ServeMessages(w http.ResponseWriter, r *http.Request, p regi
 			break
 		}
 		rr.Notify = func(b []byte) { t.sendToSession(sess, b) }
-		done := s.Outlive()
+		s.Outlive()
 		t.runners.Go(func() {
-			defer done()
+			defer s.Outlived()
 			// The request outlives the POST: it ends with its answer, its
 			// cancellation or its session.
 			result, err := s.Handle(s.Context(), rr)
