@@ -189,7 +189,7 @@ func (s *Server) startToolCall(ctx context.Context, r *Request, t *registry.Tool
 	}
 	c.call = gateway.Call{
 		Principal: r.Principal, Tool: r.Tool, Method: m.Name, Params: args, Entry: t.Method(m.Name),
-		CallID: callID, RequestID: callID, MCPContext: mc,
+		CallID: callID, RequestID: callID, MCPContext: mc, Transport: r.Transport,
 	}
 	return c, nil
 }

@@ -95,7 +95,7 @@ func (s *Server) forward(ctx context.Context, r *Request) (json.RawMessage, erro
 	}
 	reply, err := s.gw.Forward(ctx, &gateway.Call{
 		Principal: r.Principal, Tool: r.Tool, Method: r.RPC.Method, Params: params,
-		MCPContext: sessionContext(r.Session, header, instance),
+		MCPContext: sessionContext(r.Session, header, instance), Transport: r.Transport,
 	})
 	s.pin(ctx, r, instance, reply)
 	if task != nil {

@@ -33,6 +33,9 @@ type Request struct {
 	ReplyTo string
 	// Post names the POST stream the request is answered on, when it is.
 	Post string
+	// Transport names the door the request came in by, for the audit trail (audit's
+	// Transport names).
+	Transport string
 
 	call    *mcp.CallToolParamsRaw // the params of a tools/call, once read
 	callErr error

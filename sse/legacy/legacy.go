@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/registry"
 	"github.com/toolgate/toolgate/sse/core"
 )
@@ -133,7 +134,7 @@ func (t *Transport) ServeMessages(w http.ResponseWriter, r *http.Request, p regi
 			return
 		}
 	case *jsonrpc.Request:
-		rr := &core.Request{Principal: p, Tool: tool, Session: sess, RPC: m}
+		rr := &core.Request{Principal: p, Tool: tool, Session: sess, RPC: m, Transport: audit.TransportMCPLegacy}
 		if !m.IsCall() {
 			s.Notification(rr)
 			break

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/internal/mcphttp"
@@ -62,7 +63,7 @@ func (t *Transport) ServePost(w http.ResponseWriter, r *http.Request, p registry
 		core.WriteRPCError(w, req.ID, err)
 		return
 	}
-	rr := &core.Request{Principal: p, Tool: tool, Stateless: true, Meta: meta, RPC: req}
+	rr := &core.Request{Principal: p, Tool: tool, Stateless: true, Meta: meta, RPC: req, Transport: audit.TransportMCP2026}
 	// Close cancels the calls it finds running (callSet); the rest is quick.
 	ctx := r.Context()
 	switch {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/registry"
 	"github.com/toolgate/toolgate/sse/core"
 	"github.com/toolgate/toolgate/sse/stateless"
@@ -160,7 +161,7 @@ func (t *Transport) servePost(w http.ResponseWriter, r *http.Request, p registry
 		return
 	}
 	req, isReq := msg.(*jsonrpc.Request)
-	rr := &core.Request{Principal: p, Tool: tool, RPC: req}
+	rr := &core.Request{Principal: p, Tool: tool, RPC: req, Transport: audit.TransportMCPStreamable}
 	if isReq && (core.IsStateless(r.Header.Get(core.HeaderProtocolVersion)) || req.Method != core.MethodInitialize && core.IsStateless(rr.MetaVersion())) {
 		t.stateless.ServePost(w, r, p, tool, req, accept)
 		return
