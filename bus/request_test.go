@@ -38,8 +38,7 @@ func TestDoWithAReplySubject(t *testing.T) {
 	echoResponder(t, testenv.Conn(t, srv.ClientURL()), "echo")
 	ctx := testenv.Context(t)
 
-	r, err := bus.Do(ctx, nc, wire.DefaultSubjects, &wire.Request{Tool: "echo", Method: "m", CallID: "c1", RequestID: "c1",
-		ReplyTo: "tg.test.answer.c1", Data: []byte(`{"n":1}`)})
+	r, err := bus.Do(ctx, nc, wire.DefaultSubjects, &wire.Request{Tool: "echo", Method: "m", CallID: "c1", RequestID: "c1", Data: []byte(`{"n":1}`), MCPContext: wire.MCPContext{ReplyTo: "tg.test.answer.c1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,8 +46,7 @@ func TestDoWithAReplySubject(t *testing.T) {
 		t.Fatalf("reply %s, want the call's own data", r.Data)
 	}
 
-	_, err = bus.Do(ctx, nc, wire.DefaultSubjects, &wire.Request{Tool: "nobody", Method: "m", CallID: "c2", RequestID: "c2",
-		ReplyTo: "tg.test.answer.c2", Data: []byte(`{}`)})
+	_, err = bus.Do(ctx, nc, wire.DefaultSubjects, &wire.Request{Tool: "nobody", Method: "m", CallID: "c2", RequestID: "c2", Data: []byte(`{}`), MCPContext: wire.MCPContext{ReplyTo: "tg.test.answer.c2"}})
 	if !errors.Is(err, bus.ErrNoResponders) {
 		t.Fatalf("a tool nobody serves: %v, want ErrNoResponders", err)
 	}
@@ -63,8 +61,7 @@ func TestDoWithAReplySubject(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	_, err = bus.Do(ctx, closing, wire.DefaultSubjects, &wire.Request{Tool: "silent", Method: "m", CallID: "c3", RequestID: "c3",
-		ReplyTo: "tg.test.answer.c3", Data: []byte(`{}`)})
+	_, err = bus.Do(ctx, closing, wire.DefaultSubjects, &wire.Request{Tool: "silent", Method: "m", CallID: "c3", RequestID: "c3", Data: []byte(`{}`), MCPContext: wire.MCPContext{ReplyTo: "tg.test.answer.c3"}})
 	if err == nil || ctx.Err() != nil {
 		t.Fatalf("a call whose connection closed: %v (the test's context: %v), want an error before the context's end", err, ctx.Err())
 	}
@@ -85,7 +82,7 @@ func BenchmarkDoReplyTo(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := bus.Do(context.Background(), nc, wire.DefaultSubjects, &wire.Request{Tool: "echo", Method: "m",
-					CallID: "c", RequestID: "c", ReplyTo: replyTo, Data: []byte(`{}`)}); err != nil {
+					CallID: "c", RequestID: "c", Data: []byte(`{}`), MCPContext: wire.MCPContext{ReplyTo: replyTo}}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -14,12 +14,8 @@ import (
 // bus's security; a test holds the lists together.
 var edgeBuckets = []string{
 	wire.BucketTools, "tg-accounts", "tg-keys", "tg-connections", "tg-links",
-	wire.BucketPresence, "tg-sessions", "tg-rates", "tg-dashboard-sessions", "tg-calls",
+	wire.BucketPresence, wire.BucketSessions, "tg-rates", "tg-dashboard-sessions", "tg-calls",
 }
-
-// eventLogStream is the MCP event log's stream name for a subject prefix (sse's
-// eventStreamName).
-func eventLogStream(s wire.Subjects) string { return prefix(s) + "-mcp-events" }
 
 func prefix(s wire.Subjects) string {
 	if s.Prefix == "" {
@@ -109,7 +105,7 @@ func EdgePermissions(s wire.Subjects) jwt.Permissions {
 		"$JS.API.CONSUMER.CREATE.*.>", "$JS.API.CONSUMER.DELETE.*.*",
 		"_INBOX.tool.>", // the answers to asks, each on the asking tool's inbox
 	)
-	log := eventLogStream(s)
+	log := s.EventLogStream()
 	p.Pub.Allow.Add(
 		"$JS.API.STREAM.INFO."+log, "$JS.API.STREAM.CREATE."+log, "$JS.API.STREAM.UPDATE."+log,
 		"$JS.API.STREAM.MSG.GET."+log,

@@ -136,13 +136,13 @@ func TestAuditRecordsEveryCallOnce(t *testing.T) {
 	statelessCall(t, b.url+"/mcp/"+link, "send_email", args)
 
 	records := a.awaitRecords(url.Values{"account": {"acme"}, "kind": {audit.KindCall}}, len(wants)+3)
-	mcp := 0
+	mcp := map[string]int{}
 	for _, r := range records {
 		if r.Time.IsZero() || r.Seq == 0 || r.Tool != "email" || r.LatencyUS < 0 {
 			t.Errorf("record %+v: want a time, a seq, the tool and a latency", r)
 		}
-		if r.Transport == audit.TransportMCP {
-			mcp++
+		if strings.HasPrefix(r.Transport, audit.TransportMCP) {
+			mcp[r.Transport]++
 			if !r.Link || r.Key != "" || r.Method != "send_email" || r.Outcome != audit.OutcomeOK || r.Status != 0 ||
 				r.ArgsSHA256 != sha(args) || r.RequestBytes != len(args) || r.ResponseBytes != len(args) || r.Worker != "" {
 				t.Errorf("MCP record %+v", r)
@@ -164,8 +164,8 @@ func TestAuditRecordsEveryCallOnce(t *testing.T) {
 			t.Errorf("record %+v: the arguments' digest or size is not of %s", r, w.body)
 		}
 	}
-	if mcp != 3 || len(wants) != 0 {
-		t.Fatalf("%d MCP records, want 3; calls without a record: %+v", mcp, wants)
+	if mcp[audit.TransportMCPStreamable] != 1 || mcp[audit.TransportMCPLegacy] != 1 || mcp[audit.TransportMCP2026] != 1 || len(wants) != 0 {
+		t.Fatalf("MCP records by transport %v, want one of each; calls without a record: %+v", mcp, wants)
 	}
 }
 

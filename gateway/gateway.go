@@ -189,25 +189,13 @@ type Call struct {
 	RequestID string
 	// Timeout is what the caller asked for (0: no preference); the method's timeout and
 	// the gateway's maximum still bound it.
-	Timeout  time.Duration
-	Session  string // MCP session, if any
-	Progress bool   // the caller listens on the call's progress subject
-	// ClientCapabilities are what the session's MCP client declared, when known.
-	ClientCapabilities []string
-	// ClientCapabilityObject is the capabilities object the client sent, as JSON.
-	ClientCapabilityObject []byte
-	// Post names the session's POST stream the call is answered on, if any.
-	Post string
-	// LogLevel is the log level the session's client set, if any.
-	LogLevel string
-	Header   nats.Header
-	// ReplyTo is where the tool answers, when not this edge's inbox alone (wire.Request).
-	ReplyTo string
-	// Instance sends the call to that worker instance of the tool (the one holding the
-	// session's state, wire.Capabilities.SessionState) rather than to any; when it no
-	// longer answers there, the call goes to any instance, which names itself in the
-	// reply (wire.HeaderInstance).
-	Instance string
+	Timeout time.Duration
+	// MCPContext is what the call carries of the MCP client it is made for (its
+	// session, capabilities, log level, the stream it is answered on, the worker
+	// instance holding its session), made once by the edge serving the client and put
+	// on the request as it is. When Instance no longer answers, the call goes to any
+	// instance, which names itself in the reply (wire.HeaderInstance).
+	wire.MCPContext
 	// Entry is the method, when the caller has already found it visible to Principal
 	// in the view (the edge does, to answer in the documented order); Check then does
 	// not look it up again.
@@ -321,23 +309,15 @@ func (g *Gateway) send(ctx context.Context, c *Call, mcp bool, timeout time.Dura
 		callID = nuid.Next()
 	}
 	req := &wire.Request{
-		Tool:                   c.Tool,
-		MCP:                    mcp,
-		Method:                 c.Method,
-		CallID:                 callID,
-		RequestID:              c.RequestID,
-		Account:                c.Principal.Account,
-		Session:                c.Session,
-		ClientCapabilities:     c.ClientCapabilities,
-		ClientCapabilityObject: c.ClientCapabilityObject,
-		Post:                   c.Post,
-		LogLevel:               c.LogLevel,
-		Deadline:               time.Now().Add(timeout),
-		Progress:               c.Progress,
-		Data:                   c.Params,
-		Header:                 c.Header,
-		ReplyTo:                c.ReplyTo,
-		Instance:               c.Instance,
+		Tool:       c.Tool,
+		MCP:        mcp,
+		Method:     c.Method,
+		CallID:     callID,
+		RequestID:  c.RequestID,
+		Account:    c.Principal.Account,
+		Deadline:   time.Now().Add(timeout),
+		Data:       c.Params,
+		MCPContext: c.MCPContext,
 	}
 	began := time.Now()
 	for {

@@ -22,7 +22,7 @@ const (
 	BucketConnections = "tg-connections"
 	BucketLinks       = "tg-links"
 	BucketPresence    = wire.BucketPresence
-	BucketSessions    = "tg-sessions"
+	BucketSessions    = wire.BucketSessions
 	BucketRates       = "tg-rates"
 )
 

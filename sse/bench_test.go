@@ -108,7 +108,7 @@ func BenchmarkToolsCall(b *testing.B) {
 }
 
 func statelessCalls(b *testing.B, url, capabilities string, want []byte) {
-	h, _ := modern("tools/call", "")
+	h, _ := rev20260728("tools/call", "")
 	id := 1
 	b.ReportAllocs()
 	for b.Loop() {

@@ -97,8 +97,8 @@ func initSession(t testing.TB, url string) string {
 	return x.header.Get("Mcp-Session-Id")
 }
 
-// modern is the body and headers of a 2026-07-28 request.
-func modern(method, params string) (map[string]string, string) {
+// rev20260728 is the body and headers of a 2026-07-28 request.
+func rev20260728(method, params string) (map[string]string, string) {
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
 	if params == "" {
 		params = "{" + meta + "}"
@@ -186,7 +186,7 @@ func TestStatelessRequests(t *testing.T) {
 	ed := e.startEdge(t, 0, nil)
 	url := e.streamableURL(ed.url)
 
-	h, body := modern("server/discover", "")
+	h, body := rev20260728("server/discover", "")
 	x := do(t, "POST", url, h, body)
 	if x.status != 200 || x.header.Get("Mcp-Session-Id") != "" {
 		t.Fatalf("server/discover: %d %v %s", x.status, x.header, x.body)
@@ -208,7 +208,7 @@ func TestStatelessRequests(t *testing.T) {
 		t.Fatalf("server/discover answered %s", x.body)
 	}
 
-	h, body = modern("tools/call", `"name":"echo","arguments":{"text":"stateless"}`)
+	h, body = rev20260728("tools/call", `"name":"echo","arguments":{"text":"stateless"}`)
 	h["Mcp-Name"] = "echo"
 	h["Accept"] = "application/json"
 	x = do(t, "POST", url, h, body)
@@ -224,47 +224,47 @@ func TestStatelessRequests(t *testing.T) {
 	}{
 		{"Mcp-Method must match the body", func(h map[string]string) string {
 			h["Mcp-Method"] = "tools/list"
-			_, b := modern("tools/call", `"name":"echo","arguments":{"text":"x"}`)
+			_, b := rev20260728("tools/call", `"name":"echo","arguments":{"text":"x"}`)
 			h["Mcp-Name"] = "echo"
 			return b
 		}, 400, -32020},
 		{"tools/call needs Mcp-Name", func(h map[string]string) string {
 			h["Mcp-Method"] = "tools/call"
-			_, b := modern("tools/call", `"name":"echo","arguments":{"text":"x"}`)
+			_, b := rev20260728("tools/call", `"name":"echo","arguments":{"text":"x"}`)
 			return b
 		}, 400, -32020},
 		{"Mcp-Name must match the tool called", func(h map[string]string) string {
 			h["Mcp-Method"] = "tools/call"
 			h["Mcp-Name"] = "fail"
-			_, b := modern("tools/call", `"name":"echo","arguments":{"text":"x"}`)
+			_, b := rev20260728("tools/call", `"name":"echo","arguments":{"text":"x"}`)
 			return b
 		}, 400, -32020},
 		{"Mcp-Name may be base64", func(h map[string]string) string {
 			h["Mcp-Method"] = "tools/call"
 			h["Mcp-Name"] = "=?base64?ZWNobw==?="
-			_, b := modern("tools/call", `"name":"echo","arguments":{"text":"x"}`)
+			_, b := rev20260728("tools/call", `"name":"echo","arguments":{"text":"x"}`)
 			return b
 		}, 200, 0},
 		{"the version header must match _meta", func(h map[string]string) string {
 			h["Mcp-Protocol-Version"] = "2025-11-25"
 			h["Mcp-Method"] = "tools/list"
-			_, b := modern("tools/list", "")
+			_, b := rev20260728("tools/list", "")
 			return b
 		}, 400, -32020},
 		{"an unknown later version is refused with the supported ones", func(h map[string]string) string {
 			h["Mcp-Protocol-Version"] = "2027-01-01"
 			h["Mcp-Method"] = "tools/list"
-			_, b := modern("tools/list", "")
+			_, b := rev20260728("tools/list", "")
 			return strings.ReplaceAll(b, "2026-07-28", "2027-01-01")
 		}, 400, -32022},
 		{"an unknown method is not found", func(h map[string]string) string {
 			h["Mcp-Method"] = "nope/nope"
-			_, b := modern("nope/nope", "")
+			_, b := rev20260728("nope/nope", "")
 			return b
 		}, 404, -32601},
 		{"ping is gone", func(h map[string]string) string {
 			h["Mcp-Method"] = "ping"
-			_, b := modern("ping", "")
+			_, b := rev20260728("ping", "")
 			return b
 		}, 404, -32601},
 		{"a ping without _meta asks nothing to check and is answered", func(h map[string]string) string {
@@ -281,32 +281,32 @@ func TestStatelessRequests(t *testing.T) {
 		}, 400, -32602},
 		{"an argument mirrored in a header needs its Mcp-Param header", func(h map[string]string) string {
 			h["Mcp-Method"], h["Mcp-Name"] = "tools/call", "route"
-			_, b := modern("tools/call", `"name":"route","arguments":{"region":"eu"}`)
+			_, b := rev20260728("tools/call", `"name":"route","arguments":{"region":"eu"}`)
 			return b
 		}, 400, -32020},
 		{"an Mcp-Param header must match its argument", func(h map[string]string) string {
 			h["Mcp-Method"], h["Mcp-Name"], h["Mcp-Param-Region"] = "tools/call", "route", "us"
-			_, b := modern("tools/call", `"name":"route","arguments":{"region":"eu"}`)
+			_, b := rev20260728("tools/call", `"name":"route","arguments":{"region":"eu"}`)
 			return b
 		}, 400, -32020},
 		{"an Mcp-Param header may be base64", func(h map[string]string) string {
 			h["Mcp-Method"], h["Mcp-Name"], h["Mcp-Param-Region"], h["Mcp-Param-Count"] = "tools/call", "route", "=?base64?ZXU=?=", "3"
-			_, b := modern("tools/call", `"name":"route","arguments":{"region":"eu","count":3}`)
+			_, b := rev20260728("tools/call", `"name":"route","arguments":{"region":"eu","count":3}`)
 			return b
 		}, 200, 0},
 		{"an Mcp-Param header's base64 must be valid", func(h map[string]string) string {
 			h["Mcp-Method"], h["Mcp-Name"], h["Mcp-Param-Region"] = "tools/call", "route", "=?base64?ZXU?="
-			_, b := modern("tools/call", `"name":"route","arguments":{"region":"eu"}`)
+			_, b := rev20260728("tools/call", `"name":"route","arguments":{"region":"eu"}`)
 			return b
 		}, 400, -32020},
 		{"a value that is not wrapped whole is taken as it is", func(h map[string]string) string {
 			h["Mcp-Method"], h["Mcp-Name"], h["Mcp-Param-Region"] = "tools/call", "route", "=?base64?ZXU="
-			_, b := modern("tools/call", `"name":"route","arguments":{"region":"=?base64?ZXU="}`)
+			_, b := rev20260728("tools/call", `"name":"route","arguments":{"region":"=?base64?ZXU="}`)
 			return b
 		}, 200, 0},
 		{"no Mcp-Param header for an absent argument", func(h map[string]string) string {
 			h["Mcp-Method"], h["Mcp-Name"], h["Mcp-Param-Region"], h["Mcp-Param-Count"] = "tools/call", "route", "eu", "3"
-			_, b := modern("tools/call", `"name":"route","arguments":{"region":"eu"}`)
+			_, b := rev20260728("tools/call", `"name":"route","arguments":{"region":"eu"}`)
 			return b
 		}, 400, -32020},
 		{"initialize is not a method of this revision", func(h map[string]string) string {
@@ -315,13 +315,13 @@ func TestStatelessRequests(t *testing.T) {
 		}, 404, -32601},
 		{"logging/setLevel is gone", func(h map[string]string) string {
 			h["Mcp-Method"] = "logging/setLevel"
-			_, b := modern("logging/setLevel", `"level":"debug"`)
+			_, b := rev20260728("logging/setLevel", `"level":"debug"`)
 			return b
 		}, 404, -32601},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h, _ := modern("tools/list", "")
+			h, _ := rev20260728("tools/list", "")
 			h["Accept"] = "application/json"
 			body := tt.edit(h)
 			x := do(t, "POST", url, h, body)
@@ -341,7 +341,7 @@ func TestStatelessRequests(t *testing.T) {
 	}
 
 	t.Run("the unsupported-version error lists what is supported", func(t *testing.T) {
-		h, body := modern("tools/list", "")
+		h, body := rev20260728("tools/list", "")
 		h["Mcp-Protocol-Version"] = "2027-01-01"
 		x := do(t, "POST", url, h, strings.ReplaceAll(body, "2026-07-28", "2027-01-01"))
 		if !strings.Contains(string(x.body), `"supported":["2026-07-28","2025-11-25"`) {
@@ -737,7 +737,7 @@ func TestResultsInTheShapeOfTheirRevision(t *testing.T) {
 	if _, ok := legacy["cacheScope"]; ok {
 		t.Errorf("a 2025-11-25 session's tools/list carries cacheScope: %s", legacy)
 	}
-	h, body := modern("tools/list", "")
+	h, body := rev20260728("tools/list", "")
 	h["Accept"] = "application/json"
 	stateless := fields(do(t, "POST", url, h, body))
 	if string(stateless["cacheScope"]) != `"private"` || string(stateless["ttlMs"]) != "0" {
@@ -762,7 +762,7 @@ func TestResultsInTheShapeOfTheirRevision(t *testing.T) {
 			t.Errorf("initialize declares %s %s, want %s", name, caps[name], want)
 		}
 	}
-	h, body = modern("server/discover", "")
+	h, body = rev20260728("server/discover", "")
 	discovered := fields(do(t, "POST", url, h, body))
 	var discoverCaps map[string]json.RawMessage
 	_ = json.Unmarshal(discovered["capabilities"], &discoverCaps)
@@ -774,7 +774,7 @@ func TestResultsInTheShapeOfTheirRevision(t *testing.T) {
 	}
 
 	for _, method := range []string{"resources/subscribe", "resources/unsubscribe"} {
-		h, body := modern(method, `"uri":"test://x"`)
+		h, body := rev20260728(method, `"uri":"test://x"`)
 		h["Accept"] = "application/json"
 		x := do(t, "POST", url, h, body)
 		if code, _ := x.rpcError(); x.status != 404 || code != -32601 {

@@ -61,7 +61,7 @@ func TestStatelessCallsAskForInput(t *testing.T) {
 		otherURL := ed.url + "/mcp/" + signer.Token("globex", testTool, conn.LinkNonce)
 		callAt := func(url, extra string) map[string]json.RawMessage {
 			t.Helper()
-			h, body := modern("tools/call", `"name":"ask","arguments":{}`+extra)
+			h, body := rev20260728("tools/call", `"name":"ask","arguments":{}`+extra)
 			// A client that declares nothing it could be asked gets no round.
 			body = strings.Replace(body, `"io.modelcontextprotocol/clientCapabilities":{}`, `"io.modelcontextprotocol/clientCapabilities":{"sampling":{}}`, 1)
 			h["Mcp-Name"] = "ask"

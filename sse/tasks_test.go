@@ -19,12 +19,12 @@ func TestTasksNeedAServerThatDeclaresThem(t *testing.T) {
 			`"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}`, 1)
 	}
 
-	h, body := modern("server/discover", "")
+	h, body := rev20260728("server/discover", "")
 	if x := do(t, "POST", url, h, withTasks(body)); x.status != http.StatusOK || strings.Contains(string(x.body), "extensions") {
 		t.Fatalf("server/discover: %d %s", x.status, x.body)
 	}
 	for _, m := range []string{"tasks/get", "tasks/update", "tasks/cancel", "tasks/list", "tasks/result"} {
-		h, body := modern(m, `"taskId":"tgt1.abc.def"`)
+		h, body := rev20260728(m, `"taskId":"tgt1.abc.def"`)
 		h["Mcp-Name"] = "tgt1.abc.def"
 		x := do(t, "POST", url, h, withTasks(body))
 		if code, _ := x.rpcError(); x.status != http.StatusNotFound || code != -32601 {
@@ -32,7 +32,7 @@ func TestTasksNeedAServerThatDeclaresThem(t *testing.T) {
 		}
 	}
 	for _, m := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
-		h, body := modern(m, `"taskId":"tgt1.abc.def"`)
+		h, body := rev20260728(m, `"taskId":"tgt1.abc.def"`)
 		x := do(t, "POST", url, h, withTasks(body))
 		if code, _ := x.rpcError(); x.status != http.StatusBadRequest || code != -32020 {
 			t.Fatalf("%s without Mcp-Name: %d %s, want 400 and -32020", m, x.status, x.body)

@@ -34,8 +34,8 @@ func TestHandlerSeesTheCaller(t *testing.T) {
 
 	ctx, span := otel.Tracer("test").Start(context.Background(), "edge")
 	deadline := time.Now().Add(3 * time.Second).Truncate(time.Millisecond)
-	_, err := bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{Tool: "mirror", Method: "look", CallID: "call-42", RequestID: "req-42", Account: "acme", Session: "sess-7",
-		Deadline: deadline, Data: []byte(`{"x":1}`)})
+	_, err := bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{Tool: "mirror", Method: "look", CallID: "call-42", RequestID: "req-42", Account: "acme",
+		Deadline: deadline, Data: []byte(`{"x":1}`), MCPContext: wire.MCPContext{Session: "sess-7"}})
 	span.End()
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +230,7 @@ func TestProgressAndLog(t *testing.T) {
 			defer sub.Unsubscribe()
 			ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 			defer cancel()
-			if _, err := bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{Tool: "reporter", Method: "report", CallID: id, RequestID: "req-" + id, Progress: tt.progress}); err != nil {
+			if _, err := bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{Tool: "reporter", Method: "report", CallID: id, RequestID: "req-" + id, MCPContext: wire.MCPContext{Progress: tt.progress}}); err != nil {
 				t.Fatal(err)
 			}
 			if err := e.nc.Flush(); err != nil {

@@ -185,7 +185,7 @@ func (b *exampleBus) call(tool, method, params string, note func(wire.Notificati
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req := &wire.Request{Tool: tool, Method: method, CallID: nuid.Next(), Account: "acme",
-		Deadline: time.Now().Add(10 * time.Second), Data: []byte(params), Progress: note != nil}
+		Deadline: time.Now().Add(10 * time.Second), Data: []byte(params), MCPContext: wire.MCPContext{Progress: note != nil}}
 	notes := make(chan *nats.Msg, 64)
 	if note != nil {
 		sub, err := b.edge.ChanSubscribe(wire.DefaultSubjects.Progress(tool, req.CallID), notes)

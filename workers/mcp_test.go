@@ -45,7 +45,7 @@ func TestMCPRequests(t *testing.T) {
 		defer cancel()
 		return bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{
 			Tool: "library", MCP: true, Method: method, CallID: "m-" + method, RequestID: "m-" + method,
-			Account: "acme", Session: "s-1", Data: []byte(params),
+			Account: "acme", Data: []byte(params), MCPContext: wire.MCPContext{Session: "s-1"},
 		})
 	}
 

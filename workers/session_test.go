@@ -34,7 +34,7 @@ func TestCallRequestAsksTheSessionsClient(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		_, _ = bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{Tool: "asker", Method: "ask", CallID: "ask-" + session,
-			RequestID: "ask-" + session, Session: session, ClientCapabilities: caps, Data: []byte(`{}`)})
+			RequestID: "ask-" + session, Data: []byte(`{}`), MCPContext: wire.MCPContext{Session: session, ClientCapabilities: caps}})
 		select {
 		case o := <-outcomes:
 			return o
@@ -142,8 +142,7 @@ func BenchmarkCallRequest(b *testing.B) {
 	if err := e.nc.Flush(); err != nil {
 		b.Fatal(err)
 	}
-	req := &wire.Request{Tool: "asker", Method: "ask", CallID: "bench", RequestID: "bench", Session: "sess-bench",
-		ClientCapabilities: []string{"sampling"}, Data: []byte(`{}`)}
+	req := &wire.Request{Tool: "asker", Method: "ask", CallID: "bench", RequestID: "bench", Data: []byte(`{}`), MCPContext: wire.MCPContext{Session: "sess-bench", ClientCapabilities: []string{"sampling"}}}
 	b.ReportAllocs()
 	for b.Loop() {
 		req.Deadline = time.Now().Add(testenv.Patience)

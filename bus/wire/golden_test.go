@@ -76,9 +76,8 @@ func TestGoldenRequests(t *testing.T) {
 	subj := wire.DefaultSubjects
 	t.Run("a call of a method, from an MCP session, with progress", func(t *testing.T) {
 		req := wire.Request{
-			Tool: "email", Method: "send_email", CallID: "mcp-3f1c0a9e", RequestID: "req_42", Account: "acme",
-			Session: "S1", ClientCapabilities: []string{"elicitation", "sampling"}, Deadline: deadline, Progress: true,
-			Data: []byte(`{"to":"ada@example.com","subject":"Hello","body":"Hi"}`),
+			Tool: "email", Method: "send_email", CallID: "mcp-3f1c0a9e", RequestID: "req_42", Account: "acme", Deadline: deadline,
+			Data: []byte(`{"to":"ada@example.com","subject":"Hello","body":"Hi"}`), MCPContext: wire.MCPContext{Session: "S1", ClientCapabilities: []string{"elicitation", "sampling"}, Progress: true},
 		}
 		msg := subj.Msg(tracedContext(), &req)
 		golden(t, "call-request", render(msg))
@@ -98,7 +97,7 @@ func TestGoldenRequests(t *testing.T) {
 	})
 	t.Run("an MCP request other than a tool call, from a client that declared nothing", func(t *testing.T) {
 		req := wire.Request{Tool: "email", MCP: true, Method: "resources/read", CallID: "Nx1", RequestID: "Nx1",
-			Account: "acme", Session: "S1", ClientCapabilities: []string{}, Deadline: deadline, Data: []byte(`{"uri":"mail://outbox"}`)}
+			Account: "acme", Deadline: deadline, Data: []byte(`{"uri":"mail://outbox"}`), MCPContext: wire.MCPContext{Session: "S1", ClientCapabilities: []string{}}}
 		msg := subj.Msg(context.Background(), &req)
 		golden(t, "mcp-request", render(msg))
 		got, err := subj.ReadRequest(msg.Subject, msg.Header, msg.Data)
@@ -111,8 +110,8 @@ func TestGoldenRequests(t *testing.T) {
 	})
 	t.Run("a session's call and MCP request sent to one instance", func(t *testing.T) {
 		for _, req := range []wire.Request{
-			{Tool: "fixture", Method: "echo", Instance: "vm-1a2b", Session: "S1", Account: "acme", Data: []byte(`{}`)},
-			{Tool: "fixture", MCP: true, Method: "resources/read", Instance: "vm-1a2b", Session: "S1", Account: "acme", Data: []byte(`{}`)},
+			{Tool: "fixture", Method: "echo", Account: "acme", Data: []byte(`{}`), MCPContext: wire.MCPContext{Instance: "vm-1a2b", Session: "S1"}},
+			{Tool: "fixture", MCP: true, Method: "resources/read", Account: "acme", Data: []byte(`{}`), MCPContext: wire.MCPContext{Instance: "vm-1a2b", Session: "S1"}},
 		} {
 			msg := subj.Msg(context.Background(), &req)
 			want := "tg.inst.fixture.vm-1a2b.call.echo"

@@ -26,30 +26,10 @@ type Request struct {
 	// RequestID is the caller's request id (HeaderRequestID), for logs.
 	RequestID string
 	Account   string
-	Session   string // the MCP session, if any
-	// ClientCapabilities are the capabilities the session's MCP client declared; nil
-	// when unknown (no session, or none recorded).
-	ClientCapabilities []string
-	// ClientCapabilityObject is the capabilities object the session's client sent in
-	// initialize, as JSON; nil when unknown.
-	ClientCapabilityObject []byte
-	// Post names the POST stream of the session the call is answered on, when it is
-	// answered with one (HeaderPost).
-	Post string
-	// LogLevel is the log level the session's client set, if any.
-	LogLevel string
-	Deadline time.Time // zero means the context's deadline, if any
-	Progress bool      // the caller follows Progress(Tool, CallID)
-	Data     []byte
-	// Header holds extra headers, copied onto the message first.
-	Header nats.Header
-	// ReplyTo is where the tool answers, when the answer must be kept where others can
-	// read it (an MCP call's stream, in the event log) rather than go to the caller's
-	// inbox alone: the message's reply subject, which the caller subscribes to.
-	ReplyTo string
-	// Instance, when set, sends the request to that worker instance alone
-	// (Subjects.Instance) rather than to the tool's queue group.
-	Instance string
+	Deadline  time.Time // zero means the context's deadline, if any
+	Data      []byte
+	// MCPContext is what the request carries of the MCP client it is made for, if any.
+	MCPContext
 }
 
 // Subject is the subject r travels on.
@@ -124,7 +104,7 @@ const maxRequestHeaders = 11
 // ReadRequest decodes a request a worker received on subject. Header is kept as it
 // came, for the trace context and any header the SDK does not read.
 func (s Subjects) ReadRequest(subject string, h nats.Header, data []byte) (Request, error) {
-	r := Request{Data: data, Header: h}
+	r := Request{Data: data, MCPContext: MCPContext{Header: h}}
 	root := s.prefix() + "."
 	rest, _ := strings.CutPrefix(subject, root)
 	if inst, ok := strings.CutPrefix(rest, "inst."); ok {

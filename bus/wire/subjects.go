@@ -142,6 +142,13 @@ func (s Subjects) ParseSessionEnd(subject string) (tool, session string, ok bool
 // SessionReplies matches the answers to every session request of tool's workers.
 func (s Subjects) SessionReplies(tool string) string { return s.join("sess", tool, "*", "reply", ">") }
 
+// EventLogStream names the JetStream stream that is the MCP session event log:
+// "<prefix>-mcp-events", the prefix's dots and wildcards made dashes (a stream's name
+// has none).
+func (s Subjects) EventLogStream() string {
+	return strings.NewReplacer(".", "-", "*", "-", ">", "-").Replace(s.prefix()) + "-mcp-events"
+}
+
 // EventLog lists the subjects the session event log stores: the standalone streams
 // and the POST streams of every session of every tool.
 func (s Subjects) EventLog() []string {
@@ -202,6 +209,10 @@ const (
 	BucketTools    = "tg-tools"
 	BucketPresence = "tg-presence"
 )
+
+// BucketSessions is the registry bucket of MCP sessions, which every edge follows
+// (registry.SessionIndex) and the edges' bus permissions name.
+const BucketSessions = "tg-sessions"
 
 // ToolRecord is the subject of tool's record in the tools bucket.
 func ToolRecord(tool string) string { return "$KV." + BucketTools + "." + tool }

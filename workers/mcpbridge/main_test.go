@@ -137,8 +137,7 @@ func (e *env) do(ctx context.Context, tool string, c call) (*wire.Reply, error) 
 	}
 	return e.gw.Call(ctx, &gateway.Call{
 		Principal: registry.Principal{Account: account}, Tool: tool, Method: c.method, Params: []byte(c.params),
-		CallID: c.requestID, RequestID: c.requestID, Session: c.session, ClientCapabilities: c.caps,
-		Progress: c.progress, Timeout: 20 * time.Second,
+		CallID: c.requestID, RequestID: c.requestID, Timeout: 20 * time.Second, MCPContext: wire.MCPContext{Session: c.session, ClientCapabilities: c.caps, Progress: c.progress},
 	})
 }
 
@@ -175,8 +174,7 @@ func texts(res map[string]any) []string {
 func (e *env) askMCP(ctx context.Context, tool, method, params, session string) (*wire.Reply, error) {
 	id := fmt.Sprintf("mcp-%d", requests.Add(1))
 	return bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{
-		Tool: tool, MCP: true, Method: method, CallID: id, RequestID: id, Account: account,
-		Session: session, Deadline: time.Now().Add(10 * time.Second), Data: []byte(params),
+		Tool: tool, MCP: true, Method: method, CallID: id, RequestID: id, Account: account, Deadline: time.Now().Add(10 * time.Second), Data: []byte(params), MCPContext: wire.MCPContext{Session: session},
 	})
 }
 

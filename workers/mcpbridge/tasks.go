@@ -16,7 +16,7 @@ import (
 // tasks/update and stops with tasks/cancel. The call goes to the bridge's upstream
 // session of that revision (callStateless), which hands the CreateTaskResult back as
 // the server made it; the edge stores the server's task id and gives the client one
-// of its own (sse/tasks.go). The three methods come back, with the server's task id
+// of its own (sse/core/tasks.go). The three methods come back, with the server's task id
 // in their params, on tg.mcp, and go to the same upstream session with their params
 // as the client sent them (its _meta declares what it takes), the answer as the
 // server made it.

@@ -1,0 +1,246 @@
+// Package stateless serves MCP's stateless revision (2026-07-28) on a link's
+// Streamable HTTP endpoint: no initialize and no session; each POST carries its
+// metadata in params._meta, mirrored in headers that must agree with it, and closing
+// a response stream cancels its request. Change notifications come from
+// subscriptions/listen streams. Calls, rounds of input and tasks are sse/core's.
+package stateless
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/audit"
+	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/gateway"
+	"github.com/toolgate/toolgate/internal/mcphttp"
+	"github.com/toolgate/toolgate/registry"
+	"github.com/toolgate/toolgate/sse/core"
+)
+
+// Transport serves the stateless revision's requests.
+type Transport struct {
+	core *core.Server
+}
+
+// New serves the stateless revision on c.
+func New(c *core.Server) *Transport { return &Transport{core: c} }
+
+// ServePost serves a POST of protocol version 2026-07-28: no session, the request's
+// metadata in its _meta and mirrored in headers, which must agree with the body.
+// Closing a response stream cancels its request.
+func (t *Transport) ServePost(w http.ResponseWriter, r *http.Request, p registry.Principal, tool string, req *jsonrpc.Request, accept core.Accepts) {
+	s := t.core
+	if !req.IsCall() {
+		// This revision defines no client notifications over HTTP; take them
+		// without effect (a client may still send notifications/cancelled).
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if core.RemovedIn2026[req.Method] && (req.Method != core.MethodPing || core.HasMeta(req.Params)) {
+		// Methods this revision removed are unknown here, whatever their _meta
+		// says: a client probing with initialize learns to drop it.
+		core.WriteRPCError(w, req.ID, core.MethodNotFound(req.Method, http.StatusNotFound))
+		return
+	}
+	if req.Method == core.MethodPing {
+		// A ping without _meta (some SDKs keep pinging at this revision) asks
+		// nothing that needs checking: answer it as the revisions that have it do.
+		core.WriteJSON(w, http.StatusOK, core.EncodeResult(req.ID, json.RawMessage(`{}`)))
+		return
+	}
+	meta, err := checkStatelessHeaders(r.Header, req)
+	if err == nil && req.Method == core.MethodToolsCall {
+		err = t.checkParamHeaders(r.Header, p, tool, req)
+	}
+	if err != nil {
+		core.WriteRPCError(w, req.ID, err)
+		return
+	}
+	rr := &core.Request{Principal: p, Tool: tool, Stateless: true, Meta: meta, RPC: req, Transport: audit.TransportMCP2026}
+	// Close cancels the calls it finds running (callSet); the rest is quick.
+	ctx := r.Context()
+	switch {
+	case req.Method == core.MethodSubscriptionsListen:
+		if !accept.Events {
+			s.Refuse(w, http.StatusNotAcceptable, "Not Acceptable: subscriptions/listen answers with text/event-stream")
+			return
+		}
+		t.listen(w, r, rr)
+	case req.Method == core.MethodToolsCall && accept.Events:
+		// The stream begins with the call's first notification: a call refused
+		// before one (a JSON-RPC error of its tool's server) is answered with the
+		// HTTP status this revision gives that error.
+		ew := core.DeferEvents(w)
+		stopKeepAlive := s.KeepAlive(ew)
+		rr.Notify = func(msg []byte) { _ = ew.Event("", "message", msg) }
+		result, err := s.Handle(ctx, rr)
+		stopKeepAlive()
+		switch {
+		case ctx.Err() != nil:
+			// The client closed the stream, which cancelled the request.
+		case err != nil && core.HTTPStatus(err) != http.StatusOK && ew.TakeOver():
+			core.WriteRPCError(w, req.ID, err)
+		case err != nil:
+			_ = ew.Event("", "message", core.EncodeError(req.ID, core.RPCError(err)))
+		default:
+			_ = ew.Event("", "message", core.EncodeResult(req.ID, result))
+		}
+	default:
+		result, err := s.Handle(ctx, rr)
+		s.Answer(w, accept, req.ID, result, err)
+	}
+}
+
+// checkStatelessHeaders validates a 2026-07-28 request against its headers (SEP-2243): the
+// protocol version in MCP-Protocol-Version and _meta, the method in Mcp-Method, the
+// tool, resource or prompt in Mcp-Name. Intermediaries route on the headers, so a
+// request whose headers say something else than its body is refused.
+func checkStatelessHeaders(h http.Header, req *jsonrpc.Request) (core.RequestMeta, error) {
+	meta := core.ReadMeta(req.Params)
+	hv := h.Get(core.HeaderProtocolVersion)
+	switch {
+	case meta.ProtocolVersion == "":
+		// A malformed request rather than a disagreement: the body lacks what every
+		// request of this revision carries.
+		return meta, core.Failure(gateway.KindInvalidRPCParams, http.StatusBadRequest,
+			fmt.Sprintf("params._meta needs %s: requests of protocol version %s carry their metadata in _meta", mcp.MetaKeyProtocolVersion, hv), nil)
+	case hv == "":
+		return meta, core.HeaderMismatch("MCP-Protocol-Version header required with %s %q", mcp.MetaKeyProtocolVersion, meta.ProtocolVersion)
+	case hv != meta.ProtocolVersion:
+		return meta, core.HeaderMismatch("MCP-Protocol-Version %q does not match %s %q", hv, mcp.MetaKeyProtocolVersion, meta.ProtocolVersion)
+	case !slices.Contains(core.SupportedVersions, meta.ProtocolVersion):
+		return meta, core.UnsupportedVersion(meta.ProtocolVersion)
+	}
+	switch hm := h.Get(core.HeaderMethod); {
+	case hm == "":
+		return meta, core.HeaderMismatch("Mcp-Method header required")
+	case hm != req.Method:
+		return meta, core.HeaderMismatch("Mcp-Method header value %q does not match body value %q", hm, req.Method)
+	}
+	if want, ok := mcphttp.Name(req.Method, req.Params); ok {
+		got, ok := mcphttp.DecodeHeaderValue(h.Get(core.HeaderName))
+		switch {
+		case h.Get(core.HeaderName) == "":
+			return meta, core.HeaderMismatch("Mcp-Name header required for %s", req.Method)
+		case !ok:
+			return meta, core.HeaderMismatch("Mcp-Name header is not valid base64 between =?base64? and ?=")
+		case got != want:
+			return meta, core.HeaderMismatch("Mcp-Name header value %q does not match body value %q", got, want)
+		}
+	}
+	if len(meta.ClientCapabilities) == 0 || string(meta.ClientCapabilities) == "null" {
+		return meta, core.Failure(gateway.KindInvalidRPCParams, http.StatusBadRequest,
+			"params._meta needs "+mcp.MetaKeyClientCapabilities+" (an empty object declares none)", nil)
+	}
+	return meta, nil
+}
+
+// listen serves subscriptions/listen: a stream that carries the change notifications
+// the client opted into until the client closes it. Of those, a link has the lists of
+// its tool: its tools, which the registry says change, and its prompts and resources
+// where its server declared their changes (core.ListChangesOf), which its workers pass on
+// (wire.Subjects.ListChanged). Each notification names the stream's subscriptionId.
+func (t *Transport) listen(w http.ResponseWriter, r *http.Request, rr *core.Request) {
+	s := t.core
+	var params mcp.SubscriptionsListenParams
+	if err := json.Unmarshal(rr.RPC.Params, &params); err != nil {
+		core.WriteRPCError(w, rr.RPC.ID, core.InvalidParams("subscriptions/listen: %v", err))
+		return
+	}
+	var granted mcp.NotificationSubscriptions
+	if n := params.Notifications; n != nil {
+		granted.ToolsListChanged = n.ToolsListChanged
+		if t, err := s.View().Snapshot().Tool(rr.Principal, rr.Tool); err == nil {
+			prompts, resources := core.ListChangesOf(t.Tool)
+			granted.PromptsListChanged = n.PromptsListChanged && prompts
+			granted.ResourcesListChanged = n.ResourcesListChanged && resources
+		}
+	}
+	wanted := map[string]string{} // wire list -> its notification
+	if granted.ToolsListChanged {
+		wanted[wire.ListTools] = core.NotifyToolsChanged
+	}
+	if granted.PromptsListChanged {
+		wanted[wire.ListPrompts] = core.NotifyPromptsChanged
+	}
+	if granted.ResourcesListChanged {
+		wanted[wire.ListResources] = core.NotifyResourcesChanged
+	}
+	subID := mcp.Meta{mcp.MetaKeySubscriptionID: rr.RPC.ID.Raw()}
+	ack := core.EncodeNotification(core.NotifySubscriptionAck, &mcp.SubscriptionsAcknowledgedParams{Meta: subID, Notifications: granted})
+	finish := func(ew *core.EventWriter) {
+		if res, err := s.MarshalResult(&mcp.SubscriptionsListenResult{Meta: subID}, rr); err == nil {
+			_ = ew.Event("", "message", core.EncodeResult(rr.RPC.ID, res))
+		}
+	}
+	if len(wanted) == 0 {
+		// Nothing to deliver: the acknowledgement and the result, at once.
+		ew := core.StartEvents(w, http.StatusOK)
+		if ew.Event("", "message", ack) == nil {
+			finish(ew)
+		}
+		return
+	}
+	ln, release := s.Listen(rr.Tool)
+	s.ServeStream(w, r, func(ctx context.Context, ew *core.EventWriter) core.StreamEnd {
+		defer release()
+		if ew.Event("", "message", ack) != nil {
+			return core.EndClient
+		}
+		keepAlive := time.NewTicker(s.Config().KeepAlive)
+		defer keepAlive.Stop()
+		for {
+			select {
+			case <-ln.Wake:
+				changed := ln.Take()
+				for _, list := range []string{wire.ListTools, wire.ListPrompts, wire.ListResources} {
+					method := wanted[list]
+					if method == "" || !changed[list] {
+						continue
+					}
+					if ew.Event("", "message", core.EncodeNotification(method, struct {
+						Meta mcp.Meta `json:"_meta"`
+					}{subID})) != nil {
+						return core.EndClient
+					}
+				}
+			case <-keepAlive.C:
+				if ew.KeepAlive(s.Config().KeepAlive) != nil {
+					return core.EndClient
+				}
+			case <-s.Draining():
+				finish(ew)
+				return core.EndServer
+			case <-ctx.Done():
+				return core.EndClient
+			}
+		}
+	}, func(core.StreamEnd) {})
+}
+
+// checkParamHeaders checks the Mcp-Param headers of a tools/call against its
+// arguments, for a method whose input schema mirrors arguments in headers
+// (x-mcp-header); a call of an unknown method is left to fail as such.
+func (t *Transport) checkParamHeaders(h http.Header, p registry.Principal, tool string, req *jsonrpc.Request) error {
+	entry, err := t.core.View().Snapshot().Tool(p, tool)
+	if err != nil {
+		return nil
+	}
+	name, _ := mcphttp.Name(req.Method, req.Params)
+	for i := range entry.Tool.Methods {
+		if m := &entry.Tool.Methods[i]; core.MCPName(m) == name {
+			if err := mcphttp.CheckParamHeaders(h, mcphttp.ParamBindings(m.InputSchema), req.Params); err != nil {
+				return core.HeaderMismatch("%v", err)
+			}
+			return nil
+		}
+	}
+	return nil
+}
