@@ -4,16 +4,17 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/toolgate/toolgate/calls"
 	"github.com/toolgate/toolgate/edge/dashboard"
 	"github.com/toolgate/toolgate/registry"
 )
 
 // TestEdgeBucketsAreTheRegistrys keeps the edge's grant in step with the buckets
-// the registry and the dashboard make.
+// the registry, the dashboard and the calls that outlive their request make.
 func TestEdgeBucketsAreTheRegistrys(t *testing.T) {
 	want := []string{
 		registry.BucketTools, registry.BucketAccounts, registry.BucketKeys, registry.BucketConnections, registry.BucketLinks,
-		registry.BucketPresence, registry.BucketSessions, registry.BucketRates, dashboard.SessionBucket,
+		registry.BucketPresence, registry.BucketSessions, registry.BucketRates, dashboard.SessionBucket, calls.Bucket,
 	}
 	slices.Sort(want)
 	got := slices.Sorted(slices.Values(edgeBuckets))

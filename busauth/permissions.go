@@ -8,13 +8,13 @@ import (
 	"github.com/toolgate/toolgate/bus/wire"
 )
 
-// edgeBuckets are the buckets of the registry and of the dashboard's sign-ins: what
-// an edge reads and writes. They are named here rather than imported from registry
-// and edge/dashboard, which sit above the bus's security; a test holds the lists
-// together.
+// edgeBuckets are the buckets of the registry, of the dashboard's sign-ins and of the
+// calls that outlive their request: what an edge reads and writes. They are named here
+// rather than imported from registry, edge/dashboard and calls, which sit above the
+// bus's security; a test holds the lists together.
 var edgeBuckets = []string{
 	wire.BucketTools, "tg-accounts", "tg-keys", "tg-connections", "tg-links",
-	wire.BucketPresence, wire.BucketSessions, "tg-rates", "tg-dashboard-sessions",
+	wire.BucketPresence, wire.BucketSessions, "tg-rates", "tg-dashboard-sessions", "tg-calls",
 }
 
 func prefix(s wire.Subjects) string {
@@ -26,10 +26,10 @@ func prefix(s wire.Subjects) string {
 
 // ReplyWindow is how long a worker may take to answer a call it received: the
 // server lets a user answer a request only once (allow_responses) and only this
-// long after it arrived. It is longer than the edge's longest deadline
-// (--max-timeout, 5 minutes unless set), so no reply the caller still waits for is
-// refused.
-const ReplyWindow = 10 * time.Minute
+// long after it arrived. It bounds the edge's longest deadline (--max-timeout, 5
+// minutes unless set, and --async-max-timeout, 15 minutes unless set, which an edge
+// refuses past it), so no reply the caller still waits for is refused.
+const ReplyWindow = 30 * time.Minute
 
 // WorkerPermissions are what the workers of the given tools may do on the bus, and
 // nothing else: take their tools' calls in the tools' queue groups (and those sent to

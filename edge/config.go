@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/toolgate/toolgate/calls"
 )
 
 // DefaultMaxBodyBytes is the largest request body the edge reads: 1 MiB, the NATS
@@ -52,6 +54,10 @@ type Config struct {
 	ReadBodyTimeout time.Duration
 	// MCP serves the MCP routes; nil leaves them answering 404.
 	MCP MCP
+	// Calls keeps the tool calls that outlive their request (Prefer: respond-async, GET
+	// and DELETE /calls/{id}); nil serves every call synchronously and leaves /calls
+	// answering 404.
+	Calls *calls.Calls
 	// Dashboard serves every path under DashboardPath (package edge/dashboard, whose
 	// prefix must be DashboardPath); nil leaves them answering 404.
 	Dashboard http.Handler

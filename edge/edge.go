@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/registry"
 )
@@ -126,6 +127,10 @@ func (e *Edge) routes() *gin.Engine {
 	api.GET("/tools/:tool", e.getTool)
 	api.GET("/tools/:tool/openapi.json", e.openAPI)
 	api.POST("/tools/:tool/:method", e.toolCall)
+	if e.cfg.Calls != nil {
+		api.GET("/calls/:id", e.getCall)
+		api.DELETE("/calls/:id", e.cancelCall)
+	}
 
 	if e.cfg.MCP != nil {
 		link := r.Group("/mcp/:link", e.authLink)
@@ -223,6 +228,11 @@ func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
 		mcpDone <- e.cfg.MCP.Drain(grace)
 	}()
 	err := srv.Shutdown(grace)
+	if e.cfg.Calls != nil {
+		// No call starts any more: those running get what is left of the grace, and
+		// are then given up as lost, which their records say.
+		e.cfg.Calls.Drain(grace, bus.ErrCallLost)
+	}
 	mcpErr := <-mcpDone
 	if err != nil {
 		e.log.Warn("edge: shutdown grace ran out; closing what is left", "err", err)

@@ -19,7 +19,9 @@ import (
 	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/calls"
 	"github.com/toolgate/toolgate/edge"
+	"github.com/toolgate/toolgate/edge/dashboard"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
@@ -49,12 +51,14 @@ type env struct {
 }
 
 type envOptions struct {
-	natsURL  string // join this server or cluster instead of starting one
-	replicas int
-	server   func(*bus.ServerConfig)
-	edge     func(*edge.Config)
-	mcp      bool // serve MCP with the sse package, as toolgate edge does
-	audit    bool // keep the audit trail, as toolgate edge does
+	natsURL   string // join this server or cluster instead of starting one
+	replicas  int
+	server    func(*bus.ServerConfig)
+	edge      func(*edge.Config)
+	gateway   func(*gateway.Config)
+	mcp       bool // serve MCP with the sse package, as toolgate edge does
+	dashboard bool // serve the dashboard, as toolgate edge does
+	audit     bool // keep the audit trail, as toolgate edge does
 }
 
 type option func(*envOptions)
@@ -62,9 +66,11 @@ type option func(*envOptions)
 func withEdge(f func(*edge.Config)) option        { return func(o *envOptions) { o.edge = f } }
 func withServer(f func(*bus.ServerConfig)) option { return func(o *envOptions) { o.server = f } }
 func withMCP() option                             { return func(o *envOptions) { o.mcp = true } }
+func withDashboard() option                       { return func(o *envOptions) { o.dashboard = true } }
 func withAudit() option                           { return func(o *envOptions) { o.audit = true } }
 func onCluster(url string) option                 { return func(o *envOptions) { o.natsURL, o.replicas = url, 3 } }
 func onServer(url string) option                  { return func(o *envOptions) { o.natsURL = url } }
+func withGateway(f func(*gateway.Config)) option  { return func(o *envOptions) { o.gateway = f } }
 
 func newEnv(t testing.TB, opts ...option) *env {
 	t.Helper()
@@ -95,7 +101,11 @@ func newEnv(t testing.TB, opts ...option) *env {
 		e.trail = openTrail(t, e.nc, o.replicas, e.name)
 		gwOpts = append(gwOpts, gateway.WithAudit(e.trail))
 	}
-	if e.gw, err = gateway.New(e.nc, e.view, gateway.DefaultConfig(), gwOpts...); err != nil {
+	gcfg := gateway.DefaultConfig()
+	if o.gateway != nil {
+		o.gateway(&gcfg)
+	}
+	if e.gw, err = gateway.New(e.nc, e.view, gcfg, gwOpts...); err != nil {
 		t.Fatal(err)
 	}
 	e.signer = sharedSigner
@@ -109,6 +119,17 @@ func newEnv(t testing.TB, opts ...option) *env {
 	log := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if o.mcp {
 		if cfg.MCP, err = sse.New(testenv.Context(t), e.gw, e.store, sse.DefaultConfig(), log); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// As toolgate edge runs it: the calls that outlive their request, in tg-calls.
+	if cfg.Calls, err = calls.Open(testenv.Context(t), e.nc, e.store, calls.Config{Subjects: wire.DefaultSubjects}, log); err != nil {
+		t.Fatal(err)
+	}
+	if o.dashboard {
+		dcfg := dashboard.DefaultConfig()
+		dcfg.BaseURL = e.url
+		if cfg.Dashboard, err = dashboard.New(dcfg, e.gw, e.store, e.signer, log); err != nil {
 			t.Fatal(err)
 		}
 	}

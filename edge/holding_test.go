@@ -23,11 +23,16 @@ type holdingWorker struct {
 	started chan string
 	release chan struct{}
 	nc      *nats.Conn
+	named   *nats.Subscription // what the tool's workers say they hold
 }
 
 func (e *env) holdingWorker(t *testing.T, tool string, concurrency int) *holdingWorker {
 	t.Helper()
 	hw := &holdingWorker{started: make(chan string, 16), release: make(chan struct{}), nc: testenv.Conn(t, e.nc.ConnectedUrl())}
+	var err error
+	if hw.named, err = e.nc.SubscribeSync(wire.DefaultSubjects.Holding(tool)); err != nil {
+		t.Fatal(err)
+	}
 	w := workers.New(hw.nc, workers.Tool{ID: tool}, workers.WithConcurrency(concurrency), workers.WithLogger(testenv.Logger(t)))
 	w.Handle(workers.Method{Name: "hold", Timeout: 30 * time.Second, Handler: func(ctx context.Context, c *workers.Call) (any, error) {
 		hw.started <- c.CallID
@@ -38,14 +43,23 @@ func (e *env) holdingWorker(t *testing.T, tool string, concurrency int) *holding
 			return nil, context.Cause(ctx)
 		}
 	}})
+	e.runWorker(t, w, tool, hw.release)
+	return hw
+}
+
+// runWorker runs w, a worker of tool, until the test ends, when it closes release
+// (unless the test did) and stops the worker; it returns once the edge sees the tool
+// online.
+func (e *env) runWorker(t *testing.T, w *workers.Worker, tool string, release chan struct{}) {
+	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	t.Cleanup(func() {
 		select {
-		case <-hw.release:
+		case <-release:
 		default:
-			close(hw.release)
+			close(release)
 		}
 		stop()
 		<-done
@@ -58,7 +72,20 @@ func (e *env) holdingWorker(t *testing.T, tool string, concurrency int) *holding
 	testenv.WaitFor(t, "the edge sees "+tool+" online", func() bool {
 		return e.view.Snapshot().RawTool(tool) != nil && e.view.Snapshot().Instances(tool) > 0
 	})
-	return hw
+}
+
+// waitHeld waits until the worker named call id among those it holds: the edge has
+// heard it hold the call.
+func (hw *holdingWorker) waitHeld(t *testing.T, id string) {
+	t.Helper()
+	for held := false; !held; {
+		msg, err := hw.named.NextMsg(testenv.Patience)
+		if err != nil {
+			t.Fatalf("the worker never named call %s: %v", id, err)
+		}
+		h, err := wire.ReadHolding(msg.Data)
+		held = err == nil && slices.Contains(h.Calls, id)
+	}
 }
 
 func (hw *holdingWorker) waitStarted(t *testing.T) string {
@@ -83,21 +110,9 @@ func TestCallsOfADeadWorkerFail(t *testing.T) {
 	t.Run("a call whose worker dies fails at once", func(t *testing.T) {
 		hw := e.holdingWorker(t, "fragile", 4)
 		e.connect("acme", "fragile")
-		named, err := e.nc.SubscribeSync(wire.DefaultSubjects.Holding("fragile"))
-		if err != nil {
-			t.Fatal(err)
-		}
 		answered := e.callInBackground(key, "fragile", "hold", `{}`)
 		id := hw.waitStarted(t)
-		// Running long enough to be named: the edge has heard the worker hold it.
-		for held := false; !held; {
-			msg, err := named.NextMsg(testenv.Patience)
-			if err != nil {
-				t.Fatalf("the worker never named call %s: %v", id, err)
-			}
-			h, err := wire.ReadHolding(msg.Data)
-			held = err == nil && slices.Contains(h.Calls, id)
-		}
+		hw.waitHeld(t, id)
 		killed := time.Now()
 		hw.nc.Close()
 		select {

@@ -7,11 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -234,50 +232,6 @@ func (e *Edge) recoverPanic(c *gin.Context) {
 		e.fail(c, fmt.Errorf("edge: panic: %v", v))
 	}()
 	c.Next()
-}
-
-// limitBody caps every request body at the edge's limit: a declared length over it is
-// refused at once, an undeclared one fails when the reader passes it. The body must
-// also arrive within ReadBodyTimeout (see timedBody).
-func (e *Edge) limitBody(c *gin.Context) {
-	if c.Request.ContentLength > e.maxBody {
-		e.fail(c, errPayloadTooLarge)
-		return
-	}
-	if body := c.Request.Body; body != nil && body != http.NoBody {
-		c.Request.Body = http.MaxBytesReader(c.Writer, newTimedBody(c.Writer, body, e.cfg.ReadBodyTimeout), e.maxBody)
-	}
-	c.Next()
-}
-
-// errBodyTimeout is a body that was still arriving when its time ran out.
-var errBodyTimeout = newHTTPError(gateway.KindRequestTimeout, "")
-
-// timedBody bounds the time a request's body may take: the connection's read deadline
-// is set when the request is routed. A client that trickles its body is cut off at the
-// deadline, its handler reads errBodyTimeout, and the server closes the connection
-// after the answer. Once the body has been read to its end, net/http lifts the
-// deadline itself (it goes on reading the connection while the handler runs, to learn
-// when the client leaves), so a call or stream that outlasts it is not cut off.
-type timedBody struct {
-	io.ReadCloser
-}
-
-// newTimedBody sets the connection's read deadline to d from now, and returns body
-// unchanged where the connection has no deadlines to set (HTTP/2 streams).
-func newTimedBody(w http.ResponseWriter, body io.ReadCloser, d time.Duration) io.ReadCloser {
-	if http.NewResponseController(w).SetReadDeadline(time.Now().Add(d)) != nil {
-		return body
-	}
-	return timedBody{body}
-}
-
-func (b timedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		return n, errBodyTimeout
-	}
-	return n, err
 }
 
 // apiKey reads the caller's key from SERVICE_API_KEY or Authorization: Bearer. Keys

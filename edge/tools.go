@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -160,7 +158,11 @@ func (e *Edge) toolCall(c *gin.Context) {
 	defer e.metrics.inFlight.Dec()
 	code := "ok"
 	var toolTime time.Duration // the bus round trip, once the tool answered
+	async := false             // a call started to outlive the request: it counts itself
 	defer func() {
+		if async {
+			return
+		}
 		if v := c.GetString(ctxErrorCode); v != "" {
 			code = v
 		}
@@ -200,6 +202,10 @@ func (e *Edge) toolCall(c *gin.Context) {
 	if len(bytes.TrimSpace(call.Params)) == 0 {
 		call.Params = emptyObject // a method without parameters may be called without a body
 	}
+	if e.cfg.Calls != nil && respondAsync(c.Request) {
+		async = e.startCall(c, call)
+		return
+	}
 	reply, err := e.gw.Call(c.Request.Context(), call)
 	if err != nil {
 		var te *wire.ToolError
@@ -211,9 +217,16 @@ func (e *Edge) toolCall(c *gin.Context) {
 		return
 	}
 	toolTime = reply.Elapsed
-	h := c.Writer.Header()
-	if reply.ContentType != "" {
-		h.Set("Content-Type", reply.ContentType)
+	c.Writer.Header()["Server-Timing"] = []string{serverTiming(time.Since(start), toolTime)}
+	writeToolAnswer(c.Writer, reply.Status, reply.ContentType, reply.Data)
+}
+
+// writeToolAnswer answers with a tool's status, content type and bytes as the tool
+// gave them.
+func writeToolAnswer(w http.ResponseWriter, status int, contentType string, body []byte) {
+	h := w.Header()
+	if contentType != "" {
+		h.Set("Content-Type", contentType)
 	} else {
 		h["Content-Type"] = nil // as the tool gave it: none, and no sniffing either
 	}
@@ -221,10 +234,9 @@ func (e *Edge) toolCall(c *gin.Context) {
 	// run them as a page of that origin.
 	h["X-Content-Type-Options"] = nosniff
 	h["Content-Security-Policy"] = sandbox
-	h["Content-Length"] = []string{strconv.Itoa(len(reply.Data))}
-	h["Server-Timing"] = []string{serverTiming(time.Since(start), toolTime)}
-	c.Writer.WriteHeader(reply.Status)
-	_, _ = c.Writer.Write(reply.Data)
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 var emptyObject = []byte("{}")
@@ -277,40 +289,6 @@ func (e *Edge) askedTimeout(r *http.Request) (time.Duration, error) {
 			e.cfg.TimeoutHeader+": must be a positive duration, such as 2s, 1500ms or 1500 (milliseconds)")
 	}
 	return d, nil
-}
-
-var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// putBody returns a body buffer to the pool unless it grew large: one huge request
-// should not pin its memory for ever.
-func putBody(b *bytes.Buffer) {
-	if b.Cap() > 64<<10 {
-		return
-	}
-	b.Reset()
-	bodyPool.Put(b)
-}
-
-// readBody reads the (already capped) request body into buf.
-func readBody(buf *bytes.Buffer, r *http.Request) error {
-	if r.Body == nil {
-		return nil
-	}
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
-	}
-	_, err := buf.ReadFrom(r.Body)
-	var (
-		tooLarge *http.MaxBytesError
-		he       *gateway.Error
-	)
-	switch {
-	case err == nil, errors.Is(err, io.EOF):
-		return nil
-	case errors.As(err, &tooLarge), errors.As(err, &he):
-		return err
-	}
-	return newHTTPError(gateway.KindInvalidRequest, "the body could not be read")
 }
 
 // serverTiming is a tool call's Server-Timing header (W3C Server Timing): "tool", the

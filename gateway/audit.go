@@ -29,6 +29,13 @@ func (g *Gateway) Refuse(ctx context.Context, c *Call, err error) error {
 	return err
 }
 
+// Answered records c, a call its door checked (Check) and sent (Send) itself, as a
+// call that outlives its request is, answered with reply or err; params are its
+// parameters as the caller sent them. Call and Forward record their own calls.
+func (g *Gateway) Answered(ctx context.Context, c *Call, params []byte, reply *wire.Reply, err error) {
+	g.audit(ctx, c, time.Now(), params, reply, err)
+}
+
 // audit writes the record of c, a tool call or an MCP request forwarded, sent with
 // params at began and answered with reply or err. Without a trail it does nothing.
 func (g *Gateway) audit(ctx context.Context, c *Call, began time.Time, params []byte, reply *wire.Reply, err error) {

@@ -97,6 +97,8 @@ const (
 	CodeToolError            = "tool_error"
 	CodeToolUnavailable      = "tool_unavailable"
 	CodeToolTimeout          = "tool_timeout"
+	CodeCallNotFound         = "call_not_found"
+	CodeResultTooLarge       = "result_too_large"
 )
 
 // The kinds of failure.
@@ -157,6 +159,14 @@ var (
 		Text: "the worker running the call stopped, or the call was lost on its way; it was cancelled", RetryAfter: UnavailableRetryAfter}
 	KindToolTimeout = &Kind{Code: CodeToolTimeout, Status: http.StatusGatewayTimeout, RPC: RPCInternalError, InResult: true,
 		Text: "the tool did not answer in time"}
+	// A call that outlives its request (package calls): one that does not exist, has
+	// expired, or was made by another key, alike.
+	KindCallNotFound = &Kind{Code: CodeCallNotFound, Status: http.StatusNotFound, RPC: RPCInvalidParams,
+		Text: "no such call: it does not exist, it expired, or another key made it"}
+	// An answer larger than a call's record can keep: the call ran, and its answer is
+	// not kept.
+	KindResultTooLarge = &Kind{Code: CodeResultTooLarge, Status: http.StatusBadGateway, RPC: RPCInternalError, InResult: true,
+		Text: "the call's answer is larger than a call's record keeps"}
 )
 
 // Kinds lists every kind, for the documentation's table and its test.
@@ -166,7 +176,7 @@ var Kinds = []*Kind{
 	KindForbidden, KindToolNotFound, KindMethodNotFound, KindRPCMethodNotFound, KindSessionNotFound, KindNotFound,
 	KindMethodNotAllowed, KindConflict, KindPayloadTooLarge, KindUnsupportedMediaType,
 	KindRateLimited, KindSessionLimit, KindCanceled, KindInternal, KindToolError,
-	KindToolUnavailable, KindCallLost, KindToolTimeout,
+	KindToolUnavailable, KindCallLost, KindToolTimeout, KindCallNotFound, KindResultTooLarge,
 }
 
 // Error is a failure a part of the gateway finds itself (a route that does not exist,

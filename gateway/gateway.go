@@ -45,6 +45,10 @@ type Config struct {
 	DefaultTimeout time.Duration
 	// MaxTimeout bounds every call, whatever the method or caller asks.
 	MaxTimeout time.Duration
+	// AsyncMaxTimeout bounds a call that outlives its request (an HTTP caller's
+	// Prefer: respond-async, package calls) instead of MaxTimeout: its caller does not
+	// hold a connection open for it.
+	AsyncMaxTimeout time.Duration
 	// Rate and Burst apply per key (or per link) when the account sets no limits.
 	Rate  float64
 	Burst int
@@ -57,11 +61,16 @@ type Config struct {
 	Subjects wire.Subjects
 }
 
-// DefaultConfig: 30 s per call unless the method says otherwise, 5 min at most,
-// 50 calls a second with bursts of 100, a call unheard of for a second lost.
+// DefaultConfig: 30 s per call unless the method says otherwise, 5 min at most (15
+// min for a call that outlives its request), 50 calls a second with bursts of 100, a
+// call unheard of for a second lost.
 func DefaultConfig() Config {
-	return Config{DefaultTimeout: 30 * time.Second, MaxTimeout: 5 * time.Minute, Rate: 50, Burst: 100, CallLostAfter: wire.HoldingLost, Subjects: wire.DefaultSubjects}
+	return Config{DefaultTimeout: 30 * time.Second, MaxTimeout: 5 * time.Minute, AsyncMaxTimeout: DefaultAsyncMaxTimeout,
+		Rate: 50, Burst: 100, CallLostAfter: wire.HoldingLost, Subjects: wire.DefaultSubjects}
 }
+
+// DefaultAsyncMaxTimeout is Config.AsyncMaxTimeout by default.
+const DefaultAsyncMaxTimeout = 15 * time.Minute
 
 // Validate names the first field that is wrong.
 func (c Config) Validate() error {
@@ -70,6 +79,8 @@ func (c Config) Validate() error {
 		return errors.New("gateway: default-timeout: must be positive")
 	case c.MaxTimeout < c.DefaultTimeout:
 		return errors.New("gateway: max-timeout: must be at least default-timeout")
+	case c.AsyncMaxTimeout < c.MaxTimeout:
+		return errors.New("gateway: async-max-timeout: must be at least max-timeout")
 	case c.Rate <= 0:
 		return errors.New("gateway: rate: must be positive")
 	case c.Burst < 1:
@@ -236,7 +247,14 @@ func (g *Gateway) call(ctx context.Context, c *Call) (*wire.Reply, error) {
 	if err != nil {
 		return nil, err
 	}
-	return g.send(ctx, c, false, g.Timeout(m.Method, c.Timeout), m.Tool.Holding)
+	return g.Send(ctx, c, m, g.Timeout(m.Method, c.Timeout))
+}
+
+// Send sends c, a call of m that Check passed, with timeout as its deadline (Timeout's,
+// or AsyncTimeout's for a call that outlives its request), as Call does; the audit
+// trail's record of it is its caller's (Answered).
+func (g *Gateway) Send(ctx context.Context, c *Call, m *registry.MethodEntry, timeout time.Duration) (*wire.Reply, error) {
+	return g.send(ctx, c, false, timeout, m.Tool.Holding)
 }
 
 // Forward sends an MCP request other than a tool call to the tool's workers, on its
@@ -335,6 +353,18 @@ const (
 // Timeout is how long a call of m may take: the method's own timeout (or the
 // default), shortened by what the caller asked for, never beyond the maximum.
 func (g *Gateway) Timeout(m *registry.Method, asked time.Duration) time.Duration {
+	return min(g.wanted(m, asked), g.cfg.MaxTimeout)
+}
+
+// AsyncTimeout is how long a call of m that outlives its request may take: as Timeout,
+// bounded by AsyncMaxTimeout instead.
+func (g *Gateway) AsyncTimeout(m *registry.Method, asked time.Duration) time.Duration {
+	return min(g.wanted(m, asked), g.cfg.AsyncMaxTimeout)
+}
+
+// wanted is the method's own timeout (or the default), shortened by what the caller
+// asked for.
+func (g *Gateway) wanted(m *registry.Method, asked time.Duration) time.Duration {
 	d := g.cfg.DefaultTimeout
 	if m != nil && m.Timeout > 0 {
 		d = time.Duration(m.Timeout)
@@ -342,7 +372,7 @@ func (g *Gateway) Timeout(m *registry.Method, asked time.Duration) time.Duration
 	if asked > 0 && asked < d {
 		d = asked
 	}
-	return min(d, g.cfg.MaxTimeout)
+	return d
 }
 
 type limiter struct {

@@ -21,6 +21,8 @@ import (
 	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/busauth"
+	"github.com/toolgate/toolgate/calls"
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/edge/dashboard"
 	"github.com/toolgate/toolgate/gateway"
@@ -45,6 +47,7 @@ type edgeOptions struct {
 	EdgeRates      bool // keep rate limits per edge instead of in the shared buckets
 	Wait           time.Duration
 	MCP            sse.Config
+	Calls          calls.Config
 	// AskConcurrency bounds the workers' asks this edge works on at once (asks.Serve).
 	AskConcurrency int
 	// NoAudit keeps no audit trail; Audit is the trail's retention otherwise (the
@@ -58,7 +61,8 @@ const replicasUsage = "replicas of the registry's buckets: 1 on a single node, 3
 
 func defaultEdgeOptions() edgeOptions {
 	return edgeOptions{Edge: edge.DefaultConfig(), Gateway: gateway.DefaultConfig(), MCP: sse.DefaultConfig(),
-		NATS: "nats://127.0.0.1:4222", Dashboard: true, AskConcurrency: asks.DefaultConcurrency}
+		Calls: calls.Config{Subjects: wire.DefaultSubjects},
+		NATS:  "nats://127.0.0.1:4222", Dashboard: true, AskConcurrency: asks.DefaultConcurrency}
 }
 
 // Validate names the first field that is wrong. An empty base URL is taken from the
@@ -88,13 +92,16 @@ func (o edgeOptions) Validate() error {
 	if o.AskConcurrency < 1 {
 		return errors.New("edge: ask-concurrency: must be at least 1")
 	}
-	if o.UpdateRegistry && o.Replicas == 0 && o.MCP.EventRetention == 0 && o.Audit.MaxAge == 0 && o.Audit.MaxBytes == 0 {
-		return errors.New("edge: update-registry: needs --replicas, --mcp-event-retention, --audit-max-age or --audit-max-bytes, the settings to change to")
+	if o.UpdateRegistry && o.Replicas == 0 && o.MCP.EventRetention == 0 && o.Audit.MaxAge == 0 && o.Audit.MaxBytes == 0 && o.Calls.TTL == 0 {
+		return errors.New("edge: update-registry: needs --replicas, --mcp-event-retention, --audit-max-age, --audit-max-bytes or --calls-ttl, the settings to change to")
 	}
 	if err := o.Audit.Validate(); err != nil {
 		return fmt.Errorf("edge: %w", err)
 	}
 	if err := o.Gateway.Validate(); err != nil {
+		return err
+	}
+	if err := o.validateCalls(); err != nil {
 		return err
 	}
 	if err := o.MCP.Validate(); err != nil {
@@ -105,6 +112,22 @@ func (o edgeOptions) Validate() error {
 		cfg.BaseURL = "http://127.0.0.1"
 	}
 	return cfg.Validate()
+}
+
+// validateCalls checks the calls that outlive their request against what keeps them:
+// a record must outlive its call, and a worker's credentials let it answer a call for
+// busauth.ReplyWindow only.
+func (o edgeOptions) validateCalls() error {
+	if o.Calls.TTL < 0 {
+		return errors.New("edge: calls-ttl: must not be negative")
+	}
+	if o.Calls.TTL != 0 && o.Calls.TTL <= o.Gateway.AsyncMaxTimeout {
+		return fmt.Errorf("edge: calls-ttl: must be longer than async-max-timeout (%v): a call's record must outlive the call", o.Gateway.AsyncMaxTimeout)
+	}
+	if o.Gateway.AsyncMaxTimeout > busauth.ReplyWindow {
+		return fmt.Errorf("edge: async-max-timeout: must be at most %v, the time a worker's credentials allow it to answer a call", busauth.ReplyWindow)
+	}
+	return nil
 }
 
 // localURL is the URL of a listener on this machine: the edge's base URL when none is
@@ -131,6 +154,8 @@ var edgeEnv = map[string]string{
 	"max-body-bytes":      "TOOLGATE_MAX_BODY_BYTES",
 	"default-timeout":     "TOOLGATE_DEFAULT_TIMEOUT",
 	"max-timeout":         "TOOLGATE_MAX_TIMEOUT",
+	"async-max-timeout":   "TOOLGATE_ASYNC_MAX_TIMEOUT",
+	"calls-ttl":           "TOOLGATE_CALLS_TTL",
 	"rate":                "TOOLGATE_RATE",
 	"burst":               "TOOLGATE_BURST",
 	"edge-rates":          "TOOLGATE_EDGE_RATES",
@@ -182,11 +207,13 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.StringVar(&o.AdminKeyFile, "admin-key-file", "", "file holding the admin key (empty: no admin API)")
 	f.IntVar(&o.Replicas, "replicas", o.Replicas, replicasUsage)
 	f.DurationVar(&o.Wait, "wait", o.Wait, waitUsage)
-	f.BoolVar(&o.UpdateRegistry, "update-registry", o.UpdateRegistry, "change the registry's existing buckets and the MCP event log to --replicas (and --mcp-event-retention), instead of refusing to start when they differ")
+	f.BoolVar(&o.UpdateRegistry, "update-registry", o.UpdateRegistry, "change the registry's existing buckets, the MCP event log and the calls' bucket to --replicas (and --mcp-event-retention, --calls-ttl), instead of refusing to start when they differ")
 	f.DurationVar(&o.WriteWait, "registry-write-wait", registry.DefaultWriteWait, "how long an admin change (accounts, keys, connections, links) keeps trying while the registry cannot take it, as while a NATS node's loss has its buckets elect new leaders, before it fails")
 	f.Int64Var(&o.Edge.MaxBodyBytes, "max-body-bytes", o.Edge.MaxBodyBytes, "largest request body (never above NATS max_payload less 4 KiB)")
 	f.DurationVar(&o.Gateway.DefaultTimeout, "default-timeout", o.Gateway.DefaultTimeout, "deadline of a call whose method names none")
 	f.DurationVar(&o.Gateway.MaxTimeout, "max-timeout", o.Gateway.MaxTimeout, "longest deadline of any call")
+	f.DurationVar(&o.Gateway.AsyncMaxTimeout, "async-max-timeout", o.Gateway.AsyncMaxTimeout, "longest deadline of a call made with Prefer: respond-async, which outlives its request (at least --max-timeout, at most "+busauth.ReplyWindow.String()+")")
+	f.DurationVar(&o.Calls.TTL, "calls-ttl", o.Calls.TTL, "how long the record of a call made with Prefer: respond-async, and its answer, are kept after its last change (longer than --async-max-timeout); unset, as the shared bucket keeps them ("+calls.DefaultTTL.String()+" when creating it), and a value that differs from the bucket's stops the edge unless --update-registry")
 	f.Float64Var(&o.Gateway.Rate, "rate", o.Gateway.Rate, "calls per second per key, for accounts without limits")
 	f.IntVar(&o.Gateway.Burst, "burst", o.Gateway.Burst, "calls a key may make at once above the rate")
 	f.DurationVar(&o.Gateway.CallLostAfter, "call-lost-after", o.Gateway.CallLostAfter, "how long a call may go unheard of by its tool's workers (they name the calls they hold every "+wire.HoldingEvery.String()+") before it is given up as lost with a 503 (at least "+bus.MinCallLost.String()+"); longer for workers on hosts so loaded that their word can come late")
@@ -316,6 +343,11 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 		return err
 	}
 	o.Edge.MCP = mcp
+	o.Calls.Update = o.UpdateRegistry
+	if o.Edge.Calls, err = calls.Open(ctx, nc, store, o.Calls, log); err != nil {
+		ln.Close()
+		return err
+	}
 	e, err := edge.New(gw, store, signer, o.Edge, log)
 	if err != nil {
 		ln.Close()

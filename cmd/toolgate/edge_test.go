@@ -161,6 +161,11 @@ func TestEdgeCommandRefusesBadConfig(t *testing.T) {
 		{[]string{"edge", "--link-secret-file", "x", "--ask-concurrency", "0"}, "edge: ask-concurrency: must be at least 1"},
 		{[]string{"edge", "--link-secret-file", "x", "--call-lost-after", "499ms"}, "gateway: call-lost-after: must be at least 500ms"},
 		{[]string{"edge", "--link-secret-file", "x", "--call-lost-after", "-1s"}, "gateway: call-lost-after: must be at least 500ms"},
+		{[]string{"edge", "--link-secret-file", "x", "--async-max-timeout", "4m"}, "gateway: async-max-timeout: must be at least max-timeout"},
+		{[]string{"edge", "--link-secret-file", "x", "--async-max-timeout", "31m"}, "edge: async-max-timeout: must be at most 30m0s"},
+		{[]string{"edge", "--link-secret-file", "x", "--calls-ttl", "-1h"}, "edge: calls-ttl: must not be negative"},
+		{[]string{"edge", "--link-secret-file", "x", "--calls-ttl", "15m"}, "edge: calls-ttl: must be longer than async-max-timeout (15m0s)"},
+		{[]string{"edge", "--link-secret-file", "x", "--async-max-timeout", "20m", "--calls-ttl", "16m"}, "edge: calls-ttl: must be longer than async-max-timeout (20m0s)"},
 		{[]string{"edge", "--link-secret-file", "x", "--audit-max-age", "30s"}, "edge: audit: max-age: must be at least 1m0s"},
 		{[]string{"edge", "--link-secret-file", "x", "--audit-max-bytes", "-1"}, "edge: audit: max-bytes: must be at least"},
 	} {

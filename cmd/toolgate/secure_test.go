@@ -42,8 +42,8 @@ func startCommand(t *testing.T, args ...string) *testenv.Buffer {
 
 // TestEdgeRunsOnItsOwnCredentials runs a whole edge with the edge role's credentials
 // over TLS on a server that admits only the deployment's users: it makes the
-// registry, serves get-tools, a tool call, and MCP sessions on both transports, and
-// the server refuses it nothing. The demo workers run as a deployment runs them: on
+// registry, serves get-tools, a tool call, one that outlives its request, and MCP
+// sessions on both transports, and the server refuses it nothing. The demo workers run as a deployment runs them: on
 // their tools' credentials (creds init --demo), the email tool's state made by the
 // admin (state create).
 func TestEdgeRunsOnItsOwnCredentials(t *testing.T) {
@@ -98,6 +98,24 @@ func TestEdgeRunsOnItsOwnCredentials(t *testing.T) {
 	if status, body := call(t, http.MethodPost, url+"/tool-call/email/list_sent", key.Secret, `{}`); status != http.StatusOK || !strings.Contains(body, `"to":"ada@example.com"`) {
 		t.Fatalf("list_sent: %d %s", status, body)
 	}
+	t.Run("a call that outlives its request, kept in tg-calls", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodPost, url+"/tool-call/echo/echo", strings.NewReader(`{"later":true}`))
+		req.Header.Set("SERVICE_API_KEY", key.Secret)
+		req.Header.Set("Prefer", "respond-async")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		loc := resp.Header.Get("Location")
+		if resp.StatusCode != http.StatusAccepted || loc == "" {
+			t.Fatalf("status %d, Location %q", resp.StatusCode, loc)
+		}
+		testenv.WaitFor(t, "the call's answer", func() bool {
+			status, body := call(t, http.MethodGet, url+loc, key.Secret, "")
+			return status == http.StatusOK && strings.Contains(body, `"later":true`)
+		})
+	})
 
 	for _, tr := range []struct {
 		name      string

@@ -47,15 +47,20 @@ func (d *Dashboard) showSignIn(w http.ResponseWriter, r *http.Request, status in
 }
 
 func (d *Dashboard) signIn(w http.ResponseWriter, r *http.Request) {
+	// Without the form's cookie no sign-in can succeed: refused before the form is
+	// read, so that a caller who trickles one is answered (and let go) at once.
+	c, err := r.Cookie(d.signInCookie())
+	if err != nil || len(c.Value) < 32 {
+		d.refuseSignInForm(w, r)
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if err := r.ParseForm(); err != nil {
 		d.fail(w, r, nil, http.StatusBadRequest, "The sign-in form could not be read.")
 		return
 	}
-	c, err := r.Cookie(d.signInCookie())
-	if err != nil || !sameSecret(r.PostForm.Get("csrf"), c.Value) {
-		d.showSignIn(w, r, http.StatusForbidden,
-			"The sign-in form could not be checked: it is out of date, or your browser does not keep cookies for this site. Try again.", "")
+	if !sameSecret(r.PostForm.Get("csrf"), c.Value) {
+		d.refuseSignInForm(w, r)
 		return
 	}
 	now := d.now()
@@ -87,6 +92,13 @@ func (d *Dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 	d.setCookie(w, r, d.cfg.CookieName, id, d.cfg.SessionLifetime)
 	d.clearCookie(w, r, d.signInCookie())
 	d.redirect(w, r, "")
+}
+
+// refuseSignInForm answers a sign-in form that did not come from this dashboard's
+// page, or not in time.
+func (d *Dashboard) refuseSignInForm(w http.ResponseWriter, r *http.Request) {
+	d.showSignIn(w, r, http.StatusForbidden,
+		"The sign-in form could not be checked: it is out of date, or your browser does not keep cookies for this site. Try again.", "")
 }
 
 func (d *Dashboard) signOut(w http.ResponseWriter, r *http.Request, v *visit) {

@@ -1,0 +1,161 @@
+package edge
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/toolgate/toolgate/gateway"
+)
+
+// A request's declared length is a claim, not bytes: the edge holds what has arrived
+// of a body and a bounded step more, and an answer given before the body arrived whole
+// (a key, a link or a form refused) closes the connection at once instead of waiting
+// for the rest. So a caller who declares large bodies and trickles them costs the edge
+// little memory, and one refused keeps no connection open.
+
+// limitBody caps every request body at the edge's limit: a declared length over it is
+// refused at once, an undeclared one fails when the reader passes it. The body must
+// also arrive within ReadBodyTimeout (see requestBody), and an answer begun before it
+// was read to its end closes the connection (earlyAnswer).
+func (e *Edge) limitBody(c *gin.Context) {
+	body := c.Request.Body
+	if body == nil || body == http.NoBody {
+		c.Next()
+		return
+	}
+	rb := &requestBody{ReadCloser: body, left: c.Request.ContentLength}
+	w := &earlyAnswer{ResponseWriter: c.Writer, body: rb}
+	c.Writer = w
+	if c.Request.ContentLength > e.maxBody {
+		e.fail(c, errPayloadTooLarge)
+		return
+	}
+	rb.timed = http.NewResponseController(w).SetReadDeadline(time.Now().Add(e.cfg.ReadBodyTimeout)) == nil
+	c.Request.Body = http.MaxBytesReader(w, rb, e.maxBody)
+	c.Next()
+	w.decide() // a handler that wrote nothing: gin answers for it after this
+}
+
+// errBodyTimeout is a body that was still arriving when its time ran out.
+var errBodyTimeout = newHTTPError(gateway.KindRequestTimeout, "")
+
+// requestBody is a request's body as its handler reads it. The connection's read
+// deadline is set when the request is routed (timed: HTTP/1 connections have one): a
+// client that trickles its body is cut off at the deadline, its handler reads
+// errBodyTimeout, and the server closes the connection after the answer. Once the body
+// has been read to its end, net/http lifts the deadline itself (it goes on reading the
+// connection while the handler runs, to learn when the client leaves), so a call or
+// stream that outlasts it is not cut off.
+type requestBody struct {
+	io.ReadCloser
+	left  int64 // what is still to come of a declared length; -1 for a chunked body
+	whole bool  // read to its end
+	timed bool
+}
+
+func (b *requestBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.left > 0 {
+		b.left -= int64(n)
+		b.whole = b.left <= 0
+	}
+	if err == io.EOF {
+		b.whole = true
+	}
+	if err != nil && b.timed && errors.Is(err, os.ErrDeadlineExceeded) {
+		return n, errBodyTimeout
+	}
+	return n, err
+}
+
+// earlyAnswer is the response to a request with a body. When its headers go out
+// before the body was read to its end, the answer says Connection: close and the
+// connection's read deadline is moved to now: net/http would otherwise read what is
+// left of a small body (up to 256 KiB) before it replies or closes, waiting on a
+// caller who trickles it until the body's timeout.
+type earlyAnswer struct {
+	gin.ResponseWriter
+	body    *requestBody
+	decided bool
+}
+
+func (w *earlyAnswer) decide() {
+	if w.decided {
+		return
+	}
+	w.decided = true
+	if w.body.whole || w.ResponseWriter.Written() {
+		return
+	}
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w.ResponseWriter).SetReadDeadline(time.Now())
+}
+
+func (w *earlyAnswer) WriteHeaderNow() {
+	w.decide()
+	w.ResponseWriter.WriteHeaderNow()
+}
+
+func (w *earlyAnswer) Write(b []byte) (int, error) {
+	w.decide()
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *earlyAnswer) WriteString(s string) (int, error) {
+	w.decide()
+	return w.ResponseWriter.WriteString(s)
+}
+
+func (w *earlyAnswer) Flush() {
+	w.decide()
+	w.ResponseWriter.Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *earlyAnswer) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// bodyStep bounds how far a body's buffer grows ahead of the bytes that arrived: a
+// body declared larger gets a buffer of this size, grown as more arrives.
+const bodyStep = 16 << 10
+
+var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// putBody returns a body buffer to the pool unless it grew large: one huge request
+// should not pin its memory for ever.
+func putBody(b *bytes.Buffer) {
+	if b.Cap() > 64<<10 {
+		return
+	}
+	b.Reset()
+	bodyPool.Put(b)
+}
+
+// readBody reads the (already capped) request body into buf, which grows only as the
+// bytes arrive (bytes.Buffer doubles it), never to a declared length up front.
+func readBody(buf *bytes.Buffer, r *http.Request) error {
+	if r.Body == nil {
+		return nil
+	}
+	if r.ContentLength > 0 {
+		buf.Grow(int(min(r.ContentLength, bodyStep)))
+	}
+	_, err := buf.ReadFrom(r.Body)
+	var (
+		tooLarge *http.MaxBytesError
+		he       *gateway.Error
+	)
+	switch {
+	case err == nil, errors.Is(err, io.EOF):
+		return nil
+	case errors.As(err, &tooLarge), errors.As(err, &he):
+		return err
+	}
+	return newHTTPError(gateway.KindInvalidRequest, "the body could not be read")
+}

@@ -1,0 +1,203 @@
+package edge_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/edge"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/registry"
+)
+
+// trickle opens a connection to the edge and sends the headers of a POST to path that
+// declares a body of declared bytes, and the first bytes of it, but nothing more. Its
+// Content-Type is JSON unless headers (name, value pairs) name another.
+func (e *env) trickle(path string, declared int, first string, headers ...string) net.Conn {
+	e.t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { conn.Close() })
+	var b strings.Builder
+	fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: edge\r\nContent-Length: %d\r\n", path, declared)
+	typed := false
+	for i := 0; i+1 < len(headers); i += 2 {
+		fmt.Fprintf(&b, "%s: %s\r\n", headers[i], headers[i+1])
+		typed = typed || http.CanonicalHeaderKey(headers[i]) == "Content-Type"
+	}
+	if !typed {
+		b.WriteString("Content-Type: application/json\r\n")
+	}
+	b.WriteString("\r\n" + first)
+	if _, err := io.WriteString(conn, b.String()); err != nil {
+		e.t.Fatal(err)
+	}
+	return conn
+}
+
+// heapInUse is the live heap and the goroutine stacks, once garbage is collected.
+func heapInUse() (heap, stack uint64) {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse, m.StackInuse
+}
+
+// goroutinesIn counts the goroutines whose stack passes through fn.
+func goroutinesIn(fn string) int {
+	buf := make([]byte, 8<<20)
+	return strings.Count(string(buf[:runtime.Stack(buf, true)]), fn+"(")
+}
+
+// TestDeclaredBodiesCostOnlyWhatArrives: callers who declare a body of a megabyte and
+// send a few bytes of it cost the edge what arrived and a bounded step more, not what
+// they declared.
+func TestDeclaredBodiesCostOnlyWhatArrives(t *testing.T) {
+	const (
+		callers  = 250
+		declared = 1_000_000
+		perConn  = 64 << 10 // the bound each such caller may cost the edge's heap
+	)
+	e := newEnv(t, withEdge(func(c *edge.Config) { c.ReadBodyTimeout = 10 * time.Minute }))
+	key := e.account("acme", registry.Limits{})
+	e.serve(echoTool, echo)
+	e.connect("acme", "echo")
+	// A call first, so that what the edge makes once is made before the measure.
+	if r := e.call(key, "echo", "echo", `{"warm":true}`); r.status != http.StatusOK {
+		t.Fatalf("warm-up call: status %d, body %s", r.status, r.body)
+	}
+	e.client.CloseIdleConnections()
+
+	heap0, stack0 := heapInUse()
+	conns := make([]net.Conn, callers)
+	for i := range conns {
+		conns[i] = e.trickle("/tool-call/echo/echo", declared, `{"pad":"xxxxxx`, "SERVICE_API_KEY", key)
+	}
+	testenv.WaitFor(t, "every caller's body is being read", func() bool {
+		return goroutinesIn("github.com/toolgate/toolgate/edge.readBody") == callers
+	})
+	heap1, stack1 := heapInUse()
+	heapEach := (int64(heap1) - int64(heap0)) / callers
+	stackEach := (int64(stack1) - int64(stack0)) / callers
+	t.Logf("%d callers declaring %d bytes and sending 14: heap %+d bytes each, goroutine stacks %+d bytes each",
+		callers, declared, heapEach, stackEach)
+	if heapEach > perConn {
+		t.Fatalf("each caller grew the edge's heap by %d bytes, want at most %d", heapEach, perConn)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// TestRefusedBeforeTheBody: a request refused before its body is read (its key, link or
+// sign-in form fails) is answered at once and its connection closed, without waiting
+// for the body it declared, on every route that takes a body. A request whose body
+// was read keeps its connection.
+func TestRefusedBeforeTheBody(t *testing.T) {
+	e := newEnv(t, withMCP(), withDashboard(), withEdge(func(c *edge.Config) { c.ReadBodyTimeout = 10 * time.Minute }))
+	key := e.account("acme", registry.Limits{})
+	e.serve(echoTool, echo)
+	e.connect("acme", "echo")
+	const badKey = "tg_not-a-key"
+	routes := []struct {
+		name    string
+		path    string
+		status  int
+		headers []string
+	}{
+		{"a tool call with a bad key", "/tool-call/echo/echo", http.StatusUnauthorized, []string{"SERVICE_API_KEY", badKey}},
+		{"a tool call with no key", "/tool-call/echo/echo", http.StatusUnauthorized, nil},
+		{"the direct API with a bad key", "/tools/echo/echo", http.StatusUnauthorized, []string{"Authorization", "Bearer " + badKey}},
+		{"MCP with a bad key", "/tools/echo/mcp", http.StatusUnauthorized, []string{"SERVICE_API_KEY", badKey}},
+		{"legacy MCP messages with a bad key", "/tools/echo/sse/messages?sessionId=x", http.StatusUnauthorized, []string{"SERVICE_API_KEY", badKey}},
+		{"MCP through an unknown link", "/mcp/tgl_unknown", http.StatusNotFound, nil},
+		{"legacy MCP messages through an unknown link", "/mcp/tgl_unknown/messages?sessionId=x", http.StatusNotFound, nil},
+		{"the admin API with a bad key", "/admin/accounts", http.StatusUnauthorized, []string{"Authorization", "Bearer " + badKey}},
+		{"a dashboard sign-in without its form's cookie", "/dashboard/signin", http.StatusForbidden, []string{"Content-Type", "application/x-www-form-urlencoded"}},
+		{"a dashboard form without a session", "/dashboard/keys", http.StatusSeeOther, []string{"Content-Type", "application/x-www-form-urlencoded"}},
+	}
+	for _, rt := range routes {
+		for _, declared := range []int{1_000, 1_000_000} {
+			t.Run(fmt.Sprintf("%s, declaring %d bytes", rt.name, declared), func(t *testing.T) {
+				const callers = 10
+				var wg sync.WaitGroup
+				errs := make(chan error, callers)
+				for range callers {
+					conn := e.trickle(rt.path, declared, "key=tg_xxxxxxx", rt.headers...)
+					wg.Go(func() { errs <- answeredAndClosed(conn, rt.status) })
+				}
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+
+	t.Run("requests whose bodies were read keep their connection", func(t *testing.T) {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		r := bufio.NewReader(conn)
+		for _, req := range []struct{ path, body, auth string }{
+			{"/tool-call/echo/echo", `{"a":1}`, "SERVICE_API_KEY: " + key},
+			{"/admin/accounts", `{"id":"beta"}`, "Authorization: Bearer " + e.adminKey},
+			{"/tool-call/echo/echo", `{"a":2}`, "SERVICE_API_KEY: " + key},
+		} {
+			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: edge\r\n%s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+				req.path, req.auth, len(req.body), req.body)
+			_ = conn.SetReadDeadline(time.Now().Add(testenv.Patience))
+			resp, err := http.ReadResponse(r, nil)
+			if err != nil {
+				t.Fatalf("%s: %v", req.path, err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode >= 300 || resp.Close {
+				t.Fatalf("%s: status %d, close %v: want a success on a connection kept open", req.path, resp.StatusCode, resp.Close)
+			}
+		}
+	})
+}
+
+// answeredAndClosed reads the edge's answer on conn, which has sent only part of its
+// body, and then the end of the connection. The wait is generous (the edge's body
+// timeout is minutes away, so only the edge's closing it can end it in time).
+func answeredAndClosed(conn net.Conn, status int) error {
+	_ = conn.SetReadDeadline(time.Now().Add(testenv.Patience))
+	r := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		return fmt.Errorf("no answer before the body: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != status {
+		return fmt.Errorf("status %d, want %d", resp.StatusCode, status)
+	}
+	if !resp.Close {
+		return errors.New("the answer does not say Connection: close")
+	}
+	_, err = r.ReadByte()
+	var ne net.Error
+	if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
+		return fmt.Errorf("the connection was left open after the answer (%v)", err)
+	}
+	return nil
+}
