@@ -86,6 +86,7 @@ func (e *Edge) adminRoutes(g *gin.RouterGroup) {
 	g.GET("/connections/:account/:tool", e.getConnection)
 	g.DELETE("/connections/:account/:tool", e.disconnect)
 	g.POST("/links/:account/:tool/rotate", e.rotateLink)
+	e.credentialRoutes(g)
 }
 
 func (e *Edge) connectionView(c *registry.Connection) Connection {
@@ -317,6 +318,13 @@ func (e *Edge) disconnect(c *gin.Context) {
 	if err := e.store.Disconnect(c.Request.Context(), account, tool, e.signer); err != nil {
 		e.fail(c, err)
 		return
+	}
+	if v := e.cfg.Credentials; v != nil {
+		// The connection's values go with it.
+		if err := v.Clear(c.Request.Context(), account, tool); err != nil {
+			e.fail(c, err)
+			return
+		}
 	}
 	e.adminChange(c, http.StatusNoContent, audit.ActionDisconnect, account, "", tool)
 	c.Status(http.StatusNoContent)

@@ -100,6 +100,7 @@ type Gateway struct {
 	log    *slog.Logger
 	calls  *bus.Watcher // gives up the calls whose worker died
 	trail  *audit.Trail // nil: no audit trail
+	creds  Credentials  // nil: calls carry no connection values
 
 	fallbackLogged atomic.Int64 // unix seconds of the last warning that the shared buckets failed
 	sharedDown     atomic.Int64 // unix nanoseconds until which the shared buckets are left alone
@@ -200,6 +201,8 @@ type Call struct {
 	// in the view (the edge does, to answer in the documented order); Check then does
 	// not look it up again.
 	Entry *registry.MethodEntry
+
+	sealed string // the account's connection values sealed to the tool (WithCredentials)
 }
 
 // Check runs every check a call must pass before it is sent, against the current
@@ -221,6 +224,9 @@ func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, er
 		return nil, err
 	}
 	if err := g.allow(ctx, c.Principal); err != nil {
+		return nil, err
+	}
+	if err := g.sealCredentials(ctx, c, m.Tool, true); err != nil {
 		return nil, err
 	}
 	c.Params = registry.IntegerForm(c.Params)
@@ -287,6 +293,9 @@ func (g *Gateway) forward(ctx context.Context, c *Call) (*wire.Reply, error) {
 	if err := g.allow(ctx, c.Principal); err != nil {
 		return nil, err
 	}
+	if err := g.sealCredentials(ctx, c, t.Tool, false); err != nil {
+		return nil, err
+	}
 	f := *c
 	if f.CallID == "" {
 		f.CallID = registry.NewID("mcp-")
@@ -319,6 +328,7 @@ func (g *Gateway) send(ctx context.Context, c *Call, mcp bool, timeout time.Dura
 		Data:       c.Params,
 		MCPContext: c.MCPContext,
 	}
+	req.Header = withSealed(req.Header, c.sealed)
 	began := time.Now()
 	for {
 		reply, err := g.calls.Send(ctx, req, holding)
