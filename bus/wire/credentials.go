@@ -134,7 +134,13 @@ const (
 func DeriveSealKey(secret []byte, tool string) (nkeys.KeyPair, error) {
 	m := hmac.New(sha256.New, secret)
 	m.Write([]byte("toolgate-seal-key\x00" + tool))
-	return nkeys.CreateCurveKeysWithRand(bytes.NewReader(m.Sum(nil)))
+	// An X25519 private key is any 32 bytes: the HMAC is the key's seed itself.
+	seed, err := nkeys.EncodeSeed(nkeys.PrefixByteCurve, m.Sum(nil))
+	if err != nil {
+		return nil, fmt.Errorf("wire: seal key of %s: %w", tool, err)
+	}
+	defer clear(seed)
+	return nkeys.FromCurveSeed(seed)
 }
 
 // SealKeyBlock is the block of tool's seal key pair kp, to append to a credentials

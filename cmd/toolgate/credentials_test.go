@@ -1,0 +1,219 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/busauth"
+	"github.com/toolgate/toolgate/credentials"
+	"github.com/toolgate/toolgate/edge"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/workers"
+)
+
+// secureCredentialsStack is an edge keeping credentials under a KEK file, on a bus
+// that admits only the deployment's users, with an admin connection that hears every
+// message of the account.
+type secureCredentialsStack struct {
+	sec     *testenv.Security
+	natsURL string
+	url     string // the edge's
+	admin   *nats.Conn
+	mu      sync.Mutex
+	heard   []*nats.Msg // every message on the bus, as the admin connection heard it
+}
+
+func newSecureCredentialsStack(t *testing.T) *secureCredentialsStack {
+	t.Helper()
+	s := &secureCredentialsStack{sec: testenv.NewSecurity(t)}
+	srv := testenv.SecureServer(t, s.sec, false)
+	s.natsURL = srv.ClientURL()
+	kek := filepath.Join(t.TempDir(), "credentials-key")
+	if err := os.WriteFile(kek, []byte(credentials.NewKeyLine()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.admin = testenv.SecureConn(t, s.natsURL, s.sec.Client(s.sec.Deployment.CredsFile(busauth.RoleAdmin), false))
+	if _, err := s.admin.Subscribe(">", func(m *nats.Msg) {
+		s.mu.Lock()
+		s.heard = append(s.heard, m)
+		s.mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.url, _ = startEdge(t, s.natsURL, "--nats-creds", s.sec.Deployment.CredsFile(busauth.RoleEdge), "--credentials-key-file", kek)
+	return s
+}
+
+// workerConn connects as the workers of tool, with credentials issued for it, and
+// returns the connection and the credentials file.
+func (s *secureCredentialsStack) workerConn(t *testing.T, tool string) (*nats.Conn, string) {
+	t.Helper()
+	creds, _ := s.sec.WorkerCreds(t, tool)
+	return testenv.SecureConn(t, s.natsURL, s.sec.Client(creds, false), workers.Inbox(tool)), creds
+}
+
+// setCredentials sets a connection's values with `toolgate tools credentials set`,
+// from a file.
+func (s *secureCredentialsStack) setCredentials(t *testing.T, account, tool, values string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "values.json")
+	if err := os.WriteFile(f, []byte(values), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return admin(t, s.url, "tools", "credentials", "set", account, tool, "--from-file", f)
+}
+
+// assertNowhere fails the test if value is in any message the admin connection
+// heard, or in the credentials bucket's stream.
+func (s *secureCredentialsStack) assertNowhere(t *testing.T, value string) {
+	t.Helper()
+	if err := s.admin.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.heard {
+		if bytes.Contains(m.Data, []byte(value)) {
+			t.Errorf("a message on %s holds the value in plaintext", m.Subject)
+		}
+		for k, vs := range m.Header {
+			if strings.Contains(strings.Join(vs, "\n"), value) {
+				t.Errorf("header %s of a message on %s holds the value in plaintext", k, m.Subject)
+			}
+		}
+	}
+	js, _ := jetstream.New(s.admin)
+	ctx := testenv.Context(t)
+	st, err := js.Stream(ctx, "KV_"+credentials.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil || info.State.Msgs == 0 {
+		t.Fatalf("the credentials bucket: %v, %+v; want records to search", err, info)
+	}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		if m, err := st.GetMsg(ctx, seq); err == nil && bytes.Contains(m.Data, []byte(value)) {
+			t.Errorf("the credentials bucket's message %d holds the value in plaintext", seq)
+		}
+	}
+}
+
+func tokenHash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:8])
+}
+
+// TestCredentialsReachOnlyTheirTool: a worker on its tool's credentials file reads
+// the calling account's values (Call.Credentials); a worker of another tool, on its
+// own file, can neither receive the call, nor open what it carries, nor read the
+// credentials bucket; no message on the bus and no record of the bucket holds a value.
+func TestCredentialsReachOnlyTheirTool(t *testing.T) {
+	const canary = "canary-41d2-mail-token"
+	s := newSecureCredentialsStack(t)
+	nc, creds := s.workerConn(t, "mail")
+	sealKey, err := workers.SealKeyFromCreds(creds, "mail")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := workers.New(nc, workers.Tool{ID: "mail", Connection: []workers.Field{{Name: "token", Secret: true, Description: "the mail API's token"}}},
+		workers.WithSealKey(sealKey), workers.WithLogger(testenv.Logger(t)))
+	w.Handle(workers.Func("whoami", "Who the token is", func(_ context.Context, c *workers.Call, _ struct{}) (string, error) {
+		values, err := c.Credentials()
+		if err != nil {
+			return "", err
+		}
+		return tokenHash(values["token"]), nil
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	admin(t, s.url, "accounts", "create", "acme")
+	admin(t, s.url, "tools", "connect", "acme", "mail")
+	var key edge.NewKey
+	if err := json.Unmarshal([]byte(admin(t, s.url, "keys", "create", "acme")), &key); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, "mail online", func() bool {
+		status, body := call(t, http.MethodGet, s.url+"/get-tools", key.Secret, "")
+		return status == http.StatusOK && strings.Contains(body, `"status":"online"`)
+	})
+	if status, body := call(t, http.MethodPost, s.url+"/tool-call/mail/whoami", key.Secret, `{}`); status != http.StatusConflict || !strings.Contains(body, `"missing":["token"]`) {
+		t.Fatalf("a call before the token is set: %d %s", status, body)
+	}
+	if got := s.setCredentials(t, "acme", "mail", `{"token":"`+canary+`"}`); strings.Contains(got, canary) || !strings.Contains(got, `"fingerprint"`) {
+		t.Fatalf("tools credentials set:\n%s", got)
+	}
+
+	// Another tool's worker, on its own credentials.
+	spy, spyCreds := s.workerConn(t, "spy")
+	var spied sync.WaitGroup
+	spied.Add(1)
+	refused := make(chan error, 1)
+	spy.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		select {
+		case refused <- err:
+		default:
+		}
+	})
+	if _, err := spy.Subscribe(wire.DefaultSubjects.Call("mail", "whoami"), func(*nats.Msg) { t.Error("the spy received a call of mail") }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-refused:
+		if !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
+			t.Fatalf("the spy's subscription: %v", err)
+		}
+	case <-time.After(testenv.Patience):
+		t.Fatal("the bus let the spy subscribe to mail's calls")
+	}
+	spyJS, _ := jetstream.New(spy)
+	short, stop := context.WithTimeout(ctx, 2*time.Second)
+	if _, err := spyJS.KeyValue(short, credentials.Bucket); err == nil {
+		t.Fatal("the spy opened the credentials bucket")
+	}
+	stop()
+
+	status, body := call(t, http.MethodPost, s.url+"/tool-call/mail/whoami", key.Secret, `{}`)
+	if status != http.StatusOK || body != `"`+tokenHash(canary)+`"` {
+		t.Fatalf("whoami: %d %s, want the hash of the account's token", status, body)
+	}
+	spyKey, err := workers.SealKeyFromCreds(spyCreds, "spy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := workers.SealKeyFromCreds(spyCreds, "mail"); err == nil {
+		t.Fatal("the spy's credentials file carries mail's seal key")
+	}
+	sealed := 0
+	s.mu.Lock()
+	for _, m := range s.heard {
+		if h := m.Header.Get(wire.HeaderCredentials); h != "" {
+			sealed++
+			if _, err := wire.OpenCredentials(spyKey, h, "acme", "mail"); err == nil {
+				t.Error("the spy's seal key opened mail's credentials")
+			}
+		}
+	}
+	s.mu.Unlock()
+	if sealed == 0 {
+		t.Fatal("no call on the bus carried sealed credentials")
+	}
+	s.assertNowhere(t, canary)
+}
