@@ -4,6 +4,8 @@ package mcpfixture
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -33,6 +35,21 @@ type pidOut struct {
 	PID int `json:"pid"`
 }
 
+// Identity is what env_identity answers.
+type Identity struct {
+	Identity string `json:"identity"` // "" when the token is not set
+	PID      int    `json:"pid"`
+}
+
+// IdentityOf is what env_identity answers for token in process pid.
+func IdentityOf(token string, pid int) Identity {
+	if token == "" {
+		return Identity{PID: pid}
+	}
+	sum := sha256.Sum256([]byte(token))
+	return Identity{Identity: hex.EncodeToString(sum[:8]), PID: pid}
+}
+
 type updateIn struct {
 	URI string `json:"uri"`
 }
@@ -52,6 +69,10 @@ func (f *fixture) addBridgeTools() {
 	mcp.AddTool(s, &mcp.Tool{Name: DottedToolName, Description: "The server process's id (a name with a dot)"},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, pidOut, error) {
 			return nil, pidOut{PID: os.Getpid()}, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: EnvHashToolName, Description: "Whom the server acts as: a hash of $" + EnvTokenVar + ", and the process's id"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, Identity, error) {
+			return nil, IdentityOf(os.Getenv(EnvTokenVar), os.Getpid()), nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "sleep", Description: "Sleeps for ms milliseconds, or until cancelled"},
 		func(ctx context.Context, req *mcp.CallToolRequest, in sleepIn) (*mcp.CallToolResult, any, error) {

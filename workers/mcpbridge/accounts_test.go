@@ -1,0 +1,113 @@
+package mcpbridge_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/internal/mcpfixture"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/workers"
+	"github.com/toolgate/toolgate/workers/mcpbridge"
+)
+
+// TestTemplatesMakeConnectionFields: every {field} of --env and --header is a secret
+// field of the tool's connection, and the shared sessions' processes run without the
+// variables that name one.
+func TestTemplatesMakeConnectionFields(t *testing.T) {
+	cfg := mcpbridge.DefaultConfig()
+	cfg.Tool, cfg.Command = "gh", []string{"server"}
+	cfg.Env = []string{"GITHUB_TOKEN={token}", "GITHUB_HOST=api.example.com", "PAIR={user}:{token}"}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	fields := cfg.ConnectionFields()
+	if len(fields) != 2 || fields[0].Name != "token" || !fields[0].Secret || fields[1].Name != "user" ||
+		!strings.Contains(fields[0].Description, "$GITHUB_TOKEN and $PAIR") {
+		t.Fatalf("fields %+v", fields)
+	}
+	for _, bad := range [][]string{{"1X=a"}, {"A"}, {"A=1", "A=2"}} {
+		cfg.Env = bad
+		if err := cfg.Validate(); err == nil {
+			t.Errorf("env %q: no error", bad)
+		}
+	}
+	cfg.Command, cfg.URL, cfg.Env = nil, "https://mcp.example.com/mcp", []string{"A=b"}
+	if err := cfg.Validate(); err == nil {
+		t.Error("env with a --url server: no error")
+	}
+}
+
+// TestAccountSessions: a server that acts per account runs each account's calls on a
+// process started with that account's values, at most AccountSessions at once, each
+// ended once idle for AccountIdle; a call that brings no values runs on the shared
+// sessions, whose process has no token.
+func TestAccountSessions(t *testing.T) {
+	e := newEnv(t)
+	cfg := stdioConfig("peracct", 1)
+	cfg.Env = []string{mcpfixture.EnvTokenVar + "={token}"}
+	cfg.AccountSessions, cfg.AccountIdle = 2, 500*time.Millisecond
+	sealKey, _ := nkeys.CreateCurveKeys()
+	b := e.startWith(cfg, workers.WithSealKey(sealKey))
+	pub, _ := sealKey.PublicKey()
+	rec := e.view.Snapshot().RawTool("peracct").Tool
+	if rec.Connection == nil || rec.Connection.SealKey != pub || len(rec.Connection.Fields) != 1 || rec.Connection.Fields[0].Name != "token" {
+		t.Fatalf("the tool's connection %+v", rec.Connection)
+	}
+
+	ask := func(account, token string) (mcpfixture.Identity, error) {
+		t.Helper()
+		req := &wire.Request{Tool: "peracct", Method: mcpfixture.EnvHashToolName, CallID: account + "-" + token, Account: account, Data: []byte("{}")}
+		if token != "" {
+			edgeKey, _ := nkeys.CreateCurveKeys()
+			sealed, err := wire.SealCredentials(edgeKey, pub, account, "peracct", map[string]string{"token": token})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.MCPContext.Header = nats.Header{wire.HeaderCredentials: {sealed}}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
+		defer cancel()
+		reply, err := bus.Do(ctx, e.nc, wire.DefaultSubjects, req)
+		if err != nil {
+			return mcpfixture.Identity{}, err
+		}
+		var res struct {
+			StructuredContent mcpfixture.Identity `json:"structuredContent"`
+		}
+		if err := json.Unmarshal(reply.Data, &res); err != nil {
+			t.Fatalf("%s: %v", reply.Data, err)
+		}
+		return res.StructuredContent, nil
+	}
+	one, err := ask("a1", "token-one")
+	if err != nil || one.Identity != mcpfixture.IdentityOf("token-one", 0).Identity {
+		t.Fatalf("a1: %+v %v", one, err)
+	}
+	two, err := ask("a2", "token-two")
+	if err != nil || two.Identity != mcpfixture.IdentityOf("token-two", 0).Identity || two.PID == one.PID {
+		t.Fatalf("a2: %+v %v, a1's %+v", two, err, one)
+	}
+	if again, _ := ask("a1", "token-one"); again.PID != one.PID {
+		t.Fatalf("a1 again ran in process %d, not its own %d", again.PID, one.PID)
+	}
+	if _, err := ask("a3", "token-three"); err == nil || !strings.Contains(err.Error(), mcpbridge.CodeSessionLimit) {
+		t.Fatalf("a third account past account-sessions 2: %v", err)
+	}
+	shared, err := ask("a4", "")
+	if err != nil || shared.Identity != "" || slices.Contains([]int{one.PID, two.PID}, shared.PID) {
+		t.Fatalf("a call without values: %+v %v", shared, err)
+	}
+	testenv.WaitFor(t, "the idle account sessions end", func() bool { return b.AccountSessions() == 0 })
+	if three, err := ask("a3", "token-three"); err != nil || three.Identity != mcpfixture.IdentityOf("token-three", 0).Identity {
+		t.Fatalf("a3 once the others ended: %+v %v", three, err)
+	}
+}
