@@ -217,3 +217,89 @@ func TestCredentialsReachOnlyTheirTool(t *testing.T) {
 	}
 	s.assertNowhere(t, canary)
 }
+
+// TestCredentialsKeyRotation rotates the key-encryption key as an operator would,
+// without downtime: a new key first in the file (credentials add-key), an edge on the
+// new file serving records the old key wrapped, rotate-key wrapping them again, and
+// an edge holding the new key alone serving them then; an edge still on the old key
+// alone can no longer open them.
+func TestCredentialsKeyRotation(t *testing.T) {
+	srv := testenv.Server(t)
+	sec := newDeploymentSecrets(t)
+	dir := t.TempDir()
+	oldFile, bothFile, newFile := filepath.Join(dir, "old"), filepath.Join(dir, "both"), filepath.Join(dir, "new")
+	if out, err := run(t, context.Background(), "credentials", "add-key", oldFile); err != nil || !strings.Contains(out, "is first in") {
+		t.Fatalf("add-key: %v\n%s", err, out)
+	}
+	oldKeys := readFile(t, dir, "old")
+	if err := os.WriteFile(bothFile, []byte(oldKeys), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(t, context.Background(), "credentials", "add-key", bothFile); err != nil {
+		t.Fatalf("add-key: %v\n%s", err, out)
+	}
+	newKey, _, _ := strings.Cut(readFile(t, dir, "both"), "\n")
+	if err := os.WriteFile(newFile, []byte(newKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	oldEdge := startDeploymentEdge(t, srv.ClientURL(), sec, "--credentials-key-file", oldFile)
+
+	nc := testenv.Conn(t, srv.ClientURL())
+	w := workers.New(nc, workers.Tool{ID: "mail", Connection: []workers.Field{{Name: "token", Secret: true}}}, workers.WithLogger(testenv.Logger(t)))
+	w.Handle(workers.Func("whoami", "Who the token is", func(_ context.Context, c *workers.Call, _ struct{}) (string, error) {
+		values, err := c.Credentials()
+		return tokenHash(values["token"]), err
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	admin(t, oldEdge, "accounts", "create", "acme")
+	admin(t, oldEdge, "tools", "connect", "acme", "mail")
+	var key edge.NewKey
+	if err := json.Unmarshal([]byte(admin(t, oldEdge, "keys", "create", "acme")), &key); err != nil {
+		t.Fatal(err)
+	}
+	set := newRootCmd()
+	var out bytes.Buffer
+	set.SetOut(&out)
+	set.SetIn(strings.NewReader(`{"token":"t0k3n"}`))
+	set.SetArgs([]string{"tools", "credentials", "set", "acme", "mail", "--from-file", "-", "--url", oldEdge})
+	if err := set.Execute(); err != nil || !strings.Contains(out.String(), `"set": true`) {
+		t.Fatalf("credentials set from standard input: %v\n%s", err, out.String())
+	}
+	whoami := func(edgeURL string) (int, string) {
+		return call(t, http.MethodPost, edgeURL+"/tool-call/mail/whoami", key.Secret, `{}`)
+	}
+	testenv.WaitFor(t, "mail answers on the old key's edge", func() bool {
+		status, body := whoami(oldEdge)
+		return status == http.StatusOK && body == `"`+tokenHash("t0k3n")+`"`
+	})
+
+	bothEdge := startDeploymentEdge(t, srv.ClientURL(), sec, "--credentials-key-file", bothFile)
+	if status, body := whoami(bothEdge); status != http.StatusOK || body != `"`+tokenHash("t0k3n")+`"` {
+		t.Fatalf("an edge holding both keys, before the rotation: %d %s", status, body)
+	}
+	if got := admin(t, bothEdge, "credentials", "rotate-key"); !strings.Contains(got, `"rewrapped": 1`) || !strings.Contains(got, `"records": 1`) {
+		t.Fatalf("rotate-key:\n%s", got)
+	}
+	newEdge := startDeploymentEdge(t, srv.ClientURL(), sec, "--credentials-key-file", newFile)
+	for _, e := range []string{bothEdge, newEdge} {
+		if status, body := whoami(e); status != http.StatusOK || body != `"`+tokenHash("t0k3n")+`"` {
+			t.Fatalf("after the rotation: %d %s", status, body)
+		}
+	}
+	if status, body := whoami(oldEdge); status != http.StatusInternalServerError || strings.Contains(body, "t0k3n") {
+		t.Fatalf("an edge holding the old key alone, after the rotation: %d %s", status, body)
+	}
+
+	bad := filepath.Join(dir, "open")
+	if err := os.WriteFile(bad, []byte(newKey+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(t, context.Background(), "edge", "--nats", srv.ClientURL(), "--listen", "127.0.0.1:0", "--link-secret-file", sec.linkSecretFile,
+		"--credentials-key-file", bad); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("an edge given a key file others may read: %v\n%s", err, out)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -41,6 +42,17 @@ type Identity struct {
 	PID      int    `json:"pid"`
 }
 
+// tokenOf is whom a request acts as: its bearer token over HTTP, else the process's
+// $FIXTURE_TOKEN.
+func tokenOf(req *mcp.CallToolRequest) string {
+	if req.Extra != nil {
+		if token, ok := strings.CutPrefix(req.Extra.Header.Get("Authorization"), "Bearer "); ok {
+			return token
+		}
+	}
+	return os.Getenv(EnvTokenVar)
+}
+
 // IdentityOf is what env_identity answers for token in process pid.
 func IdentityOf(token string, pid int) Identity {
 	if token == "" {
@@ -70,9 +82,9 @@ func (f *fixture) addBridgeTools() {
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, pidOut, error) {
 			return nil, pidOut{PID: os.Getpid()}, nil
 		})
-	mcp.AddTool(s, &mcp.Tool{Name: EnvHashToolName, Description: "Whom the server acts as: a hash of $" + EnvTokenVar + ", and the process's id"},
-		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, Identity, error) {
-			return nil, IdentityOf(os.Getenv(EnvTokenVar), os.Getpid()), nil
+	mcp.AddTool(s, &mcp.Tool{Name: EnvHashToolName, Description: "Whom the server acts as: a hash of the request's bearer token over HTTP, else of $" + EnvTokenVar + "; and the process's id"},
+		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, Identity, error) {
+			return nil, IdentityOf(tokenOf(req), os.Getpid()), nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "sleep", Description: "Sleeps for ms milliseconds, or until cancelled"},
 		func(ctx context.Context, req *mcp.CallToolRequest, in sleepIn) (*mcp.CallToolResult, any, error) {

@@ -3,13 +3,17 @@ package mcpbridge_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+	"github.com/nats-io/nuid"
 
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
@@ -65,28 +69,7 @@ func TestAccountSessions(t *testing.T) {
 
 	ask := func(account, token string) (mcpfixture.Identity, error) {
 		t.Helper()
-		req := &wire.Request{Tool: "peracct", Method: mcpfixture.EnvHashToolName, CallID: account + "-" + token, Account: account, Data: []byte("{}")}
-		if token != "" {
-			edgeKey, _ := nkeys.CreateCurveKeys()
-			sealed, err := wire.SealCredentials(edgeKey, pub, account, "peracct", map[string]string{"token": token})
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.MCPContext.Header = nats.Header{wire.HeaderCredentials: {sealed}}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
-		defer cancel()
-		reply, err := bus.Do(ctx, e.nc, wire.DefaultSubjects, req)
-		if err != nil {
-			return mcpfixture.Identity{}, err
-		}
-		var res struct {
-			StructuredContent mcpfixture.Identity `json:"structuredContent"`
-		}
-		if err := json.Unmarshal(reply.Data, &res); err != nil {
-			t.Fatalf("%s: %v", reply.Data, err)
-		}
-		return res.StructuredContent, nil
+		return e.identity(t, "peracct", pub, account, token)
 	}
 	one, err := ask("a1", "token-one")
 	if err != nil || one.Identity != mcpfixture.IdentityOf("token-one", 0).Identity {
@@ -109,5 +92,62 @@ func TestAccountSessions(t *testing.T) {
 	testenv.WaitFor(t, "the idle account sessions end", func() bool { return b.AccountSessions() == 0 })
 	if three, err := ask("a3", "token-three"); err != nil || three.Identity != mcpfixture.IdentityOf("token-three", 0).Identity {
 		t.Fatalf("a3 once the others ended: %+v %v", three, err)
+	}
+}
+
+// identity calls env_identity of tool as account, with token sealed to pub as the
+// edge would send it ("" for none), straight on the bus.
+func (e *env) identity(t *testing.T, tool, pub, account, token string) (mcpfixture.Identity, error) {
+	t.Helper()
+	req := &wire.Request{Tool: tool, Method: mcpfixture.EnvHashToolName, CallID: account + "-" + nuid.Next(), Account: account, Data: []byte("{}")}
+	if token != "" {
+		edgeKey, _ := nkeys.CreateCurveKeys()
+		sealed, err := wire.SealCredentials(edgeKey, pub, account, tool, map[string]string{"token": token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.MCPContext.Header = nats.Header{wire.HeaderCredentials: {sealed}}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
+	defer cancel()
+	reply, err := bus.Do(ctx, e.nc, wire.DefaultSubjects, req)
+	if err != nil {
+		return mcpfixture.Identity{}, err
+	}
+	var res struct {
+		StructuredContent mcpfixture.Identity `json:"structuredContent"`
+	}
+	if err := json.Unmarshal(reply.Data, &res); err != nil {
+		t.Fatalf("%s: %v", reply.Data, err)
+	}
+	return res.StructuredContent, nil
+}
+
+// TestAccountHeaders: a remote server behind --header 'Authorization: Bearer {token}'
+// is sent each account's token on that account's calls, and none on a call without
+// values.
+func TestAccountHeaders(t *testing.T) {
+	for _, stateless := range []bool{false, true} {
+		name := map[bool]string{false: "remote", true: "remote-stateless"}[stateless]
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server {
+				return mcpfixture.New(mcpfixture.Options{})
+			}, &mcp.StreamableHTTPOptions{Stateless: stateless}))
+			t.Cleanup(srv.Close) // after the bridge's end, which closes its streams
+			e := newEnv(t)
+			cfg := mcpbridge.DefaultConfig()
+			cfg.Tool, cfg.URL, cfg.Sessions = name, srv.URL, 1
+			cfg.Header = http.Header{"Authorization": {"Bearer {token}"}}
+			sealKey, _ := nkeys.CreateCurveKeys()
+			e.startWith(cfg, workers.WithSealKey(sealKey))
+			pub, _ := sealKey.PublicKey()
+			for _, tc := range []struct{ account, token string }{{"a1", "token-one"}, {"a2", "token-two"}, {"a3", ""}} {
+				got, err := e.identity(t, name, pub, tc.account, tc.token)
+				want := mcpfixture.IdentityOf(tc.token, 0).Identity
+				if err != nil || got.Identity != want {
+					t.Errorf("%s: %+v %v, want identity %q", tc.account, got, err, want)
+				}
+			}
+		})
 	}
 }
