@@ -276,3 +276,24 @@ func (v *Vault) Rotate(ctx context.Context) (rewrapped, total int, err error) {
 	}
 	return rewrapped, total, nil
 }
+
+// ClearAccount removes the values of every connection of account.
+func (v *Vault) ClearAccount(ctx context.Context, account string) error {
+	lister, err := v.kv.ListKeysFiltered(ctx, recordKey(account, "*"))
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("credentials: list %s: %w", account, err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		if err := v.kv.Purge(ctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("credentials: clear %s: %w", k, err)
+		}
+	}
+	return nil
+}

@@ -144,6 +144,18 @@ func (e *Edge) deleteAccount(c *gin.Context) {
 	if !ok {
 		return
 	}
+	if _, err := e.store.Account(c.Request.Context(), id); err != nil {
+		e.fail(c, err)
+		return
+	}
+	if v := e.cfg.Credentials; v != nil {
+		// First, so that an account whose deletion fails midway keeps nothing stored
+		// it cannot be asked to delete again.
+		if err := v.ClearAccount(c.Request.Context(), id); err != nil {
+			e.fail(c, err)
+			return
+		}
+	}
 	if err := e.store.DeleteAccount(c.Request.Context(), id); err != nil {
 		e.fail(c, err)
 		return

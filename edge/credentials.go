@@ -23,6 +23,9 @@ import (
 type ConnectionState struct {
 	State   string   `json:"state"`
 	Missing []string `json:"missing"`
+	// Fields are what the tool asks of a connection, when it asks anything: each
+	// field's name, whether it is a secret, and what it is.
+	Fields []wire.Field `json:"fields,omitempty"`
 }
 
 // Connection states.
@@ -76,6 +79,7 @@ func (e *Edge) connectionState(c *gin.Context, account string, t *registry.Tool)
 	if t.Connection == nil || len(t.Connection.Fields) == 0 {
 		return st
 	}
+	st.Fields = t.Connection.Fields
 	var r *credentials.Record
 	if e.cfg.Credentials != nil {
 		var err error

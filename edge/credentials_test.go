@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -70,7 +71,8 @@ func TestConnectionCredentials(t *testing.T) {
 	e.connect("acme", "mailbox")
 
 	tools := decode[edge.ToolList](t, e.do(http.MethodGet, "/get-tools", "", "SERVICE_API_KEY", key))
-	if got := tools.Tools[0].Connection; got == nil || got.State != edge.ConnectionNeedsCredentials || !slices.Equal(got.Missing, []string{"token", "user"}) {
+	if got := tools.Tools[0].Connection; got == nil || got.State != edge.ConnectionNeedsCredentials || !slices.Equal(got.Missing, []string{"token", "user"}) ||
+		len(got.Fields) != 2 || !got.Fields[0].Secret || got.Fields[1].Description == "" {
 		t.Fatalf("get-tools connection %+v, want needs_credentials missing token and user", got)
 	}
 	refused := e.call(key, "mailbox", "whoami", "{}").expect(t, http.StatusConflict, "connection_required")
@@ -119,6 +121,15 @@ func TestConnectionCredentials(t *testing.T) {
 	}
 	if info := decode[edge.CredentialsInfo](t, e.admin(http.MethodGet, path, "")); info.Fields[0].Set {
 		t.Fatalf("after DELETE: %+v", info)
+	}
+
+	// An account deleted takes its connections' values with it.
+	e.admin(http.MethodPut, path, `{"token":"`+canary+`","user":"ada"}`)
+	if r := e.admin(http.MethodDelete, "/accounts/acme", ""); r.status != http.StatusNoContent {
+		t.Fatalf("delete the account: %d %s", r.status, r.body)
+	}
+	if _, _, err := e.vault.Read(testenv.Context(t), "acme", "mailbox"); !errors.Is(err, registry.ErrNotFound) {
+		t.Fatalf("the deleted account's values: %v, want none", err)
 	}
 }
 

@@ -70,7 +70,9 @@ func TestBridgeActsAsEachAccount(t *testing.T) {
 	want := map[string]string{"acme": mcpfixture.IdentityOf(tokenA, 0).Identity, "globex": mcpfixture.IdentityOf(tokenB, 0).Identity}
 	for account, identity := range want {
 		status, body := call(t, http.MethodGet, s.url+"/get-tools", keys[account], "")
-		if status != http.StatusOK || !strings.Contains(body, `"connection":{"state":"ready","missing":[]}`) {
+		var tools edge.ToolList
+		if err := json.Unmarshal([]byte(body), &tools); err != nil || status != http.StatusOK || len(tools.Tools) != 1 ||
+			tools.Tools[0].Connection.State != edge.ConnectionReady || len(tools.Tools[0].Connection.Missing) != 0 {
 			t.Fatalf("%s's get-tools: %d %s", account, status, body)
 		}
 		for _, path := range []string{"/tool-call/fixture/env_identity", "/tools/fixture/env_identity"} {
