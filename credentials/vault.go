@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -42,8 +43,10 @@ type FieldState struct {
 type Vault struct {
 	kv     jetstream.KeyValue
 	js     jetstream.JetStream
+	store  *registry.Store
 	keys   *Keyring
-	sender nkeys.KeyPair // this edge's curve key, which seals values to tools
+	sender nkeys.KeyPair          // this edge's curve key, which seals values to tools
+	copy   atomic.Pointer[copyOf] // the bucket as this process follows it (Follow); nil: none
 }
 
 // Open opens (or makes) the credentials bucket beside the registry's.
@@ -57,7 +60,7 @@ func Open(ctx context.Context, store *registry.Store, keys *Keyring, update bool
 	if err != nil {
 		return nil, fmt.Errorf("credentials: curve key: %w", err)
 	}
-	return &Vault{kv: kv, js: store.JetStream(), keys: keys, sender: sender}, nil
+	return &Vault{kv: kv, js: store.JetStream(), store: store, keys: keys, sender: sender}, nil
 }
 
 // Keys are the vault's KEKs.
@@ -77,6 +80,20 @@ func (v *Vault) Read(ctx context.Context, account, tool string) (*Record, uint64
 		return nil, 0, fmt.Errorf("credentials: decode %s: %w", recordKey(account, tool), err)
 	}
 	return &r, rev, nil
+}
+
+// Lookup returns the record of account's connection to t (nil: none) from the copy
+// Follow keeps, or from the bucket's stream leader when the copy has none or one that
+// lacks a field t requires (a write the copy has not seen yet), and its revision.
+func (v *Vault) Lookup(ctx context.Context, account string, t *wire.Tool) (*Record, uint64, error) {
+	if c := v.copy.Load().lookup(account, t.ID); c != nil && len(Missing(t.Connection, c.r)) == 0 {
+		return c.r, c.rev, nil
+	}
+	r, rev, err := v.Read(ctx, account, t.ID)
+	if errors.Is(err, registry.ErrNotFound) {
+		return nil, 0, nil
+	}
+	return r, rev, err
 }
 
 // Missing are the fields conn requires that r (nil: none set) lacks.
@@ -185,10 +202,11 @@ func (v *Vault) put(ctx context.Context, r *Record, rev uint64) error {
 		return fmt.Errorf("credentials: encode: %w", err)
 	}
 	key := recordKey(r.Account, r.Tool)
+	var written uint64
 	if rev == 0 {
-		_, err = v.kv.Create(ctx, key, b)
+		written, err = v.kv.Create(ctx, key, b)
 	} else {
-		_, err = v.kv.Update(ctx, key, b, rev)
+		written, err = v.kv.Update(ctx, key, b, rev)
 	}
 	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return errConflict
@@ -196,6 +214,7 @@ func (v *Vault) put(ctx context.Context, r *Record, rev uint64) error {
 	if err != nil {
 		return fmt.Errorf("credentials: write %s: %w", key, err)
 	}
+	v.copy.Load().wrote(key, r, written)
 	return nil
 }
 
@@ -205,6 +224,7 @@ func (v *Vault) Clear(ctx context.Context, account, tool string) error {
 	if err := v.kv.Purge(ctx, recordKey(account, tool)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("credentials: clear %s: %w", recordKey(account, tool), err)
 	}
+	v.copy.Load().cleared(recordKey(account, tool))
 	return nil
 }
 
@@ -215,20 +235,34 @@ func (v *Vault) Seal(ctx context.Context, account string, t *wire.Tool) (header 
 	if t.Connection == nil || len(t.Connection.Fields) == 0 {
 		return "", nil, nil
 	}
-	r, _, err := v.Read(ctx, account, t.ID)
-	if err != nil && !errors.Is(err, registry.ErrNotFound) {
-		return "", nil, err
+	c := v.copy.Load().lookup(account, t.ID)
+	if c == nil || len(Missing(t.Connection, c.r)) > 0 {
+		r, rev, err := v.Read(ctx, account, t.ID)
+		if err != nil && !errors.Is(err, registry.ErrNotFound) {
+			return "", nil, err
+		}
+		c = &copied{r: r, rev: rev}
 	}
-	if missing = Missing(t.Connection, r); len(missing) > 0 || r == nil || t.Connection.SealKey == "" {
+	if missing = Missing(t.Connection, c.r); len(missing) > 0 || c.r == nil || t.Connection.SealKey == "" {
 		return "", missing, nil
 	}
-	values, err := v.keys.open(&r.Envelope, account, t.ID)
+	// One seal per revision of the record and key of the tool: the header carries
+	// nothing but the values, bound to the account and tool, to the tool's workers.
+	c.sealMu.Lock()
+	defer c.sealMu.Unlock()
+	if c.sealKey == t.Connection.SealKey && c.sealed != "" {
+		return c.sealed, nil, nil
+	}
+	values, err := v.keys.open(&c.r.Envelope, account, t.ID)
 	if err != nil {
 		return "", nil, err
 	}
 	defer clear(values)
-	header, err = wire.SealCredentials(v.sender, t.Connection.SealKey, account, t.ID, values)
-	return header, nil, err
+	if header, err = wire.SealCredentials(v.sender, t.Connection.SealKey, account, t.ID, values); err != nil {
+		return "", nil, err
+	}
+	c.sealKey, c.sealed = t.Connection.SealKey, header
+	return header, nil, nil
 }
 
 // Rotate wraps every record's data key under the current KEK, each compare-and-set
@@ -294,6 +328,7 @@ func (v *Vault) ClearAccount(ctx context.Context, account string) error {
 		if err := v.kv.Purge(ctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return fmt.Errorf("credentials: clear %s: %w", k, err)
 		}
+		v.copy.Load().cleared(k)
 	}
 	return nil
 }

@@ -83,7 +83,7 @@ func (e *Edge) connectionState(c *gin.Context, account string, t *registry.Tool)
 	var r *credentials.Record
 	if e.cfg.Credentials != nil {
 		var err error
-		if r, _, err = e.cfg.Credentials.Read(c.Request.Context(), account, t.ID); err != nil && !errors.Is(err, registry.ErrNotFound) {
+		if r, _, err = e.cfg.Credentials.Lookup(c.Request.Context(), account, t); err != nil {
 			e.log.WarnContext(c.Request.Context(), "edge: credentials: read", "account", account, "tool", t.ID, "err", err)
 		}
 	}

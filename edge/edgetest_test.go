@@ -109,6 +109,7 @@ func newEnv(t testing.TB, opts ...option) *env {
 		if e.vault, err = credentials.Open(testenv.Context(t), e.store, o.keys, false); err != nil {
 			t.Fatal(err)
 		}
+		e.vault.Follow(testenv.Context(t), testenv.Logger(t))
 		gwOpts = append(gwOpts, gateway.WithCredentials(e.vault))
 	}
 	gcfg := gateway.DefaultConfig()

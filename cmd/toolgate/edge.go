@@ -333,6 +333,7 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 		if err != nil {
 			return err
 		}
+		vault.Follow(ctx, log)
 		o.Edge.Credentials = vault
 		gwOpts = append(gwOpts, gateway.WithCredentials(vault))
 	}
