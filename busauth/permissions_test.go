@@ -311,7 +311,7 @@ func TestWorkerCredentialsRefuseEverythingElse(t *testing.T) {
 		{"reading the audit trail by sequence", "$JS.API.STREAM.MSG.GET.tg-audit"},
 		{"reading the audit trail directly", "$JS.API.DIRECT.GET.tg-audit.tg.audit.>"},
 	}
-	for _, b := range []string{"tg-keys", "tg-accounts", "tg-connections", "tg-links", "tg-sessions", "tg-rates", "tg-dashboard-sessions"} {
+	for _, b := range []string{"tg-keys", "tg-accounts", "tg-connections", "tg-links", "tg-sessions", "tg-rates", "tg-quotas", "tg-dashboard-sessions"} {
 		publish = append(publish,
 			struct{ name, subject string }{"writing " + b, "$KV." + b + ".x"},
 			struct{ name, subject string }{"reading " + b, "$JS.API.DIRECT.GET.KV_" + b + ".$KV." + b + ".x"},
