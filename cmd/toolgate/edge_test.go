@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -90,7 +91,7 @@ func TestEdgeAndAdminCommands(t *testing.T) {
 	}
 	var updated registry.Account
 	if err := json.Unmarshal([]byte(admin("accounts", "update", "acme", "--burst", "4", "--sessions", "2")), &updated); err != nil ||
-		updated.Name != "Acme" || updated.Limits != (registry.Limits{Rate: 10, Burst: 4, Sessions: 2}) {
+		updated.Name != "Acme" || !reflect.DeepEqual(updated.Limits, registry.Limits{Rate: 10, Burst: 4, Sessions: 2}) {
 		t.Fatalf("accounts update: %+v %v", updated, err)
 	}
 	if got := admin("accounts", "update", "acme", "--name", "Acme Corp", "--rate", "0"); !strings.Contains(got, `"name": "Acme Corp"`) || strings.Contains(got, `"rate"`) {
