@@ -218,3 +218,143 @@ func postCall(client *http.Client, url, key string) (result, error) {
 	b, err := io.ReadAll(resp.Body)
 	return result{status: resp.StatusCode, header: resp.Header, body: b}, err
 }
+
+// TestAChangedQuotaReachesEveryEdge: a day's quota spent through both edges is
+// raised through one edge's admin API and admits calls on both within 2 s (reported
+// beyond it); lowered again through the other, it refuses on both within 2 s; cleared,
+// it admits.
+func TestAChangedQuotaReachesEveryEdge(t *testing.T) {
+	a, b := twoEdges(t)
+	rule := registry.Quota{Scope: registry.QuotaAccount, Tool: "echo", PerDay: 2}
+	key := quotaAccount(t, a, b, "acme", "echo", rule)
+	calls := func(e *env, n int) (ok, over int) {
+		for range n {
+			switch r := e.call(key, "echo", "echo", `{}`); r.status {
+			case http.StatusOK:
+				ok++
+			case http.StatusTooManyRequests:
+				if msg := checkQuotaRefusal(r, "day"); msg != "" {
+					t.Fatal(msg)
+				}
+				over++
+			default:
+				t.Fatalf("call: %d %s", r.status, r.body)
+			}
+		}
+		return ok, over
+	}
+	okA, _ := calls(a, 1)
+	okB, _ := calls(b, 1)
+	if okA != 1 || okB != 1 {
+		t.Fatalf("a day's quota of 2 refused one of two calls: %d on a, %d on b", okA, okB)
+	}
+	if _, overA := calls(a, 1); overA != 1 {
+		t.Fatal("a third call of a day's quota of 2 passed on edge a")
+	}
+	if _, overB := calls(b, 1); overB != 1 {
+		t.Fatal("a third call of a day's quota of 2 passed on edge b")
+	}
+
+	patch := func(e *env, body string) {
+		t.Helper()
+		if r := e.admin(http.MethodPatch, "/accounts/acme", body); r.status != http.StatusOK {
+			t.Fatalf("PATCH %s: %d %s", body, r.status, r.body)
+		}
+	}
+	patch(a, `{"limits":{"quotas":[{"scope":"account","tool":"echo","per_day":1000}]}}`)
+	took := testenv.Eventually(t, 2*time.Second, "both edges take the raised quota", func() bool {
+		okA, _ := calls(a, 1)
+		okB, _ := calls(b, 1)
+		return okA == 1 && okB == 1
+	})
+	t.Logf("the raised quota held on both edges %v after the change", took.Round(time.Millisecond))
+
+	patch(b, `{"limits":{"quotas":[{"scope":"account","tool":"echo","per_day":2}]}}`)
+	took = testenv.Eventually(t, 2*time.Second, "both edges take the lowered quota", func() bool {
+		_, overA := calls(a, 1)
+		_, overB := calls(b, 1)
+		return overA == 1 && overB == 1
+	})
+	t.Logf("the lowered quota held on both edges %v after the change", took.Round(time.Millisecond))
+
+	patch(a, `{"limits":{"quotas":null}}`)
+	testenv.Eventually(t, 2*time.Second, "both edges drop the cleared quota", func() bool {
+		okA, _ := calls(a, 1)
+		okB, _ := calls(b, 1)
+		return okA == 1 && okB == 1
+	})
+}
+
+// TestQuotasAdministered: quotas are set when an account is made and changed with
+// PATCH; a bad rule is a 400 naming its field that changes nothing; GET
+// /admin/usage shows each rule's use in its current windows, per key for a rule of
+// each key.
+func TestQuotasAdministered(t *testing.T) {
+	e := newEnv(t)
+	e.serve(echoTool, echo)
+	r := e.admin(http.MethodPost, "/accounts", `{"id":"acme","limits":{"quotas":[{"scope":"account","tool":"echo","per_minute":50,"per_month":900,"concurrent":4}]}}`)
+	if r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	for _, bad := range []struct{ method, path, body, pointer string }{
+		{http.MethodPost, "/accounts", `{"id":"beta","limits":{"quotas":[{"scope":"team","per_day":1}]}}`, "/limits/quotas/0/scope"},
+		{http.MethodPost, "/accounts", `{"id":"beta","limits":{"quotas":[{"scope":"account","per_day":-1}]}}`, "/limits/quotas/0/per_day"},
+		{http.MethodPatch, "/accounts/acme", `{"limits":{"quotas":[{"scope":"account","tool":"echo"}]}}`, "/limits/quotas/0"},
+		{http.MethodPatch, "/accounts/acme", `{"limits":{"quotas":[{"scope":"account","per_day":1},{"scope":"key","per_dya":1}]}}`, "/limits/quotas/1/per_dya"},
+		{http.MethodPatch, "/accounts/acme", `{"limits":{"quotas":[{"scope":"account","method":"echo","per_day":1}]}}`, "/limits/quotas/0/method"},
+		{http.MethodPatch, "/accounts/acme", `{"limits":{"quotas":[{"scope":"key","key_id":"nope!","per_day":1}]}}`, "/limits/quotas/0/key_id"},
+		{http.MethodPatch, "/accounts/acme", `{"limits":{"quotas":[{"scope":"key","per_day":1},{"scope":"key","per_minute":1}]}}`, "/limits/quotas/1"},
+		{http.MethodPatch, "/accounts/acme", `{"limits":{"quotas":{"scope":"key"}}}`, "/limits/quotas"},
+	} {
+		t.Run(bad.method+" "+bad.body+" is refused naming "+bad.pointer, func(t *testing.T) {
+			got := e.admin(bad.method, bad.path, bad.body).expect(t, http.StatusBadRequest, edge.CodeInvalidRequest)
+			if !jsonContains(got.Details, `"pointer":"`+bad.pointer+`"`) {
+				t.Fatalf("details %+v do not name %s", got.Details, bad.pointer)
+			}
+			if a := decode[registry.Account](t, e.admin(http.MethodGet, "/accounts/acme", "")); len(a.Limits.Quotas) != 1 || a.Limits.Quotas[0].PerMinute != 50 {
+				t.Fatalf("a refused change changed the quotas: %+v", a.Limits.Quotas)
+			}
+		})
+	}
+
+	r = e.admin(http.MethodPatch, "/accounts/acme", `{"limits":{"quotas":[{"scope":"account","tool":"echo","per_minute":50,"per_month":900,"concurrent":4},{"scope":"key","per_day":7}]}}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("PATCH: %d %s", r.status, r.body)
+	}
+	key := e.key("acme", nil)
+	e.connect("acme", "echo")
+	testenv.WaitFor(t, "the edge sees both rules", func() bool {
+		return len(e.view.Snapshot().Account("acme").Limits.Quotas) == 2
+	})
+	for range 3 {
+		if r := e.call(key, "echo", "echo", `{}`); r.status != http.StatusOK {
+			t.Fatalf("call: %d %s", r.status, r.body)
+		}
+	}
+	u := decode[edge.Usage](t, e.admin(http.MethodGet, "/usage?account=acme", ""))
+	if u.Account != "acme" || len(u.Rules) != 2 {
+		t.Fatalf("usage: %+v", u)
+	}
+	account, perKey := u.Rules[0], u.Rules[1]
+	if account.Subject != "account" || len(account.Windows) != 2 || account.Concurrent == nil ||
+		account.Concurrent.Limit != 4 || account.Concurrent.Running != 0 {
+		t.Fatalf("the account's rule: %+v", account)
+	}
+	minute, month := account.Windows[0], account.Windows[1]
+	// A lease is counted as used once taken: at most a lease (1 of 50, 4 of 900)
+	// beyond the calls. (Calls that straddle the turn of a minute count fewer in it.)
+	if minute.Window != registry.WindowMinute || minute.Limit != 50 || minute.Used < 1 || minute.Used > 3 ||
+		minute.Remaining != minute.Limit-minute.Used || minute.ResetsAt.Second() != 0 || time.Until(minute.ResetsAt) > time.Minute {
+		t.Fatalf("the minute: %+v", minute)
+	}
+	if month.Window != registry.WindowMonth || month.Limit != 900 || month.Used < 3 || month.Used > 3+gateway.QuotaLease(900) ||
+		month.ResetsAt.Day() != 1 || month.ResetsAt.Hour() != 0 {
+		t.Fatalf("the month: %+v", month)
+	}
+	if perKey.Rule != 1 || !strings.HasPrefix(perKey.Subject, "key_") || len(perKey.Windows) != 1 ||
+		perKey.Windows[0].Used < 3 || perKey.Windows[0].Used > 7 {
+		t.Fatalf("the key's rule: %+v", perKey)
+	}
+	e.admin(http.MethodGet, "/usage", "").expect(t, http.StatusBadRequest, edge.CodeInvalidRequest)
+	e.admin(http.MethodGet, "/usage?account=nobody", "").expect(t, http.StatusNotFound, edge.CodeNotFound)
+}
