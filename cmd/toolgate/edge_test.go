@@ -103,6 +103,29 @@ func TestEdgeAndAdminCommands(t *testing.T) {
 	if _, err := run(t, context.Background(), "accounts", "update", "acme", "--burst", "-1", "--url", url); err == nil || !strings.Contains(err.Error(), "/limits/burst:") {
 		t.Fatalf("accounts update --burst -1: %v", err)
 	}
+	var quoted registry.Account
+	if err := json.Unmarshal([]byte(admin("accounts", "update", "acme", "--quota", "tool=echo,method=echo,per_minute=100,per_day=5000",
+		"--quota", "scope=key,per_month=9,concurrent=2")), &quoted); err != nil ||
+		!reflect.DeepEqual(quoted.Limits.Quotas, []registry.Quota{
+			{Scope: "account", Tool: "echo", Method: "echo", PerMinute: 100, PerDay: 5000},
+			{Scope: "key", PerMonth: 9, Concurrent: 2},
+		}) {
+		t.Fatalf("accounts update --quota: %+v %v", quoted, err)
+	}
+	var usage edge.Usage
+	if err := json.Unmarshal([]byte(admin("accounts", "usage", "acme")), &usage); err != nil || len(usage.Rules) != 1 ||
+		len(usage.Rules[0].Windows) != 2 || usage.Rules[0].Windows[1].Remaining != 5000 {
+		t.Fatalf("accounts usage (no key yet, so only the account's rule): %+v %v", usage, err)
+	}
+	if _, err := run(t, context.Background(), "accounts", "update", "acme", "--quota", "per_day=-1", "--url", url); err == nil || !strings.Contains(err.Error(), "/limits/quotas/0/per_day:") {
+		t.Fatalf("accounts update --quota per_day=-1: %v", err)
+	}
+	if _, err := run(t, context.Background(), "accounts", "update", "acme", "--quota", "per_hour=1", "--url", url); err == nil || !strings.Contains(err.Error(), "per_hour: not a field") {
+		t.Fatalf("accounts update --quota per_hour=1: %v", err)
+	}
+	if got := admin("accounts", "update", "acme", "--clear-quotas"); strings.Contains(got, `"quotas"`) {
+		t.Fatalf("accounts update --clear-quotas:\n%s", got)
+	}
 	var key edge.NewKey
 	if err := json.Unmarshal([]byte(admin("keys", "create", "acme", "--name", "ci", "--expires-in", "24h")), &key); err != nil || key.Secret == "" {
 		t.Fatalf("keys create: %+v %v", key, err)
