@@ -120,6 +120,7 @@ type quotaSlots struct {
 	mu      sync.Mutex
 	held    int // in the bucket
 	running int // calls running on this edge
+	limit   int // the rule's, as of the last call
 	renew   *time.Timer
 }
 
@@ -272,6 +273,7 @@ func (q *quotaCounts) hold(ctx context.Context, key string, limit int, now time.
 	ref := quotaSlotRef{key: key, limit: limit, s: s}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.limit = limit
 	if s.running < s.held && s.running < limit {
 		s.running++
 		return ref, nil
@@ -308,8 +310,10 @@ func (q *quotaCounts) renewLater(key string, s *quotaSlots) {
 		}
 		now := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), QuotaTimeout)
-		// Only as many as it holds already: a write of no more is always taken.
-		_, _ = q.store.HoldSlots(ctx, key, q.edge, s.held, s.held, now.Add(QuotaHoldTime), now)
+		// No more than it holds already: a write of no more is always taken, unless
+		// the hold lapsed meanwhile (the bucket out of reach), when it is taken again
+		// within the limit.
+		_, _ = q.store.HoldSlots(ctx, key, q.edge, s.held, s.limit, now.Add(QuotaHoldTime), now)
 		cancel()
 		q.renewLater(key, s)
 	})
