@@ -498,10 +498,10 @@ func TestEdgeCredentialsCountQuotas(t *testing.T) {
 	}
 	now := time.Now()
 	_, end := registry.WindowMinute.Bounds(now)
-	if took, _, err := store.TakeQuota(e.ctx, "acme.r.account.minute.1", 10, 5, 0, end, now); err != nil || took != 5 {
+	if took, _, err := store.TakeQuota(e.ctx, "acme.r.account.minute.1", 10, registry.QuotaTake{ID: "t1", Want: 5}, end, now); err != nil || took != 5 {
 		t.Fatalf("take: %d, %v", took, err)
 	}
-	if took, _, err := store.TakeQuota(e.ctx, "acme.r.account.minute.1", 10, 5, 2, end, now); err != nil || took != 5 {
+	if took, _, err := store.TakeQuota(e.ctx, "acme.r.account.minute.1", 10, registry.QuotaTake{ID: "t2", Want: 5, Unspent: 2}, end, now); err != nil || took != 5 {
 		t.Fatalf("take again: %d, %v", took, err)
 	}
 	if used, err := store.QuotaUsed(e.ctx, "acme.r.account.minute.1"); err != nil || used != 8 {

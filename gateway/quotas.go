@@ -56,7 +56,9 @@ type QuotaDetail struct {
 // is what the count says was taken, and a lease the window cannot fill in full is cut
 // to what is left. An edge whose calls of a rule stop holds what it has not spent
 // until its next call of the rule (which gives it back) or the window's end: fewer
-// than N may be admitted then, by at most a lease per edge. An edge that cannot reach
+// than N may be admitted then, by at most a lease per edge. A take whose answer is
+// lost (it timed out) is named by the edge's next, which is told what it took
+// (registry.QuotaTake.Lost), so only an edge that dies loses a lease. An edge that cannot reach
 // the bucket admits, on its own, at most one lease more of each window and then
 // refuses until the bucket answers: at most N + E·QuotaLease(N) with E edges cut off.
 //
@@ -106,6 +108,7 @@ type quotaLease struct {
 	limit  int64     // the limit it was taken under
 	tokens int64     // taken and not spent
 	credit int64     // admitted on the edge's own while the bucket could not be reached
+	lost   string    // the last take whose answer did not come: the next asks what it took
 	// spent is when the window was last found spent: until QuotaRecheck later, calls
 	// are refused without asking the bucket again.
 	spent time.Time
@@ -224,7 +227,7 @@ func (q *quotaCounts) take(ctx context.Context, counter string, w registry.Windo
 	defer l.mu.Unlock()
 	if !l.start.Equal(start) {
 		// A new window: the last one's lease is void.
-		l.start, l.limit, l.tokens, l.credit, l.spent = start, limit, 0, 0, time.Time{}
+		l.start, l.limit, l.tokens, l.credit, l.spent, l.lost = start, limit, 0, 0, time.Time{}, ""
 	}
 	if l.tokens > 0 && l.limit == limit {
 		l.tokens--
@@ -236,21 +239,32 @@ func (q *quotaCounts) take(ctx context.Context, counter string, w registry.Windo
 	// Spent, or taken under another limit: what is left goes back with the next take.
 	unspent := l.tokens
 	l.tokens, l.limit = 0, limit
+	take := registry.QuotaTake{ID: nuid.Next(), Want: QuotaLease(limit), Unspent: unspent, Lost: l.lost}
 	tctx, cancel := context.WithTimeout(ctx, QuotaTimeout)
-	took, _, err := q.store.TakeQuota(tctx, registry.QuotaWindow(counter, start), limit, QuotaLease(limit), unspent, end, now)
+	took, recovered, err := q.store.TakeQuota(tctx, registry.QuotaWindow(counter, start), limit, take, end, now)
 	cancel()
 	q.warn(ctx, err, now)
+	if err != nil {
+		l.lost = take.ID // it may have been written: the next take asks
+	} else {
+		// A lost take's calls are the edge's after all, less those it admitted on
+		// its own meanwhile.
+		l.lost, l.tokens = "", max(recovered-l.credit, 0)
+		l.credit = max(l.credit-recovered, 0)
+	}
 	switch {
 	case err != nil && l.credit < QuotaLease(limit):
 		l.credit++ // the bucket is out of reach: a lease's worth on the edge's own
 		return nil, nil
 	case err != nil:
 		return nil, errOverQuota{}
-	case took == 0:
+	}
+	l.tokens += took
+	if l.tokens == 0 {
 		l.spent = now
 		return nil, errOverQuota{resetsAt: end}
 	}
-	l.tokens = took - 1
+	l.tokens--
 	return l, nil
 }
 

@@ -12,9 +12,16 @@ import (
 )
 
 // quotaCount is a rule's count in one window: the calls edges have taken from it,
-// the leases they have not spent yet included.
+// the leases they have not spent yet included, and the last takes, so that an edge
+// that lost the answer to one can find out what it took.
 type quotaCount struct {
-	Used int64 `json:"used"`
+	Used  int64       `json:"used"`
+	Takes []quotaTake `json:"takes,omitempty"`
+}
+
+type quotaTake struct {
+	ID   string `json:"id"`
+	Took int64  `json:"took"`
 }
 
 // slotHolders are the calls a rule's subject has running at once, by the edge
@@ -29,19 +36,34 @@ type slotHold struct {
 	Until int64 `json:"until"`
 }
 
+// quotaTakesKept is how many of the last takes a count keeps: enough that an edge
+// asking again at its next call finds its own among those of every other edge.
+const quotaTakesKept = 16
+
+// QuotaTake is one take of a window's count by an edge.
+type QuotaTake struct {
+	// ID names this take, unique to it.
+	ID string
+	// Want is how many calls to take (at least one); Unspent how many an earlier take
+	// of this edge left unspent, given back first.
+	Want, Unspent int64
+	// Lost is the ID of an earlier take of this edge whose answer never came (it
+	// timed out): what it took, if it was written, is Recovered.
+	Lost string
+}
+
 // QuotaCounterLinger is how long a window's count outlives the window: long enough
 // for a clock a little behind to still find it.
 const QuotaCounterLinger = time.Minute
 
-// TakeQuota takes up to want calls (at least one) from the count at key (see
-// QuotaWindow) of a window that ends at end and admits limit, first giving back
-// unspent calls an earlier take did not use. It returns how many it took (fewer than
-// want, or none, when the window has fewer left) and how many the window had used
-// before. The count is changed compare-and-set, so edges taking at once never take
-// the same call, and lives until the window's end and QuotaCounterLinger more.
-func (s *Store) TakeQuota(ctx context.Context, key string, limit, want, unspent int64, end, now time.Time) (took, used int64, err error) {
-	if limit < 1 || want < 1 || unspent < 0 {
-		return 0, 0, fmt.Errorf("registry: take quota %s: limit %d, want %d, unspent %d", key, limit, want, unspent)
+// TakeQuota makes take of the count at key (see QuotaWindow) of a window that ends at
+// end and admits limit. It returns how many calls it took (fewer than take.Want, or
+// none, when the window has fewer left) and how many the lost take took, if any. The
+// count is changed compare-and-set, so edges taking at once never take the same
+// call, and lives until the window's end and QuotaCounterLinger more.
+func (s *Store) TakeQuota(ctx context.Context, key string, limit int64, take QuotaTake, end, now time.Time) (took, recovered int64, err error) {
+	if limit < 1 || take.Want < 1 || take.Unspent < 0 || take.ID == "" {
+		return 0, 0, fmt.Errorf("registry: take quota %s: limit %d, want %d, unspent %d, id %q", key, limit, take.Want, take.Unspent, take.ID)
 	}
 	ttl := max(end.Sub(now), 0) + QuotaCounterLinger
 	for {
@@ -50,18 +72,26 @@ func (s *Store) TakeQuota(ctx context.Context, key string, limit, want, unspent 
 		if err != nil {
 			return 0, 0, err
 		}
-		c.Used = max(c.Used-unspent, 0)
-		used, took = c.Used, max(min(want, limit-c.Used), 0)
-		if took == 0 && unspent == 0 {
-			return 0, used, nil
+		recovered = 0
+		for _, t := range c.Takes {
+			if take.Lost != "" && t.ID == take.Lost {
+				recovered = t.Took
+			}
+		}
+		c.Used = max(c.Used-take.Unspent, 0)
+		took = max(min(take.Want, limit-c.Used), 0)
+		if took == 0 && take.Unspent == 0 {
+			return 0, recovered, nil
 		}
 		c.Used += took
+		c.Takes = append(c.Takes, quotaTake{ID: take.ID, Took: took})
+		c.Takes = c.Takes[max(len(c.Takes)-quotaTakesKept, 0):]
 		b, err := json.Marshal(c)
 		if err != nil {
 			return 0, 0, err
 		}
 		if err = s.quotaPut(ctx, key, b, rev, ttl); err == nil {
-			return took, used, nil
+			return took, recovered, nil
 		}
 		if !revisionConflict(err) { // wrong last sequence: another edge took
 			return 0, 0, fmt.Errorf("registry: quota %s: %w", key, err)

@@ -103,8 +103,9 @@ func TestQuotaRules(t *testing.T) {
 }
 
 // TestTakeQuota: a window's count gives leases while it has calls left, cuts the
-// last to what is left, takes back what is given back, and never gives more than
-// its limit however many take at once.
+// last to what is left, takes back what is given back, tells an edge what a take
+// whose answer it lost took, and never gives more than its limit however many take
+// at once.
 func TestTakeQuota(t *testing.T) {
 	env := testenv.NewRegistry(t)
 	store, ctx := env.Store, env.Ctx
@@ -113,7 +114,7 @@ func TestTakeQuota(t *testing.T) {
 	key := "acme.r1.account.minute.1"
 	take := func(want, unspent int64) int64 {
 		t.Helper()
-		took, _, err := store.TakeQuota(ctx, key, 10, want, unspent, end, now)
+		took, _, err := store.TakeQuota(ctx, key, 10, registry.QuotaTake{ID: registry.NewID("t"), Want: want, Unspent: unspent}, end, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,13 +138,23 @@ func TestTakeQuota(t *testing.T) {
 	if used, err := store.QuotaUsed(ctx, key); err != nil || used != 8 {
 		t.Fatalf("used %d (%v), want 8", used, err)
 	}
+	// A take whose answer was lost is found again by the next.
+	if _, _, err := store.TakeQuota(ctx, key, 10, registry.QuotaTake{ID: "lost-1", Want: 1}, end, now); err != nil {
+		t.Fatal(err)
+	}
+	if took, recovered, err := store.TakeQuota(ctx, key, 10, registry.QuotaTake{ID: "next-1", Want: 1, Lost: "lost-1"}, end, now); err != nil || took != 1 || recovered != 1 {
+		t.Fatalf("took %d and recovered %d (%v), want 1 and the lost take's 1", took, recovered, err)
+	}
+	if _, recovered, err := store.TakeQuota(ctx, key, 10, registry.QuotaTake{ID: "next-2", Want: 1, Lost: "never-written"}, end, now); err != nil || recovered != 0 {
+		t.Fatalf("recovered %d (%v) of a take never written", recovered, err)
+	}
 
 	var took atomic.Int64
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
 			for {
-				n, _, err := store.TakeQuota(ctx, "acme.r2.account.minute.1", 100, 3, 0, end, now)
+				n, _, err := store.TakeQuota(ctx, "acme.r2.account.minute.1", 100, registry.QuotaTake{ID: registry.NewID("t"), Want: 3}, end, now)
 				if err != nil {
 					t.Error(err)
 					return
