@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
@@ -101,5 +102,33 @@ func TestAQuotaWithoutItsBucket(t *testing.T) {
 	}
 	if want := int(gateway.QuotaLease(400)); admitted != want {
 		t.Fatalf("admitted %d calls without the bucket, want a lease, %d", admitted, want)
+	}
+}
+
+// TestAQuotaRefusalIsRecorded: a call over a quota is in the audit trail with the
+// outcome quota_exceeded and the status 429.
+func TestAQuotaRefusalIsRecorded(t *testing.T) {
+	env, p := rateEnv(t, registry.Limits{Quotas: []registry.Quota{{Scope: registry.QuotaKey, Tool: "echo", PerDay: 1}}})
+	trail, err := audit.Open(env.Ctx, env.Conn, audit.Options{Edge: "e1"}, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.New(env.Conn, env.View, gateway.DefaultConfig(), gateway.WithAudit(trail), gateway.WithQuotas(env.Store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		_, _ = gw.Call(env.Ctx, &gateway.Call{Principal: p, Tool: "echo", Method: "echo", Params: []byte(`{}`), Transport: audit.TransportREST})
+	}
+	var page audit.Page
+	testenv.WaitFor(t, "the refusal's record", func() bool {
+		page, err = trail.Read(env.Ctx, audit.Filter{Account: "acme", Outcome: gateway.CodeQuotaExceeded})
+		return err == nil && len(page.Records) >= 1
+	})
+	if r := page.Records[0]; len(page.Records) != 1 || r.Status != 429 || r.Key != p.Key.ID || r.Tool != "echo" {
+		t.Fatalf("records %+v", page.Records)
+	}
+	if err := trail.Close(env.Ctx); err != nil {
+		t.Fatal(err)
 	}
 }
