@@ -98,19 +98,39 @@ func decodeAccountUpdate(r io.Reader) (AccountUpdate, error) {
 		return u, invalidInput([]registry.Violation{{Pointer: "/limits", Message: "must be an object or null"}})
 	default:
 		u.Limits.Set = true
-		if err := decodeStrict(bytes.NewReader(limits), &u.Limits.Value); err != nil {
-			return u, within("/limits", err)
-		}
 		if err := checkQuotaFields(limits); err != nil {
 			return u, err
+		}
+		if err := decodeStrict(bytes.NewReader(limits), &u.Limits.Value); err != nil {
+			return u, within("/limits", err)
 		}
 	}
 	return u, nil
 }
 
+// decodeAccountRequest reads the body of POST /admin/accounts strictly, a quota's
+// fields named with their rule's index (see checkQuotaFields).
+func decodeAccountRequest(r io.Reader) (AccountRequest, error) {
+	var req AccountRequest
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return req, decodeError(err)
+	}
+	var body struct {
+		Limits json.RawMessage `json:"limits"`
+	}
+	if json.Unmarshal(b, &body) == nil && len(body.Limits) > 0 {
+		if err := checkQuotaFields(body.Limits); err != nil {
+			return req, err
+		}
+	}
+	return req, decodeStrict(bytes.NewReader(b), &req)
+}
+
 // checkQuotaFields reads the quotas of limits, a JSON object, rule by rule as strictly
-// as decodeStrict reads a body, so that a misspelt field of a rule is an error naming
-// the rule and the field (a Field's own decoding is not strict).
+// as decodeStrict reads a body, so that a misspelt field of a rule, or one of the
+// wrong type, is an error naming the rule and the field (encoding/json names neither
+// an array's index nor, under a Field, the way there).
 func checkQuotaFields(limits []byte) error {
 	var l struct {
 		Quotas json.RawMessage `json:"quotas"`

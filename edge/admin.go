@@ -95,8 +95,8 @@ func (e *Edge) connectionView(c *registry.Connection) Connection {
 }
 
 func (e *Edge) createAccount(c *gin.Context) {
-	var req AccountRequest
-	if err := decodeStrict(c.Request.Body, &req); err != nil {
+	req, err := decodeAccountRequest(c.Request.Body)
+	if err != nil {
 		e.fail(c, err)
 		return
 	}

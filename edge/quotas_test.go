@@ -299,6 +299,8 @@ func TestQuotasAdministered(t *testing.T) {
 	for _, bad := range []struct{ method, path, body, pointer string }{
 		{http.MethodPost, "/accounts", `{"id":"beta","limits":{"quotas":[{"scope":"team","per_day":1}]}}`, "/limits/quotas/0/scope"},
 		{http.MethodPost, "/accounts", `{"id":"beta","limits":{"quotas":[{"scope":"account","per_day":-1}]}}`, "/limits/quotas/0/per_day"},
+		{http.MethodPost, "/accounts", `{"id":"beta","limits":{"quotas":[{"scope":"account","per_day":1},{"scope":"account","tool":"echo","per_dya":1}]}}`, "/limits/quotas/1/per_dya"},
+		{http.MethodPatch, "/accounts/acme", `{"limits":{"quotas":[{"scope":"account","per_day":1},{"scope":"account","per_day":"many"}]}}`, "/limits/quotas/1/per_day"},
 		{http.MethodPatch, "/accounts/acme", `{"limits":{"quotas":[{"scope":"account","tool":"echo"}]}}`, "/limits/quotas/0"},
 		{http.MethodPatch, "/accounts/acme", `{"limits":{"quotas":[{"scope":"account","per_day":1},{"scope":"key","per_dya":1}]}}`, "/limits/quotas/1/per_dya"},
 		{http.MethodPatch, "/accounts/acme", `{"limits":{"quotas":[{"scope":"account","method":"echo","per_day":1}]}}`, "/limits/quotas/0/method"},
