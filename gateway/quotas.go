@@ -58,15 +58,17 @@ type QuotaDetail struct {
 // until its next call of the rule (which gives it back) or the window's end: fewer
 // than N may be admitted then, by at most a lease per edge. A take whose answer is
 // lost (it timed out) is named by the edge's next, which is told what it took
-// (registry.QuotaTake.Lost), so only an edge that dies loses a lease. An edge that cannot reach
-// the bucket admits, on its own, at most one lease more of each window and then
-// refuses until the bucket answers: at most N + E·QuotaLease(N) with E edges cut off.
+// (registry.QuotaTake.Lost), so only an edge that dies loses a lease. An edge that
+// cannot reach the bucket admits, on its own, at most one lease more of each window
+// and then refuses until the bucket answers: at most N + E·QuotaLease(N) with E
+// edges cut off, N + 1% with two.
 //
 // Calls at once are held in the bucket by each edge (registry.Store.HoldSlots): one
 // more when a call starts beyond what the edge holds, let go when it ends, so that
 // every edge together never runs more than the limit; an edge renews what it holds
 // every QuotaHoldTime/3, and what an edge that died held is free again QuotaHoldTime
-// later. An edge that cannot reach the bucket holds its calls to the limit itself.
+// later. An edge that cannot reach the bucket holds its own calls to the limit: at
+// most E times the limit then, with E edges cut off.
 func WithQuotas(store *registry.Store) Option {
 	return func(g *Gateway) {
 		g.quotas = &quotaCounts{store: store, edge: nuid.Next(), leases: map[string]*quotaLease{}, slots: map[string]*quotaSlots{}}
@@ -81,8 +83,9 @@ func QuotaLease(limit int64) int64 { return max(1, limit/200) }
 const QuotaHoldTime = 15 * time.Second
 
 // QuotaTimeout bounds a call's wait for the quota bucket; past it, the edge goes on
-// on its own as WithQuotas says. Longer than SharedRateTimeout: a take that times out
-// may have been written, and a lease lost so is calls the window does not admit.
+// on its own as WithQuotas says. Longer than SharedRateTimeout: what an edge admits on
+// its own is over the quota, so it is kept for a bucket truly out of reach rather
+// than a slow answer.
 const QuotaTimeout = time.Second
 
 // QuotaBusyRetry is the Retry-After of a call over its limit of calls at once, or
