@@ -14,7 +14,7 @@ import (
 func TestEdgeBucketsAreTheRegistrys(t *testing.T) {
 	want := []string{
 		registry.BucketTools, registry.BucketAccounts, registry.BucketKeys, registry.BucketConnections, registry.BucketLinks,
-		registry.BucketPresence, registry.BucketSessions, registry.BucketRates, dashboard.SessionBucket, calls.Bucket,
+		registry.BucketPresence, registry.BucketSessions, registry.BucketRates, registry.BucketQuotas, dashboard.SessionBucket, calls.Bucket,
 	}
 	slices.Sort(want)
 	got := slices.Sorted(slices.Values(edgeBuckets))

@@ -100,6 +100,7 @@ type Gateway struct {
 	log    *slog.Logger
 	calls  *bus.Watcher // gives up the calls whose worker died
 	trail  *audit.Trail // nil: no audit trail
+	quotas *quotaCounts // nil: no quotas (WithQuotas)
 
 	fallbackLogged atomic.Int64 // unix seconds of the last warning that the shared buckets failed
 	sharedDown     atomic.Int64 // unix nanoseconds until which the shared buckets are left alone
@@ -152,6 +153,9 @@ func New(nc *nats.Conn, view *registry.View, cfg Config, opts ...Option) (*Gatew
 	if g.log == nil {
 		g.log = slog.Default()
 	}
+	if g.quotas != nil {
+		g.quotas.log = g.log
+	}
 	var err error
 	if g.calls, err = bus.NewWatcher(nc, cfg.Subjects, cfg.CallLostAfter, g.log); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -200,6 +204,10 @@ type Call struct {
 	// in the view (the edge does, to answer in the documented order); Check then does
 	// not look it up again.
 	Entry *registry.MethodEntry
+
+	// hold is what the call holds of its quotas' calls at once, from Check until it
+	// is answered (Call, Forward, Refuse, Answered).
+	hold *quotaHold
 }
 
 // Check runs every check a call must pass before it is sent, against the current
@@ -223,6 +231,11 @@ func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, er
 	if err := g.allow(ctx, c.Principal); err != nil {
 		return nil, err
 	}
+	hold, err := g.takeQuotas(ctx, c.Principal, c.Tool, c.Method)
+	if err != nil {
+		return nil, err
+	}
+	c.hold = hold
 	c.Params = registry.IntegerForm(c.Params)
 	return m, nil
 }
@@ -237,6 +250,7 @@ func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, er
 func (g *Gateway) Call(ctx context.Context, c *Call) (*wire.Reply, error) {
 	began, params := time.Now(), c.Params
 	reply, err := g.call(ctx, c)
+	g.ended(ctx, c)
 	g.audit(ctx, c, began, params, reply, err)
 	return reply, err
 }
@@ -262,12 +276,13 @@ func (g *Gateway) Send(ctx context.Context, c *Call, m *registry.MethodEntry, ti
 // its params (nothing or null is an empty object). It passes the checks every call
 // passes, in the same order as Call: the tool is visible to c.Principal (a registry error
 // otherwise), the params are a JSON object (ErrInvalidJSON), the caller is within its
-// rate (*RateLimitedError); it then takes the default timeout, shortened by
+// rate (*RateLimitedError) and its quotas (*QuotaExceededError); it then takes the default timeout, shortened by
 // c.Timeout. A JSON-RPC error the workers answer with is a *wire.RPCError. Once
 // answered, the request is recorded in the audit trail (WithAudit).
 func (g *Gateway) Forward(ctx context.Context, c *Call) (*wire.Reply, error) {
 	began, params := time.Now(), c.Params
 	reply, err := g.forward(ctx, c)
+	g.ended(ctx, c)
 	g.audit(ctx, c, began, params, reply, err)
 	return reply, err
 }
@@ -287,6 +302,11 @@ func (g *Gateway) forward(ctx context.Context, c *Call) (*wire.Reply, error) {
 	if err := g.allow(ctx, c.Principal); err != nil {
 		return nil, err
 	}
+	hold, err := g.takeQuotas(ctx, c.Principal, c.Tool, c.Method)
+	if err != nil {
+		return nil, err
+	}
+	c.hold = hold
 	f := *c
 	if f.CallID == "" {
 		f.CallID = registry.NewID("mcp-")
