@@ -15,7 +15,7 @@ import (
 func TestEdgeBucketsAreTheRegistrys(t *testing.T) {
 	want := []string{
 		registry.BucketTools, registry.BucketAccounts, registry.BucketKeys, registry.BucketConnections, registry.BucketLinks,
-		registry.BucketPresence, registry.BucketSessions, registry.BucketRates, dashboard.SessionBucket, calls.Bucket,
+		registry.BucketPresence, registry.BucketSessions, registry.BucketRates, registry.BucketQuotas, dashboard.SessionBucket, calls.Bucket,
 		credentials.Bucket,
 	}
 	slices.Sort(want)

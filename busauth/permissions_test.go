@@ -311,7 +311,7 @@ func TestWorkerCredentialsRefuseEverythingElse(t *testing.T) {
 		{"reading the audit trail by sequence", "$JS.API.STREAM.MSG.GET.tg-audit"},
 		{"reading the audit trail directly", "$JS.API.DIRECT.GET.tg-audit.tg.audit.>"},
 	}
-	for _, b := range []string{"tg-keys", "tg-accounts", "tg-connections", "tg-links", "tg-sessions", "tg-rates", "tg-dashboard-sessions"} {
+	for _, b := range []string{"tg-keys", "tg-accounts", "tg-connections", "tg-links", "tg-sessions", "tg-rates", "tg-quotas", "tg-dashboard-sessions"} {
 		publish = append(publish,
 			struct{ name, subject string }{"writing " + b, "$KV." + b + ".x"},
 			struct{ name, subject string }{"reading " + b, "$JS.API.DIRECT.GET.KV_" + b + ".$KV." + b + ".x"},
@@ -485,4 +485,35 @@ func (e *workerEnv) refusesPublishing(t *testing.T, cases []struct{ name, subjec
 // its own.
 func workerInbox(tool string) nats.Option {
 	return nats.CustomInboxPrefix(strings.TrimSuffix(wire.WorkerInbox(tool), "."))
+}
+
+// TestEdgeCredentialsCountQuotas: an edge on its own credentials takes a window's
+// lease, holds and lets go of calls at once, and reads them back in tg-quotas, with
+// no permissions error.
+func TestEdgeCredentialsCountQuotas(t *testing.T) {
+	e := newWorkerEnv(t)
+	store, err := registry.Open(e.ctx, e.edge, registry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	_, end := registry.WindowMinute.Bounds(now)
+	if took, _, err := store.TakeQuota(e.ctx, "acme.r.account.minute.1", 10, registry.QuotaTake{ID: "t1", Want: 5}, end, now); err != nil || took != 5 {
+		t.Fatalf("take: %d, %v", took, err)
+	}
+	if took, _, err := store.TakeQuota(e.ctx, "acme.r.account.minute.1", 10, registry.QuotaTake{ID: "t2", Want: 5, Unspent: 2}, end, now); err != nil || took != 5 {
+		t.Fatalf("take again: %d, %v", took, err)
+	}
+	if used, err := store.QuotaUsed(e.ctx, "acme.r.account.minute.1"); err != nil || used != 8 {
+		t.Fatalf("used: %d, %v", used, err)
+	}
+	for _, calls := range []int{1, 2, 0} {
+		if ok, err := store.HoldSlots(e.ctx, "acme.r.account.concurrent", "edge-1", calls, 2, now.Add(time.Minute), now); err != nil || !ok {
+			t.Fatalf("hold %d: %v, %v", calls, ok, err)
+		}
+	}
+	if n, err := store.SlotsRunning(e.ctx, "acme.r.account.concurrent", now); err != nil || n != 0 {
+		t.Fatalf("running: %d, %v", n, err)
+	}
+	e.edgeErrs.none(t)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 
 	"github.com/gin-gonic/gin"
 
@@ -63,17 +64,19 @@ type AccountUpdate struct {
 	Limits Field[LimitsUpdate] `json:"limits,omitzero"`
 }
 
-// LimitsUpdate is the limits' part of an AccountUpdate.
+// LimitsUpdate is the limits' part of an AccountUpdate. Quotas, when given, replace
+// the account's list whole (as a merge patch replaces an array); null or [] clears it.
 type LimitsUpdate struct {
-	Rate     Field[float64] `json:"rate,omitzero"`
-	Burst    Field[int]     `json:"burst,omitzero"`
-	Sessions Field[int]     `json:"sessions,omitzero"`
+	Rate     Field[float64]          `json:"rate,omitzero"`
+	Burst    Field[int]              `json:"burst,omitzero"`
+	Sessions Field[int]              `json:"sessions,omitzero"`
+	Quotas   Field[[]registry.Quota] `json:"quotas,omitzero"`
 }
 
 // violations are what is wrong with u, each naming its field.
 func (u AccountUpdate) violations() []registry.Violation {
 	l := u.Limits.Value
-	return checkLimits(nil, registry.Limits{Rate: l.Rate.Value, Burst: l.Burst.Value, Sessions: l.Sessions.Value})
+	return checkLimits(nil, registry.Limits{Rate: l.Rate.Value, Burst: l.Burst.Value, Sessions: l.Sessions.Value, Quotas: l.Quotas.Value})
 }
 
 // decodeAccountUpdate reads an AccountUpdate as strictly as decodeStrict reads a
@@ -95,11 +98,57 @@ func decodeAccountUpdate(r io.Reader) (AccountUpdate, error) {
 		return u, invalidInput([]registry.Violation{{Pointer: "/limits", Message: "must be an object or null"}})
 	default:
 		u.Limits.Set = true
+		if err := checkQuotaFields(limits); err != nil {
+			return u, err
+		}
 		if err := decodeStrict(bytes.NewReader(limits), &u.Limits.Value); err != nil {
 			return u, within("/limits", err)
 		}
 	}
 	return u, nil
+}
+
+// decodeAccountRequest reads the body of POST /admin/accounts strictly, a quota's
+// fields named with their rule's index (see checkQuotaFields).
+func decodeAccountRequest(r io.Reader) (AccountRequest, error) {
+	var req AccountRequest
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return req, decodeError(err)
+	}
+	var body struct {
+		Limits json.RawMessage `json:"limits"`
+	}
+	if json.Unmarshal(b, &body) == nil && len(body.Limits) > 0 {
+		if err := checkQuotaFields(body.Limits); err != nil {
+			return req, err
+		}
+	}
+	return req, decodeStrict(bytes.NewReader(b), &req)
+}
+
+// checkQuotaFields reads the quotas of limits, a JSON object, rule by rule as strictly
+// as decodeStrict reads a body, so that a misspelt field of a rule, or one of the
+// wrong type, is an error naming the rule and the field (encoding/json names neither
+// an array's index nor, under a Field, the way there).
+func checkQuotaFields(limits []byte) error {
+	var l struct {
+		Quotas json.RawMessage `json:"quotas"`
+	}
+	if err := json.Unmarshal(limits, &l); err != nil || len(l.Quotas) == 0 || string(l.Quotas) == "null" {
+		return nil // the limits were read already: nothing more to say
+	}
+	var rules []json.RawMessage
+	if err := json.Unmarshal(l.Quotas, &rules); err != nil {
+		return nil
+	}
+	for i, r := range rules {
+		var q registry.Quota
+		if err := decodeStrict(bytes.NewReader(r), &q); err != nil {
+			return within("/limits/quotas/"+strconv.Itoa(i), err)
+		}
+	}
+	return nil
 }
 
 // within puts the pointers of err's violations under pointer: an error of a part of
@@ -130,12 +179,13 @@ func (u AccountUpdate) apply(a *registry.Account) {
 	l.Rate.apply(&a.Limits.Rate)
 	l.Burst.apply(&a.Limits.Burst)
 	l.Sessions.apply(&a.Limits.Sessions)
+	l.Quotas.apply(&a.Limits.Quotas)
 }
 
 // updateAccount changes an account's name or limits. Every edge applies a changed
 // limit to the next call once its view of the registry has the change: the view
-// follows the accounts' bucket, and the rate and session limits are read from it on
-// each call and each new session.
+// follows the accounts' bucket, and the rate, session and quota limits are read from
+// it on each call and each new session.
 func (e *Edge) updateAccount(c *gin.Context) {
 	id, ok := e.pathID(c, "account")
 	if !ok {

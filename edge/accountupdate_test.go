@@ -2,6 +2,7 @@ package edge_test
 
 import (
 	"net/http"
+	"reflect"
 	"testing"
 	"time"
 
@@ -38,7 +39,7 @@ func TestUpdateAccount(t *testing.T) {
 			if !jsonContains(got.Details, `"pointer":"`+bad.pointer+`"`) {
 				t.Fatalf("details %+v do not name %s", got.Details, bad.pointer)
 			}
-			if a := decode[registry.Account](t, e.admin(http.MethodGet, "/accounts/acme", "")); a != created {
+			if a := decode[registry.Account](t, e.admin(http.MethodGet, "/accounts/acme", "")); !reflect.DeepEqual(a, created) {
 				t.Fatalf("a refused update changed the account: %+v, was %+v", a, created)
 			}
 		})
@@ -61,10 +62,10 @@ func TestUpdateAccount(t *testing.T) {
 		if r.status != http.StatusOK {
 			t.Fatalf("PATCH %s: %d %s", step.body, r.status, r.body)
 		}
-		if got := decode[registry.Account](t, r); got != step.want {
+		if got := decode[registry.Account](t, r); !reflect.DeepEqual(got, step.want) {
 			t.Fatalf("PATCH %s answered %+v, want %+v", step.body, got, step.want)
 		}
-		if got := decode[registry.Account](t, e.admin(http.MethodGet, "/accounts/acme", "")); got != step.want {
+		if got := decode[registry.Account](t, e.admin(http.MethodGet, "/accounts/acme", "")); !reflect.DeepEqual(got, step.want) {
 			t.Fatalf("after PATCH %s the account is %+v, want %+v", step.body, got, step.want)
 		}
 	}

@@ -77,6 +77,7 @@ func (e *Edge) adminRoutes(g *gin.RouterGroup) {
 	g.PATCH("/accounts/:account", e.updateAccount)
 	g.DELETE("/accounts/:account", e.deleteAccount)
 	g.GET("/audit", e.readAudit)
+	g.GET("/usage", e.usage)
 	g.POST("/keys", e.createKey)
 	g.GET("/keys", e.listKeys)
 	g.DELETE("/keys/:id", e.revokeKey)
@@ -95,8 +96,8 @@ func (e *Edge) connectionView(c *registry.Connection) Connection {
 }
 
 func (e *Edge) createAccount(c *gin.Context) {
-	var req AccountRequest
-	if err := decodeStrict(c.Request.Body, &req); err != nil {
+	req, err := decodeAccountRequest(c.Request.Body)
+	if err != nil {
 		e.fail(c, err)
 		return
 	}
@@ -403,7 +404,7 @@ func checkLimits(vs []registry.Violation, l registry.Limits) []registry.Violatio
 			vs = append(vs, registry.Violation{Pointer: f.pointer, Message: "must not be negative"})
 		}
 	}
-	return vs
+	return append(vs, registry.QuotasViolations("/limits/quotas", l.Quotas)...)
 }
 
 // checkID checks an account or tool id: both are NATS subject and KV key tokens.

@@ -99,8 +99,8 @@ func newEnv(t testing.TB, opts ...option) *env {
 		t.Fatal(err)
 	}
 	e.url, e.name = "http://"+ln.Addr().String(), "edge-"+ln.Addr().String()
-	// As toolgate edge runs it: rate limits in the shared buckets.
-	gwOpts := []gateway.Option{gateway.WithSharedRates(e.store, testenv.Logger(t))}
+	// As toolgate edge runs it: rate limits in the shared buckets, quotas counted.
+	gwOpts := []gateway.Option{gateway.WithSharedRates(e.store, testenv.Logger(t)), gateway.WithQuotas(e.store)}
 	if o.audit {
 		e.trail = openTrail(t, e.nc, o.replicas, e.name)
 		gwOpts = append(gwOpts, gateway.WithAudit(e.trail))

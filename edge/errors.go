@@ -44,6 +44,7 @@ const (
 	CodePayloadTooLarge      = gateway.CodePayloadTooLarge
 	CodeUnsupportedMediaType = gateway.CodeUnsupportedMediaType
 	CodeRateLimited          = gateway.CodeRateLimited
+	CodeQuotaExceeded        = gateway.CodeQuotaExceeded
 	CodeCanceled             = gateway.CodeCanceled
 	CodeInternal             = gateway.CodeInternal
 	CodeToolError            = gateway.CodeToolError

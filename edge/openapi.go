@@ -31,7 +31,7 @@ type openAPIInfo struct {
 var errorCodes = []string{
 	CodeInvalidJSON, CodeInvalidParams, CodeInvalidRequest, CodeUnauthenticated, CodeForbidden,
 	CodeToolNotFound, CodeMethodNotFound, CodePayloadTooLarge, CodeUnsupportedMediaType,
-	CodeRateLimited, CodeToolError, CodeToolUnavailable, CodeToolTimeout, CodeInternal,
+	CodeRateLimited, CodeQuotaExceeded, CodeToolError, CodeToolUnavailable, CodeToolTimeout, CodeInternal,
 }
 
 // openAPI answers GET /tools/{tool}/openapi.json.

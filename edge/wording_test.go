@@ -23,18 +23,24 @@ import (
 // reads, or as the JSON-RPC error's message with the kind's code.
 func TestFailuresReadTheSameEverywhere(t *testing.T) {
 	e := newEnv(t, withMCP())
-	key := e.account("acme", registry.Limits{})
+	// One call of kit's block at a time, and one is held running: the next is over
+	// the account's quota.
+	key := e.account("acme", registry.Limits{Quotas: []registry.Quota{{Scope: registry.QuotaAccount, Tool: "kit", Method: "block", Concurrent: 1}}})
 	kit := registry.Tool{ID: "kit", Title: "Kit", Methods: []registry.Method{
 		{Name: "echo", InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)},
 		{Name: "fail"},
 		{Name: "hang", Timeout: wire.Duration(300 * time.Millisecond)},
+		{Name: "block"},
 	}}
+	blocked := make(chan *nats.Msg, 1)
 	e.serve(kit, func(method string, m *nats.Msg) {
 		switch method {
 		case "echo":
 			echo(method, m)
 		case "fail":
 			respondError(m, "no_luck", "the kit failed on purpose")
+		case "block":
+			blocked <- m
 		}
 	})
 	idle := registry.Tool{ID: "idle", Title: "Idle", Methods: []registry.Method{{Name: "nap"}}}
@@ -44,6 +50,12 @@ func TestFailuresReadTheSameEverywhere(t *testing.T) {
 		conn := e.connect("acme", tool)
 		links[tool] = e.signer.Token("acme", tool, conn.LinkNonce)
 	}
+	held := e.callInBackground(key, "kit", "block", `{}`)
+	running := <-blocked
+	t.Cleanup(func() {
+		echo("block", running)
+		<-held
+	})
 
 	for _, tc := range []struct {
 		name, tool, method, params string
@@ -54,6 +66,7 @@ func TestFailuresReadTheSameEverywhere(t *testing.T) {
 		{"a tool that does not answer in time", "kit", "hang", `{}`, gateway.KindToolTimeout},
 		{"a tool no worker serves", "idle", "nap", `{}`, gateway.KindToolUnavailable},
 		{"a method the tool lacks", "kit", "unsend", `{}`, gateway.KindMethodNotFound},
+		{"a call over the account's quota", "kit", "block", `{}`, gateway.KindQuotaExceeded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, path := range []string{"/tool-call/", "/tools/"} {

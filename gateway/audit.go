@@ -25,6 +25,7 @@ func (g *Gateway) Audit() *audit.Trail { return g.trail }
 // (its body unreadable, its content type wrong), so that the trail holds every call
 // answered; it returns err.
 func (g *Gateway) Refuse(ctx context.Context, c *Call, err error) error {
+	g.ended(ctx, c)
 	g.audit(ctx, c, time.Now(), c.Params, nil, err)
 	return err
 }
@@ -33,6 +34,7 @@ func (g *Gateway) Refuse(ctx context.Context, c *Call, err error) error {
 // call that outlives its request is, answered with reply or err; params are its
 // parameters as the caller sent them. Call and Forward record their own calls.
 func (g *Gateway) Answered(ctx context.Context, c *Call, params []byte, reply *wire.Reply, err error) {
+	g.ended(ctx, c)
 	g.audit(ctx, c, time.Now(), params, reply, err)
 }
 

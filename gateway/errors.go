@@ -57,6 +57,7 @@ const (
 	RPCSessionLimit       int64 = -32000
 	RPCCancelled          int64 = -32001
 	RPCRateLimited        int64 = -32029
+	RPCQuotaExceeded      int64 = -32030
 	RPCNone               int64 = 0 // refused at the HTTP layer, before any JSON-RPC
 )
 
@@ -91,6 +92,7 @@ const (
 	CodePayloadTooLarge      = "payload_too_large"
 	CodeUnsupportedMediaType = "unsupported_media_type"
 	CodeRateLimited          = "rate_limited"
+	CodeQuotaExceeded        = "quota_exceeded"
 	CodeSessionLimit         = "session_limit"
 	CodeCanceled             = "canceled"
 	CodeInternal             = "internal"
@@ -145,6 +147,10 @@ var (
 		Text: "the body must be JSON: send Content-Type: application/json"}
 	KindRateLimited = &Kind{Code: CodeRateLimited, Status: http.StatusTooManyRequests, RPC: RPCRateLimited, InResult: true,
 		Text: "too many calls: slow down"}
+	// Over one of the account's quotas (registry.Quota): the calls of a window, or
+	// at once. Retry-After is when the window resets.
+	KindQuotaExceeded = &Kind{Code: CodeQuotaExceeded, Status: http.StatusTooManyRequests, RPC: RPCQuotaExceeded, InResult: true,
+		Text: "over a quota of the account"}
 	KindSessionLimit = &Kind{Code: CodeSessionLimit, Status: http.StatusTooManyRequests, RPC: RPCSessionLimit, Protocol: true,
 		Text: "the account holds as many MCP sessions as it may"}
 	KindCanceled = &Kind{Code: CodeCanceled, Status: StatusClientClosedRequest, RPC: RPCCancelled,
@@ -175,7 +181,7 @@ var Kinds = []*Kind{
 	KindUnsupportedVersion, KindMissingCapability, KindRequestTimeout, KindUnauthenticated,
 	KindForbidden, KindToolNotFound, KindMethodNotFound, KindRPCMethodNotFound, KindSessionNotFound, KindNotFound,
 	KindMethodNotAllowed, KindConflict, KindPayloadTooLarge, KindUnsupportedMediaType,
-	KindRateLimited, KindSessionLimit, KindCanceled, KindInternal, KindToolError,
+	KindRateLimited, KindQuotaExceeded, KindSessionLimit, KindCanceled, KindInternal, KindToolError,
 	KindToolUnavailable, KindCallLost, KindToolTimeout, KindCallNotFound, KindResultTooLarge, KindConnectionRequired,
 }
 
@@ -329,6 +335,7 @@ func classifyOwn(err error) (Failure, bool) {
 		ge    *Error
 		ve    *registry.ValidationError
 		rl    *RateLimitedError
+		qe    *QuotaExceededError
 		limit *SessionLimitError
 		mbe   *http.MaxBytesError
 	)
@@ -379,6 +386,8 @@ func classifyOwn(err error) (Failure, bool) {
 		f.Cause = fmt.Sprintf("retry after %v", rl.RetryAfter.Round(time.Millisecond))
 		f.Data = map[string]int64{"retryAfterMs": max(1, rl.RetryAfter.Milliseconds())}
 		return f, true
+	case errors.As(err, &qe):
+		return quotaFailure(qe), true
 	case errors.As(err, &limit):
 		return ofText(KindSessionLimit, limit.Error()), true
 	}
@@ -443,4 +452,20 @@ func classifyBus(err error) (Failure, bool) {
 		return f, true
 	}
 	return Failure{}, false
+}
+
+// quotaFailure is a call over a quota: its detail names the rule and when its window
+// resets.
+func quotaFailure(qe *QuotaExceededError) Failure {
+	f := of(KindQuotaExceeded)
+	f.RetryAfter = qe.RetryAfter
+	f.Cause = qe.Error()
+	d := QuotaDetail{Rule: qe.Index, Quota: qe.Rule, Window: qe.Window, Limit: qe.Limit,
+		RetryAfterMs: max(1, qe.RetryAfter.Milliseconds())}
+	if !qe.ResetsAt.IsZero() {
+		at := qe.ResetsAt.UTC()
+		d.ResetsAt = &at
+	}
+	f.Details, f.Data = []any{d}, d
+	return f
 }

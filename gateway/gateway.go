@@ -101,6 +101,7 @@ type Gateway struct {
 	calls  *bus.Watcher // gives up the calls whose worker died
 	trail  *audit.Trail // nil: no audit trail
 	creds  Credentials  // nil: calls carry no connection values
+	quotas *quotaCounts // nil: no quotas (WithQuotas)
 
 	fallbackLogged atomic.Int64 // unix seconds of the last warning that the shared buckets failed
 	sharedDown     atomic.Int64 // unix nanoseconds until which the shared buckets are left alone
@@ -153,6 +154,9 @@ func New(nc *nats.Conn, view *registry.View, cfg Config, opts ...Option) (*Gatew
 	if g.log == nil {
 		g.log = slog.Default()
 	}
+	if g.quotas != nil {
+		g.quotas.log = g.log
+	}
 	var err error
 	if g.calls, err = bus.NewWatcher(nc, cfg.Subjects, cfg.CallLostAfter, g.log); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -203,6 +207,9 @@ type Call struct {
 	Entry *registry.MethodEntry
 
 	sealed string // the account's connection values sealed to the tool (WithCredentials)
+	// hold is what the call holds of its quotas' calls at once, from Check until it
+	// is answered (Call, Forward, Refuse, Answered).
+	hold *quotaHold
 }
 
 // Check runs every check a call must pass before it is sent, against the current
@@ -229,6 +236,11 @@ func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, er
 	if err := g.sealCredentials(ctx, c, m.Tool, true); err != nil {
 		return nil, err
 	}
+	hold, err := g.takeQuotas(ctx, c.Principal, c.Tool, c.Method)
+	if err != nil {
+		return nil, err
+	}
+	c.hold = hold
 	c.Params = registry.IntegerForm(c.Params)
 	return m, nil
 }
@@ -243,6 +255,7 @@ func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, er
 func (g *Gateway) Call(ctx context.Context, c *Call) (*wire.Reply, error) {
 	began, params := time.Now(), c.Params
 	reply, err := g.call(ctx, c)
+	g.ended(ctx, c)
 	g.audit(ctx, c, began, params, reply, err)
 	return reply, err
 }
@@ -268,12 +281,13 @@ func (g *Gateway) Send(ctx context.Context, c *Call, m *registry.MethodEntry, ti
 // its params (nothing or null is an empty object). It passes the checks every call
 // passes, in the same order as Call: the tool is visible to c.Principal (a registry error
 // otherwise), the params are a JSON object (ErrInvalidJSON), the caller is within its
-// rate (*RateLimitedError); it then takes the default timeout, shortened by
+// rate (*RateLimitedError) and its quotas (*QuotaExceededError); it then takes the default timeout, shortened by
 // c.Timeout. A JSON-RPC error the workers answer with is a *wire.RPCError. Once
 // answered, the request is recorded in the audit trail (WithAudit).
 func (g *Gateway) Forward(ctx context.Context, c *Call) (*wire.Reply, error) {
 	began, params := time.Now(), c.Params
 	reply, err := g.forward(ctx, c)
+	g.ended(ctx, c)
 	g.audit(ctx, c, began, params, reply, err)
 	return reply, err
 }
@@ -296,6 +310,11 @@ func (g *Gateway) forward(ctx context.Context, c *Call) (*wire.Reply, error) {
 	if err := g.sealCredentials(ctx, c, t.Tool, false); err != nil {
 		return nil, err
 	}
+	hold, err := g.takeQuotas(ctx, c.Principal, c.Tool, c.Method)
+	if err != nil {
+		return nil, err
+	}
+	c.hold = hold
 	f := *c
 	if f.CallID == "" {
 		f.CallID = registry.NewID("mcp-")

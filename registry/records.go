@@ -36,6 +36,9 @@ type Limits struct {
 	Rate     float64 `json:"rate,omitempty"`     // tool calls per second, per key
 	Burst    int     `json:"burst,omitempty"`    // calls allowed at once above Rate
 	Sessions int     `json:"sessions,omitempty"` // concurrent MCP sessions
+	// Quotas bound the calls of the account or of its keys per calendar window and
+	// at once, across every edge (see Quota).
+	Quotas []Quota `json:"quotas,omitempty"`
 }
 
 // Key is an API key's record. The key itself is never stored: the record is filed

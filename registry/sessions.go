@@ -83,19 +83,32 @@ func (s *Store) UpdateSession(ctx context.Context, id string, change func(*Sessi
 	// The bucket's Update cannot give a revision a TTL of its own; a publish to the
 	// key's subject, compare-and-set on its last revision, can.
 	return updateJSONWith(ctx, s, s.sessions, id, change, func(b []byte, rev uint64, sess *Session) error {
-		msg := nats.NewMsg("$KV." + BucketSessions + "." + id)
-		msg.Data = b
-		publish := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(rev)}
-		if !sess.Stream {
-			publish = append(publish, jetstream.WithMsgTTL(w.ttl))
+		ttl := w.ttl
+		if sess.Stream {
+			ttl = 0
 		}
-		_, err := s.js.PublishMsg(ctx, msg, publish...)
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-			return fmt.Errorf("%w: %w", jetstream.ErrKeyExists, err)
-		}
-		return err
+		return s.updateWithTTL(ctx, BucketSessions, id, b, rev, ttl)
 	})
+}
+
+// updateWithTTL writes b at key of bucket compare-and-set on revision rev, with a TTL
+// of its own (none when ttl is 0): the bucket's Update cannot give a revision a TTL
+// of its own; a publish to the key's subject, expecting its last revision, can. A
+// revision that is not the last is jetstream.ErrKeyExists, as the bucket's Update
+// says it.
+func (s *Store) updateWithTTL(ctx context.Context, bucket, key string, b []byte, rev uint64, ttl time.Duration) error {
+	msg := nats.NewMsg("$KV." + bucket + "." + key)
+	msg.Data = b
+	publish := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(rev)}
+	if ttl > 0 {
+		publish = append(publish, jetstream.WithMsgTTL(ttl))
+	}
+	_, err := s.js.PublishMsg(ctx, msg, publish...)
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		return fmt.Errorf("%w: %w", jetstream.ErrKeyExists, err)
+	}
+	return err
 }
 
 // Session reads an MCP session; ErrNotFound once it has expired or been deleted.

@@ -24,6 +24,7 @@ const (
 	BucketPresence    = wire.BucketPresence
 	BucketSessions    = wire.BucketSessions
 	BucketRates       = "tg-rates"
+	BucketQuotas      = "tg-quotas"
 )
 
 // Options configure the buckets. A setting left at zero is taken from the buckets as
@@ -90,6 +91,7 @@ type Store struct {
 	presence jetstream.KeyValue
 	sessions jetstream.KeyValue
 	rates    jetstream.KeyValue
+	quotas   jetstream.KeyValue
 
 	cfgMu   sync.Mutex
 	configs map[string]jetstream.KeyValueConfig // each bucket's, by name, as Open or OpenBucket made or found it
@@ -106,7 +108,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	// Every bucket as it is, read once: unset settings are taken from them, and each
 	// is then checked against its configuration below.
 	found := map[string]*existingBucket{}
-	for _, name := range []string{BucketTools, BucketAccounts, BucketKeys, BucketConnections, BucketLinks, BucketPresence, BucketSessions, BucketRates} {
+	for _, name := range []string{BucketTools, BucketAccounts, BucketKeys, BucketConnections, BucketLinks, BucketPresence, BucketSessions, BucketRates, BucketQuotas} {
 		if found[name], err = findBucket(ctx, js, name); err != nil {
 			return nil, err
 		}
@@ -147,6 +149,12 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 		// any rate of at least burst an hour.
 		{&s.rates, jetstream.KeyValueConfig{Bucket: BucketRates, Description: "toolgate rate limits, by key or link",
 			TTL: time.Hour, Storage: jetstream.MemoryStorage}},
+		// The counts of quotas, each with a TTL of its own: a window's count lives to
+		// the window's end and a little more, the calls running at once as long as
+		// an edge holds them. On disk: a month's count outlives a NATS restart. The
+		// bucket's own TTL only bounds what a record's could be (a month and a day).
+		{&s.quotas, jetstream.KeyValueConfig{Bucket: BucketQuotas, Description: "toolgate quota counts, by account, rule and window",
+			TTL: 32 * 24 * time.Hour, LimitMarkerTTL: time.Minute}},
 	}
 	s.configs = map[string]jetstream.KeyValueConfig{}
 	for _, b := range buckets {

@@ -73,7 +73,7 @@ Prefer the variable or the file: a flag's value is visible to other users of the
 }
 
 func newAccountsCmd() *cobra.Command {
-	return adminCmd("accounts", "Create, update, list, show and delete accounts",
+	return adminCmd("accounts", "Create, update, list, show and delete accounts, and show their quotas' usage",
 		func(c *adminClient) *cobra.Command {
 			var req edge.AccountRequest
 			cmd := &cobra.Command{
@@ -98,6 +98,12 @@ func newAccountsCmd() *cobra.Command {
 			return &cobra.Command{Use: "show ID", Short: "Show one account", Args: cobra.ExactArgs(1),
 				RunE: func(cmd *cobra.Command, args []string) error {
 					return c.print(cmd, http.MethodGet, "/accounts/"+url.PathEscape(args[0]), nil)
+				}}
+		},
+		func(c *adminClient) *cobra.Command {
+			return &cobra.Command{Use: "usage ID", Short: "Show what an account used of its quotas in the current windows", Args: cobra.ExactArgs(1),
+				RunE: func(cmd *cobra.Command, args []string) error {
+					return c.print(cmd, http.MethodGet, "/usage?account="+url.QueryEscape(args[0]), nil)
 				}}
 		},
 		func(c *adminClient) *cobra.Command {

@@ -316,7 +316,7 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 	if err != nil {
 		return err
 	}
-	gwOpts := []gateway.Option{gateway.WithLogger(log)}
+	gwOpts := []gateway.Option{gateway.WithLogger(log), gateway.WithQuotas(store)}
 	if !o.EdgeRates {
 		gwOpts = append(gwOpts, gateway.WithSharedRates(store, log))
 	}

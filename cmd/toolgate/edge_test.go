@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -90,7 +91,7 @@ func TestEdgeAndAdminCommands(t *testing.T) {
 	}
 	var updated registry.Account
 	if err := json.Unmarshal([]byte(admin("accounts", "update", "acme", "--burst", "4", "--sessions", "2")), &updated); err != nil ||
-		updated.Name != "Acme" || updated.Limits != (registry.Limits{Rate: 10, Burst: 4, Sessions: 2}) {
+		updated.Name != "Acme" || !reflect.DeepEqual(updated.Limits, registry.Limits{Rate: 10, Burst: 4, Sessions: 2}) {
 		t.Fatalf("accounts update: %+v %v", updated, err)
 	}
 	if got := admin("accounts", "update", "acme", "--name", "Acme Corp", "--rate", "0"); !strings.Contains(got, `"name": "Acme Corp"`) || strings.Contains(got, `"rate"`) {
@@ -101,6 +102,29 @@ func TestEdgeAndAdminCommands(t *testing.T) {
 	}
 	if _, err := run(t, context.Background(), "accounts", "update", "acme", "--burst", "-1", "--url", url); err == nil || !strings.Contains(err.Error(), "/limits/burst:") {
 		t.Fatalf("accounts update --burst -1: %v", err)
+	}
+	var quoted registry.Account
+	if err := json.Unmarshal([]byte(admin("accounts", "update", "acme", "--quota", "tool=echo,method=echo,per_minute=100,per_day=5000",
+		"--quota", "scope=key,per_month=9,concurrent=2")), &quoted); err != nil ||
+		!reflect.DeepEqual(quoted.Limits.Quotas, []registry.Quota{
+			{Scope: "account", Tool: "echo", Method: "echo", PerMinute: 100, PerDay: 5000},
+			{Scope: "key", PerMonth: 9, Concurrent: 2},
+		}) {
+		t.Fatalf("accounts update --quota: %+v %v", quoted, err)
+	}
+	var usage edge.Usage
+	if err := json.Unmarshal([]byte(admin("accounts", "usage", "acme")), &usage); err != nil || len(usage.Rules) != 1 ||
+		len(usage.Rules[0].Windows) != 2 || usage.Rules[0].Windows[1].Remaining != 5000 {
+		t.Fatalf("accounts usage (no key yet, so only the account's rule): %+v %v", usage, err)
+	}
+	if _, err := run(t, context.Background(), "accounts", "update", "acme", "--quota", "per_day=-1", "--url", url); err == nil || !strings.Contains(err.Error(), "/limits/quotas/0/per_day:") {
+		t.Fatalf("accounts update --quota per_day=-1: %v", err)
+	}
+	if _, err := run(t, context.Background(), "accounts", "update", "acme", "--quota", "per_hour=1", "--url", url); err == nil || !strings.Contains(err.Error(), "per_hour: not a field") {
+		t.Fatalf("accounts update --quota per_hour=1: %v", err)
+	}
+	if got := admin("accounts", "update", "acme", "--clear-quotas"); strings.Contains(got, `"quotas"`) {
+		t.Fatalf("accounts update --clear-quotas:\n%s", got)
 	}
 	var key edge.NewKey
 	if err := json.Unmarshal([]byte(admin("keys", "create", "acme", "--name", "ci", "--expires-in", "24h")), &key); err != nil || key.Secret == "" {
