@@ -99,8 +99,8 @@ func TestBridgeActsAsEachAccount(t *testing.T) {
 	if got := metric(t, "http://"+health+"/metrics", "toolgate_bridge_account_sessions{tool=\"fixture\"}"); got != "2" {
 		t.Errorf("account sessions metric %q, want 2 (acme's and globex's)", got)
 	}
-	s.assertNowhere(t, tokenA)
-	s.assertNowhere(t, tokenB)
+	s.assertNowhere(t, tokenA, "http://"+health+"/metrics")
+	s.assertNowhere(t, tokenB, "http://"+health+"/metrics")
 }
 
 // mcpCall calls env_identity over MCP through the link get-tools gives key.

@@ -78,9 +78,15 @@ func (s *secureCredentialsStack) setCredentials(t *testing.T, account, tool, val
 }
 
 // assertNowhere fails the test if value is in any message the admin connection
-// heard, or in the credentials bucket's stream.
-func (s *secureCredentialsStack) assertNowhere(t *testing.T, value string) {
+// heard (the audit trail's records and the MCP event log's among them), in the
+// credentials bucket's stream, or on the metrics pages at urls (the edge's always).
+func (s *secureCredentialsStack) assertNowhere(t *testing.T, value string, urls ...string) {
 	t.Helper()
+	for _, u := range append(urls, s.url+"/metrics") {
+		if _, body := call(t, http.MethodGet, u, "", ""); strings.Contains(body, value) {
+			t.Errorf("%s holds the value", u)
+		}
+	}
 	if err := s.admin.Flush(); err != nil {
 		t.Fatal(err)
 	}
