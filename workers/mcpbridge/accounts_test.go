@@ -90,6 +90,17 @@ func TestAccountSessions(t *testing.T) {
 		t.Fatalf("a call without values: %+v %v", shared, err)
 	}
 	testenv.WaitFor(t, "the idle account sessions end", func() bool { return b.AccountSessions() == 0 })
+
+	// A client session's server acts with its account's values, and starts again
+	// when they change.
+	first, err := e.identityIn(t, "peracct", pub, "a1", "token-one", "sess-1")
+	if err != nil || first.Identity != mcpfixture.IdentityOf("token-one", 0).Identity {
+		t.Fatalf("a1 in a session: %+v %v", first, err)
+	}
+	changed, err := e.identityIn(t, "peracct", pub, "a1", "token-new", "sess-1")
+	if err != nil || changed.Identity != mcpfixture.IdentityOf("token-new", 0).Identity || changed.PID == first.PID {
+		t.Fatalf("a1 in the session after a new token: %+v %v, before %+v", changed, err, first)
+	}
 	if three, err := ask("a3", "token-three"); err != nil || three.Identity != mcpfixture.IdentityOf("token-three", 0).Identity {
 		t.Fatalf("a3 once the others ended: %+v %v", three, err)
 	}
@@ -99,7 +110,14 @@ func TestAccountSessions(t *testing.T) {
 // edge would send it ("" for none), straight on the bus.
 func (e *env) identity(t *testing.T, tool, pub, account, token string) (mcpfixture.Identity, error) {
 	t.Helper()
+	return e.identityIn(t, tool, pub, account, token, "")
+}
+
+// identityIn is identity in the MCP session session ("" for none).
+func (e *env) identityIn(t *testing.T, tool, pub, account, token, session string) (mcpfixture.Identity, error) {
+	t.Helper()
 	req := &wire.Request{Tool: tool, Method: mcpfixture.EnvHashToolName, CallID: account + "-" + nuid.Next(), Account: account, Data: []byte("{}")}
+	req.Session = session
 	if token != "" {
 		edgeKey, _ := nkeys.CreateCurveKeys()
 		sealed, err := wire.SealCredentials(edgeKey, pub, account, tool, map[string]string{"token": token})

@@ -74,6 +74,14 @@ func (b *Bridge) acquireClient(ctx context.Context, c *workers.Call) (*inflight,
 	if err != nil {
 		return nil, err
 	}
+	b.mu.Lock()
+	s := b.clients[c.Session]
+	b.mu.Unlock()
+	if s != nil && b.perAccount && !maps.Equal(s.values, values) {
+		// The account changed its values (or set them since the session began): the
+		// server must act with the new ones, so the session starts again.
+		b.endClient(c.Session, s, "the account's connection values changed")
+	}
 	return b.acquireHeld(ctx, c, b.clients, c.Session, b.cfg.ClientSessions, "client sessions (its client-sessions setting)", func() *session {
 		return &session{idx: -1, client: c.Session, caps: clientCapabilities(c), level: c.LogLevel, values: values}
 	})
