@@ -141,12 +141,15 @@ func (v *Vault) Update(ctx context.Context, account, tool string, conn *wire.Con
 			return nil, err
 		}
 		current := map[string]string{}
-		if r != nil {
+		switch {
+		case r == nil:
+			r = &Record{Account: account, Tool: tool}
+		case !replace:
+			// Replacing needs nothing of what is there: a record wrapped under a key
+			// this edge no longer holds can still be set anew.
 			if current, err = v.keys.open(&r.Envelope, account, tool); err != nil {
 				return nil, err
 			}
-		} else {
-			r = &Record{Account: account, Tool: tool}
 		}
 		next := v.merge(r, current, values, replace)
 		clear(current)

@@ -203,4 +203,12 @@ func TestCredentialsKeyRotation(t *testing.T) {
 		_, _, err := e.vault.Seal(ctx, "acme", &tool)
 		return err != nil
 	})
+	// What a key no longer held wrapped can still be replaced whole (PUT), not patched.
+	path := "/connections/acme/mailbox/credentials"
+	if r := e.admin(http.MethodPatch, path, `{"user":"bob"}`); r.status != http.StatusInternalServerError {
+		t.Fatalf("PATCH of a record this edge cannot open: %d %s", r.status, r.body)
+	}
+	if r := e.admin(http.MethodPut, path, `{"token":"t1","user":"bob"}`); r.status != http.StatusOK {
+		t.Fatalf("PUT over a record this edge cannot open: %d %s", r.status, r.body)
+	}
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -56,8 +57,8 @@ type connectionDetail struct {
 
 // classifyConnection: a call refused for its connection's missing values.
 func classifyConnection(err error) (Failure, bool) {
-	cr, ok := err.(*ConnectionRequiredError)
-	if !ok {
+	var cr *ConnectionRequiredError
+	if !errors.As(err, &cr) {
 		return Failure{}, false
 	}
 	f := ofText(KindConnectionRequired, cr.Error())
