@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
+
+	"github.com/nats-io/nkeys"
 
 	"github.com/toolgate/toolgate/bus/wire"
 )
@@ -28,11 +31,41 @@ func (c *Call) Credentials() (map[string]string, error) {
 		case c.w == nil || c.w.cfg.sealKey == nil:
 			c.credsErr = errors.New("workers: the call brings connection values, and this worker has no seal key")
 		default:
-			c.creds, c.credsErr = wire.OpenCredentials(c.w.cfg.sealKey, c.sealed, c.Account, c.Tool)
-			if c.credsErr != nil {
-				c.credsErr = fmt.Errorf("workers: %w", c.credsErr)
-			}
+			c.creds, c.credsErr = c.w.opened.open(c.w.cfg.sealKey, c.sealed, c.Account, c.Tool)
 		}
 	})
 	return maps.Clone(c.creds), c.credsErr
+}
+
+// openedCredentials keeps what the worker opened, by the sealed value: an edge seals
+// a record's values once per revision, so an account's calls bring the same sealed
+// value until it changes them, and opening one (an X25519 exchange) costs more than
+// most calls.
+type openedCredentials struct {
+	mu     sync.Mutex
+	values map[string]map[string]string
+}
+
+// maxOpened bounds openedCredentials: past it, it starts again empty.
+const maxOpened = 1024
+
+func (o *openedCredentials) open(kp nkeys.KeyPair, sealed, account, tool string) (map[string]string, error) {
+	key := account + "\x00" + tool + "\x00" + sealed
+	o.mu.Lock()
+	values, ok := o.values[key]
+	o.mu.Unlock()
+	if ok {
+		return values, nil
+	}
+	values, err := wire.OpenCredentials(kp, sealed, account, tool)
+	if err != nil {
+		return nil, fmt.Errorf("workers: %w", err)
+	}
+	o.mu.Lock()
+	if o.values == nil || len(o.values) >= maxOpened {
+		o.values = map[string]map[string]string{}
+	}
+	o.values[key] = values
+	o.mu.Unlock()
+	return values, nil
 }

@@ -107,7 +107,8 @@ type Worker struct {
 
 	stats map[string]*methodStats // by endpoint subject
 
-	failing sync.Map // what (write's) the registry has not taken yet: said once
+	failing sync.Map          // what (write's) the registry has not taken yet: said once
+	opened  openedCredentials // the connection values calls brought, opened
 }
 
 // New returns a worker for tool on nc. Declare its methods with Handle, then call Run.

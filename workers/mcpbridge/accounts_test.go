@@ -58,7 +58,7 @@ func TestAccountSessions(t *testing.T) {
 	e := newEnv(t)
 	cfg := stdioConfig("peracct", 1)
 	cfg.Env = []string{mcpfixture.EnvTokenVar + "={token}"}
-	cfg.AccountSessions, cfg.AccountIdle = 2, 500*time.Millisecond
+	cfg.AccountSessions, cfg.AccountIdle = 2, 2*time.Second // longer than the asks below take on a loaded machine
 	sealKey, _ := nkeys.CreateCurveKeys()
 	b := e.startWith(cfg, workers.WithSealKey(sealKey))
 	pub, _ := sealKey.PublicKey()
