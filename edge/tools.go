@@ -133,10 +133,7 @@ func (e *Edge) getTools(c *gin.Context) {
 	entries := snap.Tools(p)
 	list := ToolList{Tools: make([]ToolInfo, 0, len(entries))}
 	for _, t := range entries {
-		info := e.toolInfo(snap, t.Tool, snap.Connection(p.Account, t.Tool.ID))
-		st := e.connectionState(c, p.Account, t.Tool)
-		info.Connection = &st
-		list.Tools = append(list.Tools, info)
+		list.Tools = append(list.Tools, e.accountToolInfo(c, snap, p.Account, t.Tool))
 	}
 	c.JSON(http.StatusOK, list)
 }
@@ -151,10 +148,15 @@ func (e *Edge) getTool(c *gin.Context) {
 		e.fail(c, err)
 		return
 	}
-	info := e.toolInfo(snap, t.Tool, snap.Connection(p.Account, t.Tool.ID))
-	st := e.connectionState(c, p.Account, t.Tool)
+	c.JSON(http.StatusOK, e.accountToolInfo(c, snap, p.Account, t.Tool))
+}
+
+// accountToolInfo is t as account sees it: with its links and its connection's state.
+func (e *Edge) accountToolInfo(c *gin.Context, snap *registry.Snapshot, account string, t *registry.Tool) ToolInfo {
+	info := e.toolInfo(snap, t, snap.Connection(account, t.ID))
+	st := e.connectionState(c, account, t)
 	info.Connection = &st
-	c.JSON(http.StatusOK, info)
+	return info
 }
 
 // toolCall runs one method of one tool: POST /tool-call/{tool}/{method} and POST
