@@ -62,15 +62,16 @@ func ParseKeyring(text string) (*Keyring, error) {
 	return r, nil
 }
 
-// ReadKeyFile reads the KEK file at path, which only its owner may read or write: a
-// file readable by others is refused.
+// ReadKeyFile reads the KEK file at path, which only its owner may write and others
+// may not read: a file others may read, or its group write, is refused. Its group may
+// read it, as a Kubernetes secret's fsGroup does (mode 0440).
 func ReadKeyFile(path string) (*Keyring, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("credentials: key file: %w", err)
 	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("credentials: key file %s: mode %v: group and others must have no access (chmod 600)", path, fi.Mode().Perm())
+	if fi.Mode().Perm()&0o037 != 0 {
+		return nil, fmt.Errorf("credentials: key file %s: mode %v: others must have no access, and the group at most read (chmod 600)", path, fi.Mode().Perm())
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {

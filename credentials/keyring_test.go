@@ -18,6 +18,20 @@ func TestKeyFile(t *testing.T) {
 	if _, err := ReadKeyFile(path); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 		t.Fatalf("a key file others may read: %v, want it refused", err)
 	}
+	for _, mode := range []os.FileMode{0o660, 0o604} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ReadKeyFile(path); err == nil {
+			t.Fatalf("a key file of mode %v: read, want it refused", mode)
+		}
+	}
+	if err := os.Chmod(path, 0o440); err != nil { // a Kubernetes secret read through fsGroup
+		t.Fatal(err)
+	}
+	if _, err := ReadKeyFile(path); err != nil {
+		t.Fatalf("a key file of mode 0440: %v", err)
+	}
 	if err := os.Chmod(path, 0o600); err != nil {
 		t.Fatal(err)
 	}
