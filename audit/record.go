@@ -78,6 +78,11 @@ const (
 	ActionConnect       = "connect"
 	ActionDisconnect    = "disconnect"
 	ActionRotateLink    = "rotate-link"
+	// A connection's credentials: set (PUT or PATCH), cleared, or every record
+	// wrapped again under the current key-encryption key.
+	ActionSetCredentials   = "set-credentials"
+	ActionClearCredentials = "clear-credentials"
+	ActionRotateKey        = "rotate-credentials-key"
 )
 
 // subject is where r is written.

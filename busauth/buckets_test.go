@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/calls"
+	"github.com/toolgate/toolgate/credentials"
 	"github.com/toolgate/toolgate/edge/dashboard"
 	"github.com/toolgate/toolgate/registry"
 )
@@ -15,6 +16,7 @@ func TestEdgeBucketsAreTheRegistrys(t *testing.T) {
 	want := []string{
 		registry.BucketTools, registry.BucketAccounts, registry.BucketKeys, registry.BucketConnections, registry.BucketLinks,
 		registry.BucketPresence, registry.BucketSessions, registry.BucketRates, registry.BucketQuotas, dashboard.SessionBucket, calls.Bucket,
+		credentials.Bucket,
 	}
 	slices.Sort(want)
 	got := slices.Sorted(slices.Values(edgeBuckets))

@@ -223,6 +223,9 @@ func (d *Deployment) IssueWorker(tools []string, name string, expires time.Durat
 	if err != nil {
 		return nil, Grant{}, err
 	}
+	if creds, err = d.withSealKeys(creds, tools); err != nil {
+		return nil, Grant{}, err
+	}
 	if err := d.record(g); err != nil {
 		return nil, Grant{}, err
 	}
@@ -615,4 +618,27 @@ func lock(dir string) (unlock func(), err error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// withSealKeys appends to a worker's credentials the seal key of each of its tools
+// (wire.SealKeyBlock), to which edges seal the accounts' connection values for the
+// tool's calls. Each is derived from the account's seed, so that every credentials
+// file issued for a tool carries the same key, and none issued for another tool does.
+func (d *Deployment) withSealKeys(creds []byte, tools []string) ([]byte, error) {
+	seed, err := d.account.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("busauth: seal keys: %w", err)
+	}
+	for _, tool := range tools {
+		kp, err := wire.DeriveSealKey(seed, tool)
+		if err != nil {
+			return nil, fmt.Errorf("busauth: seal key of %s: %w", tool, err)
+		}
+		block, err := wire.SealKeyBlock(kp, tool)
+		if err != nil {
+			return nil, err
+		}
+		creds = append(creds, block...)
+	}
+	return creds, nil
 }

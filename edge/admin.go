@@ -87,6 +87,7 @@ func (e *Edge) adminRoutes(g *gin.RouterGroup) {
 	g.GET("/connections/:account/:tool", e.getConnection)
 	g.DELETE("/connections/:account/:tool", e.disconnect)
 	g.POST("/links/:account/:tool/rotate", e.rotateLink)
+	e.credentialRoutes(g)
 }
 
 func (e *Edge) connectionView(c *registry.Connection) Connection {
@@ -143,6 +144,18 @@ func (e *Edge) deleteAccount(c *gin.Context) {
 	id, ok := e.pathID(c, "account")
 	if !ok {
 		return
+	}
+	if _, err := e.store.Account(c.Request.Context(), id); err != nil {
+		e.fail(c, err)
+		return
+	}
+	if v := e.cfg.Credentials; v != nil {
+		// First, so that an account whose deletion fails midway keeps nothing stored
+		// it cannot be asked to delete again.
+		if err := v.ClearAccount(c.Request.Context(), id); err != nil {
+			e.fail(c, err)
+			return
+		}
 	}
 	if err := e.store.DeleteAccount(c.Request.Context(), id); err != nil {
 		e.fail(c, err)
@@ -318,6 +331,13 @@ func (e *Edge) disconnect(c *gin.Context) {
 	if err := e.store.Disconnect(c.Request.Context(), account, tool, e.signer); err != nil {
 		e.fail(c, err)
 		return
+	}
+	if v := e.cfg.Credentials; v != nil {
+		// The connection's values go with it.
+		if err := v.Clear(c.Request.Context(), account, tool); err != nil {
+			e.fail(c, err)
+			return
+		}
 	}
 	e.adminChange(c, http.StatusNoContent, audit.ActionDisconnect, account, "", tool)
 	c.Status(http.StatusNoContent)

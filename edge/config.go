@@ -12,6 +12,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/toolgate/toolgate/calls"
+	"github.com/toolgate/toolgate/credentials"
 )
 
 // DefaultMaxBodyBytes is the largest request body the edge reads: 1 MiB, the NATS
@@ -58,6 +59,10 @@ type Config struct {
 	// and DELETE /calls/{id}); nil serves every call synchronously and leaves /calls
 	// answering 404.
 	Calls *calls.Calls
+	// Credentials keeps the connections' values (package credentials): the admin
+	// routes that set them, and each tool's connection state in get-tools; nil turns
+	// them off (every connection that needs values shows needs_credentials).
+	Credentials *credentials.Vault
 	// Dashboard serves every path under DashboardPath (package edge/dashboard, whose
 	// prefix must be DashboardPath); nil leaves them answering 404.
 	Dashboard http.Handler

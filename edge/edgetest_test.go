@@ -20,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/calls"
+	"github.com/toolgate/toolgate/credentials"
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/edge/dashboard"
 	"github.com/toolgate/toolgate/gateway"
@@ -44,10 +45,11 @@ type env struct {
 	client   *http.Client
 	adminKey string
 	logs     *testenv.Buffer
-	srv      *server.Server // the NATS server, when the env started it
-	trail    *audit.Trail   // the audit trail, withAudit
-	name     string         // the edge's instance name in the trail
-	stop     func() error   // ends Serve and returns what it returned
+	srv      *server.Server     // the NATS server, when the env started it
+	trail    *audit.Trail       // the audit trail, withAudit
+	vault    *credentials.Vault // the connections' credentials, withCredentials
+	name     string             // the edge's instance name in the trail
+	stop     func() error       // ends Serve and returns what it returned
 }
 
 type envOptions struct {
@@ -56,21 +58,23 @@ type envOptions struct {
 	server    func(*bus.ServerConfig)
 	edge      func(*edge.Config)
 	gateway   func(*gateway.Config)
-	mcp       bool // serve MCP with the sse package, as toolgate edge does
-	dashboard bool // serve the dashboard, as toolgate edge does
-	audit     bool // keep the audit trail, as toolgate edge does
+	mcp       bool                 // serve MCP with the sse package, as toolgate edge does
+	dashboard bool                 // serve the dashboard, as toolgate edge does
+	audit     bool                 // keep the audit trail, as toolgate edge does
+	keys      *credentials.Keyring // keep credentials under these keys, as toolgate edge does
 }
 
 type option func(*envOptions)
 
-func withEdge(f func(*edge.Config)) option        { return func(o *envOptions) { o.edge = f } }
-func withServer(f func(*bus.ServerConfig)) option { return func(o *envOptions) { o.server = f } }
-func withMCP() option                             { return func(o *envOptions) { o.mcp = true } }
-func withDashboard() option                       { return func(o *envOptions) { o.dashboard = true } }
-func withAudit() option                           { return func(o *envOptions) { o.audit = true } }
-func onCluster(url string) option                 { return func(o *envOptions) { o.natsURL, o.replicas = url, 3 } }
-func onServer(url string) option                  { return func(o *envOptions) { o.natsURL = url } }
-func withGateway(f func(*gateway.Config)) option  { return func(o *envOptions) { o.gateway = f } }
+func withEdge(f func(*edge.Config)) option          { return func(o *envOptions) { o.edge = f } }
+func withServer(f func(*bus.ServerConfig)) option   { return func(o *envOptions) { o.server = f } }
+func withMCP() option                               { return func(o *envOptions) { o.mcp = true } }
+func withDashboard() option                         { return func(o *envOptions) { o.dashboard = true } }
+func withAudit() option                             { return func(o *envOptions) { o.audit = true } }
+func onCluster(url string) option                   { return func(o *envOptions) { o.natsURL, o.replicas = url, 3 } }
+func onServer(url string) option                    { return func(o *envOptions) { o.natsURL = url } }
+func withGateway(f func(*gateway.Config)) option    { return func(o *envOptions) { o.gateway = f } }
+func withCredentials(k *credentials.Keyring) option { return func(o *envOptions) { o.keys = k } }
 
 func newEnv(t testing.TB, opts ...option) *env {
 	t.Helper()
@@ -101,6 +105,13 @@ func newEnv(t testing.TB, opts ...option) *env {
 		e.trail = openTrail(t, e.nc, o.replicas, e.name)
 		gwOpts = append(gwOpts, gateway.WithAudit(e.trail))
 	}
+	if o.keys != nil {
+		if e.vault, err = credentials.Open(testenv.Context(t), e.store, o.keys, false); err != nil {
+			t.Fatal(err)
+		}
+		e.vault.Follow(testenv.Context(t), testenv.Logger(t))
+		gwOpts = append(gwOpts, gateway.WithCredentials(e.vault))
+	}
 	gcfg := gateway.DefaultConfig()
 	if o.gateway != nil {
 		o.gateway(&gcfg)
@@ -113,6 +124,7 @@ func newEnv(t testing.TB, opts ...option) *env {
 	cfg.BaseURL = e.url
 	cfg.AdminKeyHash = registry.Hash(e.adminKey)
 	cfg.DrainDelay = 0 // tests stop their edge at once; TestShutdownDrains gives it one
+	cfg.Credentials = e.vault
 	if o.edge != nil {
 		o.edge(&cfg)
 	}

@@ -32,7 +32,10 @@ type ToolInfo struct {
 	Version     string `json:"version,omitempty"`
 	Availability
 	Links
-	Methods []MethodInfo `json:"methods"`
+	// Connection is whether the caller's account has set every value the tool's
+	// connection requires (absent from an administrator's view of a tool).
+	Connection *ConnectionState `json:"connection,omitempty"`
+	Methods    []MethodInfo     `json:"methods"`
 }
 
 // Availability is whether a tool can take calls now: how many of its workers are
@@ -130,7 +133,7 @@ func (e *Edge) getTools(c *gin.Context) {
 	entries := snap.Tools(p)
 	list := ToolList{Tools: make([]ToolInfo, 0, len(entries))}
 	for _, t := range entries {
-		list.Tools = append(list.Tools, e.toolInfo(snap, t.Tool, snap.Connection(p.Account, t.Tool.ID)))
+		list.Tools = append(list.Tools, e.accountToolInfo(c, snap, p.Account, t.Tool))
 	}
 	c.JSON(http.StatusOK, list)
 }
@@ -145,7 +148,15 @@ func (e *Edge) getTool(c *gin.Context) {
 		e.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, e.toolInfo(snap, t.Tool, snap.Connection(p.Account, t.Tool.ID)))
+	c.JSON(http.StatusOK, e.accountToolInfo(c, snap, p.Account, t.Tool))
+}
+
+// accountToolInfo is t as account sees it: with its links and its connection's state.
+func (e *Edge) accountToolInfo(c *gin.Context, snap *registry.Snapshot, account string, t *registry.Tool) ToolInfo {
+	info := e.toolInfo(snap, t, snap.Connection(account, t.ID))
+	st := e.connectionState(c, account, t)
+	info.Connection = &st
+	return info
 }
 
 // toolCall runs one method of one tool: POST /tool-call/{tool}/{method} and POST

@@ -182,7 +182,7 @@ var Kinds = []*Kind{
 	KindForbidden, KindToolNotFound, KindMethodNotFound, KindRPCMethodNotFound, KindSessionNotFound, KindNotFound,
 	KindMethodNotAllowed, KindConflict, KindPayloadTooLarge, KindUnsupportedMediaType,
 	KindRateLimited, KindQuotaExceeded, KindSessionLimit, KindCanceled, KindInternal, KindToolError,
-	KindToolUnavailable, KindCallLost, KindToolTimeout, KindCallNotFound, KindResultTooLarge,
+	KindToolUnavailable, KindCallLost, KindToolTimeout, KindCallNotFound, KindResultTooLarge, KindConnectionRequired,
 }
 
 // Error is a failure a part of the gateway finds itself (a route that does not exist,
@@ -283,6 +283,9 @@ func (e *SessionLimitError) Error() string {
 // gateway's, the registry's and the bus's errors to a kind.
 func Classify(err error) Failure {
 	f, ok := classifyOwn(err)
+	if !ok {
+		f, ok = classifyConnection(err)
+	}
 	if !ok {
 		f, ok = classifyTool(err)
 	}

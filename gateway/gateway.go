@@ -100,6 +100,7 @@ type Gateway struct {
 	log    *slog.Logger
 	calls  *bus.Watcher // gives up the calls whose worker died
 	trail  *audit.Trail // nil: no audit trail
+	creds  Credentials  // nil: calls carry no connection values
 	quotas *quotaCounts // nil: no quotas (WithQuotas)
 
 	fallbackLogged atomic.Int64 // unix seconds of the last warning that the shared buckets failed
@@ -205,6 +206,7 @@ type Call struct {
 	// not look it up again.
 	Entry *registry.MethodEntry
 
+	sealed string // the account's connection values sealed to the tool (WithCredentials)
 	// hold is what the call holds of its quotas' calls at once, from Check until it
 	// is answered (Call, Forward, Refuse, Answered).
 	hold *quotaHold
@@ -229,6 +231,9 @@ func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, er
 		return nil, err
 	}
 	if err := g.allow(ctx, c.Principal); err != nil {
+		return nil, err
+	}
+	if err := g.sealCredentials(ctx, c, m.Tool, true); err != nil {
 		return nil, err
 	}
 	hold, err := g.takeQuotas(ctx, c.Principal, c.Tool, c.Method)
@@ -302,6 +307,9 @@ func (g *Gateway) forward(ctx context.Context, c *Call) (*wire.Reply, error) {
 	if err := g.allow(ctx, c.Principal); err != nil {
 		return nil, err
 	}
+	if err := g.sealCredentials(ctx, c, t.Tool, false); err != nil {
+		return nil, err
+	}
 	hold, err := g.takeQuotas(ctx, c.Principal, c.Tool, c.Method)
 	if err != nil {
 		return nil, err
@@ -339,6 +347,7 @@ func (g *Gateway) send(ctx context.Context, c *Call, mcp bool, timeout time.Dura
 		Data:       c.Params,
 		MCPContext: c.MCPContext,
 	}
+	req.Header = withSealed(req.Header, c.sealed)
 	began := time.Now()
 	for {
 		reply, err := g.calls.Send(ctx, req, holding)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -40,6 +41,11 @@ type Call struct {
 	w        *Worker
 	req      wire.Request
 	progress bool // the caller follows the call's progress
+
+	sealed    string // the account's connection values, sealed to the tool (wire.HeaderCredentials)
+	credsOnce sync.Once
+	creds     map[string]string
+	credsErr  error
 }
 
 // Bind decodes the parameters into v.

@@ -86,6 +86,12 @@ func (w *Worker) newCall(method string, in inbound, req *wire.Request) *Call {
 	if len(req.ClientCapabilityObject) > 0 && json.Valid(req.ClientCapabilityObject) {
 		c.ClientCapabilities = json.RawMessage(req.ClientCapabilityObject)
 	}
+	if v := in.header[wire.HeaderCredentials]; len(v) > 0 {
+		// Kept from the headers a handler sees (and may log): sealed, but the
+		// handler's way to the values is Credentials.
+		c.sealed = v[0]
+		delete(in.header, wire.HeaderCredentials)
+	}
 	return c
 }
 

@@ -2,9 +2,12 @@ package workers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/nats-io/nkeys"
 
 	"github.com/toolgate/toolgate/bus/wire"
 )
@@ -116,6 +119,10 @@ func (w *Worker) record(methods []Method, hasMCP bool) (wire.Tool, error) {
 		Owner: w.tool.Owner, Capabilities: w.tool.Capabilities, Methods: []wire.Method{},
 		Holding: true, // see announceHolding
 	}
+	var err error
+	if rec.Connection, err = w.connection(); err != nil {
+		return fail("%v", err)
+	}
 	for _, m := range methods {
 		switch {
 		case m.err != nil:
@@ -138,4 +145,25 @@ func (w *Worker) record(methods []Method, hasMCP bool) (wire.Tool, error) {
 		return wire.Tool{}, fmt.Errorf("workers: %w", err)
 	}
 	return rec, nil
+}
+
+// connection is the tool's connection as its record declares it: the fields, and
+// the public key of the seal key their values are sealed to; nil for a tool that
+// declares no fields.
+func (w *Worker) connection() (*wire.Connection, error) {
+	if len(w.tool.Connection) == 0 {
+		return nil, nil
+	}
+	if w.cfg.sealKey == nil {
+		return nil, errors.New("connection: no seal key")
+	}
+	pub, err := w.cfg.sealKey.PublicKey()
+	if err != nil || !nkeys.IsValidPublicCurveKey(pub) {
+		return nil, errors.New("connection: the seal key is not an X25519 (curve) key pair")
+	}
+	conn := &wire.Connection{Fields: w.tool.Connection, SealKey: pub}
+	if err := wire.CheckConnection(conn); err != nil {
+		return nil, err
+	}
+	return conn, nil
 }

@@ -1,8 +1,12 @@
 package workers
 
 import (
+	"fmt"
 	"log/slog"
+	"os"
 	"time"
+
+	"github.com/nats-io/nkeys"
 
 	"github.com/toolgate/toolgate/bus/wire"
 )
@@ -22,6 +26,7 @@ type config struct {
 	heartbeat    time.Duration
 	log          *slog.Logger
 	subjects     wire.Subjects
+	sealKey      nkeys.KeyPair
 }
 
 // WithInstance names this instance in the presence bucket and in nats micro metadata
@@ -64,3 +69,26 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
 // WithSubjects sets the bus subjects' prefix (wire.DefaultSubjects by default).
 func WithSubjects(s wire.Subjects) Option { return func(c *config) { c.subjects = s } }
+
+// WithSealKey sets the tool's seal key: the X25519 key pair (nkeys curve keys) whose
+// public key the tool's record carries, to which the edges seal each account's
+// connection values for each call, and with which the worker opens them. Every
+// instance of the tool must hold the same: a worker credentials file issued by
+// `toolgate creds issue` carries the tool's (SealKeyFromCreds). Without one, a tool
+// that declares Connection fields makes a key of its own at Run, which serves one
+// instance alone: another instance would replace the record's key with its own.
+func WithSealKey(kp nkeys.KeyPair) Option { return func(c *config) { c.sealKey = kp } }
+
+// SealKeyFromCreds reads tool's seal key from a worker credentials file.
+func SealKeyFromCreds(path, tool string) (nkeys.KeyPair, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("workers: seal key: %w", err)
+	}
+	defer clear(b)
+	kp, err := wire.ParseSealKey(b, tool)
+	if err != nil {
+		return nil, fmt.Errorf("workers: seal key: %s: %w", path, err)
+	}
+	return kp, nil
+}

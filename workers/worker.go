@@ -28,6 +28,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/nats-io/nkeys"
 
 	"github.com/toolgate/toolgate/bus/wire"
 )
@@ -40,7 +41,15 @@ type Tool struct {
 	Version      string // a semantic version (a leading "v" is dropped); "0.0.0" when empty
 	Owner        string // the account that deploys the tool, if any
 	Capabilities Capabilities
+	// Connection are the values each account's connection to the tool needs (a
+	// token, an API key): an account sets them through the gateway, and each of its
+	// calls brings them, sealed to the tool's key (WithSealKey), which the handler
+	// reads with Call.Credentials.
+	Connection []Field
 }
+
+// Field is one value of a connection: its name, whether it is a secret, what it is.
+type Field = wire.Field
 
 // Method is one method of the tool and the handler that answers its calls.
 type Method struct {
@@ -98,7 +107,8 @@ type Worker struct {
 
 	stats map[string]*methodStats // by endpoint subject
 
-	failing sync.Map // what (write's) the registry has not taken yet: said once
+	failing sync.Map          // what (write's) the registry has not taken yet: said once
+	opened  openedCredentials // the connection values calls brought, opened
 }
 
 // New returns a worker for tool on nc. Declare its methods with Handle, then call Run.
@@ -119,6 +129,9 @@ func New(nc *nats.Conn, tool Tool, opts ...Option) *Worker {
 	}
 	if cfg.instance == "" {
 		cfg.instance = defaultInstance()
+	}
+	if len(tool.Connection) > 0 && cfg.sealKey == nil {
+		cfg.sealKey, _ = nkeys.CreateCurveKeys() // fails only without a source of randomness; record says so
 	}
 	return &Worker{
 		nc:        nc,

@@ -22,8 +22,11 @@ type Tool struct {
 	Capabilities Capabilities `json:"capabilities,omitzero"`
 	// Holding says the tool's workers name the calls they hold (see HoldingAfter):
 	// edges then give up a call they hear nothing of, instead of waiting its deadline.
-	Holding   bool      `json:"holding,omitempty"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Holding bool `json:"holding,omitempty"`
+	// Connection is what an account's connection to the tool needs (its fields, the
+	// key its values are sealed to on each call); nil: nothing.
+	Connection *Connection `json:"connection,omitempty"`
+	UpdatedAt  time.Time   `json:"updated_at"`
 }
 
 // Method is one callable method of a tool.
@@ -98,6 +101,11 @@ func CheckTool(t *Tool) error {
 			if len(f.raw) > 0 && !json.Valid(f.raw) {
 				return fmt.Errorf("tool %s: method %s: %s: not JSON", t.ID, m.Name, f.what)
 			}
+		}
+	}
+	if t.Connection != nil {
+		if err := CheckConnection(t.Connection); err != nil {
+			return fmt.Errorf("tool %s: %w", t.ID, err)
 		}
 	}
 	if mcp := bytes.TrimSpace(t.Capabilities.MCP); len(mcp) > 0 && (mcp[0] != '{' || !json.Valid(mcp)) {

@@ -181,6 +181,7 @@ func newToolsCmd() *cobra.Command {
 					return c.print(cmd, http.MethodDelete, connectionPath(args), nil)
 				}}
 		},
+		toolsCredentialsCmd,
 	)
 }
 

@@ -89,7 +89,7 @@ func runBootstrap(ctx context.Context, cfg bootstrapConfig, out io.Writer, log *
 	if err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
-	for _, name := range []string{"link-secret", "admin-key", "dev-key"} {
+	for _, name := range []string{"link-secret", "admin-key", "dev-key", credentialsKeyFile} {
 		if err := giveToDirOwner(filepath.Join(cfg.Data, name)); err != nil {
 			return fmt.Errorf("bootstrap: data: %w", err)
 		}

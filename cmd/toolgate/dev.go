@@ -16,6 +16,7 @@ import (
 	"github.com/toolgate/toolgate/asks"
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/credentials"
 	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/registry"
 	"github.com/toolgate/toolgate/workers"
@@ -163,6 +164,9 @@ func setupDev(ctx context.Context, data string, store *registry.Store) (*devStat
 	if st.adminKey, _, err = loadOrCreateSecret(filepath.Join(data, "admin-key"), registry.NewKey); err != nil {
 		return nil, fmt.Errorf("dev: admin key: %w", err)
 	}
+	if _, _, err = loadOrCreateSecret(filepath.Join(data, credentialsKeyFile), credentials.NewKeyLine); err != nil {
+		return nil, fmt.Errorf("dev: credentials key: %w", err)
+	}
 	if _, err := store.CreateAccount(ctx, registry.Account{ID: devAccount, Name: "Local development"}); err != nil && !errors.Is(err, registry.ErrExists) {
 		return nil, fmt.Errorf("dev: account: %w", err)
 	}
@@ -237,6 +241,9 @@ func serveDev(ctx context.Context, cfg devConfig, st *devState, natsURL string, 
 	o.Edge.Listen, o.Edge.BaseURL = cfg.Listen, cfg.BaseURL
 	o.Edge.AdminKeyHash = registry.Hash(st.adminKey)
 	o.Edge.DrainDelay = 0 // one process, no balancer to tell: it stops at once
+	if o.credentialKeys, err = credentials.ReadKeyFile(filepath.Join(cfg.Data, credentialsKeyFile)); err != nil {
+		return err
+	}
 	edgeErr := serveEdge(ctx, o, nc, store, signer, log, func(_, base string) {
 		printDevBanner(out, cfg, st, base, natsURL)
 	})

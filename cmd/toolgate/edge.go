@@ -23,6 +23,7 @@ import (
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/busauth"
 	"github.com/toolgate/toolgate/calls"
+	"github.com/toolgate/toolgate/credentials"
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/edge/dashboard"
 	"github.com/toolgate/toolgate/gateway"
@@ -43,11 +44,15 @@ type edgeOptions struct {
 	WriteWait      time.Duration
 	LinkSecretFile string
 	AdminKeyFile   string
-	Dashboard      bool // serve the deployment dashboard under /dashboard/
-	EdgeRates      bool // keep rate limits per edge instead of in the shared buckets
-	Wait           time.Duration
-	MCP            sse.Config
-	Calls          calls.Config
+	// CredentialsKeyFile holds the key-encryption keys of the connections' values
+	// (package credentials); empty: this edge keeps none.
+	CredentialsKeyFile string
+	credentialKeys     *credentials.Keyring // read from CredentialsKeyFile
+	Dashboard          bool                 // serve the deployment dashboard under /dashboard/
+	EdgeRates          bool                 // keep rate limits per edge instead of in the shared buckets
+	Wait               time.Duration
+	MCP                sse.Config
+	Calls              calls.Config
 	// AskConcurrency bounds the workers' asks this edge works on at once (asks.Serve).
 	AskConcurrency int
 	// NoAudit keeps no audit trail; Audit is the trail's retention otherwise (the
@@ -142,39 +147,40 @@ func localURL(addr net.Addr) string {
 
 // edgeEnv maps each flag of `toolgate edge` to the variable that sets it.
 var edgeEnv = map[string]string{
-	"nats":                "TOOLGATE_NATS",
-	"listen":              "TOOLGATE_LISTEN",
-	"base-url":            "TOOLGATE_BASE_URL",
-	"link-secret-file":    "TOOLGATE_LINK_SECRET_FILE",
-	"admin-key-file":      "TOOLGATE_ADMIN_KEY_FILE",
-	"replicas":            "TOOLGATE_REPLICAS",
-	"wait":                "TOOLGATE_WAIT",
-	"update-registry":     "TOOLGATE_UPDATE_REGISTRY",
-	"registry-write-wait": "TOOLGATE_REGISTRY_WRITE_WAIT",
-	"max-body-bytes":      "TOOLGATE_MAX_BODY_BYTES",
-	"default-timeout":     "TOOLGATE_DEFAULT_TIMEOUT",
-	"max-timeout":         "TOOLGATE_MAX_TIMEOUT",
-	"async-max-timeout":   "TOOLGATE_ASYNC_MAX_TIMEOUT",
-	"calls-ttl":           "TOOLGATE_CALLS_TTL",
-	"rate":                "TOOLGATE_RATE",
-	"burst":               "TOOLGATE_BURST",
-	"edge-rates":          "TOOLGATE_EDGE_RATES",
-	"shutdown-timeout":    "TOOLGATE_SHUTDOWN_TIMEOUT",
-	"drain-delay":         "TOOLGATE_DRAIN_DELAY",
-	"ask-concurrency":     "TOOLGATE_ASK_CONCURRENCY",
-	"call-lost-after":     "TOOLGATE_CALL_LOST_AFTER",
-	"read-header-timeout": "TOOLGATE_READ_HEADER_TIMEOUT",
-	"read-body-timeout":   "TOOLGATE_READ_BODY_TIMEOUT",
-	"dashboard":           "TOOLGATE_DASHBOARD",
-	"mcp-keep-alive":      "TOOLGATE_MCP_KEEP_ALIVE",
-	"mcp-max-sessions":    "TOOLGATE_MCP_MAX_SESSIONS",
-	"mcp-session-idle":    "TOOLGATE_MCP_SESSION_IDLE",
-	"mcp-event-retention": "TOOLGATE_MCP_EVENT_RETENTION",
-	"mcp-allowed-origins": "TOOLGATE_MCP_ALLOWED_ORIGINS",
-	"mcp-allowed-hosts":   "TOOLGATE_MCP_ALLOWED_HOSTS",
-	"no-audit":            "TOOLGATE_NO_AUDIT",
-	"audit-max-age":       "TOOLGATE_AUDIT_MAX_AGE",
-	"audit-max-bytes":     "TOOLGATE_AUDIT_MAX_BYTES",
+	"nats":                 "TOOLGATE_NATS",
+	"listen":               "TOOLGATE_LISTEN",
+	"base-url":             "TOOLGATE_BASE_URL",
+	"link-secret-file":     "TOOLGATE_LINK_SECRET_FILE",
+	"admin-key-file":       "TOOLGATE_ADMIN_KEY_FILE",
+	"credentials-key-file": "TOOLGATE_CREDENTIALS_KEY_FILE",
+	"replicas":             "TOOLGATE_REPLICAS",
+	"wait":                 "TOOLGATE_WAIT",
+	"update-registry":      "TOOLGATE_UPDATE_REGISTRY",
+	"registry-write-wait":  "TOOLGATE_REGISTRY_WRITE_WAIT",
+	"max-body-bytes":       "TOOLGATE_MAX_BODY_BYTES",
+	"default-timeout":      "TOOLGATE_DEFAULT_TIMEOUT",
+	"max-timeout":          "TOOLGATE_MAX_TIMEOUT",
+	"async-max-timeout":    "TOOLGATE_ASYNC_MAX_TIMEOUT",
+	"calls-ttl":            "TOOLGATE_CALLS_TTL",
+	"rate":                 "TOOLGATE_RATE",
+	"burst":                "TOOLGATE_BURST",
+	"edge-rates":           "TOOLGATE_EDGE_RATES",
+	"shutdown-timeout":     "TOOLGATE_SHUTDOWN_TIMEOUT",
+	"drain-delay":          "TOOLGATE_DRAIN_DELAY",
+	"ask-concurrency":      "TOOLGATE_ASK_CONCURRENCY",
+	"call-lost-after":      "TOOLGATE_CALL_LOST_AFTER",
+	"read-header-timeout":  "TOOLGATE_READ_HEADER_TIMEOUT",
+	"read-body-timeout":    "TOOLGATE_READ_BODY_TIMEOUT",
+	"dashboard":            "TOOLGATE_DASHBOARD",
+	"mcp-keep-alive":       "TOOLGATE_MCP_KEEP_ALIVE",
+	"mcp-max-sessions":     "TOOLGATE_MCP_MAX_SESSIONS",
+	"mcp-session-idle":     "TOOLGATE_MCP_SESSION_IDLE",
+	"mcp-event-retention":  "TOOLGATE_MCP_EVENT_RETENTION",
+	"mcp-allowed-origins":  "TOOLGATE_MCP_ALLOWED_ORIGINS",
+	"mcp-allowed-hosts":    "TOOLGATE_MCP_ALLOWED_HOSTS",
+	"no-audit":             "TOOLGATE_NO_AUDIT",
+	"audit-max-age":        "TOOLGATE_AUDIT_MAX_AGE",
+	"audit-max-bytes":      "TOOLGATE_AUDIT_MAX_BYTES",
 }
 
 func newEdgeCmd() *cobra.Command {
@@ -205,6 +211,7 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.StringVar(&o.Edge.BaseURL, "base-url", "", "the edge's public URL, from which links and API URLs are made (default http://<listen>)")
 	f.StringVar(&o.LinkSecretFile, "link-secret-file", "", "file holding the deployment's link secret (required; the same on every edge)")
 	f.StringVar(&o.AdminKeyFile, "admin-key-file", "", "file holding the admin key (empty: no admin API)")
+	f.StringVar(&o.CredentialsKeyFile, "credentials-key-file", "", "file (mode 0600) holding the key-encryption keys of the connections' credentials, the current one first, the same on every edge (empty: no credentials)")
 	f.IntVar(&o.Replicas, "replicas", o.Replicas, replicasUsage)
 	f.DurationVar(&o.Wait, "wait", o.Wait, waitUsage)
 	f.BoolVar(&o.UpdateRegistry, "update-registry", o.UpdateRegistry, "change the registry's existing buckets, the MCP event log and the calls' bucket to --replicas (and --mcp-event-retention, --calls-ttl), instead of refusing to start when they differ")
@@ -254,6 +261,14 @@ func runEdge(ctx context.Context, o edgeOptions, out io.Writer, log *slog.Logger
 			return fmt.Errorf("edge: admin-key-file: %w", err)
 		}
 		o.Edge.AdminKeyHash = registry.Hash(adminKey)
+	}
+	if o.CredentialsKeyFile != "" {
+		if err := waitForFile(ctx, o.CredentialsKeyFile, o.Wait, log); err != nil {
+			return fmt.Errorf("edge: credentials-key-file: %w", err)
+		}
+		if o.credentialKeys, err = credentials.ReadKeyFile(o.CredentialsKeyFile); err != nil {
+			return fmt.Errorf("edge: %w", err)
+		}
 	}
 
 	if err := startPprof(ctx, log); err != nil {
@@ -312,6 +327,15 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 		}
 		defer closeTrail(trail, o.Edge.ShutdownTimeout, log)
 		gwOpts = append(gwOpts, gateway.WithAudit(trail))
+	}
+	if o.credentialKeys != nil {
+		vault, err := credentials.Open(ctx, store, o.credentialKeys, o.UpdateRegistry)
+		if err != nil {
+			return err
+		}
+		vault.Follow(ctx, log)
+		o.Edge.Credentials = vault
+		gwOpts = append(gwOpts, gateway.WithCredentials(vault))
 	}
 	gw, err := gateway.New(nc, view, o.Gateway, gwOpts...)
 	if err != nil {

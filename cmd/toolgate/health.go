@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 )
 
@@ -104,6 +105,8 @@ func serveWorkerHealth(ctx context.Context, addr string, nc *nats.Conn, log *slo
 		}
 		fmt.Fprintln(w, "ok")
 	})
+	// The worker's metrics (a bridge's upstream sessions of accounts).
+	mux.Handle("GET /metrics", promhttp.Handler())
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

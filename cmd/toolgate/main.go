@@ -49,6 +49,7 @@ func newRootCmd() *cobra.Command {
 		newConnectCmd(),
 		newWorkerCmd(),
 		newCredsCmd(),
+		newCredentialsCmd(),
 		newStateCmd(),
 		newCertsCmd(),
 		newBootstrapCmd(),

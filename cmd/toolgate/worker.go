@@ -196,7 +196,10 @@ func newWorkerMCPCmd() *cobra.Command {
 	f.IntVar(&bridge.ClientSessions, "client-sessions", bridge.ClientSessions, "most upstream sessions (for a command, processes) held at once for MCP client sessions, one each; more are refused until one ends")
 	f.DurationVar(&bridge.ClientSessionIdle, "client-session-idle", bridge.ClientSessionIdle, "end the upstream session of an MCP client session that made no request for this long")
 	f.StringVar(&bridge.URL, "url", "", "a remote server's Streamable HTTP (or HTTP+SSE) endpoint, instead of a command")
-	f.StringArrayVar(&headers, "header", nil, "a header sent to the --url server, as \"Name: value\" (repeatable)")
+	f.StringArrayVar(&headers, "header", nil, "a header sent to the --url server, as \"Name: value\" (repeatable); {field} in a value is the calling account's value of that connection field")
+	f.StringArrayVar(&bridge.Env, "env", nil, "a variable of the command's environment, as NAME=value (repeatable); {field} in a value is the calling account's value of that connection field, and each account's calls then go to a process of its own")
+	f.IntVar(&bridge.AccountSessions, "account-sessions", bridge.AccountSessions, "most upstream sessions (for a command, processes) held at once for accounts, when --env or --header names a {field}")
+	f.DurationVar(&bridge.AccountIdle, "account-idle", bridge.AccountIdle, "end an account's upstream session that took no call for this long")
 	f.DurationVar(&bridge.CallTimeout, "call-timeout", 0, "the timeout of the server's tools (default: the gateway's)")
 	f.DurationVar(&bridge.StartTimeout, "start-timeout", bridge.StartTimeout, "how long the server may take to start and list its tools")
 	return cmd
@@ -211,5 +214,15 @@ func runMCPWorker(ctx context.Context, cfg workerConfig, bridge mcpbridge.Config
 	}
 	defer nc.Close()
 	defer stop()
-	return lost(ctx, mcpbridge.New(nc, bridge, log).Run(ctx))
+	var opts []workers.Option
+	if len(bridge.ConnectionFields()) > 0 && cfg.NATSAuth.Creds != "" {
+		// The tool's seal key, which every instance of the tool holds: its
+		// credentials file carries it.
+		kp, err := workers.SealKeyFromCreds(cfg.NATSAuth.Creds, bridge.Tool)
+		if err != nil {
+			return fmt.Errorf("worker: %w (issue the tool's credentials again: toolgate creds issue %s)", err, bridge.Tool)
+		}
+		opts = append(opts, workers.WithSealKey(kp))
+	}
+	return lost(ctx, mcpbridge.New(nc, bridge, log, opts...).Run(ctx))
 }

@@ -4,9 +4,12 @@ package mcpfixture
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -33,6 +36,32 @@ type pidOut struct {
 	PID int `json:"pid"`
 }
 
+// Identity is what env_identity answers.
+type Identity struct {
+	Identity string `json:"identity"` // "" when the token is not set
+	PID      int    `json:"pid"`
+}
+
+// tokenOf is whom a request acts as: its bearer token over HTTP, else the process's
+// $FIXTURE_TOKEN.
+func tokenOf(req *mcp.CallToolRequest) string {
+	if req.Extra != nil {
+		if token, ok := strings.CutPrefix(req.Extra.Header.Get("Authorization"), "Bearer "); ok {
+			return token
+		}
+	}
+	return os.Getenv(EnvTokenVar)
+}
+
+// IdentityOf is what env_identity answers for token in process pid.
+func IdentityOf(token string, pid int) Identity {
+	if token == "" {
+		return Identity{PID: pid}
+	}
+	sum := sha256.Sum256([]byte(token))
+	return Identity{Identity: hex.EncodeToString(sum[:8]), PID: pid}
+}
+
 type updateIn struct {
 	URI string `json:"uri"`
 }
@@ -52,6 +81,10 @@ func (f *fixture) addBridgeTools() {
 	mcp.AddTool(s, &mcp.Tool{Name: DottedToolName, Description: "The server process's id (a name with a dot)"},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, pidOut, error) {
 			return nil, pidOut{PID: os.Getpid()}, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: EnvHashToolName, Description: "Whom the server acts as: a hash of the request's bearer token over HTTP, else of $" + EnvTokenVar + "; and the process's id"},
+		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, Identity, error) {
+			return nil, IdentityOf(tokenOf(req), os.Getpid()), nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "sleep", Description: "Sleeps for ms milliseconds, or until cancelled"},
 		func(ctx context.Context, req *mcp.CallToolRequest, in sleepIn) (*mcp.CallToolResult, any, error) {

@@ -48,8 +48,13 @@ const (
 	// MissingCapabilityToolName is a tool that needs the client's sampling and says
 	// so with a JSON-RPC error, MissingSampling's.
 	MissingCapabilityToolName = "test_missing_capability"
-	TemplateURI               = "test://template/{id}/data"
-	WatchedResource           = "test://watched-resource"
+	// EnvHashToolName is a tool that says whom the server acts as: a hash of the
+	// token in its environment (EnvTokenVar), never the token.
+	EnvHashToolName = "env_identity"
+	// EnvTokenVar is the variable env_identity hashes.
+	EnvTokenVar     = "FIXTURE_TOKEN"
+	TemplateURI     = "test://template/{id}/data"
+	WatchedResource = "test://watched-resource"
 )
 
 // New returns the fixture server. Each call returns a server of its own: state (the

@@ -80,13 +80,17 @@ type Bridge struct {
 	mu       sync.Mutex
 	sessions []*session
 	clients  map[string]*session // by MCP client session id
+	accounts map[string]*session // by account and values (accountKey), for a server that acts per account
 	shared   bool                // the server keeps no per-session state: clients share the pool
-	byClient map[*mcp.ClientSession]*session
-	progress map[string]*inflight       // by progress token
-	subs     map[string]map[string]bool // resource URI -> MCP sessions subscribed
-	useSSE   bool                       // the remote server speaks only HTTP+SSE
-	next     int                        // where the next pick starts, to spread ties
-	dropped  map[string]bool            // tools whose input schema was dropped, logged once
+	// perAccount: a template names a connection field, and each account's calls go to
+	// upstream sessions started with its values (see accounts.go).
+	perAccount bool
+	byClient   map[*mcp.ClientSession]*session
+	progress   map[string]*inflight       // by progress token
+	subs       map[string]map[string]bool // resource URI -> MCP sessions subscribed
+	useSSE     bool                       // the remote server speaks only HTTP+SSE
+	next       int                        // where the next pick starts, to spread ties
+	dropped    map[string]bool            // tools whose input schema was dropped, logged once
 
 	stateless statelessState // the upstream session at StatelessRevision
 	// statelessOpen is stateless.s once open, under mu: its tools are methods too,
@@ -97,8 +101,16 @@ type Bridge struct {
 // session is one upstream MCP session: a shared one, restarted when it ends, or the
 // one of a client session. Its fields are guarded by the Bridge's mu.
 type session struct {
-	idx    int    // in the pool; -1 for a client's
+	idx    int    // in the pool; -1 for a client's or an account's
 	client string // the MCP client session it serves; "" for a shared one
+	// account is the account whose calls (without an MCP session) it serves, for a
+	// server that acts per account; "" for a client's or a shared one.
+	account string
+	// values are the account's values of the connection's fields, with which a
+	// server that acts per account is started (Config.Env, Header); nil for none.
+	values map[string]string
+	key    string              // a client's or an account's: its key in holder
+	holder map[string]*session // b.clients or b.accounts, for a client's or an account's
 	// revision is the MCP revision the session asks for: ProtocolVersion unless set
 	// (StatelessRevision, for the calls of clients of that revision).
 	revision string
@@ -145,9 +157,13 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger, opts ...workers.Option) *B
 		changed:  make(chan struct{}, 1),
 		byClient: map[*mcp.ClientSession]*session{},
 		clients:  map[string]*session{},
+		accounts: map[string]*session{},
 		progress: map[string]*inflight{},
 		subs:     map[string]map[string]bool{},
 		dropped:  map[string]bool{},
+	}
+	if b.perAccount = cfg.templated(); b.perAccount {
+		b.registerMetrics()
 	}
 	for i := range cfg.Sessions {
 		b.sessions = append(b.sessions, &session{idx: i, caps: everyCapability(), calls: map[*inflight]struct{}{}, relist: make(chan struct{}, 1)})
@@ -257,7 +273,7 @@ var semverPattern = regexp.MustCompile(`^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\
 // tool is what the worker declares: the configured id and title, and what the server
 // says of itself.
 func (b *Bridge) tool(info *mcp.InitializeResult, raw json.RawMessage) workers.Tool {
-	t := workers.Tool{ID: b.cfg.Tool, Title: b.cfg.Title, Description: info.Instructions}
+	t := workers.Tool{ID: b.cfg.Tool, Title: b.cfg.Title, Description: info.Instructions, Connection: b.cfg.ConnectionFields()}
 	if si := info.ServerInfo; si != nil {
 		t.Title = cmp.Or(t.Title, si.Title, si.Name)
 		if semverPattern.MatchString(si.Version) { // nats micro wants a semantic version

@@ -21,7 +21,7 @@ import (
 // sends notifications/cancelled upstream), answered with the server's CallToolResult.
 func (b *Bridge) callTool(name string) workers.Handler {
 	return func(ctx context.Context, c *workers.Call) (any, error) {
-		if stateless(c) {
+		if stateless(c) && !b.perAccount {
 			if s := b.statelessSession(); s != nil {
 				return b.callStateless(ctx, c, s, name)
 			}
@@ -101,8 +101,17 @@ func (b *Bridge) acquire(ctx context.Context, c *workers.Call, tool string) (*in
 	b.mu.Lock()
 	own := c.Session != "" && !b.shared
 	b.mu.Unlock()
-	if own {
-		in, err := b.acquireClient(ctx, c)
+	values, err := b.valuesOf(c)
+	if err != nil {
+		return nil, err
+	}
+	if own || values != nil {
+		var in *inflight
+		if own {
+			in, err = b.acquireClient(ctx, c)
+		} else {
+			in, err = b.acquireAccount(ctx, c, values)
+		}
 		if err != nil {
 			return nil, err
 		}

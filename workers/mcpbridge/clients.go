@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -65,24 +67,45 @@ func clientCapabilities(c *workers.Call) *mcp.ClientCapabilities {
 }
 
 // acquireClient counts c as running on the upstream session of its client session,
-// opening that session first if it has none.
+// opening that session first if it has none. A server that acts per account
+// (Config.Env, Header templates) runs it with the values of the session's account.
 func (b *Bridge) acquireClient(ctx context.Context, c *workers.Call) (*inflight, error) {
+	values, err := b.valuesOf(c)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	s := b.clients[c.Session]
+	b.mu.Unlock()
+	if s != nil && b.perAccount && !maps.Equal(s.values, values) {
+		// The account changed its values (or set them since the session began): the
+		// server must act with the new ones, so the session starts again.
+		b.endClient(c.Session, s, "the account's connection values changed")
+	}
+	return b.acquireHeld(ctx, c, b.clients, c.Session, b.cfg.ClientSessions, "client sessions (its client-sessions setting)", func() *session {
+		return &session{idx: -1, client: c.Session, caps: clientCapabilities(c), level: c.LogLevel, values: values}
+	})
+}
+
+// acquireHeld counts c as running on the upstream session held in held under key,
+// opening one made by fresh first if there is none, and at most limit held at once.
+func (b *Bridge) acquireHeld(ctx context.Context, c *workers.Call, held map[string]*session, key string, limit int,
+	what string, fresh func() *session) (*inflight, error) {
 	for {
 		b.mu.Lock()
-		s := b.clients[c.Session]
+		s := held[key]
 		if s == nil {
-			if len(b.clients) >= b.cfg.ClientSessions {
+			if len(held) >= limit {
 				b.mu.Unlock()
 				return nil, &workers.Error{Code: CodeSessionLimit, Status: 503, Message: fmt.Sprintf(
-					"the bridge holds its most upstream sessions for client sessions (%d, its client-sessions setting); retry once one ends", b.cfg.ClientSessions)}
+					"the bridge holds its most upstream sessions for %s: %d; retry once one ends", what, limit)}
 			}
-			s = &session{
-				idx: -1, client: c.Session, caps: clientCapabilities(c), level: c.LogLevel,
-				opened: make(chan struct{}), used: time.Now(),
-				calls: map[*inflight]struct{}{}, relist: make(chan struct{}, 1),
-			}
-			b.clients[c.Session] = s
-			go b.openClient(s)
+			s = fresh()
+			s.key, s.holder, s.opened, s.used = key, held, make(chan struct{}), time.Now()
+			s.calls, s.relist = map[*inflight]struct{}{}, make(chan struct{}, 1)
+			held[key] = s
+			b.counted(s)
+			go b.openHeld(s)
 		}
 		opened := s.opened
 		b.mu.Unlock()
@@ -98,7 +121,7 @@ func (b *Bridge) acquireClient(ctx context.Context, c *workers.Call) (*inflight,
 			b.mu.Unlock()
 			return nil, &workers.Error{Code: CodeUnavailable, Status: 503, Message: "the upstream session of this client session did not start: " + err.Error()}
 		}
-		if s.cs == nil || b.clients[c.Session] != s {
+		if s.cs == nil || held[key] != s {
 			b.mu.Unlock()
 			continue // it ended meanwhile: open another
 		}
@@ -127,21 +150,23 @@ func (b *Bridge) setLevel(ctx context.Context, s *session, cs *mcp.ClientSession
 	}
 }
 
-// openClient opens a client's upstream session, and ends it when the server does.
-func (b *Bridge) openClient(s *session) {
+// openHeld opens a client's or an account's upstream session, and ends it when the
+// server does.
+func (b *Bridge) openHeld(s *session) {
 	err := b.open(b.life, s)
 	b.mu.Lock()
 	if err != nil {
 		s.err = err
-		if b.clients[s.client] == s {
-			delete(b.clients, s.client)
+		if s.holder[s.key] == s {
+			delete(s.holder, s.key)
+			b.counted(s)
 		}
 	}
 	down := s.down
 	close(s.opened)
 	b.mu.Unlock()
 	if err != nil {
-		b.log.Warn("upstream session of a client session did not start", "client_session", s.client, "err", err)
+		b.log.Warn("upstream session of a client session or account did not start", s.whose()...)
 		return
 	}
 	select {
@@ -149,21 +174,34 @@ func (b *Bridge) openClient(s *session) {
 		b.mu.Lock()
 		ended := s.ended
 		b.mu.Unlock()
-		b.endClient(s.client, s, fmt.Sprintf("the server ended it (%v)", ended))
+		b.endHeld(s.holder, s.key, s, fmt.Sprintf("the server ended it (%v)", ended))
 	case <-b.life.Done():
 	}
 }
 
+// whose are the log attributes naming whom a held session serves.
+func (s *session) whose() []any {
+	if s.client != "" {
+		return []any{"client_session", s.client}
+	}
+	return []any{"account", s.account}
+}
+
 // endClient ends the upstream session of client session id (only if it is s, when s
 // is given).
-func (b *Bridge) endClient(id string, s *session, why string) {
+func (b *Bridge) endClient(id string, s *session, why string) { b.endHeld(b.clients, id, s, why) }
+
+// endHeld ends the upstream session held in held under key (only if it is s, when s
+// is given).
+func (b *Bridge) endHeld(held map[string]*session, key string, s *session, why string) {
 	b.mu.Lock()
-	cur := b.clients[id]
+	cur := held[key]
 	if cur == nil || (s != nil && cur != s) {
 		b.mu.Unlock()
 		return
 	}
-	delete(b.clients, id)
+	delete(held, key)
+	b.counted(cur)
 	opened := cur.opened
 	b.mu.Unlock()
 	<-opened // an opening session is ended once open
@@ -180,20 +218,19 @@ func (b *Bridge) endClient(id string, s *session, why string) {
 		default:
 		}
 	}
-	b.log.Info("upstream session of a client session ended", "client_session", id, "why", why)
+	b.log.Info("upstream session of a client session or account ended", append(cur.whose(), "why", why)...)
 }
 
-// endClients ends every client's upstream session.
+// endClients ends every client's and account's upstream session.
 func (b *Bridge) endClients(why string) {
-	b.mu.Lock()
-	var ids []string
-	for id := range b.clients {
-		ids = append(ids, id)
-	}
-	b.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, id := range ids {
-		wg.Go(func() { b.endClient(id, nil, why) })
+	for _, held := range []map[string]*session{b.clients, b.accounts} {
+		b.mu.Lock()
+		keys := slices.Collect(maps.Keys(held))
+		b.mu.Unlock()
+		for _, key := range keys {
+			wg.Go(func() { b.endHeld(held, key, nil, why) })
+		}
 	}
 	wg.Wait()
 }
@@ -213,7 +250,7 @@ func (b *Bridge) ClientSessions() []string {
 
 // sweep ends the upstream sessions of client sessions idle for ClientSessionIdle.
 func (b *Bridge) sweep(ctx context.Context) {
-	every := min(max(b.cfg.ClientSessionIdle/4, 10*time.Millisecond), time.Minute)
+	every := min(max(min(b.cfg.ClientSessionIdle, b.cfg.AccountIdle)/4, 10*time.Millisecond), time.Minute)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -222,16 +259,21 @@ func (b *Bridge) sweep(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		b.mu.Lock()
-		var idle []*session
-		for _, s := range b.clients {
-			if s.cs != nil && len(s.calls) == 0 && time.Since(s.used) >= b.cfg.ClientSessionIdle {
-				idle = append(idle, s)
+		for _, h := range []struct {
+			held map[string]*session
+			idle time.Duration
+		}{{b.clients, b.cfg.ClientSessionIdle}, {b.accounts, b.cfg.AccountIdle}} {
+			b.mu.Lock()
+			var idle []*session
+			for _, s := range h.held {
+				if s.cs != nil && len(s.calls) == 0 && time.Since(s.used) >= h.idle {
+					idle = append(idle, s)
+				}
 			}
-		}
-		b.mu.Unlock()
-		for _, s := range idle {
-			b.endClient(s.client, s, "idle for "+b.cfg.ClientSessionIdle.String())
+			b.mu.Unlock()
+			for _, s := range idle {
+				b.endHeld(h.held, s.key, s, "idle for "+h.idle.String())
+			}
 		}
 	}
 }

@@ -22,7 +22,24 @@ type Config struct {
 	// legacy HTTP+SSE transport when the endpoint does not take Streamable HTTP.
 	URL string
 	// Header is sent with every HTTP request to URL (an Authorization header, say).
+	// A value may name fields of the calling account's connection, {field} (see Env).
 	Header http.Header
+	// Env sets variables of a stdio server's environment, "NAME=value". A value that
+	// names fields of the calling account's connection, {field}, makes the server act
+	// per account: each such field is a secret field of the tool's connection
+	// (ConnectionFields), every account's calls go to upstream sessions (processes)
+	// of that account's own, whose environment has the account's values, and the
+	// shared sessions, which list the tools, run without those variables.
+	Env []string
+	// AccountSessions bounds the upstream sessions (for a stdio server, processes)
+	// held at once for accounts' calls that come without an MCP session, when a
+	// template names a field: an account's call beyond it is refused
+	// (upstream_session_limit) until one ends. Each MCP client session has its own
+	// anyway, within ClientSessions.
+	AccountSessions int
+	// AccountIdle ends an account's upstream session that has taken no call for this
+	// long.
+	AccountIdle time.Duration
 
 	// Sessions is how many shared upstream sessions there are (for a stdio server,
 	// child processes): the calls that come without an MCP session (the HTTP API)
@@ -62,6 +79,8 @@ func DefaultConfig() Config {
 		Sessions:          4,
 		ClientSessions:    64,
 		ClientSessionIdle: 30 * time.Minute,
+		AccountSessions:   DefaultAccountSessions,
+		AccountIdle:       DefaultAccountIdle,
 		StartTimeout:      time.Minute,
 		RestartMin:        100 * time.Millisecond,
 		RestartMax:        30 * time.Second,
@@ -69,7 +88,14 @@ func DefaultConfig() Config {
 	}
 }
 
-// MaxClientSessions is the most ClientSessions may be.
+// DefaultAccountSessions and DefaultAccountIdle are Config's AccountSessions and
+// AccountIdle by default.
+const (
+	DefaultAccountSessions = 64
+	DefaultAccountIdle     = 10 * time.Minute
+)
+
+// MaxClientSessions is the most ClientSessions (and AccountSessions) may be.
 const MaxClientSessions = 4096
 
 // Validate names the first field that is wrong.
@@ -93,6 +119,12 @@ func (c Config) Validate() error {
 	} else if len(c.Header) > 0 {
 		return errors.New("mcp: header: headers go to a --url server; a command takes none")
 	}
+	if len(c.Env) > 0 && c.URL != "" {
+		return errors.New("mcp: env: the environment is a command's; a --url server takes headers")
+	}
+	if err := checkEnv(c.Env); err != nil {
+		return err
+	}
 	switch {
 	case c.Sessions < 1 || c.Sessions > 64:
 		return errors.New("mcp: sessions: must be from 1 to 64")
@@ -100,6 +132,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("mcp: client-sessions: must be from 1 to %d", MaxClientSessions)
 	case c.ClientSessionIdle <= 0:
 		return errors.New("mcp: client-session-idle: must be positive")
+	case c.AccountSessions < 1 || c.AccountSessions > MaxClientSessions:
+		return fmt.Errorf("mcp: account-sessions: must be from 1 to %d", MaxClientSessions)
+	case c.AccountIdle <= 0:
+		return errors.New("mcp: account-idle: must be positive")
 	case c.CallTimeout < 0:
 		return errors.New("mcp: call-timeout: must not be negative")
 	case c.StartTimeout <= 0:

@@ -22,6 +22,7 @@ import (
 	"github.com/toolgate/toolgate/internal/mcpfixture"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
+	"github.com/toolgate/toolgate/workers"
 	"github.com/toolgate/toolgate/workers/mcpbridge"
 )
 
@@ -75,12 +76,18 @@ type bridge struct {
 // visible in the caller's view.
 func (e *env) start(cfg mcpbridge.Config) *bridge {
 	e.t.Helper()
+	return e.startWith(cfg)
+}
+
+// startWith is start with options for the bridge's worker.
+func (e *env) startWith(cfg mcpbridge.Config, opts ...workers.Option) *bridge {
+	e.t.Helper()
 	nc := testenv.Conn(e.t, e.url)
 	if _, err := e.store.Connect(testenv.Context(e.t), account, cfg.Tool, testenv.LinkSigner(e.t)); err != nil && !errors.Is(err, registry.ErrExists) {
 		e.t.Fatal(err)
 	}
 	mark := e.logs.mark()
-	b := &bridge{Bridge: mcpbridge.New(nc, cfg, e.logs.logger()), done: make(chan error, 1)}
+	b := &bridge{Bridge: mcpbridge.New(nc, cfg, e.logs.logger(), opts...), done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
 	go func() { b.done <- b.Run(ctx) }()

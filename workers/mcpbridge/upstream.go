@@ -122,8 +122,8 @@ func (b *Bridge) setStartLevel(ctx context.Context, s *session, cs *mcp.ClientSe
 // client's session, its process.
 func (b *Bridge) logStarted(s *session, cs *mcp.ClientSession, cmd *exec.Cmd) {
 	attrs := []any{"session", s.idx, "protocol", cs.InitializeResult().ProtocolVersion}
-	if s.client != "" {
-		attrs = append(attrs, "client_session", s.client)
+	if s.client != "" || s.account != "" {
+		attrs = append(attrs, s.whose()...)
 	}
 	if cmd != nil && cmd.Process != nil {
 		attrs = append(attrs, "pid", cmd.Process.Pid)
@@ -141,6 +141,9 @@ func (b *Bridge) transport(s *session) (mcp.Transport, *exec.Cmd, *lineLog) {
 		return &mcp.StreamableClientTransport{Endpoint: b.cfg.URL, HTTPClient: b.httpClient(s)}, nil, nil
 	}
 	cmd := exec.Command(b.cfg.Command[0], b.cfg.Command[1:]...)
+	if len(b.cfg.Env) > 0 {
+		cmd.Env = b.cfg.upstreamEnv(s.values)
+	}
 	stderr := &lineLog{log: b.log.With("session", s.idx)}
 	cmd.Stderr = stderr
 	// A grandchild that keeps stderr open must not keep the restart waiting.
@@ -156,7 +159,7 @@ func (b *Bridge) transport(s *session) (mcp.Transport, *exec.Cmd, *lineLog) {
 // httpClient is s's HTTP client for the remote server.
 func (b *Bridge) httpClient(s *session) *http.Client {
 	return &http.Client{Transport: httpTransport{
-		header: b.cfg.Header, base: http.DefaultTransport,
+		header: b.cfg.upstreamHeader(s.values), base: http.DefaultTransport,
 		see:  func(msg jsonrpc.Message) { b.observe(s, msg) },
 		sent: s.raw.sent,
 	}}

@@ -1,0 +1,174 @@
+package wire
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/nats-io/nkeys"
+)
+
+// HeaderCredentials carries, on a call of a tool whose connection needs values, the
+// calling account's values sealed to the tool's key (SealCredentials): only a worker
+// holding the tool's seal key opens them.
+const HeaderCredentials = "Tg-Credentials"
+
+// Connection is what an account's connection to a tool needs, in the tool's record.
+type Connection struct {
+	// Fields are the values an account gives for its connection (a token, an API
+	// key, a user name), each named once.
+	Fields []Field `json:"fields,omitempty"`
+	// SealKey is the tool's X25519 public key (an nkeys curve key, "X..."), to which
+	// an edge seals an account's values for each call.
+	SealKey string `json:"seal_key,omitempty"`
+}
+
+// Field is one value of a connection.
+type Field struct {
+	Name        string `json:"name"`
+	Secret      bool   `json:"secret,omitempty"`
+	Description string `json:"description,omitempty"`
+	// Optional: a connection without it is ready all the same.
+	Optional bool `json:"optional,omitempty"`
+}
+
+// Field returns the field named name, or nil.
+func (c *Connection) Field(name string) *Field {
+	for i := range c.Fields {
+		if c.Fields[i].Name == name {
+			return &c.Fields[i]
+		}
+	}
+	return nil
+}
+
+var fieldNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+
+// CheckConnection returns why c cannot be a tool's connection, or nil.
+func CheckConnection(c *Connection) error {
+	seen := map[string]bool{}
+	for _, f := range c.Fields {
+		if !fieldNamePattern.MatchString(f.Name) {
+			return fmt.Errorf("connection field %q: must match %s", f.Name, fieldNamePattern)
+		}
+		if seen[f.Name] {
+			return fmt.Errorf("connection field %s: declared twice", f.Name)
+		}
+		seen[f.Name] = true
+	}
+	if c.SealKey != "" && !nkeys.IsValidPublicCurveKey(c.SealKey) {
+		return errors.New("connection: seal key: not an X25519 public key")
+	}
+	return nil
+}
+
+// sealedCredentials is what HeaderCredentials seals: the values, bound to the
+// account and tool they were sealed for, so that a value cannot be handed to a call
+// of another account.
+type sealedCredentials struct {
+	Account string            `json:"account"`
+	Tool    string            `json:"tool"`
+	Values  map[string]string `json:"values"`
+}
+
+// SealCredentials seals account's values for tool to the tool's public key, from
+// sender (a curve key pair of the sealing edge): the value of HeaderCredentials, the
+// sender's public key and the sealed box.
+func SealCredentials(sender nkeys.KeyPair, toolKey, account, tool string, values map[string]string) (string, error) {
+	b, err := json.Marshal(sealedCredentials{Account: account, Tool: tool, Values: values})
+	if err != nil {
+		return "", fmt.Errorf("wire: credentials: %w", err)
+	}
+	box, err := sender.Seal(b, toolKey)
+	clear(b)
+	if err != nil {
+		return "", fmt.Errorf("wire: credentials: seal: %w", err)
+	}
+	pub, err := sender.PublicKey()
+	if err != nil {
+		return "", fmt.Errorf("wire: credentials: %w", err)
+	}
+	return pub + "." + base64.RawURLEncoding.EncodeToString(box), nil
+}
+
+// OpenCredentials opens a HeaderCredentials value with the tool's key pair, and
+// checks it was sealed for account and tool.
+func OpenCredentials(kp nkeys.KeyPair, header, account, tool string) (map[string]string, error) {
+	sender, enc, ok := strings.Cut(header, ".")
+	box, err := base64.RawURLEncoding.DecodeString(enc)
+	if !ok || err != nil {
+		return nil, errors.New("wire: credentials: not a sealed value")
+	}
+	b, err := kp.Open(box, sender)
+	if err != nil {
+		return nil, fmt.Errorf("wire: credentials: open (sealed to another key?): %w", err)
+	}
+	defer clear(b)
+	var s sealedCredentials
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, errors.New("wire: credentials: not the sealed form")
+	}
+	if s.Account != account || s.Tool != tool {
+		return nil, errors.New("wire: credentials: sealed for another account or tool")
+	}
+	return s.Values, nil
+}
+
+// The block of a tool's seal key in a worker's credentials file: beside the NATS
+// user's JWT and seed, which NATS clients read as the first two blocks and which
+// this one follows.
+const (
+	sealBlockBegin = "-----BEGIN TOOLGATE SEAL KEY %s-----\n"
+	sealBlockEnd   = "------END TOOLGATE SEAL KEY %s------\n"
+)
+
+// DeriveSealKey is tool's seal key pair derived from secret (the deployment's
+// account seed): every credentials file issued for the tool carries the same key, and
+// only those files do.
+func DeriveSealKey(secret []byte, tool string) (nkeys.KeyPair, error) {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("toolgate-seal-key\x00" + tool))
+	// An X25519 private key is any 32 bytes: the HMAC is the key's seed itself.
+	seed, err := nkeys.EncodeSeed(nkeys.PrefixByteCurve, m.Sum(nil))
+	if err != nil {
+		return nil, fmt.Errorf("wire: seal key of %s: %w", tool, err)
+	}
+	defer clear(seed)
+	return nkeys.FromCurveSeed(seed)
+}
+
+// SealKeyBlock is the block of tool's seal key pair kp, to append to a credentials
+// file.
+func SealKeyBlock(kp nkeys.KeyPair, tool string) ([]byte, error) {
+	seed, err := kp.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("wire: seal key of %s: %w", tool, err)
+	}
+	return fmt.Appendf(nil, "\n"+sealBlockBegin+"%s\n"+sealBlockEnd, tool, seed, tool), nil
+}
+
+// ErrNoSealKey: a credentials file carries no seal key for the tool.
+var ErrNoSealKey = errors.New("no seal key for the tool")
+
+// ParseSealKey finds tool's seal key in a credentials file's contents.
+func ParseSealKey(creds []byte, tool string) (nkeys.KeyPair, error) {
+	_, rest, ok := bytes.Cut(creds, fmt.Appendf(nil, sealBlockBegin, tool))
+	if !ok {
+		return nil, ErrNoSealKey
+	}
+	seed, _, ok := bytes.Cut(rest, fmt.Appendf(nil, sealBlockEnd, tool))
+	if !ok {
+		return nil, ErrNoSealKey
+	}
+	kp, err := nkeys.FromCurveSeed(bytes.TrimSpace(seed))
+	if err != nil {
+		return nil, fmt.Errorf("wire: seal key of %s: %w", tool, err)
+	}
+	return kp, nil
+}

@@ -1,0 +1,245 @@
+package edge
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/toolgate/toolgate/audit"
+	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/credentials"
+	"github.com/toolgate/toolgate/gateway"
+	"github.com/toolgate/toolgate/registry"
+)
+
+// ConnectionState is whether an account's connection to a tool has every value the
+// tool requires: "ready", or "needs_credentials" with the fields missing.
+type ConnectionState struct {
+	State   string   `json:"state"`
+	Missing []string `json:"missing"`
+	// Fields are what the tool asks of a connection, when it asks anything: each
+	// field's name, whether it is a secret, and what it is.
+	Fields []wire.Field `json:"fields,omitempty"`
+}
+
+// Connection states.
+const (
+	ConnectionReady            = "ready"
+	ConnectionNeedsCredentials = "needs_credentials"
+)
+
+// CredentialsInfo is the answer of GET (and PUT, PATCH)
+// /admin/connections/{account}/{tool}/credentials: what the tool asks for and what of
+// it is set, never a value.
+type CredentialsInfo struct {
+	Account string            `json:"account"`
+	Tool    string            `json:"tool"`
+	Fields  []CredentialField `json:"fields"`
+	State   ConnectionState   `json:"connection"`
+	Updated *time.Time        `json:"updated_at,omitempty"`
+}
+
+// CredentialField is one field of a connection: its declaration and, when set, when
+// and a keyed fingerprint of its value.
+type CredentialField struct {
+	wire.Field
+	Set         bool       `json:"set"`
+	SetAt       *time.Time `json:"set_at,omitempty"`
+	Fingerprint string     `json:"fingerprint,omitempty"`
+}
+
+// KeyRotation is the answer of POST /admin/credentials/rotate-key.
+type KeyRotation struct {
+	KeyID     string `json:"key_id"`
+	Rewrapped int    `json:"rewrapped"`
+	Records   int    `json:"records"`
+}
+
+func (e *Edge) credentialRoutes(g *gin.RouterGroup) {
+	g.GET("/connections/:account/:tool/credentials", e.getCredentials)
+	g.PUT("/connections/:account/:tool/credentials", e.putCredentials)
+	g.PATCH("/connections/:account/:tool/credentials", e.patchCredentials)
+	g.DELETE("/connections/:account/:tool/credentials", e.clearCredentials)
+	g.POST("/credentials/rotate-key", e.rotateCredentialsKey)
+}
+
+// errNoVault: this edge was started without a key-encryption key.
+var errNoVault = newHTTPError(gateway.KindNotFound, "credentials are off on this edge: start it with --credentials-key-file")
+
+// connectionState is account's connection state for t, read from the vault (ready
+// when t needs nothing).
+func (e *Edge) connectionState(c *gin.Context, account string, t *registry.Tool) ConnectionState {
+	st := ConnectionState{State: ConnectionReady, Missing: []string{}}
+	if t.Connection == nil || len(t.Connection.Fields) == 0 {
+		return st
+	}
+	st.Fields = t.Connection.Fields
+	var r *credentials.Record
+	if e.cfg.Credentials != nil {
+		var err error
+		if r, _, err = e.cfg.Credentials.Lookup(c.Request.Context(), account, t); err != nil {
+			e.log.WarnContext(c.Request.Context(), "edge: credentials: read", "account", account, "tool", t.ID, "err", err)
+		}
+	}
+	if missing := credentials.Missing(t.Connection, r); len(missing) > 0 {
+		st.State, st.Missing = ConnectionNeedsCredentials, missing
+	}
+	return st
+}
+
+// credentialsTarget is the connection a credentials route names, and its tool's
+// record: the connection must exist.
+func (e *Edge) credentialsTarget(c *gin.Context) (account string, t *registry.Tool, ok bool) {
+	if e.cfg.Credentials == nil {
+		e.fail(c, errNoVault)
+		return "", nil, false
+	}
+	account, tool, ok := e.pathConnection(c)
+	if !ok {
+		return "", nil, false
+	}
+	if _, err := e.store.Connection(c.Request.Context(), account, tool); err != nil {
+		e.fail(c, err)
+		return "", nil, false
+	}
+	entry := e.view.Snapshot().RawTool(tool)
+	if entry == nil {
+		e.fail(c, registry.ErrToolNotFound)
+		return "", nil, false
+	}
+	return account, entry.Tool, true
+}
+
+func (e *Edge) getCredentials(c *gin.Context) {
+	account, t, ok := e.credentialsTarget(c)
+	if !ok {
+		return
+	}
+	r, _, err := e.cfg.Credentials.Read(c.Request.Context(), account, t.ID)
+	if err != nil && !errors.Is(err, registry.ErrNotFound) {
+		e.fail(c, err)
+		return
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, credentialsInfo(account, t, r))
+}
+
+func (e *Edge) putCredentials(c *gin.Context)   { e.setCredentials(c, true) }
+func (e *Edge) patchCredentials(c *gin.Context) { e.setCredentials(c, false) }
+
+// setCredentials sets a connection's values: all of them (replace), or those the
+// body names, a null removing one.
+func (e *Edge) setCredentials(c *gin.Context, replace bool) {
+	account, t, ok := e.credentialsTarget(c)
+	if !ok {
+		return
+	}
+	values, err := readValues(c.Request.Body, !replace)
+	if err != nil {
+		e.fail(c, err)
+		return
+	}
+	r, err := e.cfg.Credentials.Update(c.Request.Context(), account, t.ID, t.Connection, values, replace)
+	if err != nil {
+		e.fail(c, err)
+		return
+	}
+	e.adminChange(c, http.StatusOK, audit.ActionSetCredentials, account, "", t.ID)
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, credentialsInfo(account, t, r))
+}
+
+func (e *Edge) clearCredentials(c *gin.Context) {
+	account, t, ok := e.credentialsTarget(c)
+	if !ok {
+		return
+	}
+	if err := e.cfg.Credentials.Clear(c.Request.Context(), account, t.ID); err != nil {
+		e.fail(c, err)
+		return
+	}
+	e.adminChange(c, http.StatusNoContent, audit.ActionClearCredentials, account, "", t.ID)
+	c.Status(http.StatusNoContent)
+}
+
+// rotateCredentialsKey wraps every record again under this edge's current KEK.
+func (e *Edge) rotateCredentialsKey(c *gin.Context) {
+	if e.cfg.Credentials == nil {
+		e.fail(c, errNoVault)
+		return
+	}
+	n, total, err := e.cfg.Credentials.Rotate(c.Request.Context())
+	if err != nil {
+		e.fail(c, err)
+		return
+	}
+	e.adminChange(c, http.StatusOK, audit.ActionRotateKey, "", "", "")
+	c.JSON(http.StatusOK, KeyRotation{KeyID: e.cfg.Credentials.Keys().Current().ID, Rewrapped: n, Records: total})
+}
+
+// readValues reads a JSON object of field values: each a string, or, where nulls
+// are allowed (PATCH), null to remove the field. Its errors name fields, never a
+// value: a body that is not JSON is refused without saying where.
+func readValues(body io.Reader, nulls bool) (map[string]*string, error) {
+	b, err := io.ReadAll(body)
+	defer clear(b)
+	if err != nil {
+		return nil, decodeError(err)
+	}
+	var raw map[string]json.RawMessage
+	if !json.Valid(b) || json.Unmarshal(b, &raw) != nil || raw == nil {
+		return nil, newHTTPError(gateway.KindInvalidJSON, "the body must be one JSON object of field values")
+	}
+	values := make(map[string]*string, len(raw))
+	var vs []registry.Violation
+	for name, v := range raw {
+		if string(v) == "null" && nulls {
+			values[name] = nil
+			continue
+		}
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			vs = append(vs, registry.Violation{Pointer: "/" + name, Message: "must be a string"})
+			continue
+		}
+		values[name] = &s
+	}
+	if len(vs) > 0 {
+		slices.SortFunc(vs, func(a, b registry.Violation) int { return strings.Compare(a.Pointer, b.Pointer) })
+		return nil, invalidInput(vs)
+	}
+	return values, nil
+}
+
+// credentialsInfo is what may be shown of r, a connection's record (nil: none), for
+// tool t.
+func credentialsInfo(account string, t *registry.Tool, r *credentials.Record) CredentialsInfo {
+	info := CredentialsInfo{Account: account, Tool: t.ID, Fields: []CredentialField{},
+		State: ConnectionState{State: ConnectionReady, Missing: []string{}}}
+	if r != nil {
+		info.Updated = &r.UpdatedAt
+	}
+	if t.Connection == nil {
+		return info
+	}
+	for _, f := range t.Connection.Fields {
+		cf := CredentialField{Field: f}
+		if r != nil {
+			if st, ok := r.Fields[f.Name]; ok {
+				at := st.SetAt
+				cf.Set, cf.SetAt, cf.Fingerprint = true, &at, st.Fingerprint
+			}
+		}
+		info.Fields = append(info.Fields, cf)
+	}
+	if missing := credentials.Missing(t.Connection, r); len(missing) > 0 {
+		info.State = ConnectionState{State: ConnectionNeedsCredentials, Missing: missing}
+	}
+	return info
+}

@@ -1,0 +1,98 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolgate/toolgate/bus/wire"
+)
+
+// Credentials are an account's values for its connections to tools, as the gateway
+// needs them for a call (package credentials).
+type Credentials interface {
+	// Seal returns account's values for t sealed to t's key (the HeaderCredentials
+	// value, "" when t needs none), or the names of the fields t requires that the
+	// account has not set.
+	Seal(ctx context.Context, account string, t *wire.Tool) (header string, missing []string, err error)
+}
+
+// WithCredentials sends each call of a tool whose connection needs values with the
+// calling account's, sealed to the tool, and refuses a call whose account has not
+// set a field the tool requires (ConnectionRequiredError).
+func WithCredentials(c Credentials) Option {
+	return func(g *Gateway) { g.creds = c }
+}
+
+// CodeConnectionRequired: the account's connection to the tool lacks values the tool
+// requires.
+const CodeConnectionRequired = "connection_required"
+
+// KindConnectionRequired is a call of an account whose connection to the tool misses
+// a value the tool requires: the account sets it (PUT
+// /admin/connections/{account}/{tool}/credentials), then calls again.
+var KindConnectionRequired = &Kind{Code: CodeConnectionRequired, Status: http.StatusConflict, RPC: RPCInvalidRequest, InResult: true,
+	Text: "the account's connection to the tool needs credentials it has not set"}
+
+// ConnectionRequiredError names the fields a call's account has not set.
+type ConnectionRequiredError struct {
+	Tool    string
+	Missing []string
+}
+
+func (e *ConnectionRequiredError) Error() string {
+	return fmt.Sprintf("the account's connection to %s needs %s: set it (PUT /admin/connections/{account}/%s/credentials), then call again",
+		e.Tool, strings.Join(e.Missing, ", "), e.Tool)
+}
+
+// connectionDetail is the envelope's detail of a connection_required failure.
+type connectionDetail struct {
+	Tool    string   `json:"tool"`
+	Missing []string `json:"missing"`
+}
+
+// classifyConnection: a call refused for its connection's missing values.
+func classifyConnection(err error) (Failure, bool) {
+	var cr *ConnectionRequiredError
+	if !errors.As(err, &cr) {
+		return Failure{}, false
+	}
+	f := ofText(KindConnectionRequired, cr.Error())
+	d := connectionDetail{Tool: cr.Tool, Missing: cr.Missing}
+	f.Details, f.Data = []any{d}, d
+	return f, true
+}
+
+// sealCredentials finds c's account's values for t: refused when one t requires is
+// missing, else kept sealed on c for send.
+func (g *Gateway) sealCredentials(ctx context.Context, c *Call, t *wire.Tool, refuse bool) error {
+	if g.creds == nil || t.Connection == nil || len(t.Connection.Fields) == 0 {
+		return nil
+	}
+	header, missing, err := g.creds.Seal(ctx, c.Principal.Account, t)
+	if err != nil {
+		return fmt.Errorf("gateway: credentials of %s: %w", t.ID, err)
+	}
+	if len(missing) > 0 && refuse {
+		return &ConnectionRequiredError{Tool: t.ID, Missing: missing}
+	}
+	c.sealed = header
+	return nil
+}
+
+// withSealed is h with the call's sealed values added, h itself left as it is.
+func withSealed(h nats.Header, sealed string) nats.Header {
+	if sealed == "" {
+		return h
+	}
+	out := make(nats.Header, len(h)+1)
+	for k, v := range h {
+		out[k] = v
+	}
+	out[wire.HeaderCredentials] = []string{sealed}
+	return out
+}
