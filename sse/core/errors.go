@@ -18,15 +18,6 @@ import (
 // renders it the ways MCP shows one: a JSON-RPC error, with the HTTP status each
 // transport gives it, or the text of a tools/call's isError result.
 
-// The JSON-RPC codes of the table are MCP's and the go-sdk's own.
-var _ = [...]bool{
-	gateway.RPCHeaderMismatch == mcp.CodeHeaderMismatch,
-	gateway.RPCUnsupportedVersion == mcp.CodeUnsupportedProtocolVersion,
-	gateway.RPCMissingCapability == mcp.CodeMissingRequiredClientCapabilities,
-	gateway.RPCInvalidParams == jsonrpc.CodeInvalidParams,
-	gateway.RPCMethodNotFound == jsonrpc.CodeMethodNotFound,
-}
-
 // ErrUnknownTool: the tools/call names no tool of the link.
 var ErrUnknownTool = registry.ErrMethodNotFound
 
