@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/jsonscan"
+	"github.com/toolgate/toolgate/internal/mcphttp"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -71,13 +72,13 @@ var RemovedIn2026 = map[string]bool{
 	"resources/subscribe": true, "resources/unsubscribe": true,
 }
 
-// HTTP headers of the MCP transports.
+// HTTP headers of the MCP transports, as the client side (internal/mcphttp) names them.
 const (
-	HeaderSessionID       = "Mcp-Session-Id"
-	HeaderProtocolVersion = "Mcp-Protocol-Version"
-	HeaderMethod          = "Mcp-Method"
-	HeaderName            = "Mcp-Name"
-	HeaderLastEventID     = "Last-Event-Id"
+	HeaderSessionID       = mcphttp.HeaderSessionID
+	HeaderProtocolVersion = mcphttp.HeaderProtocolVersion
+	HeaderMethod          = mcphttp.HeaderMethod
+	HeaderName            = mcphttp.HeaderName
+	HeaderLastEventID     = mcphttp.HeaderLastEventID
 )
 
 // Log levels of notifications/message, least severe first (RFC 5424 order).
