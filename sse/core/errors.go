@@ -91,7 +91,7 @@ func statelessErrorStatus(code int64) int {
 // classify is gateway.Classify on an MCP path, where a record the registry does not
 // hold is the session the request names.
 func classify(err error) gateway.Failure {
-	if errors.Is(err, registry.ErrNotFound) && !errors.Is(err, registry.ErrMethodNotFound) {
+	if errors.Is(err, registry.ErrNotFound) {
 		err = errSessionNotFound
 	}
 	return gateway.Classify(err)
