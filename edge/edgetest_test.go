@@ -111,6 +111,9 @@ func newEnv(t testing.TB, opts ...option) *env {
 		}
 		e.vault.Follow(testenv.Context(t), testenv.Logger(t))
 		gwOpts = append(gwOpts, gateway.WithCredentials(e.vault))
+		if o.dashboard {
+			gwOpts = append(gwOpts, gateway.WithConnectURL(func(tool string) string { return edge.ConnectURL(e.url, tool) }))
+		}
 	}
 	gcfg := gateway.DefaultConfig()
 	if o.gateway != nil {

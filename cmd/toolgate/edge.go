@@ -47,9 +47,10 @@ type edgeOptions struct {
 	// CredentialsKeyFile holds the key-encryption keys of the connections' values
 	// (package credentials); empty: this edge keeps none.
 	CredentialsKeyFile string
-	credentialKeys     *credentials.Keyring // read from CredentialsKeyFile
-	Dashboard          bool                 // serve the deployment dashboard under /dashboard/
-	EdgeRates          bool                 // keep rate limits per edge instead of in the shared buckets
+	credentialKeys     *credentials.Keyring    // read from CredentialsKeyFile
+	OAuth              credentials.OAuthConfig // the OAuth connections, with credentials
+	Dashboard          bool                    // serve the deployment dashboard under /dashboard/
+	EdgeRates          bool                    // keep rate limits per edge instead of in the shared buckets
 	Wait               time.Duration
 	MCP                sse.Config
 	Calls              calls.Config
@@ -67,7 +68,8 @@ const replicasUsage = "replicas of the registry's buckets: 1 on a single node, 3
 func defaultEdgeOptions() edgeOptions {
 	return edgeOptions{Edge: edge.DefaultConfig(), Gateway: gateway.DefaultConfig(), MCP: sse.DefaultConfig(),
 		Calls: calls.Config{Subjects: wire.DefaultSubjects},
-		NATS:  "nats://127.0.0.1:4222", Dashboard: true, AskConcurrency: asks.DefaultConcurrency}
+		NATS:  "nats://127.0.0.1:4222", Dashboard: true, AskConcurrency: asks.DefaultConcurrency,
+		OAuth: credentials.DefaultOAuthConfig("")}
 }
 
 // Validate names the first field that is wrong. An empty base URL is taken from the
@@ -153,6 +155,9 @@ var edgeEnv = map[string]string{
 	"link-secret-file":     "TOOLGATE_LINK_SECRET_FILE",
 	"admin-key-file":       "TOOLGATE_ADMIN_KEY_FILE",
 	"credentials-key-file": "TOOLGATE_CREDENTIALS_KEY_FILE",
+	"oauth-flow-lifetime":  "TOOLGATE_OAUTH_FLOW_LIFETIME",
+	"oauth-refresh-before": "TOOLGATE_OAUTH_REFRESH_BEFORE",
+	"oauth-refresh-lease":  "TOOLGATE_OAUTH_REFRESH_LEASE",
 	"replicas":             "TOOLGATE_REPLICAS",
 	"wait":                 "TOOLGATE_WAIT",
 	"update-registry":      "TOOLGATE_UPDATE_REGISTRY",
@@ -212,6 +217,9 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.StringVar(&o.LinkSecretFile, "link-secret-file", "", "file holding the deployment's link secret (required; the same on every edge)")
 	f.StringVar(&o.AdminKeyFile, "admin-key-file", "", "file holding the admin key (empty: no admin API)")
 	f.StringVar(&o.CredentialsKeyFile, "credentials-key-file", "", "file (mode 0600) holding the key-encryption keys of the connections' credentials, the current one first, the same on every edge (empty: no credentials)")
+	f.DurationVar(&o.OAuth.FlowLifetime, "oauth-flow-lifetime", o.OAuth.FlowLifetime, "how long an account holder may take to authorize a tool at its OAuth provider, from the connect URL to the callback")
+	f.DurationVar(&o.OAuth.RefreshBefore, "oauth-refresh-before", o.OAuth.RefreshBefore, "how long before an OAuth connection's access token expires the gateway refreshes it")
+	f.DurationVar(&o.OAuth.RefreshLease, "oauth-refresh-lease", o.OAuth.RefreshLease, "how long the edge refreshing an OAuth grant holds it before another edge may take over (bounds one refresh)")
 	f.IntVar(&o.Replicas, "replicas", o.Replicas, replicasUsage)
 	f.DurationVar(&o.Wait, "wait", o.Wait, waitUsage)
 	f.BoolVar(&o.UpdateRegistry, "update-registry", o.UpdateRegistry, "change the registry's existing buckets, the MCP event log and the calls' bucket to --replicas (and --mcp-event-retention, --calls-ttl), instead of refusing to start when they differ")
@@ -336,6 +344,12 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 		vault.Follow(ctx, log)
 		o.Edge.Credentials = vault
 		gwOpts = append(gwOpts, gateway.WithCredentials(vault))
+		if o.Dashboard {
+			// The base URL is known once the edge listens, before any call.
+			gwOpts = append(gwOpts, gateway.WithConnectURL(func(tool string) string {
+				return edge.ConnectURL(strings.TrimRight(o.Edge.BaseURL, "/"), tool)
+			}))
+		}
 	}
 	gw, err := gateway.New(nc, view, o.Gateway, gwOpts...)
 	if err != nil {
@@ -347,6 +361,13 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 	}
 	if o.Edge.BaseURL == "" {
 		o.Edge.BaseURL = localURL(ln.Addr())
+	}
+	if o.Edge.Credentials != nil {
+		o.OAuth.RedirectURL = strings.TrimRight(o.Edge.BaseURL, "/") + edge.OAuthCallbackPath
+		if err := o.Edge.Credentials.EnableOAuth(ctx, o.OAuth, o.UpdateRegistry); err != nil {
+			ln.Close()
+			return err
+		}
 	}
 	if o.Dashboard {
 		dcfg := dashboard.DefaultConfig()

@@ -1,0 +1,202 @@
+package edge_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/credentials"
+	"github.com/toolgate/toolgate/edge"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/testidp"
+	"github.com/toolgate/toolgate/registry"
+)
+
+// oauthTool acts with each account's access token at the provider whose issuer is
+// issuer, sealed to key.
+func oauthTool(key nkeys.KeyPair, issuer string) registry.Tool {
+	pub, _ := key.PublicKey()
+	return registry.Tool{ID: "calendar", Methods: []registry.Method{{Name: "whoami"}},
+		Connection: &wire.Connection{SealKey: pub, OAuth: &wire.OAuthProvider{
+			Issuer: issuer, ClientID: "toolgate", Scopes: []string{"openid", "offline_access"}}}}
+}
+
+// serveAsAccount serves tool: each call asks the provider's userinfo endpoint who
+// the call's access token is, and answers the subject and a hash of the token.
+func serveAsAccount(e *env, tool registry.Tool, key nkeys.KeyPair, idp *testidp.Provider) {
+	e.serve(tool, func(_ string, m *nats.Msg) {
+		values, err := wire.OpenCredentials(key, m.Header.Get(wire.HeaderCredentials), m.Header.Get(wire.HeaderAccount), tool.ID)
+		if err != nil {
+			respondError(m, "no_credentials", err.Error())
+			return
+		}
+		req, _ := http.NewRequest(http.MethodGet, idp.Issuer+"/userinfo", nil)
+		req.Header.Set("Authorization", "Bearer "+values[wire.OAuthTokenField])
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			respondError(m, "userinfo", err.Error())
+			return
+		}
+		defer res.Body.Close()
+		var info struct {
+			Sub string `json:"sub"`
+		}
+		if res.StatusCode != http.StatusOK || json.NewDecoder(res.Body).Decode(&info) != nil {
+			respondError(m, "userinfo", "the provider refused the token: "+res.Status)
+			return
+		}
+		h := sha256.Sum256([]byte(values[wire.OAuthTokenField]))
+		b, _ := json.Marshal(map[string]string{"sub": info.Sub, "token": hex.EncodeToString(h[:8]), "refresh": values["oauth:refresh_token"]})
+		respond(m, 0, "application/json", b)
+	})
+}
+
+// signInAtProvider follows url in a browser-like client: the provider's login page
+// filled in and sent, its redirects followed back to the gateway's callback. It
+// returns the last answer.
+func signInAtProvider(t *testing.T, idp *testidp.Provider, connectURL string) (int, string) {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	client := &http.Client{Jar: jar, Timeout: testenv.Patience}
+	res, err := client.Get(connectURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	id := res.Request.URL.Query().Get("authRequestID")
+	if id == "" {
+		t.Fatalf("the connect URL led to %s, not the provider's login page", res.Request.URL)
+	}
+	res, err = client.PostForm(idp.Issuer+"/login/username", url.Values{"username": {idp.Username()}, "password": {testidp.Password}, "id": {id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+type whoami struct{ Sub, Token, Refresh string }
+
+// TestOAuthConnection: a tool declares an OAuth provider (a real OpenID provider,
+// zitadel's); an account's connection needs it authorized; the admin API's connect
+// URL, completed at the provider's login page, lands on the other edge's callback;
+// both edges' calls then carry the account's access token (the provider answers
+// for it), and never its refresh token. When the token comes due, concurrent calls on
+// both edges refresh it once at the provider, which rotates refresh tokens; once the
+// provider revokes the grant, the connection needs authorizing again and calls get
+// connection_required with where to connect.
+func TestOAuthConnection(t *testing.T) {
+	keys := testKeyring(t)
+	a := newEnv(t, withCredentials(keys), withDashboard())
+	b := newEnv(t, withCredentials(keys), withDashboard(), onServer(a.srv.ClientURL()))
+	const lifetime, early = 30 * time.Second, 25 * time.Second
+	idp := testidp.Start(t, testidp.Options{ClientID: "toolgate", ClientSecret: "client-secret-9d1e", RedirectURI: a.url + edge.OAuthCallbackPath,
+		AccessTokenLifetime: lifetime})
+	for _, e := range []*env{a, b} {
+		cfg := credentials.DefaultOAuthConfig(a.url + edge.OAuthCallbackPath)
+		cfg.RefreshBefore = early
+		if err := e.vault.EnableOAuth(testenv.Context(t), cfg, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	toolKey, _ := nkeys.CreateCurveKeys()
+	tool := oauthTool(toolKey, idp.Issuer)
+	serveAsAccount(a, tool, toolKey, idp)
+	testenv.WaitFor(t, "the second edge sees the tool", func() bool { return b.view.Snapshot().Instances(tool.ID) > 0 })
+	key := a.accountKey("acme", registry.Limits{}, nil)
+	a.connect("acme", "calendar")
+	testenv.WaitFor(t, "the second edge sees the key and connection", func() bool {
+		_, err := b.view.Snapshot().AuthenticateKey(key, time.Now())
+		return err == nil && b.view.Snapshot().Connection("acme", "calendar") != nil
+	})
+
+	st := decode[edge.ToolInfo](t, a.do(http.MethodGet, "/tools/calendar", "", "SERVICE_API_KEY", key)).Connection
+	if st == nil || st.State != edge.ConnectionNeedsCredentials || !slices.Equal(st.Missing, []string{"oauth"}) || st.ConnectURL != edge.ConnectURL(a.url, "calendar") {
+		t.Fatalf("before connecting: %+v; want needs_credentials, oauth missing, the connect URL", st)
+	}
+	refused := b.call(key, "calendar", "whoami", "{}").expect(t, http.StatusConflict, "connection_required")
+	if !strings.Contains(refused.Message, edge.ConnectURL(b.url, "calendar")) {
+		t.Fatalf("connection_required: %q; want the connect URL", refused.Message)
+	}
+
+	// The client's secret is the deployment's, kept as credentials are.
+	if r := a.admin(http.MethodPut, "/tools/calendar/oauth-client", `{"client_secret":"client-secret-9d1e"}`); r.status != http.StatusNoContent {
+		t.Fatalf("PUT oauth-client: %d %s", r.status, r.body)
+	}
+	auth := decode[edge.Authorization](t, b.admin(http.MethodPost, "/connections/acme/calendar/authorize", ""))
+	u, _ := url.Parse(auth.ConnectURL)
+	if q := u.Query(); q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" || q.Get("state") == "" || !strings.HasPrefix(auth.ConnectURL, idp.Issuer) {
+		t.Fatalf("connect URL %s: want the provider's, with PKCE S256 and a state", auth.ConnectURL)
+	}
+	if status, body := signInAtProvider(t, idp, auth.ConnectURL); status != http.StatusOK {
+		t.Fatalf("callback: %d %s", status, body)
+	}
+	// A state serves once.
+	replay := a.do(http.MethodGet, edge.OAuthCallbackPath+"?state="+u.Query().Get("state")+"&code=x", "")
+	replay.expect(t, http.StatusBadRequest, "invalid_request")
+
+	first := decode[whoami](t, a.call(key, "calendar", "whoami", "{}"))
+	second := decode[whoami](t, b.call(key, "calendar", "whoami", "{}"))
+	if first.Sub == "" || first != second || first.Refresh != "" {
+		t.Fatalf("calls on both edges: %+v and %+v; want the provider's subject, the same token, no refresh token", first, second)
+	}
+	if st := decode[edge.ToolInfo](t, b.do(http.MethodGet, "/tools/calendar", "", "SERVICE_API_KEY", key)).Connection; st.State != edge.ConnectionReady {
+		t.Fatalf("after connecting: %+v", st)
+	}
+	assertNoPlaintext(t, a, "client-secret-9d1e")
+
+	// The token comes due: concurrent calls on both edges refresh it once.
+	time.Sleep(lifetime - early + time.Second)
+	var wg sync.WaitGroup
+	answers := make(chan whoami, 20)
+	for i := range 20 {
+		e := []*env{a, b}[i%2]
+		wg.Go(func() {
+			r := e.call(key, "calendar", "whoami", "{}")
+			if r.status != http.StatusOK {
+				t.Errorf("call %d: %d %s", i, r.status, r.body)
+				return
+			}
+			answers <- decode[whoami](t, r)
+		})
+	}
+	wg.Wait()
+	close(answers)
+	for w := range answers {
+		if w.Token == first.Token || w.Sub != first.Sub {
+			t.Fatalf("after the refresh: %+v; want a new token of the same subject", w)
+		}
+	}
+	if n := idp.Refreshes(); n != 1 {
+		t.Fatalf("the provider had %d refresh requests; want 1", n)
+	}
+
+	// Revoked at the provider: the next refresh is refused.
+	if err := idp.RevokeAll(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(lifetime - early + time.Second)
+	refused = b.call(key, "calendar", "whoami", "{}").expect(t, http.StatusConflict, "connection_required")
+	if !strings.Contains(refused.Message, "oauth") || !strings.Contains(refused.Message, edge.ConnectURL(b.url, "calendar")) {
+		t.Fatalf("after revocation: %q; want oauth missing and the connect URL", refused.Message)
+	}
+	st = decode[edge.ToolInfo](t, a.do(http.MethodGet, "/tools/calendar", "", "SERVICE_API_KEY", key)).Connection
+	if st.State != edge.ConnectionNeedsReauth || st.ConnectURL == "" {
+		t.Fatalf("after revocation: %+v; want needs_reauthorization and the connect URL", st)
+	}
+}
