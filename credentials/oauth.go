@@ -3,6 +3,7 @@ package credentials
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -163,18 +164,25 @@ type flow struct {
 	Tool     string    `json:"tool"`
 	Verifier Envelope  `json:"verifier"` // the PKCE verifier, enveloped as values are
 	Expires  time.Time `json:"expires"`
+	// Browser is the hash of the value the beginning browser was given to hold (a
+	// cookie): the callback must bring it, so that a flow begun by one person cannot
+	// be finished in another's browser. Empty for a flow begun without a browser.
+	Browser string `json:"browser,omitempty"`
 }
 
-func flowKey(state string) string {
-	h := sha256.Sum256([]byte(state))
-	return "flow." + hex.EncodeToString(h[:])
+func hashOf(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
 }
+
+func flowKey(state string) string { return "flow." + hashOf(state) }
 
 // BeginOAuth begins account's authorization of t at t's provider: authorization
 // code with PKCE (S256), its state and verifier kept in the OAuth bucket so that the
 // callback may land on any edge. It returns the provider's URL to send the account
-// holder's browser to.
-func (v *Vault) BeginOAuth(ctx context.Context, account string, t *wire.Tool) (string, error) {
+// holder's browser to. A browser's flow is bound to browser, a value the browser
+// holds (BrowserBinding), which FinishOAuth then requires.
+func (v *Vault) BeginOAuth(ctx context.Context, account string, t *wire.Tool, browser string) (string, error) {
 	cfg, err := v.config(ctx, t)
 	if err != nil {
 		return "", err
@@ -184,7 +192,11 @@ func (v *Vault) BeginOAuth(ctx context.Context, account string, t *wire.Tool) (s
 	if err != nil {
 		return "", err
 	}
-	b, err := json.Marshal(flow{Account: account, Tool: t.ID, Verifier: env, Expires: time.Now().Add(v.oauth.cfg.FlowLifetime)})
+	f := flow{Account: account, Tool: t.ID, Verifier: env, Expires: time.Now().Add(v.oauth.cfg.FlowLifetime)}
+	if browser != "" {
+		f.Browser = hashOf(browser)
+	}
+	b, err := json.Marshal(f)
 	if err != nil {
 		return "", fmt.Errorf("credentials: oauth: %w", err)
 	}
@@ -201,14 +213,18 @@ var ErrFlowUnknown = fmt.Errorf("%w: the authorization is unknown, used already 
 // FinishOAuth ends the authorization state names with the provider's code: the flow
 // is taken out of the bucket (it serves once), the code exchanged with its verifier,
 // and the grant stored in the account's record. tool gives the tool's current
-// record. It returns the account and tool it connected.
-func (v *Vault) FinishOAuth(ctx context.Context, state, code string, tool func(id string) *wire.Tool) (account, toolID string, err error) {
+// record. browser is what the browser brought (see BeginOAuth). It returns the
+// account and tool it connected.
+func (v *Vault) FinishOAuth(ctx context.Context, state, code, browser string, tool func(id string) *wire.Tool) (account, toolID string, err error) {
 	if v.oauth == nil {
 		return "", "", ErrNoOAuth
 	}
 	f, err := v.takeFlow(ctx, state)
 	if err != nil {
 		return "", "", err
+	}
+	if f.Browser != "" && subtle.ConstantTimeCompare([]byte(f.Browser), []byte(hashOf(browser))) != 1 {
+		return "", "", ErrOtherBrowser
 	}
 	t := tool(f.Tool)
 	if t == nil {
@@ -231,6 +247,12 @@ func (v *Vault) FinishOAuth(ctx context.Context, state, code string, tool func(i
 	}
 	return f.Account, f.Tool, nil
 }
+
+// ErrOtherBrowser: a callback in a browser other than the one that began the flow.
+var ErrOtherBrowser = fmt.Errorf("%w: this authorization was begun in another browser: connect again from this one", registry.ErrInvalid)
+
+// BrowserBinding is a fresh value for a browser to hold while its flow runs.
+func BrowserBinding() string { return oauth2.GenerateVerifier() }
 
 // takeFlow reads and removes the flow state names; ErrFlowUnknown when there is
 // none, or it expired. A flow serves once: of two callbacks with one state, one

@@ -144,6 +144,9 @@ func newEnv(t testing.TB, opts ...option) *env {
 	if o.dashboard {
 		dcfg := dashboard.DefaultConfig()
 		dcfg.BaseURL = e.url
+		if e.vault != nil {
+			dcfg.Connector = e.vault
+		}
 		if cfg.Dashboard, err = dashboard.New(dcfg, e.gw, e.store, e.signer, log); err != nil {
 			t.Fatal(err)
 		}

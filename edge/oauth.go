@@ -19,6 +19,10 @@ import (
 // ends the authorization, whichever began it.
 const OAuthCallbackPath = "/oauth/callback"
 
+// OAuthBrowserCookie holds, in the browser that began an authorization from the
+// dashboard, the value its callback must bring back.
+const OAuthBrowserCookie = "tg_oauth_browser"
+
 // ConnectURL is where an account holder authorizes tool at its OAuth provider, on
 // the edge whose base URL is base: the dashboard's Connect page, which begins the
 // authorization for the signed-in account.
@@ -88,7 +92,7 @@ func (e *Edge) authorizeConnection(c *gin.Context) {
 	if !ok {
 		return
 	}
-	u, err := e.cfg.Credentials.BeginOAuth(c.Request.Context(), account, t)
+	u, err := e.cfg.Credentials.BeginOAuth(c.Request.Context(), account, t, "")
 	if err != nil {
 		e.fail(c, err)
 		return
@@ -155,12 +159,20 @@ func (e *Edge) oauthCallback(c *gin.Context) {
 		return
 	}
 	snap := e.view.Snapshot()
-	_, tool, err := e.cfg.Credentials.FinishOAuth(c.Request.Context(), c.Query("state"), c.Query("code"), func(id string) *wire.Tool {
+	browser := ""
+	if ck, err := c.Request.Cookie(OAuthBrowserCookie); err == nil {
+		browser = ck.Value
+	}
+	_, tool, err := e.cfg.Credentials.FinishOAuth(c.Request.Context(), c.Query("state"), c.Query("code"), browser, func(id string) *wire.Tool {
 		if entry := snap.RawTool(id); entry != nil {
 			return entry.Tool
 		}
 		return nil
 	})
+	if errors.Is(err, credentials.ErrOtherBrowser) {
+		e.fail(c, newHTTPError(gateway.KindInvalidRequest, "this authorization was begun in another browser: connect again from this one"))
+		return
+	}
 	if errors.Is(err, credentials.ErrFlowUnknown) {
 		e.fail(c, newHTTPError(gateway.KindInvalidRequest, "this authorization is unknown, used already or expired: connect again"))
 		return

@@ -372,6 +372,9 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 	if o.Dashboard {
 		dcfg := dashboard.DefaultConfig()
 		dcfg.Prefix, dcfg.BaseURL = edge.DashboardPath, o.Edge.BaseURL
+		if o.Edge.Credentials != nil {
+			dcfg.Connector = o.Edge.Credentials
+		}
 		d, err := dashboard.New(dcfg, gw, store, signer, log)
 		if err != nil {
 			ln.Close()

@@ -1,12 +1,15 @@
 package dashboard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/bus/wire"
 )
 
 // Config is the dashboard's configuration.
@@ -25,6 +28,15 @@ type Config struct {
 	// TLS (behind a proxy that terminates it). They are Secure anyway under TLS or
 	// when BaseURL is https.
 	SecureCookie bool
+	// Connector begins an account's authorization of a tool at the tool's OAuth
+	// provider (credentials.Vault); nil: no tool page offers to connect.
+	Connector Connector
+}
+
+// Connector begins OAuth authorizations (credentials.Vault).
+type Connector interface {
+	OAuth() bool
+	BeginOAuth(ctx context.Context, account string, t *wire.Tool, browser string) (string, error)
 }
 
 // DefaultConfig serves /dashboard/ for the edge of `toolgate dev`, with sessions of

@@ -38,6 +38,11 @@ type toolView struct {
 	Tool *registry.Tool
 	edge.Availability
 	Tab string
+	// ConnectURL is the tool's Connect page, for a tool whose connection is
+	// authorized at an OAuth provider; Connected: the provider just sent the
+	// account holder back.
+	ConnectURL string
+	Connected  bool
 
 	Installs []installLine
 
@@ -115,6 +120,10 @@ func (d *Dashboard) toolPage(w http.ResponseWriter, r *http.Request, v *visit) {
 		return
 	}
 	tv.Rotated = tab == "sse" && r.URL.Query().Has("rotated")
+	tv.Connected = r.URL.Query().Has("connected")
+	if d.connects(t.Tool) {
+		tv.ConnectURL = d.cfg.Prefix + "tools/" + t.Tool.ID + "/connect"
+	}
 	d.render(w, http.StatusOK, "tool", d.page(v, toolTitle(t.Tool), "tools", tv))
 }
 
