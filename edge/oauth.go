@@ -143,7 +143,7 @@ var providerError = regexp.MustCompile(`^[a-z_]{1,64}$`)
 
 // oauthCallback ends an authorization on whichever edge the provider's redirect
 // reached: the code exchanged, the grant stored; then the dashboard's page of the
-// tool when there is a dashboard.
+// tool when the dashboard began it.
 func (e *Edge) oauthCallback(c *gin.Context) {
 	if e.cfg.Credentials == nil || !e.cfg.Credentials.OAuth() {
 		e.fail(c, errNoOAuth)
@@ -181,7 +181,9 @@ func (e *Edge) oauthCallback(c *gin.Context) {
 		e.fail(c, err)
 		return
 	}
-	if e.cfg.Dashboard != nil {
+	if browser != "" && e.cfg.Dashboard != nil {
+		// Begun on the dashboard: back to the tool's page there.
+		http.SetCookie(c.Writer, &http.Cookie{Name: OAuthBrowserCookie, Path: e.basePath + OAuthCallbackPath, MaxAge: -1})
 		c.Redirect(http.StatusSeeOther, e.basePath+DashboardPath+"tools/"+tool+"?connected=1")
 		return
 	}

@@ -4,9 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"slices"
 	"strings"
@@ -64,32 +62,6 @@ func serveAsAccount(e *env, tool registry.Tool, key nkeys.KeyPair, idp *testidp.
 	})
 }
 
-// signInAtProvider follows url in a browser-like client: the provider's login page
-// filled in and sent, its redirects followed back to the gateway's callback. It
-// returns the last answer.
-func signInAtProvider(t *testing.T, idp *testidp.Provider, connectURL string) (int, string) {
-	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	client := &http.Client{Jar: jar, Timeout: testenv.Patience}
-	res, err := client.Get(connectURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	id := res.Request.URL.Query().Get("authRequestID")
-	if id == "" {
-		t.Fatalf("the connect URL led to %s, not the provider's login page", res.Request.URL)
-	}
-	res, err = client.PostForm(idp.Issuer+"/login/username", url.Values{"username": {idp.Username()}, "password": {testidp.Password}, "id": {id}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b)
-}
-
 type whoami struct{ Sub, Token, Refresh string }
 
 // TestOAuthConnection: a tool declares an OAuth provider (a real OpenID provider,
@@ -104,7 +76,7 @@ func TestOAuthConnection(t *testing.T) {
 	keys := testKeyring(t)
 	a := newEnv(t, withCredentials(keys), withDashboard())
 	b := newEnv(t, withCredentials(keys), withDashboard(), onServer(a.srv.ClientURL()))
-	const lifetime, early = 30 * time.Second, 25 * time.Second
+	const lifetime, early = 60 * time.Second, 50 * time.Second
 	idp := testidp.Start(t, testidp.Options{ClientID: "toolgate", ClientSecret: "client-secret-9d1e", RedirectURI: a.url + edge.OAuthCallbackPath,
 		AccessTokenLifetime: lifetime})
 	for _, e := range []*env{a, b} {
@@ -143,8 +115,8 @@ func TestOAuthConnection(t *testing.T) {
 	if q := u.Query(); q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" || q.Get("state") == "" || !strings.HasPrefix(auth.ConnectURL, idp.Issuer) {
 		t.Fatalf("connect URL %s: want the provider's, with PKCE S256 and a state", auth.ConnectURL)
 	}
-	if status, body := signInAtProvider(t, idp, auth.ConnectURL); status != http.StatusOK {
-		t.Fatalf("callback: %d %s", status, body)
+	if status, body, err := idp.SignIn(auth.ConnectURL); err != nil || status != http.StatusOK {
+		t.Fatalf("callback: %d %s %v", status, body, err)
 	}
 	// A state serves once.
 	replay := a.do(http.MethodGet, edge.OAuthCallbackPath+"?state="+u.Query().Get("state")+"&code=x", "")

@@ -8,8 +8,12 @@ package testidp
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -105,4 +109,29 @@ func (p *Provider) count(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// SignIn does what the account holder's browser does with a connect URL: it follows
+// it to the provider's login page, fills in and sends the form, and follows the
+// redirects back to the redirect URI. It returns the last answer's status and body.
+func (p *Provider) SignIn(connectURL string) (int, string, error) {
+	jar, _ := cookiejar.New(nil)
+	client := &http.Client{Jar: jar, Timeout: time.Minute}
+	res, err := client.Get(connectURL)
+	if err != nil {
+		return 0, "", err
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	id := res.Request.URL.Query().Get("authRequestID")
+	if id == "" {
+		return 0, "", fmt.Errorf("testidp: the connect URL led to %s, not the login page", res.Request.URL)
+	}
+	res, err = client.PostForm(p.Issuer+"/login/username", url.Values{"username": {p.Username()}, "password": {Password}, "id": {id}})
+	if err != nil {
+		return 0, "", err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res.StatusCode, string(b), err
 }
