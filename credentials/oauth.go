@@ -139,8 +139,20 @@ func (v *Vault) config(ctx context.Context, t *wire.Tool) (*oauth2.Config, error
 	if err != nil {
 		return nil, err
 	}
+	if secret == "" {
+		// A public client names itself in the form, with no secret (PKCE proves it).
+		ep.AuthStyle = oauth2.AuthStyleInParams
+	}
 	return &oauth2.Config{ClientID: p.ClientID, ClientSecret: secret, Endpoint: ep,
 		RedirectURL: v.oauth.cfg.RedirectURL, Scopes: p.Scopes}, nil
+}
+
+// resource is the resource indicator option of t's provider's requests, if any.
+func resource(t *wire.Tool) []oauth2.AuthCodeOption {
+	if r := t.Connection.OAuth.Resource; r != "" {
+		return []oauth2.AuthCodeOption{oauth2.SetAuthURLParam("resource", r)}
+	}
+	return nil
 }
 
 // withClient is ctx carrying the HTTP client oauth2 talks to providers with.
@@ -203,7 +215,7 @@ func (v *Vault) BeginOAuth(ctx context.Context, account string, t *wire.Tool, br
 	if _, err := v.oauth.kv.Create(ctx, flowKey(state), b); err != nil {
 		return "", fmt.Errorf("credentials: oauth: keep the authorization: %w", err)
 	}
-	return cfg.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier)), nil
+	return cfg.AuthCodeURL(state, append(resource(t), oauth2.S256ChallengeOption(verifier))...), nil
 }
 
 // ErrFlowUnknown: a callback whose state names no authorization under way (never
@@ -213,9 +225,10 @@ var ErrFlowUnknown = fmt.Errorf("%w: the authorization is unknown, used already 
 // FinishOAuth ends the authorization state names with the provider's code: the flow
 // is taken out of the bucket (it serves once), the code exchanged with its verifier,
 // and the grant stored in the account's record. tool gives the tool's current
-// record. browser is what the browser brought (see BeginOAuth). It returns the
+// record. iss is the issuer the authorization response named (RFC 9207), if it
+// named one; browser is what the browser brought (see BeginOAuth). It returns the
 // account and tool it connected.
-func (v *Vault) FinishOAuth(ctx context.Context, state, code, browser string, tool func(id string) *wire.Tool) (account, toolID string, err error) {
+func (v *Vault) FinishOAuth(ctx context.Context, state, code, iss, browser string, tool func(id string) *wire.Tool) (account, toolID string, err error) {
 	if v.oauth == nil {
 		return "", "", ErrNoOAuth
 	}
@@ -230,6 +243,9 @@ func (v *Vault) FinishOAuth(ctx context.Context, state, code, browser string, to
 	if t == nil {
 		return "", "", fmt.Errorf("%w: tool %s", registry.ErrToolNotFound, f.Tool)
 	}
+	if err := checkIss(t.Connection.OAuth, iss); err != nil {
+		return "", "", err
+	}
 	values, err := v.keys.open(&f.Verifier, f.Account, f.Tool)
 	if err != nil {
 		return "", "", err
@@ -238,7 +254,7 @@ func (v *Vault) FinishOAuth(ctx context.Context, state, code, browser string, to
 	if err != nil {
 		return "", "", err
 	}
-	tok, err := cfg.Exchange(v.oauth.withClient(ctx), code, oauth2.VerifierOption(values["verifier"]))
+	tok, err := cfg.Exchange(v.oauth.withClient(ctx), code, append(resource(t), oauth2.VerifierOption(values["verifier"]))...)
 	if err != nil {
 		return "", "", fmt.Errorf("credentials: oauth: the provider refused the code: %w", err)
 	}
@@ -246,6 +262,21 @@ func (v *Vault) FinishOAuth(ctx context.Context, state, code, browser string, to
 		return "", "", err
 	}
 	return f.Account, f.Tool, nil
+}
+
+// ErrIssuer: a callback whose authorization response names another issuer than the
+// provider's, or none from a provider that sends it (RFC 9207: a mix-up).
+var ErrIssuer = fmt.Errorf("%w: the authorization response's issuer is not the tool's provider", registry.ErrInvalid)
+
+// checkIss checks the issuer an authorization response named against p's.
+func checkIss(p *wire.OAuthProvider, iss string) error {
+	if p == nil || (iss == "" && !p.IssResponse) {
+		return nil
+	}
+	if iss == "" || p.Issuer == "" || subtle.ConstantTimeCompare([]byte(iss), []byte(p.Issuer)) != 1 {
+		return ErrIssuer
+	}
+	return nil
 }
 
 // ErrOtherBrowser: a callback in a browser other than the one that began the flow.

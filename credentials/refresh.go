@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -151,7 +154,11 @@ func (v *Vault) refreshHeld(ctx context.Context, account string, t *wire.Tool) e
 	if err != nil {
 		return err
 	}
-	rctx, cancel := context.WithTimeout(v.oauth.withClient(ctx), v.oauth.cfg.RefreshLease)
+	rctx := v.oauth.withClient(ctx)
+	if r := t.Connection.OAuth.Resource; r != "" {
+		rctx = context.WithValue(ctx, oauth2.HTTPClient, v.oauth.withResource(cfg.Endpoint.TokenURL, r))
+	}
+	rctx, cancel := context.WithTimeout(rctx, v.oauth.cfg.RefreshLease)
 	defer cancel()
 	tok, err := cfg.TokenSource(rctx, &oauth2.Token{RefreshToken: refreshToken}).Token()
 	var refused *oauth2.RetrieveError
@@ -192,3 +199,44 @@ func (v *Vault) refuse(ctx context.Context, r *Record, rev uint64, why string) e
 }
 
 func (v *Vault) log() *slog.Logger { return slog.Default() }
+
+// withResource is the providers' HTTP client adding the resource indicator to the
+// token requests it sends to tokenURL: oauth2's refresh takes no parameter of the
+// caller's, and RFC 8707 asks for it on every token request.
+func (o *oauth) withResource(tokenURL, resource string) *http.Client {
+	c := *o.cfg.HTTPClient
+	next := c.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	c.Transport = resourceForm{next: next, tokenURL: tokenURL, resource: resource}
+	return &c
+}
+
+type resourceForm struct {
+	next               http.RoundTripper
+	tokenURL, resource string
+}
+
+func (f resourceForm) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodPost || req.URL.String() != f.tokenURL || req.Body == nil {
+		return f.next.RoundTrip(req)
+	}
+	b, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	form, err := url.ParseQuery(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("credentials: oauth: token request: %w", err)
+	}
+	if form.Get("resource") == "" {
+		form.Set("resource", f.resource)
+	}
+	body := form.Encode()
+	out := req.Clone(req.Context())
+	out.Body, out.ContentLength = io.NopCloser(strings.NewReader(body)), int64(len(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(body)), nil }
+	return f.next.RoundTrip(out)
+}

@@ -19,6 +19,35 @@ import (
 // ends the authorization, whichever began it.
 const OAuthCallbackPath = "/oauth/callback"
 
+// OAuthClientPath is where the gateway serves its OAuth client ID metadata document
+// (draft-ietf-oauth-client-id-metadata-document): its URL is the client id the gateway
+// gives an authorization server that takes such documents, as MCP's do.
+const OAuthClientPath = "/oauth/client"
+
+// ClientMetadata is the gateway's client ID metadata document.
+type ClientMetadata struct {
+	ClientID                string   `json:"client_id"`
+	ClientName              string   `json:"client_name"`
+	ClientURI               string   `json:"client_uri"`
+	RedirectURIs            []string `json:"redirect_uris"`
+	GrantTypes              []string `json:"grant_types"`
+	ResponseTypes           []string `json:"response_types"`
+	TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method"`
+}
+
+// oauthClientDocument serves the gateway's client ID metadata document: a public
+// client (PKCE, no secret) whose one redirect URI is the callback.
+func (e *Edge) oauthClientDocument(c *gin.Context) {
+	if e.cfg.Credentials == nil || !e.cfg.Credentials.OAuth() {
+		e.fail(c, errNoOAuth)
+		return
+	}
+	c.Header("Cache-Control", "public, max-age=3600")
+	c.JSON(http.StatusOK, ClientMetadata{ClientID: e.base + OAuthClientPath, ClientName: "toolgate", ClientURI: e.base,
+		RedirectURIs: []string{e.base + OAuthCallbackPath}, GrantTypes: []string{"authorization_code", "refresh_token"},
+		ResponseTypes: []string{"code"}, TokenEndpointAuthMethod: "none"})
+}
+
 // OAuthBrowserCookie holds, in the browser that began an authorization from the
 // dashboard, the value its callback must bring back.
 const OAuthBrowserCookie = "tg_oauth_browser"
@@ -163,12 +192,16 @@ func (e *Edge) oauthCallback(c *gin.Context) {
 	if ck, err := c.Request.Cookie(OAuthBrowserCookie); err == nil {
 		browser = ck.Value
 	}
-	_, tool, err := e.cfg.Credentials.FinishOAuth(c.Request.Context(), c.Query("state"), c.Query("code"), browser, func(id string) *wire.Tool {
+	_, tool, err := e.cfg.Credentials.FinishOAuth(c.Request.Context(), c.Query("state"), c.Query("code"), c.Query("iss"), browser, func(id string) *wire.Tool {
 		if entry := snap.RawTool(id); entry != nil {
 			return entry.Tool
 		}
 		return nil
 	})
+	if errors.Is(err, credentials.ErrIssuer) {
+		e.fail(c, newHTTPError(gateway.KindInvalidRequest, "the authorization response came from another issuer than the tool's provider: connect again"))
+		return
+	}
 	if errors.Is(err, credentials.ErrOtherBrowser) {
 		e.fail(c, newHTTPError(gateway.KindInvalidRequest, "this authorization was begun in another browser: connect again from this one"))
 		return

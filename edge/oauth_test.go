@@ -88,6 +88,8 @@ func TestOAuthConnection(t *testing.T) {
 	}
 	toolKey, _ := nkeys.CreateCurveKeys()
 	tool := oauthTool(toolKey, idp.Issuer)
+	const resource = "https://calendar.example.com/mcp"
+	tool.Connection.OAuth.Resource = resource
 	serveAsAccount(a, tool, toolKey, idp)
 	testenv.WaitFor(t, "the second edge sees the tool", func() bool { return b.view.Snapshot().Instances(tool.ID) > 0 })
 	key := a.accountKey("acme", registry.Limits{}, nil)
@@ -97,6 +99,10 @@ func TestOAuthConnection(t *testing.T) {
 		return err == nil && b.view.Snapshot().Connection("acme", "calendar") != nil
 	})
 
+	doc := decode[edge.ClientMetadata](t, b.do(http.MethodGet, edge.OAuthClientPath, ""))
+	if doc.ClientID != b.url+edge.OAuthClientPath || !slices.Equal(doc.RedirectURIs, []string{b.url + edge.OAuthCallbackPath}) || doc.TokenEndpointAuthMethod != "none" {
+		t.Fatalf("the client ID metadata document: %+v", doc)
+	}
 	st := decode[edge.ToolInfo](t, a.do(http.MethodGet, "/tools/calendar", "", "SERVICE_API_KEY", key)).Connection
 	if st == nil || st.State != edge.ConnectionNeedsCredentials || !slices.Equal(st.Missing, []string{"oauth"}) || st.ConnectURL != edge.ConnectURL(a.url, "calendar") {
 		t.Fatalf("before connecting: %+v; want needs_credentials, oauth missing, the connect URL", st)
@@ -121,6 +127,12 @@ func TestOAuthConnection(t *testing.T) {
 	// A state serves once.
 	replay := a.do(http.MethodGet, edge.OAuthCallbackPath+"?state="+u.Query().Get("state")+"&code=x", "")
 	replay.expect(t, http.StatusBadRequest, "invalid_request")
+	// An authorization response from another issuer is refused (RFC 9207).
+	other, _ := url.Parse(decode[edge.Authorization](t, a.admin(http.MethodPost, "/connections/acme/calendar/authorize", "")).ConnectURL)
+	mixUp := a.do(http.MethodGet, edge.OAuthCallbackPath+"?"+url.Values{"state": {other.Query().Get("state")}, "code": {"x"}, "iss": {"https://evil.example.com"}}.Encode(), "")
+	if e := mixUp.expect(t, http.StatusBadRequest, "invalid_request"); !strings.Contains(e.Message, "issuer") {
+		t.Fatalf("a response from another issuer: %q", e.Message)
+	}
 
 	first := decode[whoami](t, a.call(key, "calendar", "whoami", "{}"))
 	second := decode[whoami](t, b.call(key, "calendar", "whoami", "{}"))
@@ -157,6 +169,11 @@ func TestOAuthConnection(t *testing.T) {
 	if n := idp.Refreshes(); n != 1 {
 		t.Fatalf("the provider had %d refresh requests; want 1", n)
 	}
+	for _, endpoint := range []string{"auth", "code", "refresh"} {
+		if got := idp.Resources(endpoint); !slices.Contains(got, resource) {
+			t.Errorf("the %s request's resource indicators: %v; want %s", endpoint, got, resource)
+		}
+	}
 
 	// Revoked at the provider: the next refresh is refused.
 	if err := idp.RevokeAll(); err != nil {
@@ -170,5 +187,27 @@ func TestOAuthConnection(t *testing.T) {
 	st = decode[edge.ToolInfo](t, a.do(http.MethodGet, "/tools/calendar", "", "SERVICE_API_KEY", key)).Connection
 	if st.State != edge.ConnectionNeedsReauth || st.ConnectURL == "" {
 		t.Fatalf("after revocation: %+v; want needs_reauthorization and the connect URL", st)
+	}
+}
+
+// TestOAuthConfigBounds: an edge refuses OAuth connections with a bound of zero.
+func TestOAuthConfigBounds(t *testing.T) {
+	e := newEnv(t, withCredentials(testKeyring(t)))
+	for name, edit := range map[string]func(*credentials.OAuthConfig){
+		"flow lifetime": func(c *credentials.OAuthConfig) { c.FlowLifetime = 0 },
+		"refresh lease": func(c *credentials.OAuthConfig) { c.RefreshLease = 0 },
+		"refresh early": func(c *credentials.OAuthConfig) { c.RefreshBefore = -time.Second },
+		"redirect URL":  func(c *credentials.OAuthConfig) { c.RedirectURL = "" },
+	} {
+		cfg := credentials.DefaultOAuthConfig(e.url + edge.OAuthCallbackPath)
+		edit(&cfg)
+		if err := e.vault.EnableOAuth(testenv.Context(t), cfg, false); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	cfg := credentials.DefaultOAuthConfig(e.url + edge.OAuthCallbackPath)
+	cfg.RefreshBefore = 0
+	if err := e.vault.EnableOAuth(testenv.Context(t), cfg, false); err != nil {
+		t.Errorf("refreshing at expiry: %v", err)
 	}
 }

@@ -54,6 +54,14 @@ type OAuthProvider struct {
 	TokenURL         string   `json:"token_url,omitempty"`
 	Scopes           []string `json:"scopes,omitempty"`
 	ClientID         string   `json:"client_id"`
+	// Resource is the resource indicator (RFC 8707) sent with the authorization
+	// and token requests: the protected resource the token is for (a remote MCP
+	// server's URL).
+	Resource string `json:"resource,omitempty"`
+	// IssResponse: the provider sends its issuer in the authorization response
+	// (RFC 9207), which the callback then requires. A callback that brings another
+	// issuer is refused either way.
+	IssResponse bool `json:"iss_response,omitempty"`
 }
 
 // Needs reports whether an account's connection to the tool needs anything: values
@@ -222,7 +230,10 @@ func checkOAuth(p *OAuthProvider) error {
 	if p.Issuer == "" && (p.AuthorizationURL == "" || p.TokenURL == "") {
 		return errors.New("connection: oauth: an issuer, or both authorization_url and token_url, required")
 	}
-	for name, raw := range map[string]string{"issuer": p.Issuer, "authorization_url": p.AuthorizationURL, "token_url": p.TokenURL} {
+	if p.IssResponse && p.Issuer == "" {
+		return errors.New("connection: oauth: iss_response: the issuer is required to check it")
+	}
+	for name, raw := range map[string]string{"issuer": p.Issuer, "authorization_url": p.AuthorizationURL, "token_url": p.TokenURL, "resource": p.Resource} {
 		if raw == "" {
 			continue
 		}

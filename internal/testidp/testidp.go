@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,6 +40,17 @@ type Provider struct {
 	store  *tokens
 	// refreshes counts token requests with grant_type=refresh_token.
 	refreshes atomic.Int64
+	mu        sync.Mutex
+	resources map[string][]string // by endpoint ("auth", "code", "refresh"): the resource indicators sent
+}
+
+// Resources are the resource indicators (RFC 8707) the provider was sent at endpoint:
+// "auth" (the authorization endpoint), "code" or "refresh" (the token endpoint's
+// grants).
+func (p *Provider) Resources(endpoint string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.resources[endpoint]...)
 }
 
 // The user the example storage holds; its name is "test-user@" and the issuer's host.
@@ -99,13 +111,30 @@ func Start(t testing.TB, opts Options) *Provider {
 	return p
 }
 
-// count counts the refresh requests; the form parsed here is the one the provider
+func (p *Provider) saw(endpoint string, resources []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.resources == nil {
+		p.resources = map[string][]string{}
+	}
+	p.resources[endpoint] = append(p.resources[endpoint], resources...)
+}
+
+// count counts the refresh requests and notes the resource indicators; the form parsed here is the one the provider
 // reads after.
 func (p *Provider) count(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && r.URL.Path == "/oauth/token" && r.ParseForm() == nil &&
-			r.PostForm.Get("grant_type") == "refresh_token" {
-			p.refreshes.Add(1)
+		switch {
+		case r.URL.Path == "/auth":
+			p.saw("auth", r.URL.Query()["resource"])
+		case r.Method == http.MethodPost && r.URL.Path == "/oauth/token" && r.ParseForm() == nil:
+			switch r.PostForm.Get("grant_type") {
+			case "refresh_token":
+				p.refreshes.Add(1)
+				p.saw("refresh", r.PostForm["resource"])
+			case "authorization_code":
+				p.saw("code", r.PostForm["resource"])
+			}
 		}
 		next.ServeHTTP(w, r)
 	})
