@@ -17,12 +17,12 @@ import (
 // OAuthCallbackPath is where OAuth providers send the account holder's browser back:
 // the redirect URI the deployment registers with each, on its base URL. Any edge
 // ends the authorization, whichever began it.
-const OAuthCallbackPath = "/oauth/callback"
+const OAuthCallbackPath = wire.OAuthCallbackPath
 
 // OAuthClientPath is where the gateway serves its OAuth client ID metadata document
 // (draft-ietf-oauth-client-id-metadata-document): its URL is the client id the gateway
 // gives an authorization server that takes such documents, as MCP's do.
-const OAuthClientPath = "/oauth/client"
+const OAuthClientPath = wire.OAuthClientPath
 
 // ClientMetadata is the gateway's client ID metadata document.
 type ClientMetadata struct {

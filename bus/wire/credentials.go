@@ -38,6 +38,15 @@ type Connection struct {
 // for a tool whose connection declares a provider.
 const OAuthTokenField = "access_token"
 
+// The gateway's OAuth client paths, on the deployment's base URL: where providers
+// send the account holder's browser back (the redirect URI registered with each), and
+// the gateway's client ID metadata document, whose URL is its client id at an
+// authorization server that takes such documents.
+const (
+	OAuthCallbackPath = "/oauth/callback"
+	OAuthClientPath   = "/oauth/client"
+)
+
 // MissingOAuth names, among the values a connection misses, its authorization at
 // the tool's OAuth provider.
 const MissingOAuth = "oauth"
