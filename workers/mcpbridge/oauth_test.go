@@ -28,7 +28,9 @@ func protectedServer(t *testing.T, as, metadataPath string, challenge bool) (ser
 	t.Cleanup(srv.Close)
 	server := mcp.NewServer(&mcp.Implementation{Name: "calendar", Version: "1"}, nil)
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
-	refuse := func(context.Context, string, *http.Request) (*auth.TokenInfo, error) { return nil, auth.ErrInvalidToken }
+	refuse := func(context.Context, string, *http.Request) (*auth.TokenInfo, error) {
+		return nil, auth.ErrInvalidToken
+	}
 	opts := &auth.RequireBearerTokenOptions{}
 	if challenge {
 		opts.ResourceMetadataURL = srv.URL + metadataPath
