@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/testidp"
@@ -75,6 +77,27 @@ func TestOAuthConnectionFromTheCLI(t *testing.T) {
 	if status, body := call(t, http.MethodPost, s.url+"/tool-call/calendar/whoami", key.Secret, `{}`); status != http.StatusConflict ||
 		!strings.Contains(body, `"missing":["oauth"]`) || !strings.Contains(body, `"connect_url":"`+edge.ConnectURL(s.url, "calendar")) {
 		t.Fatalf("a call before connecting: %d %s", status, body)
+	}
+
+	// Over MCP, the same refusal is the tool's error, naming where to connect.
+	_, toolBody := call(t, http.MethodGet, s.url+"/tools/calendar", key.Secret, "")
+	var info edge.ToolInfo
+	if err := json.Unmarshal([]byte(toolBody), &info); err != nil || info.MCPURL == "" || info.Connection == nil || info.Connection.ConnectURL == "" {
+		t.Fatalf("the tool: %s", toolBody)
+	}
+	mctx, mcancel := context.WithTimeout(context.Background(), testenv.Patience)
+	defer mcancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(mctx, &mcp.StreamableClientTransport{Endpoint: info.MCPURL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(mctx, &mcp.CallToolParams{Name: "whoami", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(res.Content); !res.IsError || !strings.Contains(string(b), info.Connection.ConnectURL) {
+		t.Fatalf("an MCP call before connecting: %s; want a tool error naming %s", b, info.Connection.ConnectURL)
 	}
 
 	f := filepath.Join(t.TempDir(), "client.json")
