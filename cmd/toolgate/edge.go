@@ -99,6 +99,14 @@ func (o edgeOptions) Validate() error {
 	if o.AskConcurrency < 1 {
 		return errors.New("edge: ask-concurrency: must be at least 1")
 	}
+	switch {
+	case o.OAuth.FlowLifetime < time.Minute:
+		return errors.New("edge: oauth-flow-lifetime: must be at least 1m0s")
+	case o.OAuth.RefreshBefore < 0:
+		return errors.New("edge: oauth-refresh-before: must not be negative")
+	case o.OAuth.RefreshLease < time.Second:
+		return errors.New("edge: oauth-refresh-lease: must be at least 1s")
+	}
 	if o.UpdateRegistry && o.Replicas == 0 && o.MCP.EventRetention == 0 && o.Audit.MaxAge == 0 && o.Audit.MaxBytes == 0 && o.Calls.TTL == 0 {
 		return errors.New("edge: update-registry: needs --replicas, --mcp-event-retention, --audit-max-age, --audit-max-bytes or --calls-ttl, the settings to change to")
 	}
