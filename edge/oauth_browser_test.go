@@ -84,8 +84,11 @@ func TestOAuthConnectInBrowser(t *testing.T) {
 		chromedp.Submit(css("#key")),
 		chromedp.WaitVisible(css(`a[href$="/tools/calendar"]`)),
 	)
-	run("press Connect on the tool's page",
-		chromedp.Navigate(e.url+edge.DashboardPath+"tools/calendar"),
+	run("open the tool's page", chromedp.Navigate(e.url+edge.DashboardPath+"tools/calendar"), chromedp.WaitVisible(css("#connect")))
+	if got := read(chromedp.Text(css("#authorization"))); got != "not connected" {
+		t.Fatalf("before connecting, the page says %q", got)
+	}
+	run("press Connect",
 		chromedp.Click(css("#connect")),
 		chromedp.WaitVisible(css("#username")),
 	)
@@ -99,8 +102,9 @@ func TestOAuthConnectInBrowser(t *testing.T) {
 		chromedp.WaitVisible(css(`p.notice[role="status"]`)),
 	)
 	notice, location := read(chromedp.Text(css(`p.notice[role="status"]`))), read(chromedp.Location())
-	if !strings.HasPrefix(location, e.url+edge.DashboardPath+"tools/calendar") || !strings.Contains(notice, "Connected") {
-		t.Fatalf("back at %s with %q; want the tool's page, connected", location, notice)
+	if got := read(chromedp.Text(css("#authorization"))); !strings.HasPrefix(location, e.url+edge.DashboardPath+"tools/calendar") ||
+		!strings.Contains(notice, "Connected") || got != "connected" {
+		t.Fatalf("back at %s with %q, the state %q; want the tool's page, connected", location, notice, got)
 	}
 	got := decode[whoami](t, e.call(key, "calendar", "whoami", "{}"))
 	if got.Sub == "" {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/credentials"
 )
 
 // Config is the dashboard's configuration.
@@ -33,10 +34,12 @@ type Config struct {
 	Connector Connector
 }
 
-// Connector begins OAuth authorizations (credentials.Vault).
+// Connector begins OAuth authorizations and reads the connections' records
+// (credentials.Vault).
 type Connector interface {
 	OAuth() bool
 	BeginOAuth(ctx context.Context, account string, t *wire.Tool, browser string) (string, error)
+	Lookup(ctx context.Context, account string, t *wire.Tool) (*credentials.Record, uint64, error)
 }
 
 // DefaultConfig serves /dashboard/ for the edge of `toolgate dev`, with sessions of

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"time"
@@ -14,6 +15,21 @@ import (
 // authorized at an OAuth provider, and this edge runs OAuth connections.
 func (d *Dashboard) connects(t *registry.Tool) bool {
 	return d.cfg.Connector != nil && d.cfg.Connector.OAuth() && t.Connection != nil && t.Connection.OAuth != nil
+}
+
+// authorization is the state of account's authorization of t at its provider.
+func (d *Dashboard) authorization(ctx context.Context, account string, t *registry.Tool) string {
+	r, _, err := d.cfg.Connector.Lookup(ctx, account, t)
+	switch {
+	case err != nil:
+		d.log.Warn("dashboard: a connection's record", "tool", t.ID, "err", err)
+		return "unknown"
+	case credentials.Reauthorize(r):
+		return "needs reauthorization"
+	case r == nil || r.Grant == nil:
+		return "not connected"
+	}
+	return "connected"
 }
 
 // connectTool begins the signed-in account's authorization of a tool at its OAuth

@@ -43,6 +43,9 @@ type toolView struct {
 	// account holder back.
 	ConnectURL string
 	Connected  bool
+	// Authorization is the state of the account's authorization at the provider:
+	// "connected", "not connected" or "needs reauthorization".
+	Authorization string
 
 	Installs []installLine
 
@@ -123,6 +126,7 @@ func (d *Dashboard) toolPage(w http.ResponseWriter, r *http.Request, v *visit) {
 	tv.Connected = r.URL.Query().Has("connected")
 	if d.connects(t.Tool) {
 		tv.ConnectURL = d.cfg.Prefix + "tools/" + t.Tool.ID + "/connect"
+		tv.Authorization = d.authorization(r.Context(), v.principal.Account, t.Tool)
 	}
 	d.render(w, http.StatusOK, "tool", d.page(v, toolTitle(t.Tool), "tools", tv))
 }
