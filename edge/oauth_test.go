@@ -4,8 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -188,6 +191,40 @@ func TestOAuthConnection(t *testing.T) {
 	if st.State != edge.ConnectionNeedsReauth || st.ConnectURL == "" {
 		t.Fatalf("after revocation: %+v; want needs_reauthorization and the connect URL", st)
 	}
+	if page := dashboardPage(t, a, key, "tools/calendar"); !strings.Contains(page, `id="authorization">needs reauthorization<`) {
+		t.Fatalf("the tool's dashboard page after revocation:\n%s", page)
+	}
+}
+
+// dashboardPage signs in to e's dashboard with key, as a browser's form does, and
+// returns the page at rel.
+func dashboardPage(t *testing.T, e *env, key, rel string) string {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	client := &http.Client{Jar: jar, Timeout: testenv.Patience}
+	get := func(u string) string {
+		res, err := client.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return string(b)
+	}
+	form := get(e.url + edge.DashboardPath + "signin")
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(form)
+	if m == nil {
+		t.Fatalf("the sign-in page has no form token:\n%s", form)
+	}
+	req, _ := http.NewRequest(http.MethodPost, e.url+edge.DashboardPath+"signin", strings.NewReader(url.Values{"csrf": {m[1]}, "key": {key}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", e.url)
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return get(e.url + edge.DashboardPath + rel)
 }
 
 // TestOAuthConfigBounds: an edge refuses OAuth connections with a bound of zero.
