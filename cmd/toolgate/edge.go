@@ -345,19 +345,11 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 		gwOpts = append(gwOpts, gateway.WithAudit(trail))
 	}
 	if o.credentialKeys != nil {
-		vault, err := credentials.Open(ctx, store, o.credentialKeys, o.UpdateRegistry)
+		opts, err := openVault(ctx, &o, store, log)
 		if err != nil {
 			return err
 		}
-		vault.Follow(ctx, log)
-		o.Edge.Credentials = vault
-		gwOpts = append(gwOpts, gateway.WithCredentials(vault))
-		if o.Dashboard {
-			// The base URL is known once the edge listens, before any call.
-			gwOpts = append(gwOpts, gateway.WithConnectURL(func(tool string) string {
-				return edge.ConnectURL(strings.TrimRight(o.Edge.BaseURL, "/"), tool)
-			}))
-		}
+		gwOpts = append(gwOpts, opts...)
 	}
 	gw, err := gateway.New(nc, view, o.Gateway, gwOpts...)
 	if err != nil {
@@ -371,6 +363,7 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 		o.Edge.BaseURL = localURL(ln.Addr())
 	}
 	if o.Edge.Credentials != nil {
+		// The callback is on the base URL, known once the edge listens.
 		o.OAuth.RedirectURL = strings.TrimRight(o.Edge.BaseURL, "/") + edge.OAuthCallbackPath
 		if err := o.Edge.Credentials.EnableOAuth(ctx, o.OAuth, o.UpdateRegistry); err != nil {
 			ln.Close()
@@ -411,6 +404,25 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 	}
 	ready(localURL(ln.Addr()), o.Edge.BaseURL)
 	return e.Serve(ctx, ln)
+}
+
+// openVault opens and follows the credentials bucket for o's edge, and returns the
+// gateway's options that send calls with their accounts' values.
+func openVault(ctx context.Context, o *edgeOptions, store *registry.Store, log *slog.Logger) ([]gateway.Option, error) {
+	vault, err := credentials.Open(ctx, store, o.credentialKeys, o.UpdateRegistry)
+	if err != nil {
+		return nil, err
+	}
+	vault.Follow(ctx, log)
+	o.Edge.Credentials = vault
+	opts := []gateway.Option{gateway.WithCredentials(vault)}
+	if o.Dashboard {
+		// The base URL is known once the edge listens, before any call.
+		opts = append(opts, gateway.WithConnectURL(func(tool string) string {
+			return edge.ConnectURL(strings.TrimRight(o.Edge.BaseURL, "/"), tool)
+		}))
+	}
+	return opts, nil
 }
 
 // addAuditFlags are the audit trail's flags of `toolgate edge`.
