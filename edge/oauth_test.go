@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -60,12 +61,13 @@ func serveAsAccount(e *env, tool registry.Tool, key nkeys.KeyPair, idp *testidp.
 			return
 		}
 		h := sha256.Sum256([]byte(values[wire.OAuthTokenField]))
-		b, _ := json.Marshal(map[string]string{"sub": info.Sub, "token": hex.EncodeToString(h[:8]), "refresh": values["oauth:refresh_token"]})
+		names := slices.Sorted(maps.Keys(values))
+		b, _ := json.Marshal(map[string]string{"sub": info.Sub, "token": hex.EncodeToString(h[:8]), "values": strings.Join(names, ",")})
 		respond(m, 0, "application/json", b)
 	})
 }
 
-type whoami struct{ Sub, Token, Refresh string }
+type whoami struct{ Sub, Token, Values string }
 
 // TestOAuthConnection: a tool declares an OAuth provider (a real OpenID provider,
 // zitadel's); an account's connection needs it authorized; the admin API's connect
@@ -139,8 +141,8 @@ func TestOAuthConnection(t *testing.T) {
 
 	first := decode[whoami](t, a.call(key, "calendar", "whoami", "{}"))
 	second := decode[whoami](t, b.call(key, "calendar", "whoami", "{}"))
-	if first.Sub == "" || first != second || first.Refresh != "" {
-		t.Fatalf("calls on both edges: %+v and %+v; want the provider's subject, the same token, no refresh token", first, second)
+	if first.Sub == "" || first != second || first.Values != wire.OAuthTokenField {
+		t.Fatalf("calls on both edges: %+v and %+v; want the provider's subject, the same token, and no value but the access token", first, second)
 	}
 	if st := decode[edge.ToolInfo](t, b.do(http.MethodGet, "/tools/calendar", "", "SERVICE_API_KEY", key)).Connection; st.State != edge.ConnectionReady {
 		t.Fatalf("after connecting: %+v", st)
