@@ -28,9 +28,12 @@ type Record struct {
 	Account string `json:"account"`
 	Tool    string `json:"tool"`
 	// Fields says of each field set when it was set and its value's fingerprint.
-	Fields    map[string]FieldState `json:"fields"`
-	Envelope  Envelope              `json:"envelope"`
-	UpdatedAt time.Time             `json:"updated_at"`
+	Fields map[string]FieldState `json:"fields"`
+	// Grant is the account's OAuth grant, for a tool whose connection declares a
+	// provider: its tokens are among the values.
+	Grant     *Grant    `json:"grant,omitempty"`
+	Envelope  Envelope  `json:"envelope"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // FieldState is what may be shown of a field's value.
@@ -47,6 +50,7 @@ type Vault struct {
 	keys   *Keyring
 	sender nkeys.KeyPair          // this edge's curve key, which seals values to tools
 	copy   atomic.Pointer[copyOf] // the bucket as this process follows it (Follow); nil: none
+	oauth  *oauth                 // nil: no OAuth connections (EnableOAuth)
 }
 
 // Open opens (or makes) the credentials bucket beside the registry's.
@@ -96,7 +100,8 @@ func (v *Vault) Lookup(ctx context.Context, account string, t *wire.Tool) (*Reco
 	return r, rev, err
 }
 
-// Missing are the fields conn requires that r (nil: none set) lacks.
+// Missing are the fields conn requires that r (nil: none set) lacks, and
+// MissingOAuth when conn declares a provider and r holds no grant, or one refused.
 func Missing(conn *wire.Connection, r *Record) []string {
 	var missing []string
 	if conn == nil {
@@ -107,7 +112,16 @@ func Missing(conn *wire.Connection, r *Record) []string {
 			missing = append(missing, f.Name)
 		}
 	}
+	if conn.OAuth != nil && (r == nil || r.Grant == nil || r.Grant.Refused != "") {
+		missing = append(missing, MissingOAuth)
+	}
 	return missing
+}
+
+// Reauthorize reports whether r's grant was refused: its account must authorize the
+// tool again.
+func Reauthorize(r *Record) bool {
+	return r != nil && r.Grant != nil && r.Grant.Refused != ""
 }
 
 func (r *Record) fields() map[string]FieldState {
@@ -144,6 +158,12 @@ func (v *Vault) Update(ctx context.Context, account, tool string, conn *wire.Con
 		switch {
 		case r == nil:
 			r = &Record{Account: account, Tool: tool}
+		case replace && r.Grant != nil:
+			// The values are replaced, the grant kept: an envelope this edge cannot
+			// open loses it, as a replace loses any value.
+			if current, err = v.keys.open(&r.Envelope, account, tool); err != nil {
+				current, r.Grant = map[string]string{}, nil
+			}
 		case !replace:
 			// Replacing needs nothing of what is there: a record wrapped under a key
 			// this edge no longer holds can still be set anew.
@@ -170,6 +190,11 @@ func (v *Vault) merge(r *Record, current map[string]string, values map[string]*s
 	if !replace {
 		maps.Copy(next, current)
 		maps.Copy(states, r.Fields)
+	}
+	for _, name := range []string{grantAccess, grantRefresh, grantType} {
+		if val, ok := current[name]; ok {
+			next[name] = val
+		}
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	for name, val := range values {
@@ -233,18 +258,27 @@ func (v *Vault) Clear(ctx context.Context, account, tool string) error {
 
 // Seal reads account's values for t and seals them to t's key, for a call: the
 // HeaderCredentials value ("" when t needs no values, or has no key to seal them to),
-// or, when a field t requires is not set, the fields missing.
+// or, when a field t requires is not set, the fields missing. An OAuth grant whose
+// access token expires soon is refreshed first (refresh), and only its access token
+// is sealed (wire.OAuthTokenField), never its refresh token.
 func (v *Vault) Seal(ctx context.Context, account string, t *wire.Tool) (header string, missing []string, err error) {
-	if t.Connection == nil || len(t.Connection.Fields) == 0 {
+	if !t.Connection.Needs() {
 		return "", nil, nil
 	}
-	c := v.copy.Load().lookup(account, t.ID)
-	if c == nil || len(Missing(t.Connection, c.r)) > 0 {
-		r, rev, err := v.Read(ctx, account, t.ID)
-		if err != nil && !errors.Is(err, registry.ErrNotFound) {
+	c, err := v.current(ctx, account, t)
+	if err != nil {
+		return "", nil, err
+	}
+	if v.oauth.due(c.r) {
+		if err := v.refresh(ctx, account, t); err != nil {
+			if c.r.Grant.Expiry.Before(time.Now()) {
+				return "", nil, err
+			}
+			// The token still serves: this call goes with it, the next tries again.
+			v.log().Warn("credentials: oauth: refresh failed; the access token still serves", "account", account, "tool", t.ID, "err", err)
+		} else if c, err = v.current(ctx, account, t); err != nil {
 			return "", nil, err
 		}
-		c = &copied{r: r, rev: rev}
 	}
 	if missing = Missing(t.Connection, c.r); len(missing) > 0 || c.r == nil || t.Connection.SealKey == "" {
 		return "", missing, nil
@@ -261,11 +295,44 @@ func (v *Vault) Seal(ctx context.Context, account string, t *wire.Tool) (header 
 		return "", nil, err
 	}
 	defer clear(values)
-	if header, err = wire.SealCredentials(v.sender, t.Connection.SealKey, account, t.ID, values); err != nil {
+	sent := toolValues(values)
+	if header, err = wire.SealCredentials(v.sender, t.Connection.SealKey, account, t.ID, sent); err != nil {
 		return "", nil, err
 	}
 	c.sealKey, c.sealed = t.Connection.SealKey, header
 	return header, nil, nil
+}
+
+// current is account's record of t as a call needs it: from the copy Follow keeps,
+// or from the stream's leader when the copy lacks it or lacks something t requires.
+func (v *Vault) current(ctx context.Context, account string, t *wire.Tool) (*copied, error) {
+	if c := v.copy.Load().lookup(account, t.ID); c != nil && len(Missing(t.Connection, c.r)) == 0 && !v.oauth.due(c.r) {
+		return c, nil
+	}
+	r, rev, err := v.Read(ctx, account, t.ID)
+	if err != nil && !errors.Is(err, registry.ErrNotFound) {
+		return nil, err
+	}
+	if c := v.copy.Load().lookup(account, t.ID); c != nil && c.rev == rev && r != nil {
+		return c, nil // the copy's, with its seal
+	}
+	return &copied{r: r, rev: rev}, nil
+}
+
+// toolValues are the values a tool's workers get: the fields, and of a grant only
+// its access token.
+func toolValues(values map[string]string) map[string]string {
+	sent := make(map[string]string, len(values))
+	for k, val := range values {
+		switch k {
+		case grantAccess:
+			sent[wire.OAuthTokenField] = val
+		case grantRefresh, grantType:
+		default:
+			sent[k] = val
+		}
+	}
+	return sent
 }
 
 // Rotate wraps every record's data key under the current KEK, each compare-and-set

@@ -88,6 +88,7 @@ func (e *Edge) adminRoutes(g *gin.RouterGroup) {
 	g.DELETE("/connections/:account/:tool", e.disconnect)
 	g.POST("/links/:account/:tool/rotate", e.rotateLink)
 	e.credentialRoutes(g)
+	e.oauthRoutes(g)
 }
 
 func (e *Edge) connectionView(c *registry.Connection) Connection {

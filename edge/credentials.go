@@ -19,10 +19,15 @@ import (
 )
 
 // ConnectionState is whether an account's connection to a tool has every value the
-// tool requires: "ready", or "needs_credentials" with the fields missing.
+// tool requires: "ready", or "needs_credentials" with the fields missing (and
+// "oauth" when the tool's OAuth provider has not authorized it), or
+// "needs_reauthorization" when the provider refused to refresh its grant.
 type ConnectionState struct {
 	State   string   `json:"state"`
 	Missing []string `json:"missing"`
+	// ConnectURL is where the account holder authorizes the tool at its OAuth
+	// provider, when that is missing (the dashboard's Connect page).
+	ConnectURL string `json:"connect_url,omitempty"`
 	// Fields are what the tool asks of a connection, when it asks anything: each
 	// field's name, whether it is a secret, and what it is.
 	Fields []wire.Field `json:"fields,omitempty"`
@@ -32,6 +37,7 @@ type ConnectionState struct {
 const (
 	ConnectionReady            = "ready"
 	ConnectionNeedsCredentials = "needs_credentials"
+	ConnectionNeedsReauth      = "needs_reauthorization"
 )
 
 // CredentialsInfo is the answer of GET (and PUT, PATCH)
@@ -75,11 +81,9 @@ var errNoVault = newHTTPError(gateway.KindNotFound, "credentials are off on this
 // connectionState is account's connection state for t, read from the vault (ready
 // when t needs nothing).
 func (e *Edge) connectionState(c *gin.Context, account string, t *registry.Tool) ConnectionState {
-	st := ConnectionState{State: ConnectionReady, Missing: []string{}}
-	if t.Connection == nil || len(t.Connection.Fields) == 0 {
-		return st
+	if !t.Connection.Needs() {
+		return ConnectionState{State: ConnectionReady, Missing: []string{}}
 	}
-	st.Fields = t.Connection.Fields
 	var r *credentials.Record
 	if e.cfg.Credentials != nil {
 		var err error
@@ -87,8 +91,24 @@ func (e *Edge) connectionState(c *gin.Context, account string, t *registry.Tool)
 			e.log.WarnContext(c.Request.Context(), "edge: credentials: read", "account", account, "tool", t.ID, "err", err)
 		}
 	}
-	if missing := credentials.Missing(t.Connection, r); len(missing) > 0 {
-		st.State, st.Missing = ConnectionNeedsCredentials, missing
+	st := e.stateOf(t, r)
+	st.Fields = t.Connection.Fields
+	return st
+}
+
+// stateOf is the state of a connection to t whose record is r (nil: none).
+func (e *Edge) stateOf(t *registry.Tool, r *credentials.Record) ConnectionState {
+	st := ConnectionState{State: ConnectionReady, Missing: []string{}}
+	missing := credentials.Missing(t.Connection, r)
+	if len(missing) == 0 {
+		return st
+	}
+	st.State, st.Missing = ConnectionNeedsCredentials, missing
+	if slices.Contains(missing, credentials.MissingOAuth) {
+		st.ConnectURL = e.connectURL(t.ID)
+		if credentials.Reauthorize(r) {
+			st.State = ConnectionNeedsReauth
+		}
 	}
 	return st
 }
@@ -127,7 +147,7 @@ func (e *Edge) getCredentials(c *gin.Context) {
 		return
 	}
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusOK, credentialsInfo(account, t, r))
+	c.JSON(http.StatusOK, e.credentialsInfo(account, t, r))
 }
 
 func (e *Edge) putCredentials(c *gin.Context)   { e.setCredentials(c, true) }
@@ -152,7 +172,7 @@ func (e *Edge) setCredentials(c *gin.Context, replace bool) {
 	}
 	e.adminChange(c, http.StatusOK, audit.ActionSetCredentials, account, "", t.ID)
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusOK, credentialsInfo(account, t, r))
+	c.JSON(http.StatusOK, e.credentialsInfo(account, t, r))
 }
 
 func (e *Edge) clearCredentials(c *gin.Context) {
@@ -219,7 +239,7 @@ func readValues(body io.Reader, nulls bool) (map[string]*string, error) {
 
 // credentialsInfo is what may be shown of r, a connection's record (nil: none), for
 // tool t.
-func credentialsInfo(account string, t *registry.Tool, r *credentials.Record) CredentialsInfo {
+func (e *Edge) credentialsInfo(account string, t *registry.Tool, r *credentials.Record) CredentialsInfo {
 	info := CredentialsInfo{Account: account, Tool: t.ID, Fields: []CredentialField{},
 		State: ConnectionState{State: ConnectionReady, Missing: []string{}}}
 	if r != nil {
@@ -238,8 +258,6 @@ func credentialsInfo(account string, t *registry.Tool, r *credentials.Record) Cr
 		}
 		info.Fields = append(info.Fields, cf)
 	}
-	if missing := credentials.Missing(t.Connection, r); len(missing) > 0 {
-		info.State = ConnectionState{State: ConnectionNeedsCredentials, Missing: missing}
-	}
+	info.State = e.stateOf(t, r)
 	return info
 }

@@ -120,6 +120,8 @@ func (e *Edge) routes() *gin.Engine {
 	r.GET("/healthz", e.healthz)
 	r.GET("/readyz", e.readyz)
 	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(e.metrics.reg, promhttp.HandlerOpts{})))
+	r.GET(OAuthCallbackPath, e.oauthCallback)
+	r.GET(OAuthClientPath, e.oauthClientDocument)
 
 	api := r.Group("", e.authKey)
 	api.GET("/get-tools", e.getTools)

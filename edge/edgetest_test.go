@@ -111,6 +111,9 @@ func newEnv(t testing.TB, opts ...option) *env {
 		}
 		e.vault.Follow(testenv.Context(t), testenv.Logger(t))
 		gwOpts = append(gwOpts, gateway.WithCredentials(e.vault))
+		if o.dashboard {
+			gwOpts = append(gwOpts, gateway.WithConnectURL(func(tool string) string { return edge.ConnectURL(e.url, tool) }))
+		}
 	}
 	gcfg := gateway.DefaultConfig()
 	if o.gateway != nil {
@@ -141,6 +144,9 @@ func newEnv(t testing.TB, opts ...option) *env {
 	if o.dashboard {
 		dcfg := dashboard.DefaultConfig()
 		dcfg.BaseURL = e.url
+		if e.vault != nil {
+			dcfg.Connector = e.vault
+		}
 		if cfg.Dashboard, err = dashboard.New(dcfg, e.gw, e.store, e.signer, log); err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -28,6 +29,12 @@ func WithCredentials(c Credentials) Option {
 	return func(g *Gateway) { g.creds = c }
 }
 
+// WithConnectURL names, in a connection_required failure of a tool whose OAuth
+// provider has not authorized the account's connection, where its holder connects it.
+func WithConnectURL(url func(tool string) string) Option {
+	return func(g *Gateway) { g.connectURL = url }
+}
+
 // CodeConnectionRequired: the account's connection to the tool lacks values the tool
 // requires.
 const CodeConnectionRequired = "connection_required"
@@ -42,17 +49,25 @@ var KindConnectionRequired = &Kind{Code: CodeConnectionRequired, Status: http.St
 type ConnectionRequiredError struct {
 	Tool    string
 	Missing []string
+	// ConnectURL is where the account holder authorizes the tool at its OAuth
+	// provider, when that is what is missing.
+	ConnectURL string
 }
 
 func (e *ConnectionRequiredError) Error() string {
+	if e.ConnectURL != "" {
+		return fmt.Sprintf("the account's connection to %s needs %s: connect it at %s, then call again",
+			e.Tool, strings.Join(e.Missing, ", "), e.ConnectURL)
+	}
 	return fmt.Sprintf("the account's connection to %s needs %s: set it (PUT /admin/connections/{account}/%s/credentials), then call again",
 		e.Tool, strings.Join(e.Missing, ", "), e.Tool)
 }
 
 // connectionDetail is the envelope's detail of a connection_required failure.
 type connectionDetail struct {
-	Tool    string   `json:"tool"`
-	Missing []string `json:"missing"`
+	Tool       string   `json:"tool"`
+	Missing    []string `json:"missing"`
+	ConnectURL string   `json:"connect_url,omitempty"`
 }
 
 // classifyConnection: a call refused for its connection's missing values.
@@ -62,7 +77,7 @@ func classifyConnection(err error) (Failure, bool) {
 		return Failure{}, false
 	}
 	f := ofText(KindConnectionRequired, cr.Error())
-	d := connectionDetail{Tool: cr.Tool, Missing: cr.Missing}
+	d := connectionDetail{Tool: cr.Tool, Missing: cr.Missing, ConnectURL: cr.ConnectURL}
 	f.Details, f.Data = []any{d}, d
 	return f, true
 }
@@ -70,7 +85,7 @@ func classifyConnection(err error) (Failure, bool) {
 // sealCredentials finds c's account's values for t: refused when one t requires is
 // missing, else kept sealed on c for send.
 func (g *Gateway) sealCredentials(ctx context.Context, c *Call, t *wire.Tool, refuse bool) error {
-	if g.creds == nil || t.Connection == nil || len(t.Connection.Fields) == 0 {
+	if g.creds == nil || !t.Connection.Needs() {
 		return nil
 	}
 	header, missing, err := g.creds.Seal(ctx, c.Principal.Account, t)
@@ -78,7 +93,11 @@ func (g *Gateway) sealCredentials(ctx context.Context, c *Call, t *wire.Tool, re
 		return fmt.Errorf("gateway: credentials of %s: %w", t.ID, err)
 	}
 	if len(missing) > 0 && refuse {
-		return &ConnectionRequiredError{Tool: t.ID, Missing: missing}
+		cr := &ConnectionRequiredError{Tool: t.ID, Missing: missing}
+		if t.Connection.OAuth != nil && g.connectURL != nil && slices.Contains(missing, wire.MissingOAuth) {
+			cr.ConnectURL = g.connectURL(t.ID)
+		}
+		return cr
 	}
 	c.sealed = header
 	return nil

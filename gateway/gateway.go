@@ -101,7 +101,9 @@ type Gateway struct {
 	calls  *bus.Watcher // gives up the calls whose worker died
 	trail  *audit.Trail // nil: no audit trail
 	creds  Credentials  // nil: calls carry no connection values
-	quotas *quotaCounts // nil: no quotas (WithQuotas)
+	// connectURL names where an account connects a tool (WithConnectURL); nil: nowhere
+	connectURL func(tool string) string
+	quotas     *quotaCounts // nil: no quotas (WithQuotas)
 
 	fallbackLogged atomic.Int64 // unix seconds of the last warning that the shared buckets failed
 	sharedDown     atomic.Int64 // unix nanoseconds until which the shared buckets are left alone

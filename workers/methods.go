@@ -151,7 +151,7 @@ func (w *Worker) record(methods []Method, hasMCP bool) (wire.Tool, error) {
 // the public key of the seal key their values are sealed to; nil for a tool that
 // declares no fields.
 func (w *Worker) connection() (*wire.Connection, error) {
-	if len(w.tool.Connection) == 0 {
+	if len(w.tool.Connection) == 0 && w.tool.OAuth == nil {
 		return nil, nil
 	}
 	if w.cfg.sealKey == nil {
@@ -161,7 +161,7 @@ func (w *Worker) connection() (*wire.Connection, error) {
 	if err != nil || !nkeys.IsValidPublicCurveKey(pub) {
 		return nil, errors.New("connection: the seal key is not an X25519 (curve) key pair")
 	}
-	conn := &wire.Connection{Fields: w.tool.Connection, SealKey: pub}
+	conn := &wire.Connection{Fields: w.tool.Connection, OAuth: w.tool.OAuth, SealKey: pub}
 	if err := wire.CheckConnection(conn); err != nil {
 		return nil, err
 	}

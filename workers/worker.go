@@ -46,7 +46,17 @@ type Tool struct {
 	// calls brings them, sealed to the tool's key (WithSealKey), which the handler
 	// reads with Call.Credentials.
 	Connection []Field
+	// OAuth is the OAuth 2 provider each account authorizes the tool at, when the
+	// tool acts with the account's access token there: the gateway runs the
+	// authorization (the dashboard's Connect button) and the refreshes, and each
+	// call brings the access token as the value "access_token" of Call.Credentials.
+	// The client's secret is set at the gateway, never here.
+	OAuth *OAuthProvider
 }
+
+// OAuthProvider is where accounts authorize a tool: an issuer to discover the
+// endpoints from, or the endpoints; the scopes; the client's id.
+type OAuthProvider = wire.OAuthProvider
 
 // Field is one value of a connection: its name, whether it is a secret, what it is.
 type Field = wire.Field
@@ -130,7 +140,7 @@ func New(nc *nats.Conn, tool Tool, opts ...Option) *Worker {
 	if cfg.instance == "" {
 		cfg.instance = defaultInstance()
 	}
-	if len(tool.Connection) > 0 && cfg.sealKey == nil {
+	if (len(tool.Connection) > 0 || tool.OAuth != nil) && cfg.sealKey == nil {
 		cfg.sealKey, _ = nkeys.CreateCurveKeys() // fails only without a source of randomness; record says so
 	}
 	return &Worker{

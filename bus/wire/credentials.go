@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
 
@@ -24,9 +25,58 @@ type Connection struct {
 	// Fields are the values an account gives for its connection (a token, an API
 	// key, a user name), each named once.
 	Fields []Field `json:"fields,omitempty"`
+	// OAuth is the OAuth 2 provider an account authorizes the tool at, when the
+	// tool acts with an access token of the account's: each call brings it as the
+	// value OAuthTokenField.
+	OAuth *OAuthProvider `json:"oauth,omitempty"`
 	// SealKey is the tool's X25519 public key (an nkeys curve key, "X..."), to which
 	// an edge seals an account's values for each call.
 	SealKey string `json:"seal_key,omitempty"`
+}
+
+// OAuthTokenField names, among a call's values, the account's OAuth access token
+// for a tool whose connection declares a provider.
+const OAuthTokenField = "access_token"
+
+// The gateway's OAuth client paths, on the deployment's base URL: where providers
+// send the account holder's browser back (the redirect URI registered with each), and
+// the gateway's client ID metadata document, whose URL is its client id at an
+// authorization server that takes such documents.
+const (
+	OAuthCallbackPath = "/oauth/callback"
+	OAuthClientPath   = "/oauth/client"
+)
+
+// MissingOAuth names, among the values a connection misses, its authorization at
+// the tool's OAuth provider.
+const MissingOAuth = "oauth"
+
+// OAuthProvider is where an account's connection to a tool is authorized: an issuer
+// whose metadata names the endpoints (OpenID Connect discovery or RFC 8414), or the
+// endpoints themselves; the scopes asked; and the client the deployment registered
+// there. The client's secret, if it has one, is never in the record: the deployment
+// sets it at the gateway (PUT /admin/tools/{tool}/oauth-client), which keeps it as
+// it keeps credentials.
+type OAuthProvider struct {
+	Issuer           string   `json:"issuer,omitempty"`
+	AuthorizationURL string   `json:"authorization_url,omitempty"`
+	TokenURL         string   `json:"token_url,omitempty"`
+	Scopes           []string `json:"scopes,omitempty"`
+	ClientID         string   `json:"client_id"`
+	// Resource is the resource indicator (RFC 8707) sent with the authorization
+	// and token requests: the protected resource the token is for (a remote MCP
+	// server's URL).
+	Resource string `json:"resource,omitempty"`
+	// IssResponse: the provider sends its issuer in the authorization response
+	// (RFC 9207), which the callback then requires. A callback that brings another
+	// issuer is refused either way.
+	IssResponse bool `json:"iss_response,omitempty"`
+}
+
+// Needs reports whether an account's connection to the tool needs anything: values
+// or an authorization.
+func (c *Connection) Needs() bool {
+	return c != nil && (len(c.Fields) > 0 || c.OAuth != nil)
 }
 
 // Field is one value of a connection.
@@ -61,6 +111,14 @@ func CheckConnection(c *Connection) error {
 			return fmt.Errorf("connection field %s: declared twice", f.Name)
 		}
 		seen[f.Name] = true
+	}
+	if c.OAuth != nil {
+		if err := checkOAuth(c.OAuth); err != nil {
+			return err
+		}
+		if seen[OAuthTokenField] {
+			return fmt.Errorf("connection field %s: the name of the OAuth access token, which a connection with a provider brings", OAuthTokenField)
+		}
 	}
 	if c.SealKey != "" && !nkeys.IsValidPublicCurveKey(c.SealKey) {
 		return errors.New("connection: seal key: not an X25519 public key")
@@ -171,4 +229,31 @@ func ParseSealKey(creds []byte, tool string) (nkeys.KeyPair, error) {
 		return nil, fmt.Errorf("wire: seal key of %s: %w", tool, err)
 	}
 	return kp, nil
+}
+
+// checkOAuth returns why p cannot be a connection's provider, or nil.
+func checkOAuth(p *OAuthProvider) error {
+	if p.ClientID == "" {
+		return errors.New("connection: oauth: client_id: required")
+	}
+	if p.Issuer == "" && (p.AuthorizationURL == "" || p.TokenURL == "") {
+		return errors.New("connection: oauth: an issuer, or both authorization_url and token_url, required")
+	}
+	if p.IssResponse && p.Issuer == "" {
+		return errors.New("connection: oauth: iss_response: the issuer is required to check it")
+	}
+	for name, raw := range map[string]string{"issuer": p.Issuer, "authorization_url": p.AuthorizationURL, "token_url": p.TokenURL, "resource": p.Resource} {
+		if raw == "" {
+			continue
+		}
+		if u, err := url.Parse(raw); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Fragment != "" {
+			return fmt.Errorf("connection: oauth: %s: %q is not an absolute http(s) URL", name, raw)
+		}
+	}
+	for _, s := range p.Scopes {
+		if s == "" || strings.ContainsAny(s, " \t\n\"\\") {
+			return fmt.Errorf("connection: oauth: scope %q: a scope is one token, without spaces or quotes", s)
+		}
+	}
+	return nil
 }

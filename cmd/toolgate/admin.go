@@ -182,6 +182,8 @@ func newToolsCmd() *cobra.Command {
 				}}
 		},
 		toolsCredentialsCmd,
+		toolsAuthorizeCmd,
+		toolsOAuthClientCmd,
 	)
 }
 

@@ -47,9 +47,10 @@ type edgeOptions struct {
 	// CredentialsKeyFile holds the key-encryption keys of the connections' values
 	// (package credentials); empty: this edge keeps none.
 	CredentialsKeyFile string
-	credentialKeys     *credentials.Keyring // read from CredentialsKeyFile
-	Dashboard          bool                 // serve the deployment dashboard under /dashboard/
-	EdgeRates          bool                 // keep rate limits per edge instead of in the shared buckets
+	credentialKeys     *credentials.Keyring    // read from CredentialsKeyFile
+	OAuth              credentials.OAuthConfig // the OAuth connections, with credentials
+	Dashboard          bool                    // serve the deployment dashboard under /dashboard/
+	EdgeRates          bool                    // keep rate limits per edge instead of in the shared buckets
 	Wait               time.Duration
 	MCP                sse.Config
 	Calls              calls.Config
@@ -67,7 +68,8 @@ const replicasUsage = "replicas of the registry's buckets: 1 on a single node, 3
 func defaultEdgeOptions() edgeOptions {
 	return edgeOptions{Edge: edge.DefaultConfig(), Gateway: gateway.DefaultConfig(), MCP: sse.DefaultConfig(),
 		Calls: calls.Config{Subjects: wire.DefaultSubjects},
-		NATS:  "nats://127.0.0.1:4222", Dashboard: true, AskConcurrency: asks.DefaultConcurrency}
+		NATS:  "nats://127.0.0.1:4222", Dashboard: true, AskConcurrency: asks.DefaultConcurrency,
+		OAuth: credentials.DefaultOAuthConfig("")}
 }
 
 // Validate names the first field that is wrong. An empty base URL is taken from the
@@ -96,6 +98,14 @@ func (o edgeOptions) Validate() error {
 	}
 	if o.AskConcurrency < 1 {
 		return errors.New("edge: ask-concurrency: must be at least 1")
+	}
+	switch {
+	case o.OAuth.FlowLifetime < time.Minute:
+		return errors.New("edge: oauth-flow-lifetime: must be at least 1m0s")
+	case o.OAuth.RefreshBefore < 0:
+		return errors.New("edge: oauth-refresh-before: must not be negative")
+	case o.OAuth.RefreshLease < time.Second:
+		return errors.New("edge: oauth-refresh-lease: must be at least 1s")
 	}
 	if o.UpdateRegistry && o.Replicas == 0 && o.MCP.EventRetention == 0 && o.Audit.MaxAge == 0 && o.Audit.MaxBytes == 0 && o.Calls.TTL == 0 {
 		return errors.New("edge: update-registry: needs --replicas, --mcp-event-retention, --audit-max-age, --audit-max-bytes or --calls-ttl, the settings to change to")
@@ -153,6 +163,9 @@ var edgeEnv = map[string]string{
 	"link-secret-file":     "TOOLGATE_LINK_SECRET_FILE",
 	"admin-key-file":       "TOOLGATE_ADMIN_KEY_FILE",
 	"credentials-key-file": "TOOLGATE_CREDENTIALS_KEY_FILE",
+	"oauth-flow-lifetime":  "TOOLGATE_OAUTH_FLOW_LIFETIME",
+	"oauth-refresh-before": "TOOLGATE_OAUTH_REFRESH_BEFORE",
+	"oauth-refresh-lease":  "TOOLGATE_OAUTH_REFRESH_LEASE",
 	"replicas":             "TOOLGATE_REPLICAS",
 	"wait":                 "TOOLGATE_WAIT",
 	"update-registry":      "TOOLGATE_UPDATE_REGISTRY",
@@ -212,6 +225,9 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.StringVar(&o.LinkSecretFile, "link-secret-file", "", "file holding the deployment's link secret (required; the same on every edge)")
 	f.StringVar(&o.AdminKeyFile, "admin-key-file", "", "file holding the admin key (empty: no admin API)")
 	f.StringVar(&o.CredentialsKeyFile, "credentials-key-file", "", "file (mode 0600) holding the key-encryption keys of the connections' credentials, the current one first, the same on every edge (empty: no credentials)")
+	f.DurationVar(&o.OAuth.FlowLifetime, "oauth-flow-lifetime", o.OAuth.FlowLifetime, "how long an account holder may take to authorize a tool at its OAuth provider, from the connect URL to the callback")
+	f.DurationVar(&o.OAuth.RefreshBefore, "oauth-refresh-before", o.OAuth.RefreshBefore, "how long before an OAuth connection's access token expires the gateway refreshes it")
+	f.DurationVar(&o.OAuth.RefreshLease, "oauth-refresh-lease", o.OAuth.RefreshLease, "how long the edge refreshing an OAuth grant holds it before another edge may take over (bounds one refresh)")
 	f.IntVar(&o.Replicas, "replicas", o.Replicas, replicasUsage)
 	f.DurationVar(&o.Wait, "wait", o.Wait, waitUsage)
 	f.BoolVar(&o.UpdateRegistry, "update-registry", o.UpdateRegistry, "change the registry's existing buckets, the MCP event log and the calls' bucket to --replicas (and --mcp-event-retention, --calls-ttl), instead of refusing to start when they differ")
@@ -329,13 +345,11 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 		gwOpts = append(gwOpts, gateway.WithAudit(trail))
 	}
 	if o.credentialKeys != nil {
-		vault, err := credentials.Open(ctx, store, o.credentialKeys, o.UpdateRegistry)
+		opts, err := openVault(ctx, &o, store, log)
 		if err != nil {
 			return err
 		}
-		vault.Follow(ctx, log)
-		o.Edge.Credentials = vault
-		gwOpts = append(gwOpts, gateway.WithCredentials(vault))
+		gwOpts = append(gwOpts, opts...)
 	}
 	gw, err := gateway.New(nc, view, o.Gateway, gwOpts...)
 	if err != nil {
@@ -348,9 +362,20 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 	if o.Edge.BaseURL == "" {
 		o.Edge.BaseURL = localURL(ln.Addr())
 	}
+	if o.Edge.Credentials != nil {
+		// The callback is on the base URL, known once the edge listens.
+		o.OAuth.RedirectURL = strings.TrimRight(o.Edge.BaseURL, "/") + edge.OAuthCallbackPath
+		if err := o.Edge.Credentials.EnableOAuth(ctx, o.OAuth, o.UpdateRegistry); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	if o.Dashboard {
 		dcfg := dashboard.DefaultConfig()
 		dcfg.Prefix, dcfg.BaseURL = edge.DashboardPath, o.Edge.BaseURL
+		if o.Edge.Credentials != nil {
+			dcfg.Connector = o.Edge.Credentials
+		}
 		d, err := dashboard.New(dcfg, gw, store, signer, log)
 		if err != nil {
 			ln.Close()
@@ -379,6 +404,25 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 	}
 	ready(localURL(ln.Addr()), o.Edge.BaseURL)
 	return e.Serve(ctx, ln)
+}
+
+// openVault opens and follows the credentials bucket for o's edge, and returns the
+// gateway's options that send calls with their accounts' values.
+func openVault(ctx context.Context, o *edgeOptions, store *registry.Store, log *slog.Logger) ([]gateway.Option, error) {
+	vault, err := credentials.Open(ctx, store, o.credentialKeys, o.UpdateRegistry)
+	if err != nil {
+		return nil, err
+	}
+	vault.Follow(ctx, log)
+	o.Edge.Credentials = vault
+	opts := []gateway.Option{gateway.WithCredentials(vault)}
+	if o.Dashboard {
+		// The base URL is known once the edge listens, before any call.
+		opts = append(opts, gateway.WithConnectURL(func(tool string) string {
+			return edge.ConnectURL(strings.TrimRight(o.Edge.BaseURL, "/"), tool)
+		}))
+	}
+	return opts, nil
 }
 
 // addAuditFlags are the audit trail's flags of `toolgate edge`.

@@ -192,6 +192,9 @@ func TestEdgeCommandRefusesBadConfig(t *testing.T) {
 		{[]string{"edge", "--link-secret-file", "x", "--async-max-timeout", "20m", "--calls-ttl", "16m"}, "edge: calls-ttl: must be longer than async-max-timeout (20m0s)"},
 		{[]string{"edge", "--link-secret-file", "x", "--audit-max-age", "30s"}, "edge: audit: max-age: must be at least 1m0s"},
 		{[]string{"edge", "--link-secret-file", "x", "--audit-max-bytes", "-1"}, "edge: audit: max-bytes: must be at least"},
+		{[]string{"edge", "--link-secret-file", "x", "--oauth-flow-lifetime", "59s"}, "edge: oauth-flow-lifetime: must be at least 1m0s"},
+		{[]string{"edge", "--link-secret-file", "x", "--oauth-refresh-before", "-1s"}, "edge: oauth-refresh-before: must not be negative"},
+		{[]string{"edge", "--link-secret-file", "x", "--oauth-refresh-lease", "999ms"}, "edge: oauth-refresh-lease: must be at least 1s"},
 	} {
 		if _, err := run(t, context.Background(), tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("toolgate %s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)

@@ -1,12 +1,16 @@
 package dashboard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/credentials"
 )
 
 // Config is the dashboard's configuration.
@@ -25,6 +29,17 @@ type Config struct {
 	// TLS (behind a proxy that terminates it). They are Secure anyway under TLS or
 	// when BaseURL is https.
 	SecureCookie bool
+	// Connector begins an account's authorization of a tool at the tool's OAuth
+	// provider (credentials.Vault); nil: no tool page offers to connect.
+	Connector Connector
+}
+
+// Connector begins OAuth authorizations and reads the connections' records
+// (credentials.Vault).
+type Connector interface {
+	OAuth() bool
+	BeginOAuth(ctx context.Context, account string, t *wire.Tool, browser string) (string, error)
+	Lookup(ctx context.Context, account string, t *wire.Tool) (*credentials.Record, uint64, error)
 }
 
 // DefaultConfig serves /dashboard/ for the edge of `toolgate dev`, with sessions of

@@ -106,6 +106,7 @@ func (d *Dashboard) routes() http.Handler {
 	mux.HandleFunc("POST "+p+"signin", d.signIn)
 	mux.HandleFunc("POST "+p+"signout", d.signedIn(d.signOut))
 	mux.HandleFunc("GET "+p+"tools/{tool}", d.signedIn(d.toolPage))
+	mux.HandleFunc("GET "+p+"tools/{tool}/connect", d.signedIn(d.connectTool))
 	mux.HandleFunc("GET "+p+"tools/{tool}/{tab}", d.signedIn(d.toolPage))
 	mux.HandleFunc("POST "+p+"tools/{tool}/sse/rotate", d.signedIn(d.rotateLink))
 	mux.HandleFunc("POST "+p+"tools/{tool}/api/{method}", d.signedIn(d.tryCall))

@@ -38,6 +38,14 @@ type toolView struct {
 	Tool *registry.Tool
 	edge.Availability
 	Tab string
+	// ConnectURL is the tool's Connect page, for a tool whose connection is
+	// authorized at an OAuth provider; Connected: the provider just sent the
+	// account holder back.
+	ConnectURL string
+	Connected  bool
+	// Authorization is the state of the account's authorization at the provider:
+	// "connected", "not connected" or "needs reauthorization".
+	Authorization string
 
 	Installs []installLine
 
@@ -115,6 +123,11 @@ func (d *Dashboard) toolPage(w http.ResponseWriter, r *http.Request, v *visit) {
 		return
 	}
 	tv.Rotated = tab == "sse" && r.URL.Query().Has("rotated")
+	tv.Connected = r.URL.Query().Has("connected")
+	if d.connects(t.Tool) {
+		tv.ConnectURL = d.cfg.Prefix + "tools/" + t.Tool.ID + "/connect"
+		tv.Authorization = d.authorization(r.Context(), v.principal.Account, t.Tool)
+	}
 	d.render(w, http.StatusOK, "tool", d.page(v, toolTitle(t.Tool), "tools", tv))
 }
 
