@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -71,12 +72,16 @@ type LimitsUpdate struct {
 	Burst    Field[int]              `json:"burst,omitzero"`
 	Sessions Field[int]              `json:"sessions,omitzero"`
 	Quotas   Field[[]registry.Quota] `json:"quotas,omitzero"`
+	// Approvals, when given, replace the account's approval rules whole; null or []
+	// clears them.
+	Approvals Field[[]registry.ApprovalRule] `json:"approvals,omitzero"`
 }
 
 // violations are what is wrong with u, each naming its field.
-func (u AccountUpdate) violations() []registry.Violation {
+func (u AccountUpdate) violations(maxExpiry time.Duration) []registry.Violation {
 	l := u.Limits.Value
-	return checkLimits(nil, registry.Limits{Rate: l.Rate.Value, Burst: l.Burst.Value, Sessions: l.Sessions.Value, Quotas: l.Quotas.Value})
+	return checkLimits(nil, registry.Limits{Rate: l.Rate.Value, Burst: l.Burst.Value, Sessions: l.Sessions.Value,
+		Quotas: l.Quotas.Value, Approvals: l.Approvals.Value}, maxExpiry)
 }
 
 // decodeAccountUpdate reads an AccountUpdate as strictly as decodeStrict reads a
@@ -180,6 +185,7 @@ func (u AccountUpdate) apply(a *registry.Account) {
 	l.Burst.apply(&a.Limits.Burst)
 	l.Sessions.apply(&a.Limits.Sessions)
 	l.Quotas.apply(&a.Limits.Quotas)
+	l.Approvals.apply(&a.Limits.Approvals)
 }
 
 // updateAccount changes an account's name or limits. Every edge applies a changed
@@ -196,7 +202,7 @@ func (e *Edge) updateAccount(c *gin.Context) {
 		e.fail(c, err)
 		return
 	}
-	if vs := u.violations(); len(vs) > 0 {
+	if vs := u.violations(e.approvalMax()); len(vs) > 0 {
 		e.fail(c, invalidInput(vs))
 		return
 	}

@@ -102,6 +102,8 @@ type Gateway struct {
 	trail  *audit.Trail // nil: no audit trail
 	creds  Credentials  // nil: calls carry no connection values
 	quotas *quotaCounts // nil: no quotas (WithQuotas)
+	// approver holds the calls that need a person's approval (WithApprovals).
+	approver Approver
 
 	fallbackLogged atomic.Int64 // unix seconds of the last warning that the shared buckets failed
 	sharedDown     atomic.Int64 // unix nanoseconds until which the shared buckets are left alone
@@ -264,6 +266,9 @@ func (g *Gateway) Call(ctx context.Context, c *Call) (*wire.Reply, error) {
 func (g *Gateway) call(ctx context.Context, c *Call) (*wire.Reply, error) {
 	m, err := g.Check(ctx, c)
 	if err != nil {
+		return nil, err
+	}
+	if err := g.hold(ctx, c); err != nil {
 		return nil, err
 	}
 	return g.Send(ctx, c, m, g.Timeout(m.Method, c.Timeout))

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/approvals"
 )
 
 // Config is the dashboard's configuration.
@@ -25,6 +27,9 @@ type Config struct {
 	// TLS (behind a proxy that terminates it). They are Secure anyway under TLS or
 	// when BaseURL is https.
 	SecureCookie bool
+	// Approvals, when set, serves the approvals page: the account's calls waiting for
+	// a person's approval, which its key holder approves or denies.
+	Approvals *approvals.Approvals
 }
 
 // DefaultConfig serves /dashboard/ for the edge of `toolgate dev`, with sessions of
