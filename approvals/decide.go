@@ -66,6 +66,8 @@ func (a *Approvals) Decide(ctx context.Context, d Decider, id string, approve bo
 		case Pending:
 		case Expired:
 			return nil, ExpiredError(r)
+		case Withdrawn:
+			return nil, gateway.Fail(gateway.KindConflict, "the approval %s was withdrawn: its call ended before a decision", r.ID)
 		default:
 			return nil, gateway.Fail(gateway.KindConflict, "the approval %s was %s already by %s", r.ID, r.Decision, r.DecidedBy)
 		}

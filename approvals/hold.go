@@ -51,6 +51,11 @@ func (a *Approvals) Ask(ctx context.Context, c *gateway.Call, rule registry.Appr
 // the call may run, this once. Denied or expired, it returns the failure the caller
 // reads (gateway.KindApprovalDenied, gateway.KindApprovalExpired).
 func (a *Approvals) Await(ctx context.Context, id string, c *gateway.Call) error {
+	defer func() {
+		if ctx.Err() != nil { // the call ended first, however far the wait had come
+			a.withdraw(id)
+		}
+	}()
 	w, err := a.kv.Watch(ctx, id)
 	if err != nil {
 		return fmt.Errorf("approvals: watch %s: %w", id, err)
@@ -102,6 +107,8 @@ func (a *Approvals) settle(ctx context.Context, id string, c *gateway.Call) (boo
 			return true, DeniedError(r)
 		case Expired:
 			return true, ExpiredError(r)
+		case Withdrawn:
+			return true, gateway.Fail(gateway.KindCanceled, "the call's approval %s was withdrawn", r.ID)
 		}
 		if !r.RanAt.IsZero() {
 			return true, gateway.Fail(gateway.KindConflict, "the approval %s has been used: an approval lets its call run once", r.ID)
@@ -134,6 +141,25 @@ func bound(r *Record, c *gateway.Call) error {
 	}
 	return nil
 }
+
+// withdraw marks id withdrawn when it is still pending: its call ended first.
+func (a *Approvals) withdraw(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), withdrawWait)
+	defer cancel()
+	for {
+		r, rev, err := a.get(ctx, id)
+		if err != nil || r.Decision != Pending {
+			return
+		}
+		r.Decision = Withdrawn
+		if _, err := a.update(ctx, r, rev); !errors.Is(err, registry.ErrChanged) {
+			return
+		}
+	}
+}
+
+// withdrawWait bounds the write of a withdrawal, which nobody waits for.
+const withdrawWait = 5 * time.Second
 
 // expire marks id expired when it is still pending past its expiry.
 func (a *Approvals) expire(ctx context.Context, id string) error {

@@ -23,6 +23,9 @@ const (
 	Approved Decision = "approved"
 	Denied   Decision = "denied"
 	Expired  Decision = "expired"
+	// Withdrawn: the call ended before anyone decided (it was cancelled, or its
+	// caller went away), so there is nothing left to approve.
+	Withdrawn Decision = "withdrawn"
 )
 
 // Record is one call waiting for, or given, a person's decision.

@@ -170,3 +170,39 @@ func TestApprovalExpires(t *testing.T) {
 		t.Fatalf("the tool was sent %d calls, want none", n)
 	}
 }
+
+// TestApprovalDecisionsAreAudited: the audit trail names who approved (the admin key)
+// and who denied; a call held through the direct tool API waits as one through
+// /tool-call does; a call cancelled while it waits withdraws its approval, which can
+// then be decided no more.
+func TestApprovalDecisionsAreAudited(t *testing.T) {
+	a := newApprovalEnv(t, 0)
+	st := a.held(t, goodEmail)
+	r := a.do(http.MethodPost, "/tools/email/send_email", `{"to":"eve@example.com","subject":"hi","body":"x"}`, "SERVICE_API_KEY", a.key)
+	direct := decode[edge.CallStatus](t, r)
+	if r.status != http.StatusAccepted || direct.Status != calls.AwaitingApproval {
+		t.Fatalf("the direct tool API: %d %s", r.status, r.body)
+	}
+	a.decide(st.Approval, "approve")
+	a.decide(direct.Approval, "deny")
+	for _, want := range []struct{ method, id string }{{approvals.ActionApprove, st.Approval}, {approvals.ActionDeny, direct.Approval}} {
+		testenv.WaitFor(t, "the trail holds "+want.method, func() bool {
+			r := a.admin(http.MethodGet, "/audit?kind=admin&method="+want.method, "")
+			return r.status == http.StatusOK && strings.Contains(string(r.body), `"key":"admin"`) &&
+				strings.Contains(string(r.body), `"request_id":"`+want.id+`"`) && strings.Contains(string(r.body), `"account":"acme"`)
+		})
+	}
+
+	waiting := a.held(t, `{"to":"fay@example.com","subject":"hi","body":"x"}`)
+	if r := a.do(http.MethodDelete, "/calls/"+waiting.ID, "", "SERVICE_API_KEY", a.key); r.status != http.StatusOK {
+		t.Fatalf("cancel a waiting call: %d %s", r.status, r.body)
+	}
+	testenv.WaitFor(t, "the cancelled call's approval is withdrawn", func() bool {
+		r := a.admin(http.MethodGet, "/approvals/"+waiting.Approval, "")
+		return strings.Contains(string(r.body), `"decision":"withdrawn"`)
+	})
+	a.decide(waiting.Approval, "approve").expect(t, http.StatusConflict, edge.CodeConflict)
+	if n := a.sends.Load(); n != 1 {
+		t.Fatalf("the tool was sent %d calls, want the approved one", n)
+	}
+}
