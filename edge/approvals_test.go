@@ -30,6 +30,8 @@ func TestApprovalRulesOnTheAccount(t *testing.T) {
 		{`{"limits":{"approvals":[{"tool":"Email!","method":"*"}]}}`, "/limits/approvals/0/tool"},
 		{`{"limits":{"approvals":[{"tool":"email","method":"send email"}]}}`, "/limits/approvals/0/method"},
 		{`{"limits":{"approvals":[{"tool":"email","method":"*"},{"tool":"email","method":"*"}]}}`, "/limits/approvals/1"},
+		{`{"limits":{"approvals":[{"tool":"email","method":"*","expires":60}]}}`, "/limits/approvals/0/expires"},
+		{`{"limits":{"approvals":[{"tool":"email","method":"*","expires_in":"1m"}]}}`, "/limits/approvals/0/expires_in"},
 	} {
 		got := e.admin(http.MethodPatch, "/accounts/acme", bad.body).expect(t, http.StatusBadRequest, edge.CodeInvalidRequest)
 		if !jsonContains(got.Details, `"pointer":"`+bad.pointer+`"`) {
