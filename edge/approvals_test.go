@@ -208,3 +208,23 @@ func TestApprovalDecisionsAreAudited(t *testing.T) {
 		t.Fatalf("the tool was sent %d calls, want the approved one", n)
 	}
 }
+
+// TestApprovalAcrossEdges: a call held on one edge is approved through another and
+// read through it; a rule removed through one edge stops holding calls on the other.
+func TestApprovalAcrossEdges(t *testing.T) {
+	a := newApprovalEnv(t, 0)
+	b := newEnv(t, onServer(a.srv.ClientURL()))
+	st := a.held(t, goodEmail)
+	if r := b.admin(http.MethodPost, "/approvals/"+st.Approval, `{"decision":"approve"}`); r.status != http.StatusOK {
+		t.Fatalf("approve through the other edge: %d %s", r.status, r.body)
+	}
+	if r := b.readCall(t, a.key, st.ID, "the call ends", ended); r.status != http.StatusOK || a.sends.Load() != 1 {
+		t.Fatalf("read through the other edge: %d %s; %d sent", r.status, r.body, a.sends.Load())
+	}
+	if r := b.admin(http.MethodPatch, "/accounts/acme", `{"limits":{"approvals":null}}`); r.status != http.StatusOK {
+		t.Fatalf("PATCH: %d %s", r.status, r.body)
+	}
+	testenv.WaitFor(t, "the first edge no longer holds the call", func() bool {
+		return a.call(a.key, "email", "send_email", goodEmail).status == http.StatusOK
+	})
+}
