@@ -125,14 +125,11 @@ func (e *Edge) askApproval(ctx context.Context, call *gateway.Call) (*approvals.
 	return e.cfg.Approvals.Ask(ctx, call, rule)
 }
 
-// awaitApproval waits for the decision on the approval of rec's call; once approved
-// (and claimed), the call's record says it works.
-func (e *Edge) awaitApproval(ctx context.Context, rec *approvalWait, call *gateway.Call) error {
-	if err := e.cfg.Approvals.Await(ctx, rec.approval, call); err != nil {
+// awaitApproval waits for the decision on the approval of call, whose record is
+// callID; once approved (and claimed), the call's record says it works.
+func (e *Edge) awaitApproval(ctx context.Context, callID, approval string, call *gateway.Call) error {
+	if err := e.cfg.Approvals.Await(ctx, approval, call); err != nil {
 		return err
 	}
-	return e.cfg.Calls.Approved(ctx, rec.call)
+	return e.cfg.Calls.Approved(ctx, callID)
 }
-
-// approvalWait names a call that waits for its approval: its record and the approval.
-type approvalWait struct{ call, approval string }

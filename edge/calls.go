@@ -94,7 +94,7 @@ func (e *Edge) startCall(c *gin.Context, call *gateway.Call) bool {
 		rec, err = e.cfg.Calls.Start(ctx, call.Principal, start, func(ctx context.Context, rec calls.Record) calls.Outcome {
 			call.CallID, call.Progress = rec.CallID, true
 			if approval != nil {
-				if err := e.awaitApproval(ctx, &approvalWait{call: rec.ID, approval: approval.ID}, call); err != nil {
+				if err := e.awaitApproval(ctx, rec.ID, approval.ID, call); err != nil {
 					return e.endCall(ctx, call, asSent, err)
 				}
 			}
