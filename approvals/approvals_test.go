@@ -136,7 +136,7 @@ func TestWebhookAnnounces(t *testing.T) {
 	}
 	select {
 	case ann := <-got:
-		if ann.Type != approvals.AnnouncePending || ann.Approval.ID != r.ID || ann.Approval.ArgsSHA256 != r.ArgsSHA256 {
+		if ann.Type != approvals.AnnouncePending || ann.Approval.ID != r.ID || ann.Approval.ArgsSHA256 != r.ArgsSHA256 || ann.Approval.Arguments != "" {
 			t.Fatalf("announcement %+v, want %s", ann, r.ID)
 		}
 	case <-time.After(testenv.Patience):

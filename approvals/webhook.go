@@ -45,7 +45,8 @@ func (c WebhookConfig) Validate() error {
 	return nil
 }
 
-// Announcement is the body of the webhook's POST: one approval now pending.
+// Announcement is the body of the webhook's POST: one approval now pending, its
+// record without the arguments.
 type Announcement struct {
 	Type     string `json:"type"` // AnnouncePending
 	Approval Record `json:"approval"`
@@ -70,7 +71,11 @@ func (a *Approvals) announce(r *Record) {
 	if a.hook == nil {
 		return
 	}
-	body, err := json.Marshal(Announcement{Type: AnnouncePending, Approval: *r})
+	// The arguments stay in the bucket, for the dashboard: a webhook's receiver
+	// (a chat channel, a ticket) is told the call by its digest only.
+	shown := *r
+	shown.Arguments = ""
+	body, err := json.Marshal(Announcement{Type: AnnouncePending, Approval: shown})
 	if err != nil {
 		a.log.Error("approvals: webhook: encode", "approval", r.ID, "err", err)
 		return
