@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/toolgate/toolgate/registry"
 )
@@ -42,4 +43,26 @@ func (g *Gateway) hold(ctx context.Context, c *Call) error {
 		return ErrNoApprovals
 	}
 	return g.approver.Hold(ctx, c, rule)
+}
+
+// holdForwarded holds a tools/call a session forwards as the client sent it (a
+// task-augmented call of a bridged server), as the gateway's own tools/call is held:
+// the rule and the approval are of the tool's method it names and its arguments. A
+// call whose params do not say which is held under the method "" too, so that no
+// rule of the tool's every method is passed by.
+func (g *Gateway) holdForwarded(ctx context.Context, c *Call) error {
+	if c.Method != "tools/call" {
+		return nil
+	}
+	var p struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	_ = json.Unmarshal(c.Params, &p) // the worker judges the params; the rule needs the name only
+	held := *c
+	held.Method, held.Params = p.Name, p.Arguments
+	if len(held.Params) == 0 || string(held.Params) == "null" {
+		held.Params = []byte("{}")
+	}
+	return g.hold(ctx, &held)
 }

@@ -320,6 +320,9 @@ func (g *Gateway) forward(ctx context.Context, c *Call) (*wire.Reply, error) {
 		return nil, err
 	}
 	c.hold = hold
+	if err := g.holdForwarded(ctx, c); err != nil {
+		return nil, err
+	}
 	f := *c
 	if f.CallID == "" {
 		f.CallID = registry.NewID("mcp-")
