@@ -53,7 +53,7 @@ func (a *Approvals) Ask(ctx context.Context, c *gateway.Call, rule registry.Appr
 func (a *Approvals) Await(ctx context.Context, id string, c *gateway.Call) error {
 	defer func() {
 		if ctx.Err() != nil { // the call ended first, however far the wait had come
-			a.withdraw(id)
+			a.Withdraw(id)
 		}
 	}()
 	w, err := a.kv.Watch(ctx, id)
@@ -142,8 +142,9 @@ func bound(r *Record, c *gateway.Call) error {
 	return nil
 }
 
-// withdraw marks id withdrawn when it is still pending: its call ended first.
-func (a *Approvals) withdraw(id string) {
+// Withdraw marks id withdrawn when it is still pending: its call ended first, or
+// never started.
+func (a *Approvals) Withdraw(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), withdrawWait)
 	defer cancel()
 	for {

@@ -2,10 +2,12 @@ package edge_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
@@ -82,6 +84,36 @@ func TestApprovalOverMCP(t *testing.T) {
 			}
 		})
 	}
+	t.Run("2026-07-28", func(t *testing.T) {
+		before := sends.Load()
+		// The decision comes from another goroutine while the stateless request waits.
+		approved := make(chan string, 1)
+		go func() {
+			defer close(approved)
+			deadline := time.Now().Add(testenv.Patience)
+			for time.Now().Before(deadline) {
+				r, err := e.send(http.MethodGet, "/admin/approvals?account=acme", "", "Authorization", "Bearer "+e.adminKey)
+				var list edge.ApprovalList
+				if err == nil && json.Unmarshal(r.body, &list) == nil && len(list.Approvals) == 1 {
+					if r, err := e.send(http.MethodPost, "/admin/approvals/"+list.Approvals[0].ID, `{"decision":"approve"}`, "Authorization", "Bearer "+e.adminKey); err == nil && r.status == http.StatusOK {
+						approved <- list.Approvals[0].ID
+					}
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+		answer := statelessCall(t, link, "send_email", `{"to":"cy@example.com","subject":"hi","body":"x"}`)
+		if !strings.Contains(string(answer), "msg_1") || strings.Contains(string(answer), `"isError":true`) {
+			t.Fatalf("the approved stateless call answered %s", answer)
+		}
+		if n := sends.Load() - before; n != 1 {
+			t.Fatalf("the tool was sent %d calls, want 1", n)
+		}
+		if id, ok := <-approved; !ok || id == "" {
+			t.Fatal("the stateless call was not held for approval")
+		}
+	})
 	if list := decode[edge.ApprovalList](t, e.admin(http.MethodGet, "/approvals", "")); len(list.Approvals) != 0 {
 		t.Fatalf("approvals left pending: %+v", list.Approvals)
 	}

@@ -102,6 +102,9 @@ func (e *Edge) startCall(c *gin.Context, call *gateway.Call) bool {
 		})
 	}
 	if err != nil {
+		if approval != nil && rec == nil { // asked for, but the call never started
+			e.cfg.Approvals.Withdraw(approval.ID)
+		}
 		e.gw.Answered(ctx, call, asSent, nil, err)
 		e.fail(c, err)
 		return false
