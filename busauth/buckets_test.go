@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/calls"
 	"github.com/toolgate/toolgate/credentials"
 	"github.com/toolgate/toolgate/edge/dashboard"
@@ -16,7 +17,7 @@ func TestEdgeBucketsAreTheRegistrys(t *testing.T) {
 	want := []string{
 		registry.BucketTools, registry.BucketAccounts, registry.BucketKeys, registry.BucketConnections, registry.BucketLinks,
 		registry.BucketPresence, registry.BucketSessions, registry.BucketRates, registry.BucketQuotas, dashboard.SessionBucket, calls.Bucket,
-		credentials.Bucket, credentials.OAuthBucket,
+		credentials.Bucket, credentials.OAuthBucket, approvals.Bucket,
 	}
 	slices.Sort(want)
 	got := slices.Sorted(slices.Values(edgeBuckets))

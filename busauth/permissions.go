@@ -14,7 +14,7 @@ import (
 // bus's security; a test holds the lists together.
 var edgeBuckets = []string{
 	wire.BucketTools, "tg-accounts", "tg-keys", "tg-connections", "tg-links",
-	wire.BucketPresence, wire.BucketSessions, "tg-rates", "tg-quotas", "tg-dashboard-sessions", "tg-calls",
+	wire.BucketPresence, wire.BucketSessions, "tg-rates", "tg-quotas", "tg-dashboard-sessions", "tg-calls", "tg-approvals",
 	"tg-credentials", "tg-oauth",
 }
 

@@ -114,7 +114,10 @@ func (cs *Calls) Start(ctx context.Context, p registry.Principal, rec Record, ru
 	cs.mu.Unlock()
 	rec.ID, rec.CallID = registry.NewID(idPrefix), registry.NewID("async-")
 	rec.Account, rec.KeyID = p.Account, p.Key.ID
-	rec.Status, rec.CreatedAt = Working, time.Now()
+	if rec.Status != AwaitingApproval {
+		rec.Status = Working
+	}
+	rec.CreatedAt = time.Now()
 	notes := &progressNotes{}
 	sub, err := cs.nc.Subscribe(cs.subjects.Progress(rec.Tool, rec.CallID), notes.hear)
 	if err != nil {
@@ -176,7 +179,10 @@ func (cs *Calls) follow(ctx context.Context, rec Record, rev uint64, run Run, no
 				cs.log.Warn("calls: recording progress", "call", rec.ID, "err", err)
 				continue
 			}
-			rev = next // 0 after a conflict: the call was cancelled, and records no more
+			if next == 0 { // another write came first: its approval, or a cancel
+				rec.Status, next = cs.stillLive(rec.ID)
+			}
+			rev = next // 0: the call was cancelled, and records no more
 		}
 	}
 }
@@ -209,7 +215,7 @@ func (cs *Calls) finish(rec Record, rev uint64, out Outcome) {
 			switch {
 			case gerr != nil:
 				return gerr
-			case cur.Status != Working:
+			case !cur.Status.Live():
 				return errConflict
 			}
 			rev = curRev
@@ -284,7 +290,7 @@ func (cs *Calls) Cancel(ctx context.Context, p registry.Principal, id string) (*
 		if err != nil {
 			return nil, err
 		}
-		if rec.Status != Working || rec.Overdue(time.Now()) {
+		if !rec.Status.Live() || rec.Overdue(time.Now()) {
 			return rec, ErrEnded
 		}
 		rec.Status, rec.EndedAt = Cancelled, time.Now()
@@ -301,6 +307,37 @@ func (cs *Calls) Cancel(ctx context.Context, p registry.Principal, id string) (*
 		}
 		return rec, nil
 	}
+}
+
+// Approved records that the call id, which awaited approval, now runs.
+func (cs *Calls) Approved(ctx context.Context, id string) error {
+	return persist(ctx, func(ctx context.Context) error {
+		rec, rev, err := cs.recs.get(ctx, id)
+		if err != nil {
+			return err
+		}
+		if rec.Status != AwaitingApproval {
+			return errConflict // cancelled meanwhile: its run ends with the cancel
+		}
+		rec.Status = Working
+		_, err = cs.recs.update(ctx, rec, rev)
+		if errors.Is(err, errConflict) {
+			return errAgain
+		}
+		return err
+	})
+}
+
+// stillLive is the status and revision of the record id when it has not ended, else
+// a revision of 0.
+func (cs *Calls) stillLive(id string) (Status, uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), writeWait)
+	defer cancel()
+	cur, rev, err := cs.recs.get(ctx, id)
+	if err != nil || !cur.Status.Live() {
+		return "", 0
+	}
+	return cur.Status, rev
 }
 
 // stop ends this edge's run of the call callID, if it runs here.

@@ -17,12 +17,15 @@ const DefaultTTL = 24 * time.Hour
 // Status is where a call is.
 type Status string
 
-// The statuses of a call: working until it ends, then one of the other three for good.
+// The statuses of a call: awaiting approval while its account's rules hold it for a
+// person's decision (package approvals), working until it ends, then one of the other
+// three for good.
 const (
-	Working   Status = "working"
-	Completed Status = "completed" // the tool answered
-	Failed    Status = "failed"    // it did not: the answer is the failure's envelope
-	Cancelled Status = "cancelled" // DELETE, through any edge
+	AwaitingApproval Status = "awaiting_approval"
+	Working          Status = "working"
+	Completed        Status = "completed" // the tool answered
+	Failed           Status = "failed"    // it did not: the answer is the failure's envelope
+	Cancelled        Status = "cancelled" // DELETE, through any edge
 )
 
 // Record is one call as it is kept.
@@ -38,6 +41,8 @@ type Record struct {
 	RequestID string    `json:"request_id"`
 	Status    Status    `json:"status"`
 	Progress  *Progress `json:"progress,omitempty"`
+	// Approval is the id of the approval the call waits for, or waited for.
+	Approval  string    `json:"approval,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	Deadline  time.Time `json:"deadline"`
 	EndedAt   time.Time `json:"ended_at,omitzero"`
@@ -75,12 +80,15 @@ type Outcome struct {
 // the end (it records a timeout itself within moments of the deadline).
 const OverdueAfter = 2 * time.Second
 
-// Overdue reports whether the record says working while its call cannot be running
-// any more: it is then read as failed with tool_timeout, so that no record stays
-// working for ever.
+// Overdue reports whether the record says working (or awaiting approval) while its
+// call cannot be running any more: it is then read as failed with tool_timeout, so
+// that no record stays working for ever.
 func (r *Record) Overdue(now time.Time) bool {
-	return r.Status == Working && now.After(r.Deadline.Add(OverdueAfter))
+	return r.Status.Live() && now.After(r.Deadline.Add(OverdueAfter))
 }
+
+// Live reports whether a call of status s has not ended.
+func (s Status) Live() bool { return s == Working || s == AwaitingApproval }
 
 // ErrNotFound is a call that does not exist, has expired, or was made by another key:
 // the caller is told the same of each.

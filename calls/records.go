@@ -60,42 +60,34 @@ func (rs *records) create(ctx context.Context, r *Record) (uint64, error) {
 
 // get reads the record id, and its revision.
 func (rs *records) get(ctx context.Context, id string) (*Record, uint64, error) {
-	if !validID(id) {
+	if !registry.IsID(idPrefix, id) {
 		return nil, 0, ErrNotFound
 	}
-	b, rev, err := registry.ReadLatest(ctx, rs.js, Bucket, id)
+	r, rev, err := registry.ReadLatestJSON[Record](ctx, rs.js, Bucket, id)
 	if errors.Is(err, registry.ErrNotFound) {
 		return nil, 0, ErrNotFound
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("calls: read %s: %w", id, err)
 	}
-	var r Record
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, 0, fmt.Errorf("calls: decode %s: %w", id, err)
-	}
-	return &r, rev, nil
+	return r, rev, nil
 }
 
 // update writes r as the revision after rev; errConflict when another write came
 // first (a cancel, or the end).
 func (rs *records) update(ctx context.Context, r *Record, rev uint64) (uint64, error) {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return 0, fmt.Errorf("calls: encode %s: %w", r.ID, err)
-	}
-	next, err := rs.kv.Update(ctx, r.ID, b, rev)
-	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+	next, err := registry.UpdateRevision(ctx, rs.kv, r.ID, r, rev)
+	if errors.Is(err, registry.ErrChanged) {
 		return 0, errConflict
 	}
 	if err != nil {
-		return 0, fmt.Errorf("calls: update %s: %w", r.ID, err)
+		return 0, fmt.Errorf("calls: %w", err)
 	}
 	return next, nil
 }
 
 // errConflict: the record changed since it was read.
-var errConflict = errors.New("calls: the record changed meanwhile")
+var errConflict = registry.ErrChanged
 
 func (rs *records) putAnswer(ctx context.Context, id string, body []byte) error {
 	if _, err := rs.kv.Put(ctx, answerKey(id), body); err != nil {
@@ -117,22 +109,6 @@ func (rs *records) answer(ctx context.Context, id string) ([]byte, error) {
 
 func (rs *records) dropAnswer(ctx context.Context, id string) {
 	_ = rs.kv.Purge(ctx, answerKey(id))
-}
-
-// validID accepts only ids this package makes (registry.NewID's alphabet after the
-// prefix), so that a caller's id never reaches a subject as anything but one token.
-func validID(id string) bool {
-	if len(id) <= len(idPrefix) || len(id) > 64 || id[:len(idPrefix)] != idPrefix {
-		return false
-	}
-	for i := len(idPrefix); i < len(id); i++ {
-		switch b := id[i]; {
-		case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b >= '0' && b <= '9':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 const idPrefix = "call_"

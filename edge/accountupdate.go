@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -71,12 +72,16 @@ type LimitsUpdate struct {
 	Burst    Field[int]              `json:"burst,omitzero"`
 	Sessions Field[int]              `json:"sessions,omitzero"`
 	Quotas   Field[[]registry.Quota] `json:"quotas,omitzero"`
+	// Approvals, when given, replace the account's approval rules whole; null or []
+	// clears them.
+	Approvals Field[[]registry.ApprovalRule] `json:"approvals,omitzero"`
 }
 
 // violations are what is wrong with u, each naming its field.
-func (u AccountUpdate) violations() []registry.Violation {
+func (u AccountUpdate) violations(maxExpiry time.Duration) []registry.Violation {
 	l := u.Limits.Value
-	return checkLimits(nil, registry.Limits{Rate: l.Rate.Value, Burst: l.Burst.Value, Sessions: l.Sessions.Value, Quotas: l.Quotas.Value})
+	return checkLimits(nil, registry.Limits{Rate: l.Rate.Value, Burst: l.Burst.Value, Sessions: l.Sessions.Value,
+		Quotas: l.Quotas.Value, Approvals: l.Approvals.Value}, maxExpiry)
 }
 
 // decodeAccountUpdate reads an AccountUpdate as strictly as decodeStrict reads a
@@ -127,25 +132,35 @@ func decodeAccountRequest(r io.Reader) (AccountRequest, error) {
 	return req, decodeStrict(bytes.NewReader(b), &req)
 }
 
-// checkQuotaFields reads the quotas of limits, a JSON object, rule by rule as strictly
-// as decodeStrict reads a body, so that a misspelt field of a rule, or one of the
-// wrong type, is an error naming the rule and the field (encoding/json names neither
-// an array's index nor, under a Field, the way there).
+// checkQuotaFields reads the rules of limits, a JSON object, its quotas and its
+// approval rules, one by one as strictly as decodeStrict reads a body, so that a
+// misspelt field of a rule, or one of the wrong type, is an error naming the rule and
+// the field (encoding/json names neither an array's index nor, under a Field, the
+// way there).
 func checkQuotaFields(limits []byte) error {
 	var l struct {
-		Quotas json.RawMessage `json:"quotas"`
+		Quotas    json.RawMessage `json:"quotas"`
+		Approvals json.RawMessage `json:"approvals"`
 	}
-	if err := json.Unmarshal(limits, &l); err != nil || len(l.Quotas) == 0 || string(l.Quotas) == "null" {
+	if err := json.Unmarshal(limits, &l); err != nil {
 		return nil // the limits were read already: nothing more to say
 	}
+	if err := checkRules[registry.Quota]("/limits/quotas/", l.Quotas); err != nil {
+		return err
+	}
+	return checkRules[registry.ApprovalRule]("/limits/approvals/", l.Approvals)
+}
+
+// checkRules decodes each rule of list, a JSON array of T, strictly.
+func checkRules[T any](pointer string, list json.RawMessage) error {
 	var rules []json.RawMessage
-	if err := json.Unmarshal(l.Quotas, &rules); err != nil {
+	if len(list) == 0 || string(list) == "null" || json.Unmarshal(list, &rules) != nil {
 		return nil
 	}
 	for i, r := range rules {
-		var q registry.Quota
-		if err := decodeStrict(bytes.NewReader(r), &q); err != nil {
-			return within("/limits/quotas/"+strconv.Itoa(i), err)
+		var v T
+		if err := decodeStrict(bytes.NewReader(r), &v); err != nil {
+			return within(pointer+strconv.Itoa(i), err)
 		}
 	}
 	return nil
@@ -180,6 +195,7 @@ func (u AccountUpdate) apply(a *registry.Account) {
 	l.Burst.apply(&a.Limits.Burst)
 	l.Sessions.apply(&a.Limits.Sessions)
 	l.Quotas.apply(&a.Limits.Quotas)
+	l.Approvals.apply(&a.Limits.Approvals)
 }
 
 // updateAccount changes an account's name or limits. Every edge applies a changed
@@ -196,7 +212,7 @@ func (e *Edge) updateAccount(c *gin.Context) {
 		e.fail(c, err)
 		return
 	}
-	if vs := u.violations(); len(vs) > 0 {
+	if vs := u.violations(e.approvalMax()); len(vs) > 0 {
 		e.fail(c, invalidInput(vs))
 		return
 	}

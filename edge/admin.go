@@ -89,6 +89,7 @@ func (e *Edge) adminRoutes(g *gin.RouterGroup) {
 	g.POST("/links/:account/:tool/rotate", e.rotateLink)
 	e.credentialRoutes(g)
 	e.oauthRoutes(g)
+	e.approvalRoutes(g)
 }
 
 func (e *Edge) connectionView(c *registry.Connection) Connection {
@@ -104,7 +105,7 @@ func (e *Edge) createAccount(c *gin.Context) {
 	}
 	var vs []registry.Violation
 	vs = checkID(vs, "/id", req.ID)
-	vs = checkLimits(vs, req.Limits)
+	vs = checkLimits(vs, req.Limits, e.approvalMax())
 	if len(vs) > 0 {
 		e.fail(c, invalidInput(vs))
 		return
@@ -396,7 +397,7 @@ func (e *Edge) pathConnection(c *gin.Context) (account, tool string, ok bool) {
 }
 
 // checkLimits checks an account's limits: none may be negative (0 is the default).
-func checkLimits(vs []registry.Violation, l registry.Limits) []registry.Violation {
+func checkLimits(vs []registry.Violation, l registry.Limits, maxExpiry time.Duration) []registry.Violation {
 	for _, f := range []struct {
 		pointer  string
 		negative bool
@@ -405,7 +406,8 @@ func checkLimits(vs []registry.Violation, l registry.Limits) []registry.Violatio
 			vs = append(vs, registry.Violation{Pointer: f.pointer, Message: "must not be negative"})
 		}
 	}
-	return append(vs, registry.QuotasViolations("/limits/quotas", l.Quotas)...)
+	vs = append(vs, registry.QuotasViolations("/limits/quotas", l.Quotas)...)
+	return append(vs, registry.ApprovalRulesViolations("/limits/approvals", l.Approvals, maxExpiry)...)
 }
 
 // checkID checks an account or tool id: both are NATS subject and KV key tokens.

@@ -34,7 +34,9 @@ type CallStatus struct {
 	CreatedAt time.Time       `json:"created_at"`
 	Deadline  time.Time       `json:"deadline"`
 	Progress  *calls.Progress `json:"progress,omitempty"`
-	URLs      CallURLs        `json:"urls"`
+	// Approval is the id of the approval the call waits for (or waited for).
+	Approval string   `json:"approval,omitempty"`
+	URLs     CallURLs `json:"urls"`
 }
 
 // CallURLs are where a call is read (GET) and cancelled (DELETE): the same address.
@@ -82,23 +84,54 @@ func (e *Edge) startCall(c *gin.Context, call *gateway.Call) bool {
 		call.Params, asSent = bytes.Clone(call.Params), bytes.Clone(asSent)
 	}
 	timeout := e.gw.AsyncTimeout(m.Method, call.Timeout)
-	rec, err := e.cfg.Calls.Start(ctx, call.Principal, calls.Record{
-		Tool: call.Tool, Method: call.Method, RequestID: call.RequestID, Deadline: time.Now().Add(timeout),
-	}, func(ctx context.Context, rec calls.Record) calls.Outcome {
-		call.CallID, call.Progress = rec.CallID, true
-		return e.runCall(ctx, call, m, timeout, asSent)
-	})
+	start := calls.Record{Tool: call.Tool, Method: call.Method, RequestID: call.RequestID, Deadline: time.Now().Add(timeout)}
+	approval, err := e.askApproval(ctx, call)
+	if approval != nil {
+		start.Status, start.Approval, start.Deadline = calls.AwaitingApproval, approval.ID, approval.ExpiresAt.Add(timeout)
+	}
+	var rec *calls.Record
+	if err == nil {
+		rec, err = e.cfg.Calls.Start(ctx, call.Principal, start, func(ctx context.Context, rec calls.Record) calls.Outcome {
+			call.CallID, call.Progress = rec.CallID, true
+			if approval != nil {
+				if err := e.awaitApproval(ctx, rec.ID, approval.ID, call); err != nil {
+					return e.endCall(ctx, call, asSent, err)
+				}
+			}
+			return e.runCall(ctx, call, m, timeout, asSent)
+		})
+	}
 	if err != nil {
+		if approval != nil && rec == nil { // asked for, but the call never started
+			e.cfg.Approvals.Withdraw(approval.ID)
+		}
 		e.gw.Answered(ctx, call, asSent, nil, err)
 		e.fail(c, err)
 		return false
 	}
 	c.Header("Location", e.basePath+"/calls/"+rec.ID)
-	c.Header("Preference-Applied", "respond-async")
-	c.Header(HeaderCallStatus, string(calls.Working))
+	if respondAsync(c.Request) {
+		c.Header("Preference-Applied", "respond-async")
+	}
+	c.Header(HeaderCallStatus, string(rec.Status))
 	c.Header("Retry-After", "1")
 	c.JSON(http.StatusAccepted, e.callStatus(rec))
 	return true
+}
+
+// endCall ends a call that outlives its request before it was sent (its approval
+// was denied or expired, or it was cancelled meanwhile) with err, as runCall would.
+func (e *Edge) endCall(ctx context.Context, call *gateway.Call, asSent []byte, err error) calls.Outcome {
+	if errors.Is(err, context.Canceled) {
+		if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
+			err = cause
+		}
+	}
+	e.gw.Answered(ctx, call, asSent, nil, err)
+	out := e.callOutcome(nil, err, call.RequestID)
+	t, mt := e.metricLabels(call.Tool, call.Method)
+	e.metrics.observe(t, mt, cmp.Or(out.Answer.Code, "ok"), 0, 0)
+	return out
 }
 
 // runCall sends a call that outlives its request and turns its end into the answer a
@@ -164,7 +197,8 @@ func (e *Edge) keepable(out calls.Outcome, requestID string) calls.Outcome {
 func (e *Edge) callStatus(rec *calls.Record) CallStatus {
 	u := e.base + "/calls/" + rec.ID
 	return CallStatus{ID: rec.ID, Status: rec.Status, Tool: rec.Tool, Method: rec.Method,
-		CreatedAt: rec.CreatedAt, Deadline: rec.Deadline, Progress: rec.Progress, URLs: CallURLs{Status: u, Cancel: u}}
+		CreatedAt: rec.CreatedAt, Deadline: rec.Deadline, Progress: rec.Progress, Approval: rec.Approval,
+		URLs: CallURLs{Status: u, Cancel: u}}
 }
 
 // getCall answers GET /calls/{id}: while the call runs, 202 and its status; once it
@@ -179,8 +213,8 @@ func (e *Edge) getCall(c *gin.Context) {
 	case rec.Overdue(time.Now()):
 		// The edge running it stopped before it could record the end: the deadline has passed.
 		e.answerCallFailure(c, calls.Failed, bus.ErrTimeout, rec.RequestID)
-	case rec.Status == calls.Working:
-		c.Header(HeaderCallStatus, string(calls.Working))
+	case rec.Status.Live():
+		c.Header(HeaderCallStatus, string(rec.Status))
 		c.Header("Retry-After", "1")
 		c.JSON(http.StatusAccepted, e.callStatus(rec))
 	case rec.Status == calls.Cancelled:

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/calls"
 	"github.com/toolgate/toolgate/credentials"
 )
@@ -59,6 +60,9 @@ type Config struct {
 	// and DELETE /calls/{id}); nil serves every call synchronously and leaves /calls
 	// answering 404.
 	Calls *calls.Calls
+	// Approvals holds the calls an account's rules keep for a person's approval
+	// (package approvals), and serves /admin/approvals; nil refuses such calls.
+	Approvals *approvals.Approvals
 	// Credentials keeps the connections' values (package credentials): the admin
 	// routes that set them, and each tool's connection state in get-tools; nil turns
 	// them off (every connection that needs values shows needs_credentials).

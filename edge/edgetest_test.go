@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
@@ -34,22 +35,23 @@ import (
 // the worker SDK: they subscribe in the tool's queue group and answer with the reply
 // headers a worker sends.
 type env struct {
-	t        testing.TB
-	nc       *nats.Conn
-	store    *registry.Store
-	view     *registry.View
-	gw       *gateway.Gateway
-	signer   *registry.LinkSigner
-	edge     *edge.Edge
-	url      string
-	client   *http.Client
-	adminKey string
-	logs     *testenv.Buffer
-	srv      *server.Server     // the NATS server, when the env started it
-	trail    *audit.Trail       // the audit trail, withAudit
-	vault    *credentials.Vault // the connections' credentials, withCredentials
-	name     string             // the edge's instance name in the trail
-	stop     func() error       // ends Serve and returns what it returned
+	t         testing.TB
+	nc        *nats.Conn
+	store     *registry.Store
+	view      *registry.View
+	gw        *gateway.Gateway
+	signer    *registry.LinkSigner
+	edge      *edge.Edge
+	url       string
+	client    *http.Client
+	adminKey  string
+	logs      *testenv.Buffer
+	srv       *server.Server       // the NATS server, when the env started it
+	trail     *audit.Trail         // the audit trail, withAudit
+	vault     *credentials.Vault   // the connections' credentials, withCredentials
+	approvals *approvals.Approvals // the calls held for approval
+	name      string               // the edge's instance name in the trail
+	stop      func() error         // ends Serve and returns what it returned
 }
 
 type envOptions struct {
@@ -62,6 +64,7 @@ type envOptions struct {
 	dashboard bool                 // serve the dashboard, as toolgate edge does
 	audit     bool                 // keep the audit trail, as toolgate edge does
 	keys      *credentials.Keyring // keep credentials under these keys, as toolgate edge does
+	approvals func(*approvals.Config)
 }
 
 type option func(*envOptions)
@@ -75,6 +78,9 @@ func onCluster(url string) option                   { return func(o *envOptions)
 func onServer(url string) option                    { return func(o *envOptions) { o.natsURL = url } }
 func withGateway(f func(*gateway.Config)) option    { return func(o *envOptions) { o.gateway = f } }
 func withCredentials(k *credentials.Keyring) option { return func(o *envOptions) { o.keys = k } }
+func withApprovals(f func(*approvals.Config)) option {
+	return func(o *envOptions) { o.approvals = f }
+}
 
 func newEnv(t testing.TB, opts ...option) *env {
 	t.Helper()
@@ -115,6 +121,15 @@ func newEnv(t testing.TB, opts ...option) *env {
 			gwOpts = append(gwOpts, gateway.WithConnectURL(func(tool string) string { return edge.ConnectURL(e.url, tool) }))
 		}
 	}
+	// As toolgate edge runs it: the calls held for a person's approval, in tg-approvals.
+	acfg := approvals.DefaultConfig()
+	if o.approvals != nil {
+		o.approvals(&acfg)
+	}
+	if e.approvals, err = approvals.Open(testenv.Context(t), e.nc, e.store, acfg, e.trail, testenv.Logger(t)); err != nil {
+		t.Fatal(err)
+	}
+	gwOpts = append(gwOpts, gateway.WithApprovals(e.approvals))
 	gcfg := gateway.DefaultConfig()
 	if o.gateway != nil {
 		o.gateway(&gcfg)
@@ -127,7 +142,7 @@ func newEnv(t testing.TB, opts ...option) *env {
 	cfg.BaseURL = e.url
 	cfg.AdminKeyHash = registry.Hash(e.adminKey)
 	cfg.DrainDelay = 0 // tests stop their edge at once; TestShutdownDrains gives it one
-	cfg.Credentials = e.vault
+	cfg.Credentials, cfg.Approvals = e.vault, e.approvals
 	if o.edge != nil {
 		o.edge(&cfg)
 	}
@@ -143,7 +158,7 @@ func newEnv(t testing.TB, opts ...option) *env {
 	}
 	if o.dashboard {
 		dcfg := dashboard.DefaultConfig()
-		dcfg.BaseURL = e.url
+		dcfg.BaseURL, dcfg.Approvals = e.url, e.approvals
 		if e.vault != nil {
 			dcfg.Connector = e.vault
 		}

@@ -213,7 +213,9 @@ func (e *Edge) toolCall(c *gin.Context) {
 	if len(bytes.TrimSpace(call.Params)) == 0 {
 		call.Params = emptyObject // a method without parameters may be called without a body
 	}
-	if e.cfg.Calls != nil && respondAsync(c.Request) {
+	// A call its account's rules hold for approval is answered 202 at once, as a
+	// call made with Prefer: respond-async: a person may take minutes to decide.
+	if _, held := e.gw.ApprovalRule(call); e.cfg.Calls != nil && (held || respondAsync(c.Request)) {
 		async = e.startCall(c, call)
 		return
 	}

@@ -58,6 +58,8 @@ const (
 	RPCCancelled          int64 = -32001
 	RPCRateLimited        int64 = -32029
 	RPCQuotaExceeded      int64 = -32030
+	RPCApprovalDenied     int64 = -32031
+	RPCApprovalExpired    int64 = -32032
 	RPCNone               int64 = 0 // refused at the HTTP layer, before any JSON-RPC
 )
 
@@ -101,6 +103,8 @@ const (
 	CodeToolTimeout          = "tool_timeout"
 	CodeCallNotFound         = "call_not_found"
 	CodeResultTooLarge       = "result_too_large"
+	CodeApprovalDenied       = "approval_denied"
+	CodeApprovalExpired      = "approval_expired"
 )
 
 // The kinds of failure.
@@ -173,6 +177,12 @@ var (
 	// not kept.
 	KindResultTooLarge = &Kind{Code: CodeResultTooLarge, Status: http.StatusBadGateway, RPC: RPCInternalError, InResult: true,
 		Text: "the call's answer is larger than a call's record keeps"}
+	// A call the account's rules hold for a person's approval (package approvals):
+	// the person denied it, or nobody decided before its approval expired.
+	KindApprovalDenied = &Kind{Code: CodeApprovalDenied, Status: http.StatusForbidden, RPC: RPCApprovalDenied, InResult: true,
+		Text: "the call was denied approval"}
+	KindApprovalExpired = &Kind{Code: CodeApprovalExpired, Status: http.StatusGone, RPC: RPCApprovalExpired, InResult: true,
+		Text: "nobody approved the call before its approval expired"}
 )
 
 // Kinds lists every kind, for the documentation's table and its test.
@@ -183,6 +193,7 @@ var Kinds = []*Kind{
 	KindMethodNotAllowed, KindConflict, KindPayloadTooLarge, KindUnsupportedMediaType,
 	KindRateLimited, KindQuotaExceeded, KindSessionLimit, KindCanceled, KindInternal, KindToolError,
 	KindToolUnavailable, KindCallLost, KindToolTimeout, KindCallNotFound, KindResultTooLarge, KindConnectionRequired,
+	KindApprovalDenied, KindApprovalExpired,
 }
 
 // Error is a failure a part of the gateway finds itself (a route that does not exist,

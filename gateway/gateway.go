@@ -104,6 +104,8 @@ type Gateway struct {
 	// connectURL names where an account connects a tool (WithConnectURL); nil: nowhere
 	connectURL func(tool string) string
 	quotas     *quotaCounts // nil: no quotas (WithQuotas)
+	// approver holds the calls that need a person's approval (WithApprovals).
+	approver Approver
 
 	fallbackLogged atomic.Int64 // unix seconds of the last warning that the shared buckets failed
 	sharedDown     atomic.Int64 // unix nanoseconds until which the shared buckets are left alone
@@ -268,6 +270,9 @@ func (g *Gateway) call(ctx context.Context, c *Call) (*wire.Reply, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := g.hold(ctx, c); err != nil {
+		return nil, err
+	}
 	return g.Send(ctx, c, m, g.Timeout(m.Method, c.Timeout))
 }
 
@@ -317,6 +322,9 @@ func (g *Gateway) forward(ctx context.Context, c *Call) (*wire.Reply, error) {
 		return nil, err
 	}
 	c.hold = hold
+	if err := g.holdForwarded(ctx, c); err != nil {
+		return nil, err
+	}
 	f := *c
 	if f.CallID == "" {
 		f.CallID = registry.NewID("mcp-")

@@ -39,6 +39,9 @@ type Limits struct {
 	// Quotas bound the calls of the account or of its keys per calendar window and
 	// at once, across every edge (see Quota).
 	Quotas []Quota `json:"quotas,omitempty"`
+	// Approvals name the calls that run only once a person approved them (see
+	// ApprovalRule).
+	Approvals []ApprovalRule `json:"approvals,omitempty"`
 }
 
 // Key is an API key's record. The key itself is never stored: the record is filed

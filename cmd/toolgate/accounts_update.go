@@ -21,8 +21,7 @@ func newAccountsUpdateCmd(c *adminClient) *cobra.Command {
 		name           string
 		rate           float64
 		burst, session int
-		quotas         []string
-		clearQuotas    bool
+		rules          ruleFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "update ID",
@@ -36,7 +35,15 @@ the default, or key), key_id (a rule of scope key counts that key only; without 
 each key apart), tool, method, and the limits per_minute, per_day, per_month (calendar
 windows in UTC) and concurrent (calls at once), for example
   --quota 'tool=email,method=send_email,per_minute=100,per_day=5000'
-The rules given replace the account's; --clear-quotas removes them all.`,
+The rules given replace the account's; --clear-quotas removes them all.
+
+--approval gives one approval rule the same way: tool, method (a method's name, or
+'*' for every method of the tool) and expires_in (seconds the call waits for a
+person's decision; the edge's --approval-expiry when absent), for example
+  --approval 'tool=email,method=send_email,expires_in=600'
+A call the rule names is answered 202 and runs only once a person approved it
+(toolgate approvals, or the dashboard). The rules given replace the account's;
+--clear-approvals removes them all.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var u edge.AccountUpdate
@@ -53,22 +60,13 @@ The rules given replace the account's; --clear-quotas removes them all.`,
 			if f.Changed("sessions") {
 				u.Limits.Value.Sessions = edge.Value(session)
 			}
-			switch {
-			case clearQuotas && len(quotas) > 0:
-				return errors.New("accounts update: give --quota or --clear-quotas, not both")
-			case clearQuotas:
-				u.Limits.Value.Quotas = edge.Value([]registry.Quota{})
-			case len(quotas) > 0:
-				rules, err := parseQuotas(quotas)
-				if err != nil {
-					return err
-				}
-				u.Limits.Value.Quotas = edge.Value(rules)
+			if err := rules.apply(&u.Limits.Value); err != nil {
+				return err
 			}
 			l := u.Limits.Value
-			u.Limits.Set = !l.Rate.IsZero() || !l.Burst.IsZero() || !l.Sessions.IsZero() || !l.Quotas.IsZero()
+			u.Limits.Set = !l.Rate.IsZero() || !l.Burst.IsZero() || !l.Sessions.IsZero() || !l.Quotas.IsZero() || !l.Approvals.IsZero()
 			if u.Name.IsZero() && u.Limits.IsZero() {
-				return errors.New("accounts update: nothing to change: give --name, --rate, --burst, --sessions, --quota or --clear-quotas")
+				return errors.New("accounts update: nothing to change: give --name, --rate, --burst, --sessions, --quota, --clear-quotas, --approval or --clear-approvals")
 			}
 			return c.print(cmd, http.MethodPatch, "/accounts/"+url.PathEscape(args[0]), u)
 		},
@@ -77,9 +75,75 @@ The rules given replace the account's; --clear-quotas removes them all.`,
 	cmd.Flags().Float64Var(&rate, "rate", 0, "tool calls per second per key (0: the edge's default)")
 	cmd.Flags().IntVar(&burst, "burst", 0, "calls a key may make at once above the rate (0: the edge's default)")
 	cmd.Flags().IntVar(&session, "sessions", 0, "concurrent MCP sessions (0: the default)")
-	cmd.Flags().StringArrayVar(&quotas, "quota", nil, "a quota rule, such as 'tool=email,method=send_email,per_minute=100' (repeat; replaces the account's rules)")
-	cmd.Flags().BoolVar(&clearQuotas, "clear-quotas", false, "remove the account's quota rules")
+	cmd.Flags().StringArrayVar(&rules.quotas, "quota", nil, "a quota rule, such as 'tool=email,method=send_email,per_minute=100' (repeat; replaces the account's rules)")
+	cmd.Flags().BoolVar(&rules.clearQuotas, "clear-quotas", false, "remove the account's quota rules")
+	cmd.Flags().StringArrayVar(&rules.approvals, "approval", nil, "an approval rule, such as 'tool=email,method=send_email,expires_in=600' (repeat; replaces the account's rules)")
+	cmd.Flags().BoolVar(&rules.clearApprovals, "clear-approvals", false, "remove the account's approval rules")
 	return cmd
+}
+
+// ruleFlags are the rule lists of accounts update: each given replaces the account's.
+type ruleFlags struct {
+	quotas, approvals           []string
+	clearQuotas, clearApprovals bool
+}
+
+func (f ruleFlags) apply(l *edge.LimitsUpdate) error {
+	switch {
+	case f.clearQuotas && len(f.quotas) > 0:
+		return errors.New("accounts update: give --quota or --clear-quotas, not both")
+	case f.clearQuotas:
+		l.Quotas = edge.Value([]registry.Quota{})
+	case len(f.quotas) > 0:
+		rules, err := parseQuotas(f.quotas)
+		if err != nil {
+			return err
+		}
+		l.Quotas = edge.Value(rules)
+	}
+	switch {
+	case f.clearApprovals && len(f.approvals) > 0:
+		return errors.New("accounts update: give --approval or --clear-approvals, not both")
+	case f.clearApprovals:
+		l.Approvals = edge.Value([]registry.ApprovalRule{})
+	case len(f.approvals) > 0:
+		rules := make([]registry.ApprovalRule, 0, len(f.approvals))
+		for _, spec := range f.approvals {
+			r, err := parseApprovalRule(spec)
+			if err != nil {
+				return fmt.Errorf("accounts update: --approval %q: %w", spec, err)
+			}
+			rules = append(rules, r)
+		}
+		l.Approvals = edge.Value(rules)
+	}
+	return nil
+}
+
+// parseApprovalRule reads one --approval; the edge checks the rule itself.
+func parseApprovalRule(spec string) (registry.ApprovalRule, error) {
+	var r registry.ApprovalRule
+	for pair := range strings.SplitSeq(spec, ",") {
+		name, value, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok {
+			return r, fmt.Errorf("%q: want name=value", pair)
+		}
+		switch name {
+		case "tool":
+			r.Tool = value
+		case "method":
+			r.Method = value
+		case "expires_in":
+			n, err := strconv.Atoi(value)
+			if err != nil {
+				return r, fmt.Errorf("expires_in: %q is not a whole number of seconds", value)
+			}
+			r.ExpiresIn = n
+		default:
+			return r, fmt.Errorf("%s: not a field of an approval rule (tool, method, expires_in)", name)
+		}
+	}
+	return r, nil
 }
 
 // parseQuotas reads --quota flags, each a rule as name=value pairs; the edge checks

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/asks"
 	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/bus"
@@ -60,6 +61,8 @@ type edgeOptions struct {
 	// subjects and replicas are the registry's).
 	NoAudit bool
 	Audit   audit.Options
+	// Approvals configures the calls held for a person's approval.
+	Approvals approvals.Config
 }
 
 // replicasUsage describes the edge's --replicas.
@@ -67,8 +70,8 @@ const replicasUsage = "replicas of the registry's buckets: 1 on a single node, 3
 
 func defaultEdgeOptions() edgeOptions {
 	return edgeOptions{Edge: edge.DefaultConfig(), Gateway: gateway.DefaultConfig(), MCP: sse.DefaultConfig(),
-		Calls: calls.Config{Subjects: wire.DefaultSubjects},
-		NATS:  "nats://127.0.0.1:4222", Dashboard: true, AskConcurrency: asks.DefaultConcurrency,
+		Calls: calls.Config{Subjects: wire.DefaultSubjects}, Approvals: approvals.DefaultConfig(),
+		NATS: "nats://127.0.0.1:4222", Dashboard: true, AskConcurrency: asks.DefaultConcurrency,
 		OAuth: credentials.DefaultOAuthConfig("")}
 }
 
@@ -119,6 +122,9 @@ func (o edgeOptions) Validate() error {
 	if err := o.validateCalls(); err != nil {
 		return err
 	}
+	if err := o.Approvals.Validate(); err != nil {
+		return fmt.Errorf("edge: %w", err)
+	}
 	if err := o.MCP.Validate(); err != nil {
 		return err
 	}
@@ -157,43 +163,48 @@ func localURL(addr net.Addr) string {
 
 // edgeEnv maps each flag of `toolgate edge` to the variable that sets it.
 var edgeEnv = map[string]string{
-	"nats":                 "TOOLGATE_NATS",
-	"listen":               "TOOLGATE_LISTEN",
-	"base-url":             "TOOLGATE_BASE_URL",
-	"link-secret-file":     "TOOLGATE_LINK_SECRET_FILE",
-	"admin-key-file":       "TOOLGATE_ADMIN_KEY_FILE",
-	"credentials-key-file": "TOOLGATE_CREDENTIALS_KEY_FILE",
-	"oauth-flow-lifetime":  "TOOLGATE_OAUTH_FLOW_LIFETIME",
-	"oauth-refresh-before": "TOOLGATE_OAUTH_REFRESH_BEFORE",
-	"oauth-refresh-lease":  "TOOLGATE_OAUTH_REFRESH_LEASE",
-	"replicas":             "TOOLGATE_REPLICAS",
-	"wait":                 "TOOLGATE_WAIT",
-	"update-registry":      "TOOLGATE_UPDATE_REGISTRY",
-	"registry-write-wait":  "TOOLGATE_REGISTRY_WRITE_WAIT",
-	"max-body-bytes":       "TOOLGATE_MAX_BODY_BYTES",
-	"default-timeout":      "TOOLGATE_DEFAULT_TIMEOUT",
-	"max-timeout":          "TOOLGATE_MAX_TIMEOUT",
-	"async-max-timeout":    "TOOLGATE_ASYNC_MAX_TIMEOUT",
-	"calls-ttl":            "TOOLGATE_CALLS_TTL",
-	"rate":                 "TOOLGATE_RATE",
-	"burst":                "TOOLGATE_BURST",
-	"edge-rates":           "TOOLGATE_EDGE_RATES",
-	"shutdown-timeout":     "TOOLGATE_SHUTDOWN_TIMEOUT",
-	"drain-delay":          "TOOLGATE_DRAIN_DELAY",
-	"ask-concurrency":      "TOOLGATE_ASK_CONCURRENCY",
-	"call-lost-after":      "TOOLGATE_CALL_LOST_AFTER",
-	"read-header-timeout":  "TOOLGATE_READ_HEADER_TIMEOUT",
-	"read-body-timeout":    "TOOLGATE_READ_BODY_TIMEOUT",
-	"dashboard":            "TOOLGATE_DASHBOARD",
-	"mcp-keep-alive":       "TOOLGATE_MCP_KEEP_ALIVE",
-	"mcp-max-sessions":     "TOOLGATE_MCP_MAX_SESSIONS",
-	"mcp-session-idle":     "TOOLGATE_MCP_SESSION_IDLE",
-	"mcp-event-retention":  "TOOLGATE_MCP_EVENT_RETENTION",
-	"mcp-allowed-origins":  "TOOLGATE_MCP_ALLOWED_ORIGINS",
-	"mcp-allowed-hosts":    "TOOLGATE_MCP_ALLOWED_HOSTS",
-	"no-audit":             "TOOLGATE_NO_AUDIT",
-	"audit-max-age":        "TOOLGATE_AUDIT_MAX_AGE",
-	"audit-max-bytes":      "TOOLGATE_AUDIT_MAX_BYTES",
+	"nats":                      "TOOLGATE_NATS",
+	"listen":                    "TOOLGATE_LISTEN",
+	"base-url":                  "TOOLGATE_BASE_URL",
+	"link-secret-file":          "TOOLGATE_LINK_SECRET_FILE",
+	"admin-key-file":            "TOOLGATE_ADMIN_KEY_FILE",
+	"credentials-key-file":      "TOOLGATE_CREDENTIALS_KEY_FILE",
+	"oauth-flow-lifetime":       "TOOLGATE_OAUTH_FLOW_LIFETIME",
+	"oauth-refresh-before":      "TOOLGATE_OAUTH_REFRESH_BEFORE",
+	"oauth-refresh-lease":       "TOOLGATE_OAUTH_REFRESH_LEASE",
+	"replicas":                  "TOOLGATE_REPLICAS",
+	"wait":                      "TOOLGATE_WAIT",
+	"update-registry":           "TOOLGATE_UPDATE_REGISTRY",
+	"registry-write-wait":       "TOOLGATE_REGISTRY_WRITE_WAIT",
+	"max-body-bytes":            "TOOLGATE_MAX_BODY_BYTES",
+	"default-timeout":           "TOOLGATE_DEFAULT_TIMEOUT",
+	"max-timeout":               "TOOLGATE_MAX_TIMEOUT",
+	"async-max-timeout":         "TOOLGATE_ASYNC_MAX_TIMEOUT",
+	"calls-ttl":                 "TOOLGATE_CALLS_TTL",
+	"rate":                      "TOOLGATE_RATE",
+	"burst":                     "TOOLGATE_BURST",
+	"edge-rates":                "TOOLGATE_EDGE_RATES",
+	"shutdown-timeout":          "TOOLGATE_SHUTDOWN_TIMEOUT",
+	"drain-delay":               "TOOLGATE_DRAIN_DELAY",
+	"ask-concurrency":           "TOOLGATE_ASK_CONCURRENCY",
+	"call-lost-after":           "TOOLGATE_CALL_LOST_AFTER",
+	"read-header-timeout":       "TOOLGATE_READ_HEADER_TIMEOUT",
+	"read-body-timeout":         "TOOLGATE_READ_BODY_TIMEOUT",
+	"dashboard":                 "TOOLGATE_DASHBOARD",
+	"mcp-keep-alive":            "TOOLGATE_MCP_KEEP_ALIVE",
+	"mcp-max-sessions":          "TOOLGATE_MCP_MAX_SESSIONS",
+	"mcp-session-idle":          "TOOLGATE_MCP_SESSION_IDLE",
+	"mcp-event-retention":       "TOOLGATE_MCP_EVENT_RETENTION",
+	"mcp-allowed-origins":       "TOOLGATE_MCP_ALLOWED_ORIGINS",
+	"mcp-allowed-hosts":         "TOOLGATE_MCP_ALLOWED_HOSTS",
+	"no-audit":                  "TOOLGATE_NO_AUDIT",
+	"audit-max-age":             "TOOLGATE_AUDIT_MAX_AGE",
+	"audit-max-bytes":           "TOOLGATE_AUDIT_MAX_BYTES",
+	"approval-expiry":           "TOOLGATE_APPROVAL_EXPIRY",
+	"approval-max-expiry":       "TOOLGATE_APPROVAL_MAX_EXPIRY",
+	"approval-webhook":          "TOOLGATE_APPROVAL_WEBHOOK",
+	"approval-webhook-timeout":  "TOOLGATE_APPROVAL_WEBHOOK_TIMEOUT",
+	"approval-webhook-attempts": "TOOLGATE_APPROVAL_WEBHOOK_ATTEMPTS",
 }
 
 func newEdgeCmd() *cobra.Command {
@@ -255,6 +266,7 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.StringSliceVar(&o.MCP.AllowedOrigins, "mcp-allowed-origins", nil, "browser origins allowed to use MCP links besides the edge's own (\"*\" for any)")
 	f.StringSliceVar(&o.MCP.AllowedHosts, "mcp-allowed-hosts", nil, "Host values accepted on a loopback listener besides localhost (DNS rebinding protection)")
 	addAuditFlags(f, &o)
+	addApprovalFlags(f, &o.Approvals)
 	return cmd
 }
 
@@ -336,9 +348,9 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 	if !o.EdgeRates {
 		gwOpts = append(gwOpts, gateway.WithSharedRates(store, log))
 	}
+	var trail *audit.Trail // nil: no audit trail
 	if !o.NoAudit {
-		trail, err := openTrail(ctx, o, nc, store, log)
-		if err != nil {
+		if trail, err = openTrail(ctx, o, nc, store, log); err != nil {
 			return err
 		}
 		defer closeTrail(trail, o.Edge.ShutdownTimeout, log)
@@ -351,7 +363,12 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 		}
 		gwOpts = append(gwOpts, opts...)
 	}
-	gw, err := gateway.New(nc, view, o.Gateway, gwOpts...)
+	o.Approvals.Subjects = o.Gateway.Subjects
+	if o.Edge.Approvals, err = approvals.Open(ctx, nc, store, o.Approvals, trail, log); err != nil {
+		return err
+	}
+	defer closeApprovals(o.Edge.Approvals, o.Edge.ShutdownTimeout)
+	gw, err := gateway.New(nc, view, o.Gateway, append(gwOpts, gateway.WithApprovals(o.Edge.Approvals))...)
 	if err != nil {
 		return err
 	}
@@ -372,7 +389,7 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 	}
 	if o.Dashboard {
 		dcfg := dashboard.DefaultConfig()
-		dcfg.Prefix, dcfg.BaseURL = edge.DashboardPath, o.Edge.BaseURL
+		dcfg.Prefix, dcfg.BaseURL, dcfg.Approvals = edge.DashboardPath, o.Edge.BaseURL, o.Edge.Approvals
 		if o.Edge.Credentials != nil {
 			dcfg.Connector = o.Edge.Credentials
 		}

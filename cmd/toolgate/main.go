@@ -44,6 +44,7 @@ func newRootCmd() *cobra.Command {
 		newToolsCmd(),
 		newLinksCmd(),
 		newAuditCmd(),
+		newApprovalsCmd(),
 		newInstallCmd(),
 		newUninstallCmd(),
 		newConnectCmd(),

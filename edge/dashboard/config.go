@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/credentials"
 )
@@ -32,6 +33,9 @@ type Config struct {
 	// Connector begins an account's authorization of a tool at the tool's OAuth
 	// provider (credentials.Vault); nil: no tool page offers to connect.
 	Connector Connector
+	// Approvals, when set, serves the approvals page: the account's calls waiting for
+	// a person's approval, which its key holder approves or denies.
+	Approvals *approvals.Approvals
 }
 
 // Connector begins OAuth authorizations and reads the connections' records

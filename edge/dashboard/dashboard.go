@@ -113,6 +113,10 @@ func (d *Dashboard) routes() http.Handler {
 	mux.HandleFunc("GET "+p+"keys", d.signedIn(d.keysPage))
 	mux.HandleFunc("POST "+p+"keys", d.signedIn(d.createKey))
 	mux.HandleFunc("POST "+p+"keys/{id}/revoke", d.signedIn(d.revokeKey))
+	if d.cfg.Approvals != nil {
+		mux.HandleFunc("GET "+p+"approvals", d.signedIn(d.approvalsPage))
+		mux.HandleFunc("POST "+p+"approvals/{id}", d.signedIn(d.decide))
+	}
 	mux.HandleFunc("GET "+p+"static/{file}", d.static)
 	mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, nil, http.StatusNotFound, "There is no such page.")
@@ -252,25 +256,28 @@ func (d *Dashboard) signInCookie() string { return d.cfg.CookieName + "_signin" 
 
 // page is what every template is given.
 type page struct {
-	Title   string
-	Prefix  string
-	Nav     string // the section to mark current: "tools", "keys"
-	Account *registry.Account
-	KeyID   string // the key the session was opened with
-	CSRF    string
-	CSS     string
-	JS      string
-	Data    any
+	Title  string
+	Prefix string
+	Nav    string // the section to mark current: "tools", "keys", "approvals"
+	// Approvals: the approvals page is served (Config.Approvals).
+	Approvals bool
+	Account   *registry.Account
+	KeyID     string // the key the session was opened with
+	CSRF      string
+	CSS       string
+	JS        string
+	Data      any
 }
 
 func (d *Dashboard) page(v *visit, title, nav string, data any) page {
 	p := page{
-		Title:  title,
-		Prefix: d.cfg.Prefix,
-		Nav:    nav,
-		CSS:    d.assetURL("style.css"),
-		JS:     d.assetURL("copy.js"),
-		Data:   data,
+		Title:     title,
+		Prefix:    d.cfg.Prefix,
+		Nav:       nav,
+		Approvals: d.cfg.Approvals != nil,
+		CSS:       d.assetURL("style.css"),
+		JS:        d.assetURL("copy.js"),
+		Data:      data,
 	}
 	if v != nil {
 		p.Account = v.account
@@ -317,7 +324,7 @@ type copyButton struct {
 	What string
 }
 
-var pageNames = []string{"signin", "tools", "tool", "keys", "error"}
+var pageNames = []string{"signin", "tools", "tool", "keys", "approvals", "error"}
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
