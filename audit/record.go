@@ -8,6 +8,10 @@ import (
 
 // Record is one entry of the audit trail.
 type Record struct {
+	// ID names the record: the call's id on the bus (a new id for a record of
+	// something else). It is the message's Nats-Msg-Id, so that the stream stores a
+	// record sent again once.
+	ID string `json:"id,omitempty"`
 	// Time is when the call was answered, or the change made, by the edge's clock.
 	Time time.Time `json:"time"`
 	// Kind is KindCall or KindAdmin.

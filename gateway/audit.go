@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"net/http"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -12,8 +13,22 @@ import (
 	"github.com/toolgate/toolgate/bus/wire"
 )
 
+// CodeAuditUnavailable: the account requires every call's audit record, and the
+// trail cannot be written.
+const CodeAuditUnavailable = "audit_unavailable"
+
+// KindAuditUnavailable is a call of an account that requires audit (its audit
+// settings' required) refused because its record could not be written: refused
+// before it is sent while the trail fails, or answered so, the tool's answer held
+// back, when its record fails after it ran.
+var KindAuditUnavailable = &Kind{Code: CodeAuditUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCInternalError, InResult: true,
+	Text: "the account requires an audit record of every call, and the audit trail cannot be written now", RetryAfter: UnavailableRetryAfter}
+
+// errAuditUnavailable refuses a call of KindAuditUnavailable.
+var errAuditUnavailable = &Error{Kind: KindAuditUnavailable}
+
 // WithAudit writes a record of every call the gateway answers, through Call, Forward
-// or Refuse, to the trail. Writing never holds up the call (audit.Trail.Write).
+// or Refuse, to the trail, and answers the call once the stream has stored it.
 func WithAudit(t *audit.Trail) Option {
 	return func(g *Gateway) { g.trail = t }
 }
@@ -26,24 +41,70 @@ func (g *Gateway) Audit() *audit.Trail { return g.trail }
 // answered; it returns err.
 func (g *Gateway) Refuse(ctx context.Context, c *Call, err error) error {
 	g.ended(ctx, c)
-	g.audit(ctx, c, time.Now(), c.Params, nil, err)
+	_ = g.audit(ctx, c, time.Now(), c.Params, nil, err)
 	return err
 }
 
 // Answered records c, a call its door checked (Check) and sent (Send) itself, as a
 // call that outlives its request is, answered with reply or err; params are its
-// parameters as the caller sent them. Call and Forward record their own calls.
-func (g *Gateway) Answered(ctx context.Context, c *Call, params []byte, reply *wire.Reply, err error) {
+// parameters as the caller sent them. Call and Forward record their own calls. It
+// returns the failure of KindAuditUnavailable when the account requires the record
+// and it could not be written: the door answers that instead.
+func (g *Gateway) Answered(ctx context.Context, c *Call, params []byte, reply *wire.Reply, err error) error {
 	g.ended(ctx, c)
-	g.audit(ctx, c, time.Now(), params, reply, err)
+	return g.audit(ctx, c, time.Now(), params, reply, err)
+}
+
+// audited records c as audit does and returns the answer to give: reply and err, or
+// the failure of KindAuditUnavailable.
+func (g *Gateway) audited(ctx context.Context, c *Call, began time.Time, params []byte, reply *wire.Reply, err error) (*wire.Reply, error) {
+	if aerr := g.audit(ctx, c, began, params, reply, err); aerr != nil {
+		return nil, aerr
+	}
+	return reply, err
 }
 
 // audit writes the record of c, a tool call or an MCP request forwarded, sent with
-// params at began and answered with reply or err. Without a trail it does nothing.
-func (g *Gateway) audit(ctx context.Context, c *Call, began time.Time, params []byte, reply *wire.Reply, err error) {
-	if g.trail != nil {
-		g.trail.Write(record(ctx, c, began, params, reply, err))
+// params at began and answered with reply or err, and waits for the stream to store
+// it. It fails only for an account that requires audit: any other's call is answered
+// whatever became of its record (counted when lost), and while the trail fails it
+// does not wait for the stream at all.
+func (g *Gateway) audit(ctx context.Context, c *Call, began time.Time, params []byte, reply *wire.Reply, err error) error {
+	required := g.auditRequired(c.Principal.Account)
+	if g.trail == nil {
+		if required {
+			return errAuditUnavailable
+		}
+		return nil
 	}
+	r := record(ctx, c, began, params, reply, err)
+	if !required && !g.trail.Ready() {
+		g.trail.Send(r)
+		return nil
+	}
+	if werr := g.trail.Write(r); werr != nil && required {
+		g.log.Warn("gateway: a call of an account that requires audit is refused: its record could not be written",
+			"account", c.Principal.Account, "tool", c.Tool, "method", c.Method, "request_id", c.RequestID, "err", werr)
+		return errAuditUnavailable
+	}
+	return nil
+}
+
+// auditRequired says account requires a record of each of its calls.
+func (g *Gateway) auditRequired(account string) bool {
+	a := g.view.Snapshot().Account(account)
+	return a != nil && a.Audit.Required
+}
+
+// checkAudit refuses, before it is sent, a call of an account that requires audit
+// while its record could not be written: this edge keeps no trail, or the trail's
+// last write failed. The refusal's own record, when it is stored, finds the trail
+// writable again.
+func (g *Gateway) checkAudit(account string) error {
+	if g.auditRequired(account) && !g.trail.Ready() {
+		return errAuditUnavailable
+	}
+	return nil
 }
 
 // record is the audit record of c, sent with params at began and answered with reply
@@ -54,7 +115,7 @@ func record(ctx context.Context, c *Call, began time.Time, params []byte, reply 
 		began = c.Arrived
 	}
 	r := audit.Record{
-		Time: now.UTC(), Kind: audit.KindCall, Account: c.Principal.Account, Link: c.Principal.Key == nil,
+		ID: c.CallID, Time: now.UTC(), Kind: audit.KindCall, Account: c.Principal.Account, Link: c.Principal.Key == nil,
 		Tool: c.Tool, Method: c.Method, Transport: c.Transport, RequestBytes: len(params),
 		Outcome: audit.OutcomeOK, LatencyUS: now.Sub(began).Microseconds(), RequestID: c.RequestID,
 	}

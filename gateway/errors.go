@@ -183,6 +183,7 @@ var Kinds = []*Kind{
 	KindMethodNotAllowed, KindConflict, KindPayloadTooLarge, KindUnsupportedMediaType,
 	KindRateLimited, KindQuotaExceeded, KindSessionLimit, KindCanceled, KindInternal, KindToolError,
 	KindToolUnavailable, KindCallLost, KindToolTimeout, KindCallNotFound, KindResultTooLarge, KindConnectionRequired,
+	KindAuditUnavailable,
 }
 
 // Error is a failure a part of the gateway finds itself (a route that does not exist,

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/registry"
@@ -23,6 +24,7 @@ func newAccountsUpdateCmd(c *adminClient) *cobra.Command {
 		burst, session int
 		quotas         []string
 		clearQuotas    bool
+		au             auditFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "update ID",
@@ -36,7 +38,12 @@ the default, or key), key_id (a rule of scope key counts that key only; without 
 each key apart), tool, method, and the limits per_minute, per_day, per_month (calendar
 windows in UTC) and concurrent (calls at once), for example
   --quota 'tool=email,method=send_email,per_minute=100,per_day=5000'
-The rules given replace the account's; --clear-quotas removes them all.`,
+The rules given replace the account's; --clear-quotas removes them all.
+
+--audit-arguments and --audit-result keep a call's arguments and result in its
+audit record (without the fields the method's schemas mark secret), each cut at
+--audit-max-data-size bytes; --audit-required refuses a call whose record cannot be
+written (503 audit_unavailable).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var u edge.AccountUpdate
@@ -67,8 +74,9 @@ The rules given replace the account's; --clear-quotas removes them all.`,
 			}
 			l := u.Limits.Value
 			u.Limits.Set = !l.Rate.IsZero() || !l.Burst.IsZero() || !l.Sessions.IsZero() || !l.Quotas.IsZero()
-			if u.Name.IsZero() && u.Limits.IsZero() {
-				return errors.New("accounts update: nothing to change: give --name, --rate, --burst, --sessions, --quota or --clear-quotas")
+			u.Audit = au.update(f)
+			if u.Name.IsZero() && u.Limits.IsZero() && u.Audit.IsZero() {
+				return errors.New("accounts update: nothing to change: give --name, --rate, --burst, --sessions, --quota, --clear-quotas or an --audit-* flag")
 			}
 			return c.print(cmd, http.MethodPatch, "/accounts/"+url.PathEscape(args[0]), u)
 		},
@@ -79,7 +87,40 @@ The rules given replace the account's; --clear-quotas removes them all.`,
 	cmd.Flags().IntVar(&session, "sessions", 0, "concurrent MCP sessions (0: the default)")
 	cmd.Flags().StringArrayVar(&quotas, "quota", nil, "a quota rule, such as 'tool=email,method=send_email,per_minute=100' (repeat; replaces the account's rules)")
 	cmd.Flags().BoolVar(&clearQuotas, "clear-quotas", false, "remove the account's quota rules")
+	au.register(cmd)
 	return cmd
+}
+
+// auditFlags are the flags of an account's audit settings.
+type auditFlags struct {
+	arguments, result, required bool
+	maxDataSize                 int
+}
+
+func (a *auditFlags) register(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&a.arguments, "audit-arguments", false, "keep each call's arguments in its audit record, secret fields left out (=false to stop)")
+	cmd.Flags().BoolVar(&a.result, "audit-result", false, "keep each call's result in its audit record, secret fields left out (=false to stop)")
+	cmd.Flags().IntVar(&a.maxDataSize, "audit-max-data-size", 0, "bytes of the arguments and of the result an audit record keeps, each (0: 4096)")
+	cmd.Flags().BoolVar(&a.required, "audit-required", false, "refuse a call whose audit record cannot be written (=false to serve it and count the record lost)")
+}
+
+// update is the audit settings' patch of the flags given.
+func (a *auditFlags) update(f *pflag.FlagSet) edge.Field[edge.AuditUpdate] {
+	var u edge.AuditUpdate
+	if f.Changed("audit-arguments") {
+		u.IncludeArguments = edge.Value(a.arguments)
+	}
+	if f.Changed("audit-result") {
+		u.IncludeResult = edge.Value(a.result)
+	}
+	if f.Changed("audit-max-data-size") {
+		u.MaxDataSize = edge.Value(a.maxDataSize)
+	}
+	if f.Changed("audit-required") {
+		u.Required = edge.Value(a.required)
+	}
+	set := !u.IncludeArguments.IsZero() || !u.IncludeResult.IsZero() || !u.MaxDataSize.IsZero() || !u.Required.IsZero()
+	return edge.Field[edge.AuditUpdate]{Set: set, Value: u}
 }
 
 // parseQuotas reads --quota flags, each a rule as name=value pairs; the edge checks

@@ -1,0 +1,92 @@
+package edge_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/audit"
+	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/gateway"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/registry"
+)
+
+// TestAuditRequiredFailsClosed: an account that requires audit (set with PATCH
+// /admin/accounts) has its calls refused with 503 audit_unavailable while the
+// trail's stream is gone: the first, whose record fails after the tool ran, without
+// the tool's answer; the next ones before they reach the tool. Another account's calls
+// are served meanwhile and their records counted lost. Once the stream is back, the
+// account's calls are served again, each with its record.
+func TestAuditRequiredFailsClosed(t *testing.T) {
+	e := newEnv(t, withAudit())
+	var ran atomic.Int64
+	e.serve(echoTool, func(method string, m *nats.Msg) {
+		ran.Add(1)
+		echo(method, m)
+	})
+	strict := e.account("strict", registry.Limits{})
+	lax := e.account("lax", registry.Limits{})
+	e.connect("strict", "echo")
+	e.connect("lax", "echo")
+
+	for _, bad := range []string{`{"audit":{"required":"yes"}}`, `{"audit":{"max_data_size":-1}}`, `{"audit":{"include_args":true}}`, `{"audit":[]}`} {
+		e.admin(http.MethodPatch, "/accounts/strict", bad).expect(t, http.StatusBadRequest, gateway.CodeInvalidRequest)
+	}
+	r := e.admin(http.MethodPatch, "/accounts/strict", `{"audit":{"required":true}}`)
+	if a := decode[registry.Account](t, r); r.status != http.StatusOK || !a.Audit.Required || a.Audit.IncludeArguments {
+		t.Fatalf("PATCH audit.required: %d %s", r.status, r.body)
+	}
+	testenv.WaitFor(t, "the edge sees the account require audit", func() bool {
+		a := e.view.Snapshot().Account("strict")
+		return a != nil && a.Audit.Required
+	})
+	e.call(strict, "echo", "echo", `{"n":1}`).expectOK(t)
+	e.awaitRecords(url.Values{"account": {"strict"}, "kind": {audit.KindCall}}, 1)
+
+	js, err := jetstream.New(e.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(testenv.Context(t), wire.DefaultSubjects.AuditStream()); err != nil {
+		t.Fatal(err)
+	}
+	before := ran.Load()
+	e.call(strict, "echo", "echo", `{"n":2}`).expect(t, http.StatusServiceUnavailable, gateway.CodeAuditUnavailable)
+	if ran.Load() != before+1 {
+		t.Fatalf("the first call after the stream went: the tool ran %d times, want once", ran.Load()-before)
+	}
+	for range 3 {
+		r := e.call(strict, "echo", "echo", `{"n":3}`)
+		r.expect(t, http.StatusServiceUnavailable, gateway.CodeAuditUnavailable)
+		if r.header.Get("Retry-After") == "" {
+			t.Errorf("audit_unavailable without Retry-After: %v", r.header)
+		}
+	}
+	if ran.Load() != before+1 {
+		t.Fatalf("calls refused while the trail fails reached the tool: %d runs", ran.Load()-before)
+	}
+	e.call(lax, "echo", "echo", `{"n":4}`).expectOK(t)
+	testenv.WaitFor(t, "the lost records are counted", func() bool {
+		m := string(e.do(http.MethodGet, "/metrics", "").body)
+		return !strings.Contains(m, "toolgate_audit_write_failures_total 0\n") && strings.Contains(m, "toolgate_audit_write_failures_total ")
+	})
+
+	// The stream is made again (as an edge starting would); the next call's refusal is
+	// written, and the calls after it are served.
+	if _, err := audit.Open(testenv.Context(t), e.nc, audit.Options{}, testenv.Logger(t)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, "the account's calls are served again", func() bool {
+		return e.call(strict, "echo", "echo", `{"n":5}`).status == http.StatusOK
+	})
+	recs := e.awaitRecords(url.Values{"account": {"strict"}, "kind": {audit.KindCall}, "outcome": {audit.OutcomeOK}}, 1)
+	if recs[0].ID == "" || recs[0].ArgsSHA256 != sha(`{"n":5}`) {
+		t.Fatalf("the record of the call served again: %+v", recs[0])
+	}
+}
