@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/registry"
 )
 
 // CodeAuditUnavailable: the account requires every call's audit record, and the
@@ -70,7 +72,8 @@ func (g *Gateway) audited(ctx context.Context, c *Call, began time.Time, params 
 // whatever became of its record (counted when lost), and while the trail fails it
 // does not wait for the stream at all.
 func (g *Gateway) audit(ctx context.Context, c *Call, began time.Time, params []byte, reply *wire.Reply, err error) error {
-	required := g.auditRequired(c.Principal.Account)
+	a := g.view.Snapshot().Account(c.Principal.Account)
+	required := a != nil && a.Audit.Required
 	if g.trail == nil {
 		if required {
 			return errAuditUnavailable
@@ -78,6 +81,9 @@ func (g *Gateway) audit(ctx context.Context, c *Call, began time.Time, params []
 		return nil
 	}
 	r := record(ctx, c, began, params, reply, err)
+	if a != nil {
+		g.keepData(&r, c, a.Audit, params, reply)
+	}
 	if !required && !g.trail.Ready() {
 		g.trail.Send(r)
 		return nil
@@ -88,6 +94,38 @@ func (g *Gateway) audit(ctx context.Context, c *Call, began time.Time, params []
 		return errAuditUnavailable
 	}
 	return nil
+}
+
+// keepData puts in r the call's arguments (params) and the tool's answer (reply)
+// where the account's settings ask, without what the method's schemas mark secret
+// (audit.Keep), each cut at the settings' size.
+func (g *Gateway) keepData(r *audit.Record, c *Call, set registry.AuditSettings, params []byte, reply *wire.Reply) {
+	if !set.IncludeArguments && !set.IncludeResult {
+		return
+	}
+	max := cmp.Or(set.MaxDataSize, registry.DefaultAuditDataSize)
+	var in, out []byte
+	m := c.Entry
+	if m == nil {
+		m, _ = g.view.Snapshot().Method(c.Principal, c.Tool, c.Method) // none for an MCP request forwarded
+	}
+	if m != nil {
+		in, out = m.Method.InputSchema, m.Method.OutputSchema
+	}
+	if set.IncludeArguments && len(params) > 0 {
+		k := audit.Keep(params, in, max, false)
+		r.Arguments, r.ArgumentsCut = k.Data, k.Cut
+		for _, p := range k.Secret {
+			r.Secret = append(r.Secret, "/arguments"+p)
+		}
+	}
+	if set.IncludeResult && reply != nil && len(reply.Data) > 0 {
+		k := audit.Keep(reply.Data, out, max, reply.MCPResult)
+		r.Result, r.ResultCut = k.Data, k.Cut
+		for _, p := range k.Secret {
+			r.Secret = append(r.Secret, "/result"+p)
+		}
+	}
 }
 
 // auditRequired says account requires a record of each of its calls.
