@@ -1,8 +1,9 @@
 // Package dashboard is the deployment dashboard: the web pages where a user signs in
 // with an account's API key and finds, for each tool on the account, the command
 // that installs it in an MCP client, its SSE link with ready-to-paste client
-// configurations, and its methods with a form to try them; and manages the account's
-// keys and rotates links. Pages are rendered on the server and work without
+// configurations, and its methods with a form to try them; manages the account's
+// keys and rotates links; and shows the account's own calls (from the audit trail)
+// and its quotas' use. Pages are rendered on the server and work without
 // JavaScript; sessions live in NATS, so any edge serves any user.
 package dashboard
 
@@ -112,6 +113,8 @@ func (d *Dashboard) routes() http.Handler {
 	mux.HandleFunc("GET "+p+"keys", d.signedIn(d.keysPage))
 	mux.HandleFunc("POST "+p+"keys", d.signedIn(d.createKey))
 	mux.HandleFunc("POST "+p+"keys/{id}/revoke", d.signedIn(d.revokeKey))
+	mux.HandleFunc("GET "+p+"calls", d.signedIn(d.callsPage))
+	mux.HandleFunc("GET "+p+"usage", d.signedIn(d.usagePage))
 	mux.HandleFunc("GET "+p+"static/{file}", d.static)
 	mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, nil, http.StatusNotFound, "There is no such page.")
@@ -253,7 +256,7 @@ func (d *Dashboard) signInCookie() string { return d.cfg.CookieName + "_signin" 
 type page struct {
 	Title   string
 	Prefix  string
-	Nav     string // the section to mark current: "tools", "keys"
+	Nav     string // the section to mark current: "tools", "keys", "calls", "usage"
 	Account *registry.Account
 	KeyID   string // the key the session was opened with
 	CSRF    string
@@ -316,11 +319,14 @@ type copyButton struct {
 	What string
 }
 
-var pageNames = []string{"signin", "tools", "tool", "keys", "error"}
+var pageNames = []string{"signin", "tools", "tool", "keys", "calls", "usage", "error"}
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
 		"date":       formatDate,
+		"clock":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+		"millis":     func(us int64) string { return strconv.FormatFloat(float64(us)/1000, 'f', 1, 64) + " ms" },
+		"sub":        func(a, b int) int { return a - b },
 		"statusLine": statusLine,
 		"rows":       textareaRows,
 		"copyButton": func(id, what string) copyButton { return copyButton{ID: id, What: what} },
