@@ -21,10 +21,11 @@ import (
 // /admin/accounts) has its calls refused with 503 audit_unavailable while the
 // trail's stream is gone: the first, whose record fails after the tool ran, without
 // the tool's answer; the next ones before they reach the tool. Another account's calls
-// are served meanwhile and their records counted lost. Once the stream is back, the
+// are served meanwhile and their records counted lost. An MCP client of the
+// account's link gets the refusal as the tool's result. Once the stream is back, the
 // account's calls are served again, each with its record.
 func TestAuditRequiredFailsClosed(t *testing.T) {
-	e := newEnv(t, withAudit())
+	e := newEnv(t, withAudit(), withMCP())
 	var ran atomic.Int64
 	e.serve(echoTool, func(method string, m *nats.Msg) {
 		ran.Add(1)
@@ -32,7 +33,7 @@ func TestAuditRequiredFailsClosed(t *testing.T) {
 	})
 	strict := e.account("strict", registry.Limits{})
 	lax := e.account("lax", registry.Limits{})
-	e.connect("strict", "echo")
+	link := e.signer.Token("strict", "echo", e.connect("strict", "echo").LinkNonce)
 	e.connect("lax", "echo")
 
 	for _, bad := range []string{`{"audit":{"required":"yes"}}`, `{"audit":{"max_data_size":-1}}`, `{"audit":{"include_args":true}}`, `{"audit":[]}`} {
@@ -67,6 +68,11 @@ func TestAuditRequiredFailsClosed(t *testing.T) {
 		if r.header.Get("Retry-After") == "" {
 			t.Errorf("audit_unavailable without Retry-After: %v", r.header)
 		}
+	}
+	// An MCP client of the account's link reads the refusal in the tool's result.
+	answer := streamableCall(t, e.url+"/mcp/"+link, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"n":3}}}`)
+	if !strings.Contains(string(answer), `"isError":true`) || !strings.Contains(string(answer), "audit trail cannot be written") {
+		t.Errorf("MCP tools/call while the trail fails: %s", answer)
 	}
 	if ran.Load() != before+1 {
 		t.Fatalf("calls refused while the trail fails reached the tool: %d runs", ran.Load()-before)
