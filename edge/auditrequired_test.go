@@ -36,11 +36,12 @@ func TestAuditRequiredFailsClosed(t *testing.T) {
 	link := e.signer.Token("strict", "echo", e.connect("strict", "echo").LinkNonce)
 	e.connect("lax", "echo")
 
-	for _, bad := range []string{`{"audit":{"required":"yes"}}`, `{"audit":{"max_data_size":-1}}`, `{"audit":{"include_args":true}}`, `{"audit":[]}`} {
+	for _, bad := range []string{`{"audit":{"required":"yes"}}`, `{"audit":{"max_data_size":-1}}`, `{"audit":{"max_data_size":262145}}`, `{"audit":{"include_args":true}}`, `{"audit":[]}`} {
 		e.admin(http.MethodPatch, "/accounts/strict", bad).expect(t, http.StatusBadRequest, gateway.CodeInvalidRequest)
 	}
-	r := e.admin(http.MethodPatch, "/accounts/strict", `{"audit":{"required":true}}`)
-	if a := decode[registry.Account](t, r); r.status != http.StatusOK || !a.Audit.Required || a.Audit.IncludeArguments {
+	e.admin(http.MethodPatch, "/accounts/strict", `{"audit":{"max_data_size":262144}}`).expectOK(t)
+	r := e.admin(http.MethodPatch, "/accounts/strict", `{"audit":{"required":true,"max_data_size":null}}`)
+	if a := decode[registry.Account](t, r); r.status != http.StatusOK || !a.Audit.Required || a.Audit.IncludeArguments || a.Audit.MaxDataSize != 0 {
 		t.Fatalf("PATCH audit.required: %d %s", r.status, r.body)
 	}
 	testenv.WaitFor(t, "the edge sees the account require audit", func() bool {
