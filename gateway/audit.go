@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"net/http"
 	"time"
 
@@ -69,8 +70,8 @@ func (g *Gateway) audited(ctx context.Context, c *Call, began time.Time, params 
 // audit writes the record of c, a tool call or an MCP request forwarded, sent with
 // params at began and answered with reply or err, and waits for the stream to store
 // it. It fails only for an account that requires audit: any other's call is answered
-// whatever became of its record (counted when lost), and while the trail fails it
-// does not wait for the stream at all.
+// whatever became of its record (counted when lost). While the trail fails, neither
+// a call of another account nor one refused for the trail waits for the stream.
 func (g *Gateway) audit(ctx context.Context, c *Call, began time.Time, params []byte, reply *wire.Reply, err error) error {
 	a := g.view.Snapshot().Account(c.Principal.Account)
 	required := a != nil && a.Audit.Required
@@ -84,14 +85,15 @@ func (g *Gateway) audit(ctx context.Context, c *Call, began time.Time, params []
 	if a != nil {
 		g.keepData(&r, c, a.Audit, params, reply)
 	}
-	if !required && !g.trail.Ready() {
+	if !g.trail.Ready() && (!required || errors.Is(err, errAuditUnavailable)) {
+		// The answer does not wait on a trail that fails: the call is served, or was
+		// refused for it already. The record's acknowledgement, should it come, finds
+		// the trail writable again.
 		g.trail.Send(r)
 		return nil
 	}
 	if werr := g.trail.Write(r); werr != nil && required {
-		g.log.Warn("gateway: a call of an account that requires audit is refused: its record could not be written",
-			"account", c.Principal.Account, "tool", c.Tool, "method", c.Method, "request_id", c.RequestID, "err", werr)
-		return errAuditUnavailable
+		return errAuditUnavailable // the trail logs and counts the failure
 	}
 	return nil
 }
