@@ -3,6 +3,7 @@ package audit_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -125,8 +126,16 @@ func (q *queuedWriter) drain() {
 func (q *queuedWriter) publish(r audit.Record) {
 	data, _ := json.Marshal(&r)
 	subject := wire.DefaultSubjects.Audit(r.Kind, r.Account, r.Tool, r.Method, r.Outcome)
-	if _, err := q.js.PublishMsgAsync(&nats.Msg{Subject: subject, Data: data}); err != nil {
-		panic(err)
+	for {
+		_, err := q.js.PublishMsgAsync(&nats.Msg{Subject: subject, Data: data})
+		if err == nil {
+			return
+		}
+		// The writer counted a record stalled this long as lost; here it waits on, so
+		// that every record is stored.
+		if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			panic(err)
+		}
 	}
 }
 
