@@ -96,4 +96,31 @@ func TestAuditRequiredFailsClosed(t *testing.T) {
 	if recs[0].ID == "" || recs[0].ArgsSHA256 != sha(`{"n":5}`) {
 		t.Fatalf("the record of the call served again: %+v", recs[0])
 	}
+	r = e.admin(http.MethodPatch, "/accounts/strict", `{"audit":null}`)
+	if a := decode[registry.Account](t, r); r.status != http.StatusOK || a.Audit != (registry.AuditSettings{}) {
+		t.Fatalf(`PATCH {"audit":null}: %d %s`, r.status, r.body)
+	}
+}
+
+// TestAuditRequiredWithoutTrail: an edge that keeps no trail (--no-audit) refuses
+// every call of an account that requires audit before it reaches the tool, and serves
+// another account's.
+func TestAuditRequiredWithoutTrail(t *testing.T) {
+	e := newEnv(t)
+	var ran atomic.Int64
+	e.serve(echoTool, func(method string, m *nats.Msg) {
+		ran.Add(1)
+		echo(method, m)
+	})
+	strict := e.account("strict", registry.Limits{})
+	lax := e.account("lax", registry.Limits{})
+	e.connect("strict", "echo")
+	e.connect("lax", "echo")
+	e.admin(http.MethodPatch, "/accounts/strict", `{"audit":{"required":true}}`).expectOK(t)
+	testenv.WaitFor(t, "the edge sees the account require audit", func() bool { return e.view.Snapshot().Account("strict").Audit.Required })
+	e.call(strict, "echo", "echo", `{}`).expect(t, http.StatusServiceUnavailable, gateway.CodeAuditUnavailable)
+	e.call(lax, "echo", "echo", `{}`).expectOK(t)
+	if ran.Load() != 1 {
+		t.Fatalf("the tool ran %d times, want once (the other account's call)", ran.Load())
+	}
 }
