@@ -1,6 +1,8 @@
 package audit_test
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -78,5 +80,63 @@ func TestEveryEdgeKeepsTheTrailAlike(t *testing.T) {
 	}
 	if c := st.CachedInfo().Config; c.MaxAge != 2*time.Hour || c.MaxBytes != 8<<20 || c.Replicas != 1 || c.Subjects[0] != "tg.audit.>" {
 		t.Fatalf("the trail's stream: %+v", c)
+	}
+}
+
+// TestReadBackPagesNewestFirst: ReadBack pages through one account's records newest
+// first by the cursor, each once, past the other account's records between them and
+// the filters' misses.
+func TestReadBackPagesNewestFirst(t *testing.T) {
+	nc := testenv.Conn(t, testenv.Server(t).ClientURL())
+	ctx := testenv.Context(t)
+	trail, err := audit.Open(ctx, nc, audit.Options{}, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 25 {
+		for _, r := range []audit.Record{
+			{Kind: audit.KindCall, Account: "a", Tool: "echo", Method: "echo", Outcome: audit.OutcomeOK, RequestID: strconv.Itoa(i)},
+			{Kind: audit.KindCall, Account: "b", Tool: "echo", Method: "echo", Outcome: audit.OutcomeOK, RequestID: "b"},
+		} {
+			if err := trail.Write(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// 500 records of another account: the first window back holds none of a's.
+	for range 500 {
+		trail.Send(audit.Record{Kind: audit.KindCall, Account: "b", Tool: "echo", Method: "echo", Outcome: audit.OutcomeOK})
+	}
+	if err := trail.Write(audit.Record{Kind: audit.KindCall, Account: "a", Tool: "clock", Method: "now", Outcome: audit.OutcomeOK, RequestID: "last"}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	f := audit.Filter{Account: "a", Tool: "echo", Limit: 10}
+	for pages := 0; ; pages++ {
+		page, err := trail.ReadBack(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page.Records {
+			got = append(got, r.RequestID)
+		}
+		if !page.More {
+			break
+		}
+		if pages > 3 || page.Next == 0 {
+			t.Fatalf("paging does not end: %+v", page)
+		}
+		f.Before = page.Next
+	}
+	var want []string
+	for i := 24; i >= 0; i-- {
+		want = append(want, strconv.Itoa(i))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("newest first: %v, want %v", got, want)
+	}
+	page, err := trail.ReadBack(ctx, audit.Filter{Account: "a", Limit: 1})
+	if err != nil || len(page.Records) != 1 || page.Records[0].RequestID != "last" || !page.More {
+		t.Fatalf("the latest: %+v %v", page, err)
 	}
 }

@@ -20,6 +20,9 @@ type Filter struct {
 	// After is the cursor: records stored after this stream sequence (0: from the
 	// first, or from Since).
 	After uint64
+	// Before bounds the records read to those stored before this stream sequence (0:
+	// no bound): ReadBack's cursor.
+	Before uint64
 	// Limit is how many records one read returns: DefaultLimit when 0, at most MaxLimit.
 	Limit int
 }
@@ -67,11 +70,7 @@ func (f Filter) subject(s wire.Subjects) string {
 // Read returns the records f picks, oldest first, through an ephemeral consumer of
 // the stream that the server filters by subject.
 func (t *Trail) Read(ctx context.Context, f Filter) (Page, error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = DefaultLimit
-	}
-	limit = min(limit, MaxLimit)
+	limit := f.limit()
 	cfg := jetstream.ConsumerConfig{
 		FilterSubject:     f.subject(t.opts.Subjects),
 		AckPolicy:         jetstream.AckNonePolicy,
@@ -108,7 +107,7 @@ func (t *Trail) Read(ctx context.Context, f Filter) (Page, error) {
 			if err != nil {
 				continue
 			}
-			if !f.Until.IsZero() && meta.Timestamp.After(f.Until) {
+			if (!f.Until.IsZero() && meta.Timestamp.After(f.Until)) || (f.Before > 0 && meta.Sequence.Stream >= f.Before) {
 				pending = 0 // the rest is later still
 				break
 			}
@@ -129,4 +128,74 @@ func (t *Trail) Read(ctx context.Context, f Filter) (Page, error) {
 	}
 	page.More = pending > 0
 	return page, nil
+}
+
+// limit is how many records a read of f returns at most.
+func (f Filter) limit() int {
+	if f.Limit <= 0 {
+		return DefaultLimit
+	}
+	return min(f.Limit, MaxLimit)
+}
+
+// ReadBack returns the records f picks, newest first: the latest f.Limit stored before
+// f.Before (0: the latest of all). Next is the cursor to pass as Before for the older
+// ones, and More says there are. It reads the stream forward a window of sequences
+// at a time, each window further back and four times as long as the last, until it
+// has a record more than the page holds or has reached the stream's first record.
+func (t *Trail) ReadBack(ctx context.Context, f Filter) (Page, error) {
+	limit := f.limit()
+	st, err := t.js.Stream(ctx, t.stream)
+	if err != nil {
+		return Page{}, fmt.Errorf("audit: read: %w", err)
+	}
+	state := st.CachedInfo().State
+	first, end := max(state.FirstSeq, 1), state.LastSeq+1
+	if f.Before > 0 && f.Before < end {
+		end = f.Before
+	}
+	var found []Record // oldest first, each older window's records before the later ones
+	for window := uint64(4 * limit); end > first && len(found) <= limit; window *= 4 {
+		start := first
+		if end-first > window {
+			start = end - window
+		}
+		older, err := t.readWindow(ctx, f, start, end, limit+1-len(found))
+		if err != nil {
+			return Page{}, err
+		}
+		found, end = append(older, found...), start
+	}
+	page := Page{Records: []Record{}, More: len(found) > limit}
+	if page.More {
+		found = found[len(found)-limit:]
+	}
+	for i := len(found) - 1; i >= 0; i-- {
+		page.Records = append(page.Records, found[i])
+	}
+	if len(found) > 0 {
+		page.Next = found[0].Seq
+	}
+	return page, nil
+}
+
+// readWindow reads the records f picks stored from sequence start to before end,
+// and keeps the latest keep of them.
+func (t *Trail) readWindow(ctx context.Context, f Filter, start, end uint64, keep int) ([]Record, error) {
+	f.After, f.Before, f.Limit = start-1, end, MaxLimit
+	var out []Record
+	for {
+		page, err := t.Read(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Records...)
+		if len(out) > keep {
+			out = out[len(out)-keep:]
+		}
+		if !page.More || page.Next >= end-1 || page.Next == f.After {
+			return out, nil
+		}
+		f.After = page.Next
+	}
 }

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/toolgate/toolgate/bus/wire"
@@ -8,6 +9,10 @@ import (
 
 // Record is one entry of the audit trail.
 type Record struct {
+	// ID names the record: the call's id on the bus (a new id for a record of
+	// something else). It is the message's Nats-Msg-Id, so that the stream stores a
+	// record sent again once.
+	ID string `json:"id,omitempty"`
 	// Time is when the call was answered, or the change made, by the edge's clock.
 	Time time.Time `json:"time"`
 	// Kind is KindCall or KindAdmin.
@@ -25,9 +30,19 @@ type Record struct {
 	// Transport is the door the call came in by (Transport*).
 	Transport string `json:"transport,omitempty"`
 	// ArgsSHA256 is the hex sha256 of the arguments as the caller sent them.
-	ArgsSHA256    string `json:"args_sha256,omitempty"`
-	RequestBytes  int    `json:"request_bytes"`
-	ResponseBytes int    `json:"response_bytes"` // the tool's answer; 0 when it gave none
+	ArgsSHA256 string `json:"args_sha256,omitempty"`
+	// Arguments and Result are the call's arguments and the tool's answer, kept only
+	// where the account asks (its audit settings), without the values the method's
+	// input and output schemas mark secret (Secret names where they were, under
+	// /arguments and /result). Past the account's size, each is a JSON string of the
+	// first bytes of its JSON text, and ArgumentsCut or ResultCut says so.
+	Arguments     json.RawMessage `json:"arguments,omitempty"`
+	ArgumentsCut  bool            `json:"arguments_cut,omitempty"`
+	Result        json.RawMessage `json:"result,omitempty"`
+	ResultCut     bool            `json:"result_cut,omitempty"`
+	Secret        []string        `json:"secret,omitempty"`
+	RequestBytes  int             `json:"request_bytes"`
+	ResponseBytes int             `json:"response_bytes"` // the tool's answer; 0 when it gave none
 	// Outcome is "ok" or the code of the failure (gateway's table of failures).
 	Outcome string `json:"outcome"`
 	// Status is the HTTP status the caller was answered with, where the door answers

@@ -4,34 +4,23 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 )
 
-// The bounds that keep writing the trail off the call path. A call hands its record
-// to a queue of MaxQueued and goes on; one writer sends them to the stream with at
-// most MaxInFlight unacknowledged, each acknowledged within AckTimeout or counted as
-// failed. A record that finds the queue full (the stream has been unreachable for a
-// while, or slower than the calls) is dropped and counted, never waited for.
+// The bounds of writing the trail. At most MaxInFlight records are unacknowledged at
+// once (a write beyond waits for room, and fails past the client's stall wait); each
+// is acknowledged within AckTimeout or fails.
 const (
-	MaxQueued   = 8192
-	MaxInFlight = 1024
+	MaxInFlight = 4096
 	AckTimeout  = 5 * time.Second
-	// Linger is how long the writer waits, once it has a record to send, for others
-	// to send with it.
-	Linger = 5 * time.Millisecond
 )
-
-// ErrQueueFull is the failure of a record dropped because MaxQueued records were
-// waiting already.
-var ErrQueueFull = errors.New("audit: the queue of records to write is full")
 
 // Trail writes the audit trail's records and reads them back.
 type Trail struct {
@@ -40,17 +29,12 @@ type Trail struct {
 	stream string
 	log    *slog.Logger
 
-	queue   chan Record
-	stop    chan struct{}
-	stopped chan struct{}
-	closing sync.Once
-
 	failures   atomic.Int64
+	down       atomic.Bool  // the last write that ended failed
 	lastLogged atomic.Int64 // unix seconds of the last failure logged
 }
 
-// Open makes or opens the trail's stream (see Options) and starts writing what Write
-// is given.
+// Open makes or opens the trail's stream (see Options).
 func Open(ctx context.Context, nc *nats.Conn, o Options, log *slog.Logger) (*Trail, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -59,11 +43,11 @@ func Open(ctx context.Context, nc *nats.Conn, o Options, log *slog.Logger) (*Tra
 		log = slog.Default()
 	}
 	o.Edge = cmp.Or(o.Edge, DefaultEdge())
-	t := &Trail{opts: o, log: log, stream: o.Subjects.AuditStream(),
-		queue: make(chan Record, MaxQueued), stop: make(chan struct{}), stopped: make(chan struct{})}
+	t := &Trail{opts: o, log: log, stream: o.Subjects.AuditStream()}
 	js, err := jetstream.New(nc,
 		jetstream.WithPublishAsyncMaxPending(MaxInFlight),
 		jetstream.WithPublishAsyncTimeout(AckTimeout),
+		jetstream.WithPublishAsyncAckHandler(func(jetstream.JetStream, *nats.Msg, *jetstream.PubAck) { t.down.Store(false) }),
 		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, _ *nats.Msg, err error) { t.fail(err) }))
 	if err != nil {
 		return nil, fmt.Errorf("audit: jetstream: %w", err)
@@ -72,35 +56,70 @@ func Open(ctx context.Context, nc *nats.Conn, o Options, log *slog.Logger) (*Tra
 	if _, err := openStream(ctx, js, o); err != nil {
 		return nil, err
 	}
-	go t.run()
 	return t, nil
 }
 
-// Write hands r to the writer and returns at once: the call r describes is not held
-// up by the trail. The writer names the edge in it. A nil Trail writes nothing.
-func (t *Trail) Write(r Record) {
-	if t == nil {
-		return
+// Write sends r to the stream and returns once the stream has stored it, or with why
+// it did not: the call r describes is answered only after its record is kept. Writes
+// of many calls at once share the connection, each waiting for its own
+// acknowledgement, so that the stream's round trip is paid in parallel, not in turn.
+// r.ID (a new id when empty) is the message's Nats-Msg-Id: a record the client sends
+// again (no stream answered it, while one elects a leader) is stored once. The writer
+// names the edge in it. A nil Trail writes nothing.
+func (t *Trail) Write(r Record) error {
+	paf, err := t.publish(&r)
+	if paf == nil || err != nil {
+		return err
 	}
 	select {
-	case t.queue <- r:
-	default:
-		t.fail(ErrQueueFull)
+	case <-paf.Ok():
+		return nil
+	case err := <-paf.Err():
+		return fmt.Errorf("audit: record %s not written: %w", r.ID, err) // counted by the client's handler
 	}
 }
 
-// Failures counts the records that could not be written: dropped for a full queue,
-// refused, or not acknowledged in time.
+// Send sends r as Write does without waiting for the stream: for a call whose
+// account does not require its record while the stream fails (Ready is false), so
+// that the call is not held up by a trail that will not answer. A record the stream
+// does not store is counted.
+func (t *Trail) Send(r Record) {
+	_, _ = t.publish(&r)
+}
+
+// publish sends r, returning its acknowledgement to come (nil for a nil Trail).
+func (t *Trail) publish(r *Record) (jetstream.PubAckFuture, error) {
+	if t == nil {
+		return nil, nil
+	}
+	r.Edge = t.opts.Edge
+	if r.ID == "" {
+		r.ID = nuid.Next()
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		t.fail(err)
+		return nil, fmt.Errorf("audit: record %s: %w", r.ID, err)
+	}
+	msg := &nats.Msg{Subject: r.subject(t.opts.Subjects), Data: data, Header: nats.Header{jetstream.MsgIDHeader: []string{r.ID}}}
+	paf, err := t.js.PublishMsgAsync(msg)
+	if err != nil {
+		t.fail(err)
+		return nil, fmt.Errorf("audit: record %s not written: %w", r.ID, err)
+	}
+	return paf, nil
+}
+
+// Ready says the last write that ended was stored (or none has ended yet): false
+// while the stream fails. A nil Trail is never ready.
+func (t *Trail) Ready() bool { return t != nil && !t.down.Load() }
+
+// Failures counts the records that could not be written: refused, or not
+// acknowledged in time.
 func (t *Trail) Failures() int64 { return t.failures.Load() }
 
-// Close writes what is queued and waits for its acknowledgements, until ctx ends.
+// Close waits for the acknowledgements of what was sent, until ctx ends.
 func (t *Trail) Close(ctx context.Context) error {
-	t.closing.Do(func() { close(t.stop) })
-	select {
-	case <-t.stopped:
-	case <-ctx.Done():
-		return fmt.Errorf("audit: close: %w", ctx.Err())
-	}
 	select {
 	case <-t.js.PublishAsyncComplete():
 		return nil
@@ -109,60 +128,10 @@ func (t *Trail) Close(ctx context.Context) error {
 	}
 }
 
-// run sends the queued records until Close, then what is left. It sends them a
-// batch at a time: from the first record, it waits Linger for others, so that a busy
-// edge wakes the bus (and its own writer) once per batch rather than once per call.
-func (t *Trail) run() {
-	defer close(t.stopped)
-	linger := time.NewTimer(Linger)
-	for {
-		select {
-		case r := <-t.queue:
-			t.publish(r)
-		case <-t.stop:
-			t.drain()
-			return
-		}
-		linger.Reset(Linger)
-		select {
-		case <-linger.C:
-		case <-t.stop:
-		}
-		t.drain()
-	}
-}
-
-// drain sends what is queued now.
-func (t *Trail) drain() {
-	for {
-		select {
-		case r := <-t.queue:
-			t.publish(r)
-		default:
-			return
-		}
-	}
-}
-
-// publish sends r without waiting for its acknowledgement; it waits only while
-// MaxInFlight records are unacknowledged. The client sends it again only when no
-// stream received it (no responders, while the stream elects a leader), so the
-// stream stores it once without an id to tell copies apart.
-func (t *Trail) publish(r Record) {
-	r.Edge = t.opts.Edge
-	data, err := json.Marshal(&r)
-	if err != nil {
-		t.fail(err)
-		return
-	}
-	if _, err := t.js.PublishMsgAsync(&nats.Msg{Subject: r.subject(t.opts.Subjects), Data: data}); err != nil {
-		t.fail(err)
-	}
-}
-
 // fail counts a record that was not written, and logs it at most once a minute.
 func (t *Trail) fail(err error) {
 	t.failures.Add(1)
+	t.down.Store(true)
 	now := time.Now().Unix()
 	if last := t.lastLogged.Load(); now-last >= 60 && t.lastLogged.CompareAndSwap(last, now) {
 		t.log.Warn("audit: a record could not be written (logged at most once a minute; toolgate_audit_write_failures_total counts them)", "err", err)

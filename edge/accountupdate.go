@@ -59,10 +59,21 @@ func (f Field[T]) apply(v *T) {
 }
 
 // AccountUpdate is the body of PATCH /admin/accounts/{id}: a JSON merge patch of the
-// account's name and limits. A limit set to 0 or null is the edge's default again.
+// account's name, limits and audit settings. A limit set to 0 or null is the edge's default again.
 type AccountUpdate struct {
 	Name   Field[string]       `json:"name,omitzero"`
 	Limits Field[LimitsUpdate] `json:"limits,omitzero"`
+	// Audit changes what the audit trail keeps of the account's calls; null puts
+	// every setting back to its default (nothing kept, nothing required).
+	Audit Field[AuditUpdate] `json:"audit,omitzero"`
+}
+
+// AuditUpdate is the audit settings' part of an AccountUpdate (registry.AuditSettings).
+type AuditUpdate struct {
+	IncludeArguments Field[bool] `json:"include_arguments,omitzero"`
+	IncludeResult    Field[bool] `json:"include_result,omitzero"`
+	MaxDataSize      Field[int]  `json:"max_data_size,omitzero"`
+	Required         Field[bool] `json:"required,omitzero"`
 }
 
 // LimitsUpdate is the limits' part of an AccountUpdate. Quotas, when given, replace
@@ -80,8 +91,19 @@ type LimitsUpdate struct {
 // violations are what is wrong with u, each naming its field.
 func (u AccountUpdate) violations(maxExpiry time.Duration) []registry.Violation {
 	l := u.Limits.Value
-	return checkLimits(nil, registry.Limits{Rate: l.Rate.Value, Burst: l.Burst.Value, Sessions: l.Sessions.Value,
+	vs := checkLimits(nil, registry.Limits{Rate: l.Rate.Value, Burst: l.Burst.Value, Sessions: l.Sessions.Value,
 		Quotas: l.Quotas.Value, Approvals: l.Approvals.Value}, maxExpiry)
+	return checkAudit(vs, registry.AuditSettings{MaxDataSize: u.Audit.Value.MaxDataSize.Value})
+}
+
+// checkAudit checks an account's audit settings: the size kept is 0 (the default)
+// or from 1 to registry.MaxAuditDataSize bytes.
+func checkAudit(vs []registry.Violation, a registry.AuditSettings) []registry.Violation {
+	if a.MaxDataSize < 0 || a.MaxDataSize > registry.MaxAuditDataSize {
+		vs = append(vs, registry.Violation{Pointer: "/audit/max_data_size",
+			Message: "must be from 1 to " + strconv.Itoa(registry.MaxAuditDataSize) + " bytes, or 0 for " + strconv.Itoa(registry.DefaultAuditDataSize)})
+	}
+	return vs
 }
 
 // decodeAccountUpdate reads an AccountUpdate as strictly as decodeStrict reads a
@@ -90,11 +112,15 @@ func decodeAccountUpdate(r io.Reader) (AccountUpdate, error) {
 	var body struct {
 		Name   Field[string]   `json:"name"`
 		Limits json.RawMessage `json:"limits"`
+		Audit  json.RawMessage `json:"audit"`
 	}
 	if err := decodeStrict(r, &body); err != nil {
 		return AccountUpdate{}, err
 	}
 	u := AccountUpdate{Name: body.Name}
+	if err := decodePart(body.Audit, "/audit", &u.Audit); err != nil {
+		return u, err
+	}
 	switch limits := bytes.TrimSpace(body.Limits); {
 	case len(limits) == 0:
 	case string(limits) == "null":
@@ -111,6 +137,22 @@ func decodeAccountUpdate(r io.Reader) (AccountUpdate, error) {
 		}
 	}
 	return u, nil
+}
+
+// decodePart reads raw, a member of a patch at pointer, strictly into f: left out,
+// null, or an object.
+func decodePart[T any](raw json.RawMessage, pointer string, f *Field[T]) error {
+	switch raw = bytes.TrimSpace(raw); {
+	case len(raw) == 0:
+		return nil
+	case string(raw) == "null":
+		*f = Field[T]{Set: true, Null: true}
+		return nil
+	case raw[0] != '{':
+		return invalidInput([]registry.Violation{{Pointer: pointer, Message: "must be an object or null"}})
+	}
+	f.Set = true
+	return within(pointer, decodeStrict(bytes.NewReader(raw), &f.Value))
 }
 
 // decodeAccountRequest reads the body of POST /admin/accounts strictly, a quota's
@@ -188,14 +230,23 @@ func (u AccountUpdate) apply(a *registry.Account) {
 	u.Name.apply(&a.Name)
 	if u.Limits.Null {
 		a.Limits = registry.Limits{}
-		return
+	} else {
+		l := u.Limits.Value
+		l.Rate.apply(&a.Limits.Rate)
+		l.Burst.apply(&a.Limits.Burst)
+		l.Sessions.apply(&a.Limits.Sessions)
+		l.Quotas.apply(&a.Limits.Quotas)
+		l.Approvals.apply(&a.Limits.Approvals)
 	}
-	l := u.Limits.Value
-	l.Rate.apply(&a.Limits.Rate)
-	l.Burst.apply(&a.Limits.Burst)
-	l.Sessions.apply(&a.Limits.Sessions)
-	l.Quotas.apply(&a.Limits.Quotas)
-	l.Approvals.apply(&a.Limits.Approvals)
+	if u.Audit.Null {
+		a.Audit = registry.AuditSettings{}
+	} else {
+		au := u.Audit.Value
+		au.IncludeArguments.apply(&a.Audit.IncludeArguments)
+		au.IncludeResult.apply(&a.Audit.IncludeResult)
+		au.MaxDataSize.apply(&a.Audit.MaxDataSize)
+		au.Required.apply(&a.Audit.Required)
+	}
 }
 
 // updateAccount changes an account's name or limits. Every edge applies a changed

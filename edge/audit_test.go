@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -233,7 +234,7 @@ func TestAuditFiltersAndCursor(t *testing.T) {
 			t.Fatalf("paged %d records, want %d", len(paged), len(all))
 		}
 		for i := range all {
-			if paged[i] != all[i] || (i > 0 && paged[i].Seq <= paged[i-1].Seq) {
+			if !reflect.DeepEqual(paged[i], all[i]) || (i > 0 && paged[i].Seq <= paged[i-1].Seq) {
 				t.Fatalf("record %d: paged %+v, want %+v", i, paged[i], all[i])
 			}
 		}
@@ -334,35 +335,13 @@ func TestAuditKeepsNoArguments(t *testing.T) {
 		}
 	}
 
-	js, err := jetstream.New(a.nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := testenv.Context(t)
-	stream, err := js.Stream(ctx, wire.DefaultSubjects.AuditStream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	last := stream.CachedInfo().State.LastSeq
-	for seq := uint64(1); seq <= last; seq++ {
-		msg, err := stream.GetMsg(ctx, seq)
-		if err != nil {
-			t.Fatalf("message %d: %v", seq, err)
-		}
-		if raw := fmt.Sprint(msg.Subject, msg.Header, string(msg.Data)); strings.Contains(raw, canary) {
-			t.Fatalf("message %d of the trail holds the arguments: %s", seq, raw)
-		}
-	}
 	// The server's own files of the stream: the records are there (their request
 	// ids), the arguments are not.
-	dir := a.srv.StoreDir()
 	testenv.WaitFor(t, "the trail's files hold the records", func() bool {
-		files := trailFiles(t, dir)
+		files := trailFiles(t, a.srv.StoreDir())
 		return bytes.Contains(files, []byte(ids[0])) && bytes.Contains(files, []byte(ids[1]))
 	})
-	if bytes.Contains(trailFiles(t, dir), []byte(canary)) {
-		t.Fatal("the trail's files hold the arguments")
-	}
+	assertTrailLacks(t, a, canary)
 }
 
 // trailFiles is every file of the audit stream under the server's store dir, joined.
@@ -383,9 +362,10 @@ func trailFiles(t *testing.T, dir string) []byte {
 	return all
 }
 
-// TestAuditNeverHoldsUpACall: with the trail's stream gone, calls are answered as
-// ever, and the records that could not be written are counted in /metrics.
-func TestAuditNeverHoldsUpACall(t *testing.T) {
+// TestAuditLostIsCounted: with the trail's stream gone, the calls of an account that
+// does not require audit are answered as ever, and the records that could not be
+// written are counted in /metrics.
+func TestAuditLostIsCounted(t *testing.T) {
 	e := newEnv(t, withAudit())
 	e.serve(echoTool, echo)
 	key := e.account("acme", registry.Limits{})
@@ -401,11 +381,7 @@ func TestAuditNeverHoldsUpACall(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		start := time.Now()
 		e.call(key, "echo", "echo", `{}`).expectOK(t)
-		if took := time.Since(start); took > time.Second {
-			t.Errorf("a call took %v with the trail gone", took)
-		}
 	}
 	testenv.WaitFor(t, "the failed records are counted", func() bool {
 		r := e.do(http.MethodGet, "/metrics", "")

@@ -105,7 +105,7 @@ func (e *Edge) startCall(c *gin.Context, call *gateway.Call) bool {
 		if approval != nil && rec == nil { // asked for, but the call never started
 			e.cfg.Approvals.Withdraw(approval.ID)
 		}
-		e.gw.Answered(ctx, call, asSent, nil, err)
+		_ = e.gw.Answered(ctx, call, asSent, nil, err) // refused either way
 		e.fail(c, err)
 		return false
 	}
@@ -147,7 +147,9 @@ func (e *Edge) runCall(ctx context.Context, call *gateway.Call, m *registry.Meth
 			err = cause // cancelled by a DELETE, or the edge stopping
 		}
 	}
-	e.gw.Answered(ctx, call, asSent, reply, err)
+	if aerr := e.gw.Answered(ctx, call, asSent, reply, err); aerr != nil {
+		reply, err = nil, aerr // the account requires the record it could not have
+	}
 	out := e.callOutcome(reply, err, call.RequestID)
 	var toolTime time.Duration
 	if reply != nil {

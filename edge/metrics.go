@@ -80,7 +80,7 @@ func (m *metrics) observe(tool, method, code string, took, toolTime time.Duratio
 func (m *metrics) countAuditFailures(t *audit.Trail) {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "toolgate_audit_write_failures_total",
-		Help: "Audit records this edge could not write (dropped for a full queue, refused by the stream, or not acknowledged in time); the calls they describe were served.",
+		Help: "Audit records this edge could not write (refused by the stream, or not acknowledged in time); the calls they describe were served, unless their account requires audit.",
 	}, func() float64 { return float64(t.Failures()) }))
 }
 

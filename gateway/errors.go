@@ -193,7 +193,7 @@ var Kinds = []*Kind{
 	KindMethodNotAllowed, KindConflict, KindPayloadTooLarge, KindUnsupportedMediaType,
 	KindRateLimited, KindQuotaExceeded, KindSessionLimit, KindCanceled, KindInternal, KindToolError,
 	KindToolUnavailable, KindCallLost, KindToolTimeout, KindCallNotFound, KindResultTooLarge, KindConnectionRequired,
-	KindApprovalDenied, KindApprovalExpired,
+	KindApprovalDenied, KindApprovalExpired, KindAuditUnavailable,
 }
 
 // Error is a failure a part of the gateway finds itself (a route that does not exist,

@@ -234,6 +234,9 @@ func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, er
 	if err := m.Validate(c.Params); err != nil {
 		return nil, err
 	}
+	if err := g.checkAudit(c.Principal.Account); err != nil {
+		return nil, err
+	}
 	if err := g.allow(ctx, c.Principal); err != nil {
 		return nil, err
 	}
@@ -258,10 +261,12 @@ func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, er
 // call is recorded in the audit trail (WithAudit).
 func (g *Gateway) Call(ctx context.Context, c *Call) (*wire.Reply, error) {
 	began, params := time.Now(), c.Params
+	if c.CallID == "" {
+		c.CallID = nuid.Next() // the record's id too
+	}
 	reply, err := g.call(ctx, c)
 	g.ended(ctx, c)
-	g.audit(ctx, c, began, params, reply, err)
-	return reply, err
+	return g.audited(ctx, c, began, params, reply, err)
 }
 
 // call is Call before its record in the audit trail.
@@ -290,13 +295,15 @@ func (g *Gateway) Send(ctx context.Context, c *Call, m *registry.MethodEntry, ti
 // otherwise), the params are a JSON object (ErrInvalidJSON), the caller is within its
 // rate (*RateLimitedError) and its quotas (*QuotaExceededError); it then takes the default timeout, shortened by
 // c.Timeout. A JSON-RPC error the workers answer with is a *wire.RPCError. Once
-// answered, the request is recorded in the audit trail (WithAudit).
+// answered, the request is recorded in the audit trail (WithAudit) as a call is.
 func (g *Gateway) Forward(ctx context.Context, c *Call) (*wire.Reply, error) {
 	began, params := time.Now(), c.Params
+	if c.CallID == "" {
+		c.CallID = registry.NewID("mcp-") // the record's id too
+	}
 	reply, err := g.forward(ctx, c)
 	g.ended(ctx, c)
-	g.audit(ctx, c, began, params, reply, err)
-	return reply, err
+	return g.audited(ctx, c, began, params, reply, err)
 }
 
 // forward is Forward before its record in the audit trail.
@@ -310,6 +317,9 @@ func (g *Gateway) forward(ctx context.Context, c *Call) (*wire.Reply, error) {
 	}
 	if !registry.IsObject(c.Params) {
 		return nil, ErrInvalidJSON
+	}
+	if err := g.checkAudit(c.Principal.Account); err != nil {
+		return nil, err
 	}
 	if err := g.allow(ctx, c.Principal); err != nil {
 		return nil, err
@@ -326,9 +336,6 @@ func (g *Gateway) forward(ctx context.Context, c *Call) (*wire.Reply, error) {
 		return nil, err
 	}
 	f := *c
-	if f.CallID == "" {
-		f.CallID = registry.NewID("mcp-")
-	}
 	if f.RequestID == "" {
 		f.RequestID = f.CallID // the request has no id of its own
 	}

@@ -25,11 +25,35 @@ type (
 // Account is a customer of the gateway: the unit that keys, connections and limits
 // belong to.
 type Account struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name,omitempty"`
-	Limits    Limits    `json:"limits"`
-	CreatedAt time.Time `json:"created_at"`
+	ID     string `json:"id"`
+	Name   string `json:"name,omitempty"`
+	Limits Limits `json:"limits"`
+	// Audit is what the audit trail keeps of the account's calls beyond what it
+	// keeps of every call, and whether a call must have its record.
+	Audit     AuditSettings `json:"audit,omitzero"`
+	CreatedAt time.Time     `json:"created_at"`
 }
+
+// AuditSettings are an account's choices for the audit trail.
+type AuditSettings struct {
+	// IncludeArguments and IncludeResult keep a call's arguments and the tool's
+	// result in its record, without the fields the method's schemas mark secret.
+	IncludeArguments bool `json:"include_arguments,omitempty"`
+	IncludeResult    bool `json:"include_result,omitempty"`
+	// MaxDataSize bounds the arguments and the result kept, each, in bytes:
+	// DefaultAuditDataSize when 0, at most MaxAuditDataSize.
+	MaxDataSize int `json:"max_data_size,omitempty"`
+	// Required refuses a call whose record cannot be written (fail closed); otherwise
+	// the call is served and the record counted as lost.
+	Required bool `json:"required,omitempty"`
+}
+
+// The arguments or the result an audit record keeps, unless the account says, and at
+// most: a record is one message of the bus.
+const (
+	DefaultAuditDataSize = 4096
+	MaxAuditDataSize     = 256 << 10
+)
 
 // Limits bound what one account may do. Zero means the gateway's default.
 type Limits struct {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/registry"
@@ -22,6 +23,7 @@ func newAccountsUpdateCmd(c *adminClient) *cobra.Command {
 		rate           float64
 		burst, session int
 		rules          ruleFlags
+		au             auditFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "update ID",
@@ -43,7 +45,12 @@ person's decision; the edge's --approval-expiry when absent), for example
   --approval 'tool=email,method=send_email,expires_in=600'
 A call the rule names is answered 202 and runs only once a person approved it
 (toolgate approvals, or the dashboard). The rules given replace the account's;
---clear-approvals removes them all.`,
+--clear-approvals removes them all.
+
+--audit-arguments and --audit-result keep a call's arguments and result in its
+audit record (without the fields the method's schemas mark secret), each cut at
+--audit-max-data-size bytes; --audit-required refuses a call whose record cannot be
+written (503 audit_unavailable).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var u edge.AccountUpdate
@@ -65,8 +72,9 @@ A call the rule names is answered 202 and runs only once a person approved it
 			}
 			l := u.Limits.Value
 			u.Limits.Set = !l.Rate.IsZero() || !l.Burst.IsZero() || !l.Sessions.IsZero() || !l.Quotas.IsZero() || !l.Approvals.IsZero()
-			if u.Name.IsZero() && u.Limits.IsZero() {
-				return errors.New("accounts update: nothing to change: give --name, --rate, --burst, --sessions, --quota, --clear-quotas, --approval or --clear-approvals")
+			u.Audit = au.update(f)
+			if u.Name.IsZero() && u.Limits.IsZero() && u.Audit.IsZero() {
+				return errors.New("accounts update: nothing to change: give --name, --rate, --burst, --sessions, --quota, --clear-quotas, --approval, --clear-approvals or an --audit-* flag")
 			}
 			return c.print(cmd, http.MethodPatch, "/accounts/"+url.PathEscape(args[0]), u)
 		},
@@ -79,6 +87,7 @@ A call the rule names is answered 202 and runs only once a person approved it
 	cmd.Flags().BoolVar(&rules.clearQuotas, "clear-quotas", false, "remove the account's quota rules")
 	cmd.Flags().StringArrayVar(&rules.approvals, "approval", nil, "an approval rule, such as 'tool=email,method=send_email,expires_in=600' (repeat; replaces the account's rules)")
 	cmd.Flags().BoolVar(&rules.clearApprovals, "clear-approvals", false, "remove the account's approval rules")
+	au.register(cmd)
 	return cmd
 }
 
@@ -144,6 +153,38 @@ func parseApprovalRule(spec string) (registry.ApprovalRule, error) {
 		}
 	}
 	return r, nil
+}
+
+// auditFlags are the flags of an account's audit settings.
+type auditFlags struct {
+	arguments, result, required bool
+	maxDataSize                 int
+}
+
+func (a *auditFlags) register(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&a.arguments, "audit-arguments", false, "keep each call's arguments in its audit record, secret fields left out (=false to stop)")
+	cmd.Flags().BoolVar(&a.result, "audit-result", false, "keep each call's result in its audit record, secret fields left out (=false to stop)")
+	cmd.Flags().IntVar(&a.maxDataSize, "audit-max-data-size", 0, "bytes of the arguments and of the result an audit record keeps, each (0: 4096)")
+	cmd.Flags().BoolVar(&a.required, "audit-required", false, "refuse a call whose audit record cannot be written (=false to serve it and count the record lost)")
+}
+
+// update is the audit settings' patch of the flags given.
+func (a *auditFlags) update(f *pflag.FlagSet) edge.Field[edge.AuditUpdate] {
+	var u edge.AuditUpdate
+	if f.Changed("audit-arguments") {
+		u.IncludeArguments = edge.Value(a.arguments)
+	}
+	if f.Changed("audit-result") {
+		u.IncludeResult = edge.Value(a.result)
+	}
+	if f.Changed("audit-max-data-size") {
+		u.MaxDataSize = edge.Value(a.maxDataSize)
+	}
+	if f.Changed("audit-required") {
+		u.Required = edge.Value(a.required)
+	}
+	set := !u.IncludeArguments.IsZero() || !u.IncludeResult.IsZero() || !u.MaxDataSize.IsZero() || !u.Required.IsZero()
+	return edge.Field[edge.AuditUpdate]{Set: set, Value: u}
 }
 
 // parseQuotas reads --quota flags, each a rule as name=value pairs; the edge checks

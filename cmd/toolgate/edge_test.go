@@ -97,6 +97,19 @@ func TestEdgeAndAdminCommands(t *testing.T) {
 	if got := admin("accounts", "update", "acme", "--name", "Acme Corp", "--rate", "0"); !strings.Contains(got, `"name": "Acme Corp"`) || strings.Contains(got, `"rate"`) {
 		t.Fatalf("accounts update --name --rate 0:\n%s", got)
 	}
+	var audited registry.Account
+	if err := json.Unmarshal([]byte(admin("accounts", "update", "acme", "--audit-arguments", "--audit-required", "--audit-max-data-size", "512")), &audited); err != nil ||
+		audited.Audit != (registry.AuditSettings{IncludeArguments: true, Required: true, MaxDataSize: 512}) || audited.Name != "Acme Corp" {
+		t.Fatalf("accounts update --audit-*: %+v %v", audited, err)
+	}
+	audited = registry.Account{}
+	if err := json.Unmarshal([]byte(admin("accounts", "update", "acme", "--audit-required=false", "--audit-result")), &audited); err != nil ||
+		audited.Audit != (registry.AuditSettings{IncludeArguments: true, IncludeResult: true, MaxDataSize: 512}) {
+		t.Fatalf("accounts update --audit-required=false --audit-result: %+v %v", audited, err)
+	}
+	if _, err := run(t, context.Background(), "accounts", "update", "acme", "--audit-max-data-size", "-1", "--url", url); err == nil || !strings.Contains(err.Error(), "/audit/max_data_size:") {
+		t.Fatalf("accounts update --audit-max-data-size -1: %v", err)
+	}
 	if _, err := run(t, context.Background(), "accounts", "update", "acme", "--url", url); err == nil || !strings.Contains(err.Error(), "nothing to change") {
 		t.Fatalf("accounts update without flags: %v", err)
 	}

@@ -1,8 +1,9 @@
 // Package dashboard is the deployment dashboard: the web pages where a user signs in
 // with an account's API key and finds, for each tool on the account, the command
 // that installs it in an MCP client, its SSE link with ready-to-paste client
-// configurations, and its methods with a form to try them; and manages the account's
-// keys and rotates links. Pages are rendered on the server and work without
+// configurations, and its methods with a form to try them; manages the account's
+// keys and rotates links; and shows the account's own calls (from the audit trail)
+// and its quotas' use. Pages are rendered on the server and work without
 // JavaScript; sessions live in NATS, so any edge serves any user.
 package dashboard
 
@@ -113,6 +114,8 @@ func (d *Dashboard) routes() http.Handler {
 	mux.HandleFunc("GET "+p+"keys", d.signedIn(d.keysPage))
 	mux.HandleFunc("POST "+p+"keys", d.signedIn(d.createKey))
 	mux.HandleFunc("POST "+p+"keys/{id}/revoke", d.signedIn(d.revokeKey))
+	mux.HandleFunc("GET "+p+"calls", d.signedIn(d.callsPage))
+	mux.HandleFunc("GET "+p+"usage", d.signedIn(d.usagePage))
 	if d.cfg.Approvals != nil {
 		mux.HandleFunc("GET "+p+"approvals", d.signedIn(d.approvalsPage))
 		mux.HandleFunc("POST "+p+"approvals/{id}", d.signedIn(d.decide))
@@ -258,7 +261,7 @@ func (d *Dashboard) signInCookie() string { return d.cfg.CookieName + "_signin" 
 type page struct {
 	Title  string
 	Prefix string
-	Nav    string // the section to mark current: "tools", "keys", "approvals"
+	Nav    string // the section to mark current: "tools", "keys", "calls", "usage", "approvals"
 	// Approvals: the approvals page is served (Config.Approvals).
 	Approvals bool
 	Account   *registry.Account
@@ -324,11 +327,14 @@ type copyButton struct {
 	What string
 }
 
-var pageNames = []string{"signin", "tools", "tool", "keys", "approvals", "error"}
+var pageNames = []string{"signin", "tools", "tool", "keys", "calls", "usage", "approvals", "error"}
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
 		"date":       formatDate,
+		"clock":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+		"millis":     func(us int64) string { return strconv.FormatFloat(float64(us)/1000, 'f', 1, 64) + " ms" },
+		"sub":        func(a, b int) int { return a - b },
 		"statusLine": statusLine,
 		"rows":       textareaRows,
 		"copyButton": func(id, what string) copyButton { return copyButton{ID: id, What: what} },

@@ -69,7 +69,7 @@ var emailTool = registry.Tool{
 	},
 }
 
-func newEnv(t *testing.T, edit func(*dashboard.Config)) *env {
+func newEnv(t *testing.T, edit func(*dashboard.Config), with ...func(*env) gateway.Option) *env {
 	t.Helper()
 	ns := testenv.Server(t)
 	e := &env{t: t, account: testAccount}
@@ -100,7 +100,11 @@ func newEnv(t *testing.T, edit func(*dashboard.Config)) *env {
 	}
 	e.serveEmail()
 
-	gw, err := gateway.New(e.nc, e.view, gateway.DefaultConfig())
+	var opts []gateway.Option
+	for _, w := range with {
+		opts = append(opts, w(e))
+	}
+	gw, err := gateway.New(e.nc, e.view, gateway.DefaultConfig(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
