@@ -47,6 +47,7 @@ type Calls struct {
 	subjects wire.Subjects
 	log      *slog.Logger
 	cancels  *nats.Subscription
+	ttl      time.Duration // the bucket's: how long a record is kept after its last change
 
 	mu       sync.Mutex
 	running  map[string]context.CancelCauseFunc // this edge's calls, by their id on the bus
@@ -71,7 +72,10 @@ func Open(ctx context.Context, nc *nats.Conn, store *registry.Store, cfg Config,
 	if err != nil {
 		return nil, err
 	}
-	cs := &Calls{nc: nc, recs: recs, subjects: cfg.Subjects, log: log, running: map[string]context.CancelCauseFunc{}}
+	cs := &Calls{nc: nc, recs: recs, subjects: cfg.Subjects, log: log, running: map[string]context.CancelCauseFunc{}, ttl: DefaultTTL}
+	if st, err := recs.kv.Status(ctx); err == nil {
+		cs.ttl = st.TTL()
+	}
 	cs.cancels, err = nc.Subscribe(cfg.Subjects.CancelAll(), func(m *nats.Msg) {
 		if _, callID, ok := cfg.Subjects.ParseCancel(m.Subject); ok {
 			cs.stop(callID, ErrCancelled)
@@ -82,6 +86,9 @@ func Open(ctx context.Context, nc *nats.Conn, store *registry.Store, cfg Config,
 	}
 	return cs, nil
 }
+
+// TTL is how long a record is kept after its last change.
+func (cs *Calls) TTL() time.Duration { return cs.ttl }
 
 // ErrCancelled is the cause of a running call's end when it was cancelled.
 var ErrCancelled = errors.New("calls: the call was cancelled")
@@ -102,8 +109,8 @@ type Run func(ctx context.Context, rec Record) Outcome
 // tool's progress notifications of the call are recorded as they come, at most every
 // ProgressEvery.
 func (cs *Calls) Start(ctx context.Context, p registry.Principal, rec Record, run Run) (*Record, error) {
-	if p.Key == nil {
-		return nil, errors.New("calls: a call that outlives its request is made with an API key")
+	if p.Key == nil && p.Tool == "" {
+		return nil, errors.New("calls: a call that outlives its request is made with an API key or a link")
 	}
 	cs.mu.Lock()
 	if cs.draining {
@@ -113,7 +120,12 @@ func (cs *Calls) Start(ctx context.Context, p registry.Principal, rec Record, ru
 	cs.wg.Add(1) // before Drain can wait: this call is one it waits for
 	cs.mu.Unlock()
 	rec.ID, rec.CallID = registry.NewID(idPrefix), registry.NewID("async-")
-	rec.Account, rec.KeyID = p.Account, p.Key.ID
+	rec.Account = p.Account
+	if p.Key != nil {
+		rec.KeyID = p.Key.ID
+	} else {
+		rec.Link = p.Tool
+	}
 	rec.Status, rec.CreatedAt = Working, time.Now()
 	notes := &progressNotes{}
 	sub, err := cs.nc.Subscribe(cs.subjects.Progress(rec.Tool, rec.CallID), notes.hear)
@@ -165,18 +177,22 @@ func (cs *Calls) follow(ctx context.Context, rec Record, rev uint64, run Run, no
 			return
 		case <-tick.C:
 			p := notes.take()
-			if p == nil || rev == 0 {
+			if p == nil {
 				continue
 			}
 			rec.Progress = p
 			wctx, cancel := context.WithTimeout(context.Background(), writeWait)
-			next, err := cs.recs.update(wctx, &rec, rev)
+			_, err := cs.modify(wctx, rec.ID, func(r *Record) error {
+				if !r.Status.Active() {
+					return errConflict // cancelled: it records no more
+				}
+				r.Progress = p
+				return nil
+			})
 			cancel()
 			if err != nil && !errors.Is(err, errConflict) {
 				cs.log.Warn("calls: recording progress", "call", rec.ID, "err", err)
-				continue
 			}
-			rev = next // 0 after a conflict: the call was cancelled, and records no more
 		}
 	}
 }
@@ -199,17 +215,18 @@ func (cs *Calls) finish(rec Record, rev uint64, out Outcome) {
 	err := persist(ctx, func(ctx context.Context) error { return cs.recs.putAnswer(ctx, rec.ID, out.Body) })
 	if err == nil {
 		err = persist(ctx, func(ctx context.Context) error {
+			rec.Input = nil
 			_, err := cs.recs.update(ctx, &rec, rev)
 			if !errors.Is(err, errConflict) {
 				return err
 			}
 			// Another write came first: a cancel, which stands, or a write of
-			// progress that was stored though its answer was lost.
+			// progress or input.
 			cur, curRev, gerr := cs.recs.get(ctx, rec.ID)
 			switch {
 			case gerr != nil:
 				return gerr
-			case cur.Status != Working:
+			case !cur.Status.Active():
 				return errConflict
 			}
 			rev = curRev
@@ -269,7 +286,7 @@ func (cs *Calls) owned(ctx context.Context, p registry.Principal, id string) (*R
 	if err != nil {
 		return nil, 0, err
 	}
-	if p.Key == nil || rec.Account != p.Account || rec.KeyID != p.Key.ID {
+	if !rec.OwnedBy(p) {
 		return nil, 0, ErrNotFound
 	}
 	return rec, rev, nil
@@ -284,10 +301,10 @@ func (cs *Calls) Cancel(ctx context.Context, p registry.Principal, id string) (*
 		if err != nil {
 			return nil, err
 		}
-		if rec.Status != Working || rec.Overdue(time.Now()) {
+		if !rec.Status.Active() || rec.Overdue(time.Now()) {
 			return rec, ErrEnded
 		}
-		rec.Status, rec.EndedAt = Cancelled, time.Now()
+		rec.Status, rec.EndedAt, rec.Input = Cancelled, time.Now(), nil
 		_, err = cs.recs.update(ctx, rec, rev)
 		if errors.Is(err, errConflict) {
 			continue // progress, or the end: look again
