@@ -54,6 +54,8 @@ type Calls struct {
 	wg       sync.WaitGroup
 	draining bool  // Drain began: no call starts
 	stopped  error // Drain ran out: the cause every call still running is stopped with
+
+	adopt adoption // the ends of calls other edges ran, recorded here (adopt.go)
 }
 
 // errDraining is a call that would start on an edge that is stopping.
@@ -220,14 +222,17 @@ func (cs *Calls) finish(rec Record, rev uint64, out Outcome) {
 			if !errors.Is(err, errConflict) {
 				return err
 			}
-			// Another write came first: a cancel, which stands, or a write of
-			// progress or input.
+			// Another write came first: a cancel, which stands, the end recorded by
+			// another edge from the same answer (adopt.go), or a write of progress or
+			// input.
 			cur, curRev, gerr := cs.recs.get(ctx, rec.ID)
 			switch {
 			case gerr != nil:
 				return gerr
-			case !cur.Status.Active():
+			case cur.Status == Cancelled:
 				return errConflict
+			case !cur.Status.Active():
+				return errEndedElsewhere
 			}
 			rev = curRev
 			return errAgain
@@ -236,10 +241,14 @@ func (cs *Calls) finish(rec Record, rev uint64, out Outcome) {
 	switch {
 	case errors.Is(err, errConflict): // cancelled meanwhile: its answer is the cancel's
 		cs.recs.dropAnswer(ctx, rec.ID)
+	case errors.Is(err, errEndedElsewhere):
 	case err != nil:
 		cs.log.Error("calls: recording the end of a call; it reads as timed out past its deadline", "call", rec.ID, "err", err)
 	}
 }
+
+// errEndedElsewhere: another edge recorded the call's end first.
+var errEndedElsewhere = errors.New("calls: ended through another edge")
 
 // errAgain asks persist for another attempt at once.
 var errAgain = errors.New("calls: again")
@@ -250,7 +259,7 @@ func persist(ctx context.Context, op func(context.Context) error) error {
 		attempt, cancel := context.WithTimeout(ctx, writeWait)
 		err := op(attempt)
 		cancel()
-		if err == nil || errors.Is(err, errConflict) {
+		if err == nil || errors.Is(err, errConflict) || errors.Is(err, errEndedElsewhere) {
 			return err
 		}
 		if errors.Is(err, errAgain) && ctx.Err() == nil {
@@ -289,6 +298,7 @@ func (cs *Calls) owned(ctx context.Context, p registry.Principal, id string) (*R
 	if !rec.OwnedBy(p) {
 		return nil, 0, ErrNotFound
 	}
+	rec, rev = cs.adopted(ctx, rec, rev)
 	return rec, rev, nil
 }
 

@@ -86,6 +86,7 @@ func (e *Edge) startCall(c *gin.Context, call *gateway.Call) bool {
 		Tool: call.Tool, Method: call.Method, RequestID: call.RequestID, Deadline: time.Now().Add(timeout),
 	}, func(ctx context.Context, rec calls.Record) calls.Outcome {
 		call.CallID, call.Progress = rec.CallID, true
+		call.MCPContext.ReplyTo = e.cfg.Calls.ReplyTo(rec) // kept, should this edge die
 		return e.runCall(ctx, call, m, timeout, asSent)
 	})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
 )
@@ -214,4 +215,27 @@ func (e *env) otherAccountLink(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return signer.Token("globex", testTool, conn.LinkNonce)
+}
+
+// TestKeptTasksOutliveTheirEdge: the edge running a task dies (its connection cut,
+// nothing recorded); the tool's answer, sent on a subject an edge stores, is found by
+// the next tasks/get, on another edge, which records the task's end from it.
+func TestKeptTasksOutliveTheirEdge(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.startEdge(t, 0, nil), e.startEdge(t, 0, nil)
+	testenv.Asks(t, b.nc, wire.DefaultSubjects) // as every edge runs it: it stores the answer
+	created := rpcResult(t, taskCall2026(t, e.streamableURL(a.url), "tools/call", "sleep", `"name":"sleep","arguments":{"ms":1500}`))
+	id := str(created["taskId"])
+	if id == "" {
+		t.Fatalf("tools/call: %v", created)
+	}
+	a.kill()
+	var got map[string]json.RawMessage
+	testenv.WaitFor(t, "another edge finishes the task", func() bool {
+		got = rpcResult(t, taskCall2026(t, e.streamableURL(b.url), "tasks/get", id, `"taskId":"`+id+`"`))
+		return str(got["status"]) != "working"
+	})
+	if str(got["status"]) != "completed" || !strings.Contains(string(got["result"]), "content") {
+		t.Fatalf("the task after its edge died: %v", got)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/calls"
@@ -70,6 +71,7 @@ func (k *keptTaskRun) run(ctx context.Context, rec calls.Record) calls.Outcome {
 		// are the record's.
 		call := *k.call
 		call.CallID, call.RequestID = rec.CallID, rec.ID
+		call.MCPContext.ReplyTo = s.cfg.Tasks.ReplyTo(rec) // kept, should this edge die
 		reply, err := s.gw.Send(ctx, &call, k.entry, k.timeout)
 		if errors.Is(err, context.Canceled) && errors.Is(context.Cause(ctx), calls.ErrCancelled) {
 			err = context.Cause(ctx)
@@ -131,4 +133,36 @@ func retryHeader(base nats.Header, state string, answers map[string]json.RawMess
 	}
 	h.Set(wire.HeaderInputResponses, compact.String())
 	return h, nil
+}
+
+// adoptKeptTasks lets this edge finish the kept tasks an edge that died left working,
+// from their tools' stored answers (calls.Calls.Adopt): an answer that asks the
+// client for input ends nothing, since only the edge running the task could call the
+// tool again.
+func (s *Server) adoptKeptTasks() {
+	s.cfg.Tasks.Adopt(s.storedAnswer, calls.ProtocolMCP, func(rec *calls.Record, reply *wire.Reply, err error) (calls.Outcome, bool) {
+		if _, asks := askedInput(reply, err); asks {
+			return calls.Outcome{}, false
+		}
+		m := &registry.Method{Name: rec.Method}
+		if t := s.view.Snapshot().RawTool(rec.Tool); t != nil {
+			if found := t.Method(rec.Method); found != nil {
+				m = found.Method
+			}
+		}
+		return taskOutcome(rec.Tool, m, reply, err), true
+	})
+}
+
+// storedAnswer is the last answer a tool sent on the reply subject an edge stores
+// (wire.Subjects.StreamAnswer): nil when none is stored.
+func (s *Server) storedAnswer(ctx context.Context, tool, session, post string) (*nats.Msg, error) {
+	msg, err := s.events.Last(ctx, s.subj.StreamAnswerLogged(tool, session, post))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &nats.Msg{Subject: msg.Subject, Header: msg.Header, Data: msg.Data}, nil
 }
