@@ -239,6 +239,8 @@ func (cs *Calls) finish(rec Record, rev uint64, out Outcome) {
 		})
 	}
 	switch {
+	case err == nil && out.Recorded != nil:
+		out.Recorded(rec)
 	case errors.Is(err, errConflict): // cancelled meanwhile: its answer is the cancel's
 		cs.recs.dropAnswer(ctx, rec.ID)
 	case errors.Is(err, errEndedElsewhere):

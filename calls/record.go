@@ -83,6 +83,9 @@ type Outcome struct {
 	Status Status
 	Answer Answer
 	Body   []byte
+	// Recorded, when set, is told the record once the end is recorded (not when a
+	// cancel came first): an MCP task's session hears of it.
+	Recorded func(Record)
 }
 
 // OverdueAfter is how long past its deadline a record that still says working is

@@ -1,6 +1,7 @@
 package sse_test
 
 import (
+	"bufio"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -152,6 +153,25 @@ func TestKeptTasksOf20251125(t *testing.T) {
 		t.Fatalf("tools/list: %s", list.body)
 	}
 
+	// The session's standalone stream, on the other edge, hears when the task ends.
+	statusSeen := make(chan string, 4)
+	go func() {
+		req, _ := http.NewRequestWithContext(testenv.Context(t), http.MethodGet, urlB, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", h["Mcp-Session-Id"])
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return
+		}
+		defer resp.Body.Close()
+		lines := bufio.NewScanner(resp.Body)
+		for lines.Scan() {
+			if strings.Contains(lines.Text(), "notifications/tasks/status") {
+				statusSeen <- lines.Text()
+			}
+		}
+	}()
 	created := rpcResult(t, rpc(urlA, "tools/call", `{"name":"sleep","arguments":{"ms":800},"task":{"ttl":60000}}`))
 	var task struct {
 		TaskID string `json:"taskId"`
@@ -172,6 +192,14 @@ func TestKeptTasksOf20251125(t *testing.T) {
 	res := rpcResult(t, rpc(urlB, "tasks/result", `{"taskId":"`+task.TaskID+`"}`)) // waits for the end
 	if !strings.Contains(string(res["content"]), "text") || !strings.Contains(string(res["_meta"]), task.TaskID) {
 		t.Fatalf("tasks/result: %v", res)
+	}
+	select {
+	case line := <-statusSeen:
+		if !strings.Contains(line, task.TaskID) || !strings.Contains(line, `"status":"completed"`) {
+			t.Fatalf("notifications/tasks/status: %s", line)
+		}
+	case <-time.After(testenv.Patience):
+		t.Fatal("the session's stream never heard notifications/tasks/status")
 	}
 	if x := rpc(urlA, "tasks/cancel", `{"taskId":"`+task.TaskID+`"}`); func() bool { c, _ := x.rpcError(); return c != -32602 }() {
 		t.Fatalf("tasks/cancel of an ended task: %s, want -32602", x.body)

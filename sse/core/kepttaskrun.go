@@ -63,8 +63,30 @@ func (k *keptTaskRun) hand(res any) bool {
 	return true
 }
 
-// run is the task's calls.Run.
+// run is the task's calls.Run: the call's rounds, and, for a session of 2025-11-25,
+// notifications/tasks/status on the session's stream once the end is recorded.
 func (k *keptTaskRun) run(ctx context.Context, rec calls.Record) calls.Outcome {
+	out := k.rounds(ctx, rec)
+	if k.r.Session != nil && !k.r.Stateless {
+		out.Recorded = k.notifyStatus
+	}
+	return out
+}
+
+// notifyStatus tells the session that made the task that it ended
+// (notifications/tasks/status, with the task), on its standalone stream.
+func (k *keptTaskRun) notifyStatus(rec calls.Record) {
+	s, sess := k.s, k.r.Session
+	msg := EncodeNotification("notifications/tasks/status", s.taskFieldsOf(&rec, false))
+	ctx, cancel := s.detached()
+	defer cancel()
+	if _, err := s.events.Append(ctx, s.events.StandaloneSubject(sess.Tool, sess.ID), msg, nil, "task-status."+rec.ID); err != nil {
+		s.log.Warn("telling a session its task ended", "session", sess.ID, "task", rec.ID, "err", err)
+	}
+}
+
+// rounds calls the tool, and again with its client's answers, until it answers.
+func (k *keptTaskRun) rounds(ctx context.Context, rec calls.Record) calls.Outcome {
 	s, args := k.s, k.call.Params
 	for round := 0; ; round++ {
 		// Every round is the same call on the bus: its cancel and progress subjects
