@@ -47,12 +47,15 @@ type Calls struct {
 	subjects wire.Subjects
 	log      *slog.Logger
 	cancels  *nats.Subscription
+	ttl      time.Duration // the bucket's: how long a record is kept after its last change
 
 	mu       sync.Mutex
 	running  map[string]context.CancelCauseFunc // this edge's calls, by their id on the bus
 	wg       sync.WaitGroup
 	draining bool  // Drain began: no call starts
 	stopped  error // Drain ran out: the cause every call still running is stopped with
+
+	adopt adoption // the ends of calls other edges ran, recorded here (adopt.go)
 }
 
 // errDraining is a call that would start on an edge that is stopping.
@@ -71,7 +74,10 @@ func Open(ctx context.Context, nc *nats.Conn, store *registry.Store, cfg Config,
 	if err != nil {
 		return nil, err
 	}
-	cs := &Calls{nc: nc, recs: recs, subjects: cfg.Subjects, log: log, running: map[string]context.CancelCauseFunc{}}
+	cs := &Calls{nc: nc, recs: recs, subjects: cfg.Subjects, log: log, running: map[string]context.CancelCauseFunc{}, ttl: DefaultTTL}
+	if st, err := recs.kv.Status(ctx); err == nil {
+		cs.ttl = st.TTL()
+	}
 	cs.cancels, err = nc.Subscribe(cfg.Subjects.CancelAll(), func(m *nats.Msg) {
 		if _, callID, ok := cfg.Subjects.ParseCancel(m.Subject); ok {
 			cs.stop(callID, ErrCancelled)
@@ -82,6 +88,9 @@ func Open(ctx context.Context, nc *nats.Conn, store *registry.Store, cfg Config,
 	}
 	return cs, nil
 }
+
+// TTL is how long a record is kept after its last change.
+func (cs *Calls) TTL() time.Duration { return cs.ttl }
 
 // ErrCancelled is the cause of a running call's end when it was cancelled.
 var ErrCancelled = errors.New("calls: the call was cancelled")
@@ -102,8 +111,8 @@ type Run func(ctx context.Context, rec Record) Outcome
 // tool's progress notifications of the call are recorded as they come, at most every
 // ProgressEvery.
 func (cs *Calls) Start(ctx context.Context, p registry.Principal, rec Record, run Run) (*Record, error) {
-	if p.Key == nil {
-		return nil, errors.New("calls: a call that outlives its request is made with an API key")
+	if p.Key == nil && p.Tool == "" {
+		return nil, errors.New("calls: a call that outlives its request is made with an API key or a link")
 	}
 	cs.mu.Lock()
 	if cs.draining {
@@ -113,7 +122,12 @@ func (cs *Calls) Start(ctx context.Context, p registry.Principal, rec Record, ru
 	cs.wg.Add(1) // before Drain can wait: this call is one it waits for
 	cs.mu.Unlock()
 	rec.ID, rec.CallID = registry.NewID(idPrefix), registry.NewID("async-")
-	rec.Account, rec.KeyID = p.Account, p.Key.ID
+	rec.Account = p.Account
+	if p.Key != nil {
+		rec.KeyID = p.Key.ID
+	} else {
+		rec.Link = p.Tool
+	}
 	if rec.Status != AwaitingApproval {
 		rec.Status = Working
 	}
@@ -168,21 +182,22 @@ func (cs *Calls) follow(ctx context.Context, rec Record, rev uint64, run Run, no
 			return
 		case <-tick.C:
 			p := notes.take()
-			if p == nil || rev == 0 {
+			if p == nil {
 				continue
 			}
 			rec.Progress = p
 			wctx, cancel := context.WithTimeout(context.Background(), writeWait)
-			next, err := cs.recs.update(wctx, &rec, rev)
+			_, err := cs.modify(wctx, rec.ID, func(r *Record) error {
+				if !r.Status.Active() {
+					return errConflict // cancelled: it records no more
+				}
+				r.Progress = p
+				return nil
+			})
 			cancel()
 			if err != nil && !errors.Is(err, errConflict) {
 				cs.log.Warn("calls: recording progress", "call", rec.ID, "err", err)
-				continue
 			}
-			if next == 0 { // another write came first: its approval, or a cancel
-				rec.Status, next = cs.stillLive(rec.ID)
-			}
-			rev = next // 0: the call was cancelled, and records no more
 		}
 	}
 }
@@ -205,30 +220,40 @@ func (cs *Calls) finish(rec Record, rev uint64, out Outcome) {
 	err := persist(ctx, func(ctx context.Context) error { return cs.recs.putAnswer(ctx, rec.ID, out.Body) })
 	if err == nil {
 		err = persist(ctx, func(ctx context.Context) error {
+			rec.Input = nil
 			_, err := cs.recs.update(ctx, &rec, rev)
 			if !errors.Is(err, errConflict) {
 				return err
 			}
-			// Another write came first: a cancel, which stands, or a write of
-			// progress that was stored though its answer was lost.
+			// Another write came first: a cancel, which stands, the end recorded by
+			// another edge from the same answer (adopt.go), or a write of progress or
+			// input.
 			cur, curRev, gerr := cs.recs.get(ctx, rec.ID)
 			switch {
 			case gerr != nil:
 				return gerr
-			case !cur.Status.Live():
+			case cur.Status == Cancelled:
 				return errConflict
+			case !cur.Status.Active():
+				return errEndedElsewhere
 			}
 			rev = curRev
 			return errAgain
 		})
 	}
 	switch {
+	case err == nil && out.Recorded != nil:
+		out.Recorded(rec)
 	case errors.Is(err, errConflict): // cancelled meanwhile: its answer is the cancel's
 		cs.recs.dropAnswer(ctx, rec.ID)
+	case errors.Is(err, errEndedElsewhere):
 	case err != nil:
 		cs.log.Error("calls: recording the end of a call; it reads as timed out past its deadline", "call", rec.ID, "err", err)
 	}
 }
+
+// errEndedElsewhere: another edge recorded the call's end first.
+var errEndedElsewhere = errors.New("calls: ended through another edge")
 
 // errAgain asks persist for another attempt at once.
 var errAgain = errors.New("calls: again")
@@ -239,7 +264,7 @@ func persist(ctx context.Context, op func(context.Context) error) error {
 		attempt, cancel := context.WithTimeout(ctx, writeWait)
 		err := op(attempt)
 		cancel()
-		if err == nil || errors.Is(err, errConflict) {
+		if err == nil || errors.Is(err, errConflict) || errors.Is(err, errEndedElsewhere) {
 			return err
 		}
 		if errors.Is(err, errAgain) && ctx.Err() == nil {
@@ -275,9 +300,10 @@ func (cs *Calls) owned(ctx context.Context, p registry.Principal, id string) (*R
 	if err != nil {
 		return nil, 0, err
 	}
-	if p.Key == nil || rec.Account != p.Account || rec.KeyID != p.Key.ID {
+	if !rec.OwnedBy(p) {
 		return nil, 0, ErrNotFound
 	}
+	rec, rev = cs.adopted(ctx, rec, rev)
 	return rec, rev, nil
 }
 
@@ -290,10 +316,10 @@ func (cs *Calls) Cancel(ctx context.Context, p registry.Principal, id string) (*
 		if err != nil {
 			return nil, err
 		}
-		if !rec.Status.Live() || rec.Overdue(time.Now()) {
+		if !rec.Status.Active() || rec.Overdue(time.Now()) {
 			return rec, ErrEnded
 		}
-		rec.Status, rec.EndedAt = Cancelled, time.Now()
+		rec.Status, rec.EndedAt, rec.Input = Cancelled, time.Now(), nil
 		_, err = cs.recs.update(ctx, rec, rev)
 		if errors.Is(err, errConflict) {
 			continue // progress, or the end: look again
@@ -326,18 +352,6 @@ func (cs *Calls) Approved(ctx context.Context, id string) error {
 		}
 		return err
 	})
-}
-
-// stillLive is the status and revision of the record id when it has not ended, else
-// a revision of 0.
-func (cs *Calls) stillLive(id string) (Status, uint64) {
-	ctx, cancel := context.WithTimeout(context.Background(), writeWait)
-	defer cancel()
-	cur, rev, err := cs.recs.get(ctx, id)
-	if err != nil || !cur.Status.Live() {
-		return "", 0
-	}
-	return cur.Status, rev
 }
 
 // stop ends this edge's run of the call callID, if it runs here.

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/gateway"
+	"github.com/toolgate/toolgate/registry"
 )
 
 // Bucket is the JetStream KV bucket of the calls' records: a call's record under its
@@ -18,14 +19,15 @@ const DefaultTTL = 24 * time.Hour
 type Status string
 
 // The statuses of a call: awaiting approval while its account's rules hold it for a
-// person's decision (package approvals), working until it ends, then one of the other
-// three for good.
+// person's decision (package approvals), working (or input_required, an MCP task
+// waiting for its client's answers) until it ends, then one of the other three for good.
 const (
 	AwaitingApproval Status = "awaiting_approval"
 	Working          Status = "working"
-	Completed        Status = "completed" // the tool answered
-	Failed           Status = "failed"    // it did not: the answer is the failure's envelope
-	Cancelled        Status = "cancelled" // DELETE, through any edge
+	InputRequired    Status = "input_required" // an MCP task's tool asked its client (Record.Input)
+	Completed        Status = "completed"      // the tool answered
+	Failed           Status = "failed"         // it did not: the answer is the failure's envelope
+	Cancelled        Status = "cancelled"      // DELETE, through any edge
 )
 
 // Record is one call as it is kept.
@@ -33,9 +35,15 @@ type Record struct {
 	ID      string `json:"id"`
 	Account string `json:"account"`
 	KeyID   string `json:"key_id"` // the key that made the call, the only one that reads it
-	Tool    string `json:"tool"`
-	Method  string `json:"method"`
-	CallID  string `json:"call_id"` // the call's id on the bus: its cancel and progress subjects
+	// Link is the tool of the link that made the call, for a call made through a link
+	// rather than with a key (an MCP task): only that account's link of that tool reads it.
+	Link string `json:"link,omitempty"`
+	// Protocol says what the answer's body is: "" for an HTTP call's answer, ProtocolMCP
+	// for an MCP task's (a CallToolResult, or a JSON-RPC error object when it failed).
+	Protocol string `json:"protocol,omitempty"`
+	Tool     string `json:"tool"`
+	Method   string `json:"method"`
+	CallID   string `json:"call_id"` // the call's id on the bus: its cancel and progress subjects
 	// RequestID is the request that started the call: the failure envelopes of the call
 	// name it, as the synchronous call's would.
 	RequestID string    `json:"request_id"`
@@ -49,7 +57,13 @@ type Record struct {
 	// Answer is what a reader of a completed or failed call is answered; its body is
 	// kept beside the record.
 	Answer *Answer `json:"answer,omitempty"`
+	// Input is what an MCP task's tool asked its client, while the task waits for the
+	// answers (InputRequired), and the answers given so far.
+	Input *Input `json:"input,omitempty"`
 }
+
+// Active reports whether a call with this status may still change: it has not ended.
+func (s Status) Active() bool { return s == Working || s == InputRequired || s == AwaitingApproval }
 
 // Progress is the last progress the tool reported of the call.
 type Progress struct {
@@ -73,6 +87,9 @@ type Outcome struct {
 	Status Status
 	Answer Answer
 	Body   []byte
+	// Recorded, when set, is told the record once the end is recorded (not when a
+	// cancel came first): an MCP task's session hears of it.
+	Recorded func(Record)
 }
 
 // OverdueAfter is how long past its deadline a record that still says working is
@@ -84,11 +101,11 @@ const OverdueAfter = 2 * time.Second
 // call cannot be running any more: it is then read as failed with tool_timeout, so
 // that no record stays working for ever.
 func (r *Record) Overdue(now time.Time) bool {
-	return r.Status.Live() && now.After(r.Deadline.Add(OverdueAfter))
+	return r.Status.Active() && now.After(r.Deadline.Add(OverdueAfter))
 }
 
-// Live reports whether a call of status s has not ended.
-func (s Status) Live() bool { return s == Working || s == AwaitingApproval }
+// ProtocolMCP marks the record of an MCP task (Record.Protocol).
+const ProtocolMCP = "mcp"
 
 // ErrNotFound is a call that does not exist, has expired, or was made by another key:
 // the caller is told the same of each.
@@ -96,3 +113,15 @@ var ErrNotFound = gateway.Fail(gateway.KindCallNotFound, "")
 
 // ErrEnded is a cancel of a call that ended already.
 var ErrEnded = gateway.Fail(gateway.KindConflict, "the call has ended already")
+
+// OwnedBy reports whether p made the call: its account, and the same key, or the same
+// account's link of the same tool. Nobody else reads or cancels it.
+func (r *Record) OwnedBy(p registry.Principal) bool {
+	if r.Account != p.Account {
+		return false
+	}
+	if p.Key != nil {
+		return r.KeyID != "" && r.KeyID == p.Key.ID
+	}
+	return r.KeyID == "" && p.Tool != "" && r.Link == p.Tool
+}

@@ -55,6 +55,9 @@ func (rs *records) create(ctx context.Context, r *Record) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("calls: create %s: %w", r.ID, err)
 	}
+	if _, err := rs.kv.Put(ctx, ownerKey(r), nil); err != nil {
+		return 0, fmt.Errorf("calls: create %s: its owner's key: %w", r.ID, err)
+	}
 	return rev, nil
 }
 

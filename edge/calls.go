@@ -93,6 +93,7 @@ func (e *Edge) startCall(c *gin.Context, call *gateway.Call) bool {
 	if err == nil {
 		rec, err = e.cfg.Calls.Start(ctx, call.Principal, start, func(ctx context.Context, rec calls.Record) calls.Outcome {
 			call.CallID, call.Progress = rec.CallID, true
+			call.MCPContext.ReplyTo = e.cfg.Calls.ReplyTo(rec) // kept, should this edge die
 			if approval != nil {
 				if err := e.awaitApproval(ctx, rec.ID, approval.ID, call); err != nil {
 					return e.endCall(ctx, call, asSent, err)
@@ -215,7 +216,7 @@ func (e *Edge) getCall(c *gin.Context) {
 	case rec.Overdue(time.Now()):
 		// The edge running it stopped before it could record the end: the deadline has passed.
 		e.answerCallFailure(c, calls.Failed, bus.ErrTimeout, rec.RequestID)
-	case rec.Status.Live():
+	case rec.Status.Active():
 		c.Header(HeaderCallStatus, string(rec.Status))
 		c.Header("Retry-After", "1")
 		c.JSON(http.StatusAccepted, e.callStatus(rec))

@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/calls"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/registry"
 )
@@ -132,6 +134,11 @@ func (e *Edge) routes() *gin.Engine {
 	if e.cfg.Calls != nil {
 		api.GET("/calls/:id", e.getCall)
 		api.DELETE("/calls/:id", e.cancelCall)
+		// A call another edge ran, and left working when it died, is finished here
+		// from its stored answer, as that edge would have.
+		e.cfg.Calls.Adopt(nil, "", func(rec *calls.Record, reply *wire.Reply, err error) (calls.Outcome, bool) {
+			return e.callOutcome(reply, err, rec.RequestID), true
+		})
 	}
 
 	if e.cfg.MCP != nil {

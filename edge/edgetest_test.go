@@ -147,14 +147,17 @@ func newEnv(t testing.TB, opts ...option) *env {
 		o.edge(&cfg)
 	}
 	log := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	if o.mcp {
-		if cfg.MCP, err = sse.New(testenv.Context(t), e.gw, e.store, sse.DefaultConfig(), log); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// As toolgate edge runs it: the calls that outlive their request, in tg-calls.
+	// As toolgate edge runs it: the calls that outlive their request, in tg-calls,
+	// which keep the MCP tasks too.
 	if cfg.Calls, err = calls.Open(testenv.Context(t), e.nc, e.store, calls.Config{Subjects: wire.DefaultSubjects}, log); err != nil {
 		t.Fatal(err)
+	}
+	if o.mcp {
+		mcfg := sse.DefaultConfig()
+		mcfg.Tasks = cfg.Calls
+		if cfg.MCP, err = sse.New(testenv.Context(t), e.gw, e.store, mcfg, log); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if o.dashboard {
 		dcfg := dashboard.DefaultConfig()

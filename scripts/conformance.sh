@@ -6,7 +6,12 @@
 # starts a stack of its own with the suite's fixture server deployed as a tool, and
 # runs every scenario; and, unless EVERYTHING=0 (or without npx on PATH), it also
 # deploys the npm reference server @modelcontextprotocol/server-everything as a second
-# tool and runs the scenarios that need no fixture tools against its link.
+# tool and runs the scenarios that need no fixture tools against its link. The tasks
+# extension's scenarios (those a suite lists as tasks-*) run once more through a link
+# to a tool that knows nothing of tasks: the fixture server with -no-tasks (no tasks
+# extension, no tasks methods, each tool answering its call as it comes), whose tasks
+# the gateway keeps. The scenarios pick their tools by name (greet, slow_compute,
+# failing_job, ...), which that server has too.
 #
 # A scenario fails when any of its checks fails, and also when it ran no check at all
 # (the suite then reports "Passed: 0/0"): a scenario that found nothing to check
@@ -45,6 +50,7 @@ trap stop_stack EXIT
 url="${MCP_URL:-}"
 target=link
 everything_url=""
+taskless_url=""
 if [[ -z "$url" ]]; then
 	# No link given: start a stack of our own. `toolgate dev` on free ports with its
 	# data in a temporary folder, and the conformance fixture server (an MCP server
@@ -63,12 +69,14 @@ if [[ -z "$url" ]]; then
 	pids+=($!)
 	for _ in $(seq 200); do curl -sf "$base/readyz" >/dev/null && break; sleep 0.1; done
 	curl -sf "$base/readyz" >/dev/null || { echo "conformance: the dev stack did not start" >&2; cat "$work/dev.log" >&2; exit 1; }
-	# deploy TOOL TITLE COMMAND...: a bridged MCP server as a tool of the dev account;
-	# prints the tool's link once it is online.
+	# deploy TOOL TITLE [BRIDGE FLAGS...] -- COMMAND...: a bridged MCP server as a tool
+	# of the dev account; prints the tool's link once it is online.
 	deploy() {
-		local tool=$1 title=$2 link=""
+		local tool=$1 title=$2 link="" flags=()
 		shift 2
-		bin/toolgate worker mcp --nats "nats://127.0.0.1:$nats_port" --tool "$tool" --title "$title" -- "$@" >"$work/$tool.log" 2>&1 &
+		while [[ $1 != -- ]]; do flags+=("$1"); shift; done
+		shift
+		bin/toolgate worker mcp --nats "nats://127.0.0.1:$nats_port" --tool "$tool" --title "$title" "${flags[@]}" -- "$@" >"$work/$tool.log" 2>&1 &
 		pids+=($!)
 		curl -sf -X POST "$base/admin/connections" -H "Authorization: Bearer $(cat "$data/admin-key")" \
 			-H 'Content-Type: application/json' -d "{\"account\":\"dev\",\"tool\":\"$tool\"}" >/dev/null
@@ -81,12 +89,17 @@ if [[ -z "$url" ]]; then
 		[[ -n "$link" ]] || { echo "conformance: the tool $tool never came online" >&2; cat "$work/$tool.log" >&2; return 1; }
 		echo "$link"
 	}
-	url=$(deploy conformance "Conformance fixtures" bin/mcpfixture)
+	url=$(deploy conformance "Conformance fixtures" -- bin/mcpfixture)
 	target=fixture
+	# The same tools from a server that knows nothing of tasks, whose tasks the gateway
+	# keeps: failing_job and test_tool_with_task are the tools the scenarios need to be
+	# tasks always (required), the others may be (optional, the default).
+	taskless_url=$(deploy taskless "Tasks kept by the gateway" \
+		--task-support failing_job=required,test_tool_with_task=required -- bin/mcpfixture -no-tasks)
 	# Against the fixture every active scenario applies.
 	SCENARIOS="${SCENARIOS:-all}"
 	if [[ "${EVERYTHING:-1}" == 1 ]] && command -v npx >/dev/null; then
-		everything_url=$(deploy everything "Everything" npx -y @modelcontextprotocol/server-everything)
+		everything_url=$(deploy everything "Everything" -- npx -y @modelcontextprotocol/server-everything)
 	fi
 fi
 
@@ -151,10 +164,26 @@ run() {
 	done <<<"$verdicts"
 }
 
+# tasks_scenarios VERSION: the tasks extension's scenarios of a suite version, those
+# SCENARIOS names when it names some.
+tasks_scenarios() {
+	local all
+	all=$(node "$(suite_of "$1")/dist/index.js" list 2>/dev/null | sed -n 's/^ *- \(tasks-[a-z-]*\).*/\1/p' | sort -u)
+	if [[ -n "${SCENARIOS:-}" && "${SCENARIOS}" != all ]]; then
+		all=$(comm -12 <(echo "$all") <(tr ' ' '\n' <<<"$SCENARIOS" | sort -u))
+	fi
+	echo $all
+}
+
 for v in $versions; do
-	run "$v" "$url" "$scenarios" "$target"
-	if [[ -n "$everything_url" ]]; then
-		run "$v" "$everything_url" "$generic" everything
+	if [[ -z "${ONLY_TASKLESS:-}" ]]; then
+		run "$v" "$url" "$scenarios" "$target"
+		if [[ -n "$everything_url" ]]; then
+			run "$v" "$everything_url" "$generic" everything
+		fi
+	fi
+	if [[ -n "$taskless_url" && -n "$(tasks_scenarios "$v")" ]]; then
+		run "$v" "$taskless_url" "$(tasks_scenarios "$v")" taskless
 	fi
 done
 if ((${#failed[@]})); then

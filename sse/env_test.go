@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/calls"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
@@ -362,6 +363,11 @@ func (e *env) startEdge(t testing.TB, node int, edit func(*sse.Config)) *edge {
 	log := e.log
 	if log == nil {
 		log = testenv.Logger(t)
+	}
+	if cfg.Tasks == nil { // as toolgate edge runs it: MCP tasks kept in tg-calls
+		if cfg.Tasks, err = calls.Open(testenv.Context(t), nc, store, calls.Config{Subjects: wire.DefaultSubjects}, log); err != nil {
+			t.Fatal(err)
+		}
 	}
 	srv, err := sse.New(testenv.Context(t), gw, store, cfg, log)
 	if err != nil {

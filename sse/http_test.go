@@ -704,9 +704,11 @@ func sessionLimitAcrossEdges(t *testing.T, e *env, node1, node2 int) {
 
 // TestResultsInTheShapeOfTheirRevision: caching hints (ttlMs, cacheScope) are
 // 2026-07-28's and only there, valid; a session of 2025-11-25 sees none. What the
-// tool's MCP server declared (list changes, tasks, extensions) reaches a session's
-// client; at 2026-07-28 what that revision dropped does not, and methods it removed
-// are unknown even where the tool serves them.
+// tool's MCP server declared (list changes, extensions) reaches a session's client;
+// at 2026-07-28 what that revision dropped does not, and methods it removed are
+// unknown even where the tool serves them. Its tasks, which the edge does not carry to
+// a server that does not list its tools per session, are the gateway's own (the tasks
+// capability at 2025-11-25, the tasks extension at 2026-07-28).
 func TestResultsInTheShapeOfTheirRevision(t *testing.T) {
 	e := newEnv(t)
 	tool := kitTool()
@@ -755,7 +757,7 @@ func TestResultsInTheShapeOfTheirRevision(t *testing.T) {
 	}
 	caps := init.Result.Capabilities
 	for name, want := range map[string]string{
-		"prompts": `{"listChanged":true}`, "resources": `{"listChanged":true,"subscribe":true}`, "tasks": `{"list":{}}`,
+		"prompts": `{"listChanged":true}`, "resources": `{"listChanged":true,"subscribe":true}`, "tasks": `{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`,
 		"extensions": `{"io.example/thing":{}}`, "tools": `{"listChanged":true}`, "logging": `{}`,
 	} {
 		if string(caps[name]) != want {
@@ -769,7 +771,7 @@ func TestResultsInTheShapeOfTheirRevision(t *testing.T) {
 	// Resource subscriptions and the tasks of 2025-11-25 are gone at 2026-07-28; the
 	// list changes the tool declared stay (its workers tell them, wire ListChanged).
 	if _, ok := discoverCaps["tasks"]; ok || string(discoverCaps["resources"]) != `{"listChanged":true}` || string(discoverCaps["prompts"]) != `{"listChanged":true}` ||
-		string(discoverCaps["extensions"]) != `{"io.example/thing":{}}` {
+		string(discoverCaps["extensions"]) != `{"io.example/thing":{},"io.modelcontextprotocol/tasks":{}}` {
 		t.Errorf("server/discover declares %s", discovered["capabilities"])
 	}
 

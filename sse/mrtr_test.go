@@ -9,7 +9,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/testenv"
-	"github.com/toolgate/toolgate/registry"
 )
 
 // TestStatelessCallsAskForInput: at 2026-07-28 a tool's worker asks its client for a
@@ -48,17 +47,7 @@ func TestStatelessCallsAskForInput(t *testing.T) {
 	}
 
 	t.Run("the rounds on the wire", func(t *testing.T) {
-		// Another account's link to the same tool.
-		ctx := testenv.Context(t)
-		if _, err := e.store.CreateAccount(ctx, registry.Account{ID: "globex", Name: "Globex"}); err != nil {
-			t.Fatal(err)
-		}
-		signer := testenv.LinkSigner(t)
-		conn, err := e.store.Connect(ctx, "globex", testTool, signer)
-		if err != nil {
-			t.Fatal(err)
-		}
-		otherURL := ed.url + "/mcp/" + signer.Token("globex", testTool, conn.LinkNonce)
+		otherURL := ed.url + "/mcp/" + e.otherAccountLink(t)
 		callAt := func(url, extra string) map[string]json.RawMessage {
 			t.Helper()
 			h, body := rev20260728("tools/call", `"name":"ask","arguments":{}`+extra)

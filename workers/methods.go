@@ -133,7 +133,7 @@ func (w *Worker) record(methods []Method, hasMCP bool) (wire.Tool, error) {
 		rec.Methods = append(rec.Methods, wire.Method{
 			Name: m.Name, Title: m.Title, Description: m.Description, InputSchema: m.InputSchema,
 			OutputSchema: m.OutputSchema, Annotations: m.Annotations, Timeout: wire.Duration(m.Timeout),
-			MCPName: m.MCPName,
+			MCPName: m.MCPName, TaskSupport: m.TaskSupport,
 		})
 	}
 	// The edges refuse a record that breaks these rules: refuse it here first, where

@@ -74,6 +74,10 @@ type Method struct {
 	// MCPName is the method's name on an MCP server when it differs from Name: a
 	// bridged server's tool whose name a subject token cannot carry.
 	MCPName string
+	// TaskSupport says whether an MCP client may, or must, call the method as a task
+	// the gateway keeps (wire.TaskOptional, the default, wire.TaskRequired or
+	// wire.TaskForbidden): the handler runs as for any call either way.
+	TaskSupport string
 	// Timeout bounds a call when the caller sets no deadline of its own; the gateway
 	// also uses it as the method's default deadline. 0 leaves it to the gateway.
 	Timeout time.Duration

@@ -42,7 +42,18 @@ type Method struct {
 	MCPName     string          `json:"mcp_name,omitempty"`
 	Title       string          `json:"title,omitempty"`
 	Annotations json.RawMessage `json:"annotations,omitempty"`
+	// TaskSupport says how an MCP client may call the method as a task the gateway
+	// keeps (its server knowing nothing of tasks): TaskOptional (also ""),
+	// TaskRequired (a client that takes no tasks is refused) or TaskForbidden.
+	TaskSupport string `json:"task_support,omitempty"`
 }
+
+// The values of Method.TaskSupport, as MCP's ToolExecution.taskSupport names them.
+const (
+	TaskOptional  = "optional"
+	TaskRequired  = "required"
+	TaskForbidden = "forbidden"
+)
 
 // Capabilities are the MCP features a tool's workers serve beyond tools.
 type Capabilities struct {
@@ -94,6 +105,11 @@ func CheckTool(t *Tool) error {
 			return fmt.Errorf("tool %s: method %s: declared twice", t.ID, m.Name)
 		}
 		seen[m.Name] = true
+		switch m.TaskSupport {
+		case "", TaskOptional, TaskRequired, TaskForbidden:
+		default:
+			return fmt.Errorf("tool %s: method %s: task_support: %q is none of %s, %s, %s", t.ID, m.Name, m.TaskSupport, TaskOptional, TaskRequired, TaskForbidden)
+		}
 		for _, f := range []struct {
 			what string
 			raw  json.RawMessage

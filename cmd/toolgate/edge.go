@@ -403,17 +403,18 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 	if u, err := url.Parse(o.Edge.BaseURL); err == nil && u.Host != "" {
 		o.MCP.AllowedHosts = append(o.MCP.AllowedHosts, u.Host) // the edge's public name is never a rebinding
 	}
+	o.Calls.Update = o.UpdateRegistry
+	if o.Edge.Calls, err = calls.Open(ctx, nc, store, o.Calls, log); err != nil {
+		ln.Close()
+		return err
+	}
+	o.MCP.Tasks = o.Edge.Calls // MCP tasks are calls that outlive their request
 	mcp, err := sse.New(ctx, gw, store, o.MCP, log)
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	o.Edge.MCP = mcp
-	o.Calls.Update = o.UpdateRegistry
-	if o.Edge.Calls, err = calls.Open(ctx, nc, store, o.Calls, log); err != nil {
-		ln.Close()
-		return err
-	}
 	e, err := edge.New(gw, store, signer, o.Edge, log)
 	if err != nil {
 		ln.Close()

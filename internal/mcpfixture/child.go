@@ -13,21 +13,25 @@ import (
 const ChildEnv = "TOOLGATE_MCPFIXTURE"
 
 // RunIfChild serves the fixture on stdin and stdout and exits when ChildEnv is set to
-// "stdio"; otherwise it returns at once. A test binary calls it first thing in TestMain,
+// "stdio" ("stdio-no-tasks": a server that knows nothing of tasks, Options.NoTasks);
+// otherwise it returns at once. A test binary calls it first thing in TestMain,
 // and then starts itself (os.Args[0]) with ChildEnv=stdio as a stdio MCP server.
 func RunIfChild() {
-	if os.Getenv(ChildEnv) != "stdio" {
-		return
+	switch os.Getenv(ChildEnv) {
+	case "stdio":
+		os.Exit(ServeStdio(false))
+	case "stdio-no-tasks":
+		os.Exit(ServeStdio(true))
 	}
-	os.Exit(ServeStdio())
 }
 
 // ServeStdio serves the fixture on stdin and stdout until stdin closes, with the
-// crash tool, and tells stderr when it starts and when a call is cancelled. It returns
+// crash tool (and without tasks when noTasks), and tells stderr when it starts and when a call is cancelled. It returns
 // the process's exit code.
-func ServeStdio() int {
+func ServeStdio(noTasks bool) int {
 	s := New(Options{
-		Exit: os.Exit,
+		NoTasks: noTasks,
+		Exit:    os.Exit,
 		Cancelled: func(tool string) {
 			fmt.Fprintf(os.Stderr, "mcpfixture: call of %s cancelled\n", tool)
 		},

@@ -26,6 +26,11 @@ type Options struct {
 	// Cancelled, when set, is told the name of a tool whose call was cancelled while
 	// it ran, so that a test sees the cancellation reach the server.
 	Cancelled func(tool string)
+	// NoTasks makes a server that knows nothing of tasks: it declares no tasks
+	// extension and has no tasks methods, and its task tools answer each call as it
+	// comes (the gateway keeps their tasks; scripts/conformance.sh runs the tasks
+	// scenarios through such a server).
+	NoTasks bool
 }
 
 // Texts the conformance scenarios check.
@@ -62,6 +67,11 @@ const (
 func New(opts Options) *mcp.Server {
 	f := &fixture{opts: opts}
 	_, _ = rand.Read(f.key[:])
+	caps := &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{},
+		Extensions: map[string]any{TasksExtension: map[string]any{}}}
+	if opts.NoTasks {
+		caps.Extensions = nil
+	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "mcpfixture", Title: "MCP fixture", Version: "1.0.0"}, &mcp.ServerOptions{
 		Instructions:      "A server for tests: the conformance suite's fixtures and a few tools to exercise a bridge.",
 		CompletionHandler: complete,
@@ -69,8 +79,7 @@ func New(opts Options) *mcp.Server {
 		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
 		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
 		// The tasks extension (tasks.go), besides what the SDK infers.
-		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{},
-			Extensions: map[string]any{TasksExtension: map[string]any{}}},
+		Capabilities: caps,
 	})
 	f.server = s
 	f.addConformanceTools()

@@ -171,7 +171,9 @@ func (f *fixture) addTaskTools() {
 	f.addGreet()
 	st.addTimedJobs(f.server)
 	st.addAskingJobs(f.server)
-	st.serve(f.server)
+	if !f.opts.NoTasks {
+		st.serve(f.server)
+	}
 }
 
 // addGreet adds a tool that never runs as a task.
@@ -278,7 +280,17 @@ func (st *taskStore) addAskingJobs(s *mcp.Server) {
 				return nil, err
 			}
 			return text(fmt.Sprintf("first=%s second=%s", answers["first"], answers["second"])), nil
-		}}, nil)
+		}},
+		// Called without a task (a server without tasks: NoTasks), it asks both as a
+		// request with input, and answers once both are given.
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			first, ok1 := req.Params.InputResponses["first"].(*mcp.ElicitResult)
+			second, ok2 := req.Params.InputResponses["second"].(*mcp.ElicitResult)
+			if ok1 && ok2 {
+				return text(fmt.Sprintf("first=%v second=%v", first.Content["name"], second.Content["name"])), nil
+			}
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"first": askFor("First name?", "name"), "second": askFor("Second name?", "name")}}, nil
+		})
 	// test_tool_with_task asks the user's name as a request with input (SEP-2322),
 	// and, once given it, answers with a task whose result greets them.
 	st.tools["test_tool_with_task"] = taskTool{required: true, job: func(ctx context.Context, args json.RawMessage, _ asker) (*mcp.CallToolResult, error) {
@@ -292,7 +304,13 @@ func (st *taskStore) addAskingJobs(s *mcp.Server) {
 		return text(fmt.Sprintf("Hello, %s! (a task started once you answered)", in.Name)), nil
 	}}
 	s.AddTool(&mcp.Tool{Name: "test_tool_with_task", Description: "Asks the user's name (key user_name), then greets them from a task", InputSchema: noArgs},
-		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			// With a task, the name's answer makes the task (middleware); without
+			// (NoTasks), it is the call's retry, answered as the task would be.
+			if r, ok := req.Params.InputResponses["user_name"].(*mcp.ElicitResult); ok {
+				args, _ := json.Marshal(map[string]any{"name": r.Content["name"]})
+				return st.tools["test_tool_with_task"].job(ctx, args, nil)
+			}
 			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"user_name": askFor("What is your name?", "name")}}, nil
 		})
 }

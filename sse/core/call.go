@@ -50,6 +50,9 @@ func (s *Server) runTool(ctx context.Context, r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if res, kept, err := s.keptTaskCall(ctx, r, t, m, params); kept {
+		return res, err
+	}
 	if s.taskAugmented(r, t) {
 		// A task-augmented call, sent as the client sent it (through the gateway's
 		// checks of a forwarded request: visibility, rate), for the server's

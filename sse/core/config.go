@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/calls"
 )
 
 // Config holds what an edge's MCP transports need to know.
@@ -54,6 +56,9 @@ type Config struct {
 	// a stream with a priming event, so that a client whose connection breaks
 	// resumes it with Last-Event-ID instead of losing the answer.
 	StreamAfter time.Duration
+	// Tasks keeps the tasks of tools whose servers know nothing of tasks (kepttasks.go),
+	// in the records of the calls that outlive their request; nil keeps none.
+	Tasks *calls.Calls
 	// ServerName and ServerVersion identify the gateway to MCP clients.
 	ServerName    string
 	ServerVersion string

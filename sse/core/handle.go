@@ -98,6 +98,10 @@ func (s *Server) Handle(ctx context.Context, r *Request) (json.RawMessage, error
 	case methodSetLevel:
 		result, err = s.setLevel(ctx, r)
 	default:
+		if s.answersKeptTask(r) {
+			result, err = s.keptTask(ctx, r)
+			break
+		}
 		if s.forwards(r) {
 			result, err = s.forward(ctx, r)
 			break
@@ -204,7 +208,7 @@ func (s *Server) initialize(ctx context.Context, r *Request) (*initializeResult,
 	}
 	return &initializeResult{
 		ProtocolVersion: version,
-		Capabilities:    capabilities(t.Tool, false),
+		Capabilities:    s.capabilities(t.Tool, false),
 		ServerInfo:      s.serverInfo(title),
 		Instructions:    t.Tool.Description,
 	}, nil
@@ -222,7 +226,7 @@ func (s *Server) discover(r *Request) (*discoverResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &discoverResult{SupportedVersions: SupportedVersions, Capabilities: capabilities(t.Tool, true), Instructions: t.Tool.Description}, nil
+	return &discoverResult{SupportedVersions: SupportedVersions, Capabilities: s.capabilities(t.Tool, true), Instructions: t.Tool.Description}, nil
 }
 
 // MCPName is a method's name as MCP clients see it.
@@ -262,6 +266,9 @@ func (s *Server) listTools(ctx context.Context, r *Request) (any, error) {
 			}
 		}
 		tools = append(tools, mt)
+	}
+	if !r.Stateless && s.keepsTasks(t.Tool, false) {
+		return withTaskSupport(tools, t.Tool.Methods), nil
 	}
 	return &mcp.ListToolsResult{Tools: tools}, nil
 }

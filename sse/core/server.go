@@ -117,6 +117,9 @@ func New(ctx context.Context, gw *gateway.Gateway, store *registry.Store, cfg Co
 		cancel()
 		return nil, fmt.Errorf("sse: follow list changes: %w", err)
 	}
+	if cfg.Tasks != nil {
+		s.adoptKeptTasks()
+	}
 	s.changes = newToolChanges(s.view.Snapshot())
 	s.sweep = newSweeper()
 	s.stopView = s.view.OnChange(func(c registry.Change) {

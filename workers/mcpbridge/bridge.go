@@ -390,7 +390,7 @@ func (b *Bridge) methods() []workers.Method {
 		m := workers.Method{
 			Name: names[name], Description: t.Description, Title: t.Title,
 			InputSchema: rawJSON(t.InputSchema), OutputSchema: rawJSON(t.OutputSchema),
-			Timeout: b.cfg.CallTimeout, Handler: b.callTool(name),
+			Timeout: b.cfg.CallTimeout, Handler: b.callTool(name), TaskSupport: b.cfg.TaskSupport[name],
 		}
 		if m.Name != name {
 			m.MCPName = name

@@ -59,6 +59,11 @@ type Config struct {
 	// CallTimeout is the timeout of every one of the server's tools, for servers whose
 	// tools run longer than the gateway's default; 0 leaves it to the gateway.
 	CallTimeout time.Duration
+	// TaskSupport is the task support of the server's tools by their MCP name
+	// (wire.TaskOptional, wire.TaskRequired, wire.TaskForbidden): for a server that
+	// knows nothing of tasks, the gateway keeps its calls' tasks, and this says which
+	// tools a client must, or must not, call as tasks. A tool not named is optional.
+	TaskSupport map[string]string
 	// StartTimeout bounds the start of a session: the process's start (a package
 	// that npx fetches first takes a while), initialize and the first tools/list.
 	StartTimeout time.Duration
@@ -138,10 +143,24 @@ func (c Config) Validate() error {
 		return errors.New("mcp: account-idle: must be positive")
 	case c.CallTimeout < 0:
 		return errors.New("mcp: call-timeout: must not be negative")
+	case badTaskSupport(c.TaskSupport) != "":
+		return fmt.Errorf("mcp: task-support: %s", badTaskSupport(c.TaskSupport))
 	case c.StartTimeout <= 0:
 		return errors.New("mcp: start-timeout: must be positive")
 	case c.RestartMin <= 0 || c.RestartMax < c.RestartMin:
 		return errors.New("mcp: restart: the minimum must be positive and at most the maximum")
 	}
 	return nil
+}
+
+// badTaskSupport says what is wrong with a TaskSupport, "" when nothing.
+func badTaskSupport(ts map[string]string) string {
+	for name, v := range ts {
+		switch v {
+		case wire.TaskOptional, wire.TaskRequired, wire.TaskForbidden:
+		default:
+			return fmt.Sprintf("%s=%s: must be %s, %s or %s", name, v, wire.TaskOptional, wire.TaskRequired, wire.TaskForbidden)
+		}
+	}
+	return ""
 }

@@ -16,11 +16,12 @@ import (
 
 func main() {
 	addr := flag.String("http", "", "serve Streamable HTTP at /mcp on this address (host:port) instead of stdio")
+	noTasks := flag.Bool("no-tasks", false, "know nothing of tasks: no tasks extension, no tasks methods; every tool answers its call as it comes")
 	flag.Parse()
 	if *addr == "" {
-		os.Exit(mcpfixture.ServeStdio())
+		os.Exit(mcpfixture.ServeStdio(*noTasks))
 	}
-	s := mcpfixture.New(mcpfixture.Options{})
+	s := mcpfixture.New(mcpfixture.Options{NoTasks: *noTasks})
 	mux := http.NewServeMux()
 	// An event store lets a client resume a stream the server closed (test_reconnection).
 	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
