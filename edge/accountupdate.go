@@ -67,16 +67,19 @@ type AccountUpdate struct {
 // LimitsUpdate is the limits' part of an AccountUpdate. Quotas, when given, replace
 // the account's list whole (as a merge patch replaces an array); null or [] clears it.
 type LimitsUpdate struct {
-	Rate     Field[float64]          `json:"rate,omitzero"`
-	Burst    Field[int]              `json:"burst,omitzero"`
-	Sessions Field[int]              `json:"sessions,omitzero"`
-	Quotas   Field[[]registry.Quota] `json:"quotas,omitzero"`
+	Rate     Field[float64] `json:"rate,omitzero"`
+	Burst    Field[int]     `json:"burst,omitzero"`
+	Sessions Field[int]     `json:"sessions,omitzero"`
+	// PayloadBytes bounds a call's request and reply below the deployment's limit.
+	PayloadBytes Field[int64]            `json:"payload_bytes,omitzero"`
+	Quotas       Field[[]registry.Quota] `json:"quotas,omitzero"`
 }
 
 // violations are what is wrong with u, each naming its field.
 func (u AccountUpdate) violations() []registry.Violation {
 	l := u.Limits.Value
-	return checkLimits(nil, registry.Limits{Rate: l.Rate.Value, Burst: l.Burst.Value, Sessions: l.Sessions.Value, Quotas: l.Quotas.Value})
+	return checkLimits(nil, registry.Limits{Rate: l.Rate.Value, Burst: l.Burst.Value, Sessions: l.Sessions.Value,
+		PayloadBytes: l.PayloadBytes.Value, Quotas: l.Quotas.Value})
 }
 
 // decodeAccountUpdate reads an AccountUpdate as strictly as decodeStrict reads a
@@ -179,6 +182,7 @@ func (u AccountUpdate) apply(a *registry.Account) {
 	l.Rate.apply(&a.Limits.Rate)
 	l.Burst.apply(&a.Limits.Burst)
 	l.Sessions.apply(&a.Limits.Sessions)
+	l.PayloadBytes.apply(&a.Limits.PayloadBytes)
 	l.Quotas.apply(&a.Limits.Quotas)
 }
 

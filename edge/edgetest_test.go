@@ -25,6 +25,7 @@ import (
 	"github.com/toolgate/toolgate/edge/dashboard"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/payloads"
 	"github.com/toolgate/toolgate/registry"
 	"github.com/toolgate/toolgate/sse"
 )
@@ -53,15 +54,16 @@ type env struct {
 }
 
 type envOptions struct {
-	natsURL   string // join this server or cluster instead of starting one
-	replicas  int
-	server    func(*bus.ServerConfig)
-	edge      func(*edge.Config)
-	gateway   func(*gateway.Config)
-	mcp       bool                 // serve MCP with the sse package, as toolgate edge does
-	dashboard bool                 // serve the dashboard, as toolgate edge does
-	audit     bool                 // keep the audit trail, as toolgate edge does
-	keys      *credentials.Keyring // keep credentials under these keys, as toolgate edge does
+	natsURL      string // join this server or cluster instead of starting one
+	replicas     int
+	server       func(*bus.ServerConfig)
+	edge         func(*edge.Config)
+	gateway      func(*gateway.Config)
+	mcp          bool                 // serve MCP with the sse package, as toolgate edge does
+	dashboard    bool                 // serve the dashboard, as toolgate edge does
+	audit        bool                 // keep the audit trail, as toolgate edge does
+	keys         *credentials.Keyring // keep credentials under these keys, as toolgate edge does
+	payloadLimit int64                // the deployment's limit on a call's request and reply
 }
 
 type option func(*envOptions)
@@ -75,10 +77,11 @@ func onCluster(url string) option                   { return func(o *envOptions)
 func onServer(url string) option                    { return func(o *envOptions) { o.natsURL = url } }
 func withGateway(f func(*gateway.Config)) option    { return func(o *envOptions) { o.gateway = f } }
 func withCredentials(k *credentials.Keyring) option { return func(o *envOptions) { o.keys = k } }
+func withPayloadLimit(n int64) option               { return func(o *envOptions) { o.payloadLimit = n } }
 
 func newEnv(t testing.TB, opts ...option) *env {
 	t.Helper()
-	o := envOptions{replicas: 1}
+	o := envOptions{replicas: 1, payloadLimit: edge.DefaultMaxPayloadBytes}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -112,6 +115,12 @@ func newEnv(t testing.TB, opts ...option) *env {
 		e.vault.Follow(testenv.Context(t), testenv.Logger(t))
 		gwOpts = append(gwOpts, gateway.WithCredentials(e.vault))
 	}
+	// As toolgate edge runs it: the claim check for payloads past one message.
+	payloadStore, err := payloads.Open(testenv.Context(t), e.nc, o.replicas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gwOpts = append(gwOpts, gateway.WithPayloads(payloadStore, o.payloadLimit))
 	gcfg := gateway.DefaultConfig()
 	if o.gateway != nil {
 		o.gateway(&gcfg)
@@ -125,6 +134,7 @@ func newEnv(t testing.TB, opts ...option) *env {
 	cfg.AdminKeyHash = registry.Hash(e.adminKey)
 	cfg.DrainDelay = 0 // tests stop their edge at once; TestShutdownDrains gives it one
 	cfg.Credentials = e.vault
+	cfg.MaxPayloadBytes = o.payloadLimit
 	if o.edge != nil {
 		o.edge(&cfg)
 	}

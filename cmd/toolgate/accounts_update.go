@@ -21,6 +21,7 @@ func newAccountsUpdateCmd(c *adminClient) *cobra.Command {
 		name           string
 		rate           float64
 		burst, session int
+		payloadBytes   int64
 		quotas         []string
 		clearQuotas    bool
 	)
@@ -53,6 +54,9 @@ The rules given replace the account's; --clear-quotas removes them all.`,
 			if f.Changed("sessions") {
 				u.Limits.Value.Sessions = edge.Value(session)
 			}
+			if f.Changed("payload-bytes") {
+				u.Limits.Value.PayloadBytes = edge.Value(payloadBytes)
+			}
 			switch {
 			case clearQuotas && len(quotas) > 0:
 				return errors.New("accounts update: give --quota or --clear-quotas, not both")
@@ -66,9 +70,9 @@ The rules given replace the account's; --clear-quotas removes them all.`,
 				u.Limits.Value.Quotas = edge.Value(rules)
 			}
 			l := u.Limits.Value
-			u.Limits.Set = !l.Rate.IsZero() || !l.Burst.IsZero() || !l.Sessions.IsZero() || !l.Quotas.IsZero()
+			u.Limits.Set = !l.Rate.IsZero() || !l.Burst.IsZero() || !l.Sessions.IsZero() || !l.PayloadBytes.IsZero() || !l.Quotas.IsZero()
 			if u.Name.IsZero() && u.Limits.IsZero() {
-				return errors.New("accounts update: nothing to change: give --name, --rate, --burst, --sessions, --quota or --clear-quotas")
+				return errors.New("accounts update: nothing to change: give --name, --rate, --burst, --sessions, --payload-bytes, --quota or --clear-quotas")
 			}
 			return c.print(cmd, http.MethodPatch, "/accounts/"+url.PathEscape(args[0]), u)
 		},
@@ -77,6 +81,7 @@ The rules given replace the account's; --clear-quotas removes them all.`,
 	cmd.Flags().Float64Var(&rate, "rate", 0, "tool calls per second per key (0: the edge's default)")
 	cmd.Flags().IntVar(&burst, "burst", 0, "calls a key may make at once above the rate (0: the edge's default)")
 	cmd.Flags().IntVar(&session, "sessions", 0, "concurrent MCP sessions (0: the default)")
+	cmd.Flags().Int64Var(&payloadBytes, "payload-bytes", 0, "largest request or reply of a tool call, in bytes, below the edges' --max-payload-bytes (0: theirs)")
 	cmd.Flags().StringArrayVar(&quotas, "quota", nil, "a quota rule, such as 'tool=email,method=send_email,per_minute=100' (repeat; replaces the account's rules)")
 	cmd.Flags().BoolVar(&clearQuotas, "clear-quotas", false, "remove the account's quota rules")
 	return cmd

@@ -90,8 +90,8 @@ func TestEdgeAndAdminCommands(t *testing.T) {
 		t.Fatalf("accounts list:\n%s", got)
 	}
 	var updated registry.Account
-	if err := json.Unmarshal([]byte(admin("accounts", "update", "acme", "--burst", "4", "--sessions", "2")), &updated); err != nil ||
-		updated.Name != "Acme" || !reflect.DeepEqual(updated.Limits, registry.Limits{Rate: 10, Burst: 4, Sessions: 2}) {
+	if err := json.Unmarshal([]byte(admin("accounts", "update", "acme", "--burst", "4", "--sessions", "2", "--payload-bytes", "5000000")), &updated); err != nil ||
+		updated.Name != "Acme" || !reflect.DeepEqual(updated.Limits, registry.Limits{Rate: 10, Burst: 4, Sessions: 2, PayloadBytes: 5000000}) {
 		t.Fatalf("accounts update: %+v %v", updated, err)
 	}
 	if got := admin("accounts", "update", "acme", "--name", "Acme Corp", "--rate", "0"); !strings.Contains(got, `"name": "Acme Corp"`) || strings.Contains(got, `"rate"`) {
@@ -102,6 +102,9 @@ func TestEdgeAndAdminCommands(t *testing.T) {
 	}
 	if _, err := run(t, context.Background(), "accounts", "update", "acme", "--burst", "-1", "--url", url); err == nil || !strings.Contains(err.Error(), "/limits/burst:") {
 		t.Fatalf("accounts update --burst -1: %v", err)
+	}
+	if _, err := run(t, context.Background(), "accounts", "update", "acme", "--payload-bytes", "-1", "--url", url); err == nil || !strings.Contains(err.Error(), "/limits/payload_bytes:") {
+		t.Fatalf("accounts update --payload-bytes -1: %v", err)
 	}
 	var quoted registry.Account
 	if err := json.Unmarshal([]byte(admin("accounts", "update", "acme", "--quota", "tool=echo,method=echo,per_minute=100,per_day=5000",
