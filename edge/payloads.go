@@ -61,6 +61,9 @@ func (e *Edge) readParams(c *gin.Context, call *gateway.Call, buf *bytes.Buffer,
 		return err
 	}
 	call.Params = buf.Bytes()
+	if int64(buf.Len()) > limit { // an account's limit below one message
+		return gateway.TooLarge("request", int64(buf.Len()), limit)
+	}
 	if int64(buf.Len()) <= threshold {
 		return nil
 	}

@@ -175,5 +175,20 @@ func TestPayloadLimit(t *testing.T) {
 	if status != http.StatusRequestEntityTooLarge || env.Error.Code != edge.CodePayloadTooLarge {
 		t.Fatalf("a reply one byte past the account's limit: %d %s", status, short)
 	}
+
+	// A limit below one message holds for what never leaves it.
+	if r := e.admin(http.MethodPatch, "/accounts/acme", `{"limits":{"payload_bytes":1000}}`); r.status != http.StatusOK {
+		t.Fatalf("PATCH: %d %s", r.status, r.body)
+	}
+	testenv.WaitFor(t, "the edge sees the account's limit", func() bool { return e.gw.PayloadLimit("acme") == 1000 })
+	if status, _, _, short := e.post(t, key, "/tool-call/echo/echo", jsonBody(t, 1000), false); status != http.StatusOK {
+		t.Fatalf("a body of the account's 1000 bytes: %d %.200s", status, short)
+	}
+	if status, _, _, short := e.post(t, key, "/tool-call/echo/echo", jsonBody(t, 1001), false); status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a body of 1001 bytes: %d %.200s", status, short)
+	}
+	if status, _, short := make(1001); status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a reply of 1001 bytes: %d %.200s", status, short)
+	}
 	e.noObjectsLeft(t)
 }

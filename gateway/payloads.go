@@ -91,6 +91,9 @@ func (g *Gateway) TakeReply(ctx context.Context, c *Call, reply *wire.Reply) (*w
 func (g *Gateway) takeReply(ctx context.Context, c *Call, reply *wire.Reply) (*wire.Reply, error) {
 	p, ok, err := wire.PayloadOf(reply.Header)
 	if !ok {
+		if g.payloads != nil && int64(len(reply.Data)) > g.PayloadLimit(c.Principal.Account) {
+			return nil, TooLarge("reply", int64(len(reply.Data)), g.PayloadLimit(c.Principal.Account))
+		}
 		return reply, nil
 	}
 	if err != nil || g.payloads == nil {

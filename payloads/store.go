@@ -99,16 +99,20 @@ func (s *Store) Write(ctx context.Context, tool string, head []byte, r io.Reader
 // missing or the parts do not add up to p's size.
 func (s *Store) WriteTo(ctx context.Context, w io.Writer, tool string, p wire.Payload) error {
 	var written int64
+	buf := make([]byte, 32<<10)
 	for n := range p.Parts {
-		part, err := s.obj.GetBytes(ctx, wire.PayloadPartName(tool, p.ID, n))
+		// Read as it arrives, in the object store's chunks: no part is held whole.
+		part, err := s.obj.Get(ctx, wire.PayloadPartName(tool, p.ID, n))
 		if err != nil {
 			return fmt.Errorf("payloads: part %d of %d: %w", n, p.Parts, err)
 		}
-		if written += int64(len(part)); written > p.Size {
-			return fmt.Errorf("payloads: the parts hold more than the %d bytes named", p.Size)
+		m, err := io.CopyBuffer(w, io.LimitReader(part, p.Size-written+1), buf)
+		part.Close()
+		if err != nil {
+			return fmt.Errorf("payloads: part %d of %d: %w", n, p.Parts, err)
 		}
-		if _, err := w.Write(part); err != nil {
-			return err
+		if written += m; written > p.Size {
+			return fmt.Errorf("payloads: the parts hold more than the %d bytes named", p.Size)
 		}
 	}
 	if written != p.Size {
