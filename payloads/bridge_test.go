@@ -15,9 +15,10 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
-// TestBridgedImageOfTenMiB: an MCP server whose tool returns a 10 MiB image, bridged by
-// `toolgate worker mcp`, reaches an MCP client (the go-sdk) on the tool's link intact:
-// past one NATS message, through the payloads bucket, without the bridge knowing.
+// TestBridgedImageOfTenMiB: an MCP server whose tools return a 10 MiB image and a 10 MiB
+// embedded resource, bridged by `toolgate worker mcp`, reaches an MCP client (the
+// go-sdk) on the tool's link intact: past one NATS message, through the payloads
+// bucket, without the bridge knowing.
 func TestBridgedImageOfTenMiB(t *testing.T) {
 	img := make([]byte, 10<<20)
 	if _, err := rand.Read(img); err != nil {
@@ -27,6 +28,11 @@ func TestBridgedImageOfTenMiB(t *testing.T) {
 	mcp.AddTool(server, &mcp.Tool{Name: "picture", Description: "a large picture"},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.ImageContent{Data: img, MIMEType: "image/png"}}}, nil, nil
+		})
+	mcp.AddTool(server, &mcp.Tool{Name: "document", Description: "a large embedded resource"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.EmbeddedResource{
+				Resource: &mcp.ResourceContents{URI: "file:///scan.pdf", MIMEType: "application/pdf", Blob: img}}}}, nil, nil
 		})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -69,5 +75,13 @@ func TestBridgedImageOfTenMiB(t *testing.T) {
 	got, ok := res.Content[0].(*mcp.ImageContent)
 	if !ok || got.MIMEType != "image/png" || sha256.Sum256(got.Data) != sha256.Sum256(img) {
 		t.Fatalf("the image came back changed: %T", res.Content[0])
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "document", Arguments: map[string]any{}})
+	if err != nil || res.IsError || len(res.Content) != 1 {
+		t.Fatalf("document: %v", err)
+	}
+	doc, ok := res.Content[0].(*mcp.EmbeddedResource)
+	if !ok || doc.Resource == nil || doc.Resource.URI != "file:///scan.pdf" || sha256.Sum256(doc.Resource.Blob) != sha256.Sum256(img) {
+		t.Fatalf("the embedded resource came back changed: %T", res.Content[0])
 	}
 }
