@@ -192,3 +192,31 @@ func TestPayloadLimit(t *testing.T) {
 	}
 	e.noObjectsLeft(t)
 }
+
+// TestLargeReplyLeftMidway: when a caller leaves while a reply streams to it from the
+// payloads bucket, the call's payloads (its request's and its reply's) are removed
+// all the same.
+func TestLargeReplyLeftMidway(t *testing.T) {
+	e := newEnv(t)
+	e.runEcho(t)
+	key := e.account("acme", registry.Limits{})
+	e.connect("acme", "echo")
+	req, err := http.NewRequest(http.MethodPost, e.url+"/tool-call/echo/echo", bytes.NewReader(jsonBody(t, 3<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("SERVICE_API_KEY", key)
+	resp, err := e.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.ContentLength != 3<<20 {
+		t.Fatalf("%d, %d bytes declared", resp.StatusCode, resp.ContentLength)
+	}
+	if _, err := io.ReadFull(resp.Body, make([]byte, 64<<10)); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close() // before the rest arrived
+	e.noObjectsLeft(t)
+}

@@ -213,7 +213,6 @@ func (e *Edge) toolCall(c *gin.Context) {
 	}
 	if call.Payload != nil {
 		defer e.gw.Payloads().Delete(context.WithoutCancel(c.Request.Context()), tool, *call.Payload)
-		call.StreamReply = true
 	} else if len(bytes.TrimSpace(call.Params)) == 0 {
 		call.Params = emptyObject // a method without parameters may be called without a body
 	}
