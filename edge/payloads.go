@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/gateway"
+	"github.com/toolgate/toolgate/internal/jsonscan"
 	"github.com/toolgate/toolgate/payloads"
 )
 
@@ -44,7 +46,9 @@ func (e *Edge) bodyLimit(c *gin.Context) int64 {
 
 // readParams reads a call's body: whole into buf when it fits one message, otherwise
 // into the payloads bucket as it arrives (call.Payload), which the caller removes
-// once the call is over. A body past the account's limit is payload_too_large.
+// once the call is over, checked on the way to be one JSON object (invalid_json
+// otherwise; its schema is the tool's to check, as it would need the body whole). A
+// body past the account's limit is payload_too_large.
 func (e *Edge) readParams(c *gin.Context, call *gateway.Call, buf *bytes.Buffer, async bool) error {
 	store := e.gw.Payloads()
 	if store == nil || async {
@@ -67,15 +71,24 @@ func (e *Edge) readParams(c *gin.Context, call *gateway.Call, buf *bytes.Buffer,
 	if int64(buf.Len()) <= threshold {
 		return nil
 	}
-	p, err := store.Write(c.Request.Context(), call.Tool, buf.Bytes(), c.Request.Body, limit)
+	// Checked as it arrives: one JSON object in UTF-8, as a small body is.
+	var check jsonscan.ObjectChecker
+	_, _ = check.Write(buf.Bytes())
+	p, err := store.Write(c.Request.Context(), call.Tool, buf.Bytes(), io.TeeReader(c.Request.Body, &check), limit)
 	var re *payloads.ReadError
 	switch {
 	case errors.Is(err, payloads.ErrTooLarge):
 		return gateway.TooLarge("request", limit+1, limit)
+	case errors.Is(err, jsonscan.ErrNotObject):
+		return gateway.ErrInvalidJSON
 	case errors.As(err, &re):
 		return bodyError(re.Err)
 	case err != nil:
 		return err
+	}
+	if check.Close() != nil {
+		store.Delete(context.WithoutCancel(c.Request.Context()), call.Tool, p)
+		return gateway.ErrInvalidJSON
 	}
 	call.Params, call.Payload = nil, &p
 	return nil

@@ -220,3 +220,28 @@ func TestLargeReplyLeftMidway(t *testing.T) {
 	resp.Body.Close() // before the rest arrived
 	e.noObjectsLeft(t)
 }
+
+// TestLargeBodyNotAnObject: a body past one message is checked as it streams into the
+// payloads bucket, as a small one is whole: one that is not a JSON object in UTF-8 is
+// invalid_json (400), found at its end or midway, and leaves nothing stored.
+func TestLargeBodyNotAnObject(t *testing.T) {
+	e := newEnv(t)
+	e.runEcho(t)
+	key := e.account("acme", registry.Limits{})
+	e.connect("acme", "echo")
+	good := jsonBody(t, 2<<20)
+	badUTF8 := bytes.Clone(good)
+	badUTF8[1<<20] = 0xff
+	for name, body := range map[string][]byte{
+		"cut short":             good[:len(good)-2],
+		"garbage after a value": append(bytes.Clone(good[:1<<20]), `"} and more`...),
+		"invalid UTF-8":         badUTF8,
+		"an array":              append(append([]byte(`[`), good...), ']'),
+	} {
+		status, _, _, short := e.post(t, key, "/tool-call/echo/echo", body, false)
+		if status != http.StatusBadRequest || !strings.Contains(string(short), `"invalid_json"`) {
+			t.Errorf("%s: %d %.200s", name, status, short)
+		}
+	}
+	e.noObjectsLeft(t)
+}

@@ -211,9 +211,9 @@ type Call struct {
 	Entry *registry.MethodEntry
 
 	// Payload is the request's params, stored by the caller as a payload (an edge that
-	// streamed a large body there); Params is then left empty, and the params are
-	// checked by the tool rather than against the schema here, which would need them
-	// whole in memory.
+	// streamed a large body there, checking on the way that it is a JSON object);
+	// Params is then left empty, and the params are checked against the schema by the
+	// tool rather than here, which would need them whole in memory.
 	Payload *wire.Payload
 	// StreamReply says the caller streams a reply that names a payload itself
 	// (Reply.Payload), and removes it; otherwise the reply comes back whole.
