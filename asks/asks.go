@@ -54,6 +54,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	buckets map[string]jetstream.KeyValue // state buckets opened, by name
+	objects jetstream.ObjectStore         // the payloads bucket, once opened
 }
 
 // Serve subscribes to every tool's asks in the edges' queue group (wire
@@ -139,6 +140,8 @@ func (s *Server) answer(ctx context.Context, a wire.Ask, m *nats.Msg) *nats.Msg 
 		rev, err = s.presence(ctx, a, m)
 	case wire.AskStateKind:
 		body, rev, err = s.state(ctx, a.Tool, a.Op, m)
+	case wire.AskPayloadKind:
+		body, err = s.payload(ctx, a, m)
 	case wire.AskSessionKind:
 		rev, err = s.store(ctx, sessionOut(s.subj, a, m.Header), m.Data, nil)
 	case wire.AskAnswerKind:
@@ -280,7 +283,7 @@ func (s *Server) store(ctx context.Context, subject string, data []byte, hdr nat
 // Nothing else passes, so a worker sets no JetStream header of its own there.
 func answerHeaders(h nats.Header) nats.Header {
 	out := nats.Header{}
-	for _, k := range []string{wire.HeaderContentType, wire.HeaderStatus, wire.HeaderResult, wire.HeaderErrorCode, wire.HeaderError, "Status", "Description"} {
+	for _, k := range []string{wire.HeaderContentType, wire.HeaderStatus, wire.HeaderResult, wire.HeaderErrorCode, wire.HeaderError, wire.HeaderPayload, "Status", "Description"} {
 		if v := h.Values(k); len(v) > 0 {
 			out[k] = v
 		}

@@ -65,6 +65,7 @@ func WorkerPermissions(s wire.Subjects, tools ...string) jwt.Permissions {
 		p.Pub.Allow.Add(
 			s.Progress(t, ">"),
 			s.AskRecord(t), s.AskPresence(t, "*"), s.AskState(t, "*"), s.AskSession(t, "*"),
+			s.AskPayload(t, "*"),
 		)
 	}
 	return p
@@ -105,6 +106,13 @@ func EdgePermissions(s wire.Subjects) jwt.Permissions {
 		"$KV.*.>", "$JS.API.STREAM.INFO.*", "$JS.API.DIRECT.GET.*.>", "$JS.API.STREAM.MSG.GET.*",
 		"$JS.API.CONSUMER.CREATE.*.>", "$JS.API.CONSUMER.DELETE.*.*",
 		"_INBOX.tool.>", // the answers to asks, each on the asking tool's inbox
+	)
+	// The payloads bucket (the claim check): made by the first edge, its objects
+	// written, read and removed (a removal purges the object's parts).
+	objects := "OBJ_" + wire.PayloadBucket
+	p.Pub.Allow.Add(
+		"$O."+wire.PayloadBucket+".>",
+		"$JS.API.STREAM.CREATE."+objects, "$JS.API.STREAM.PURGE."+objects,
 	)
 	log := s.EventLogStream()
 	p.Pub.Allow.Add(

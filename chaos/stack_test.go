@@ -1,13 +1,11 @@
 package chaos_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -400,17 +398,5 @@ func (s *stack) reconnected(names []string, at time.Time) string {
 // adminCall calls the admin API of the first edge and returns the answer's body.
 func (s *stack) adminCall(method, path, body string) []byte {
 	s.t.Helper()
-	req, _ := http.NewRequest(method, s.urls[0]+path, bytes.NewReader([]byte(body)))
-	req.Header.Set("Authorization", "Bearer "+s.admin)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 {
-		s.t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
-	}
-	return b
+	return testenv.Admin(s.t, s.urls[0], s.admin, method, path, body)
 }

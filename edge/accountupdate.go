@@ -79,10 +79,12 @@ type AuditUpdate struct {
 // LimitsUpdate is the limits' part of an AccountUpdate. Quotas, when given, replace
 // the account's list whole (as a merge patch replaces an array); null or [] clears it.
 type LimitsUpdate struct {
-	Rate     Field[float64]          `json:"rate,omitzero"`
-	Burst    Field[int]              `json:"burst,omitzero"`
-	Sessions Field[int]              `json:"sessions,omitzero"`
-	Quotas   Field[[]registry.Quota] `json:"quotas,omitzero"`
+	Rate     Field[float64] `json:"rate,omitzero"`
+	Burst    Field[int]     `json:"burst,omitzero"`
+	Sessions Field[int]     `json:"sessions,omitzero"`
+	// PayloadBytes bounds a call's request and reply below the deployment's limit.
+	PayloadBytes Field[int64]            `json:"payload_bytes,omitzero"`
+	Quotas       Field[[]registry.Quota] `json:"quotas,omitzero"`
 	// Approvals, when given, replace the account's approval rules whole; null or []
 	// clears them.
 	Approvals Field[[]registry.ApprovalRule] `json:"approvals,omitzero"`
@@ -92,7 +94,7 @@ type LimitsUpdate struct {
 func (u AccountUpdate) violations(maxExpiry time.Duration) []registry.Violation {
 	l := u.Limits.Value
 	vs := checkLimits(nil, registry.Limits{Rate: l.Rate.Value, Burst: l.Burst.Value, Sessions: l.Sessions.Value,
-		Quotas: l.Quotas.Value, Approvals: l.Approvals.Value}, maxExpiry)
+		PayloadBytes: l.PayloadBytes.Value, Quotas: l.Quotas.Value, Approvals: l.Approvals.Value}, maxExpiry)
 	return checkAudit(vs, registry.AuditSettings{MaxDataSize: u.Audit.Value.MaxDataSize.Value})
 }
 
@@ -235,6 +237,7 @@ func (u AccountUpdate) apply(a *registry.Account) {
 		l.Rate.apply(&a.Limits.Rate)
 		l.Burst.apply(&a.Limits.Burst)
 		l.Sessions.apply(&a.Limits.Sessions)
+		l.PayloadBytes.apply(&a.Limits.PayloadBytes)
 		l.Quotas.apply(&a.Limits.Quotas)
 		l.Approvals.apply(&a.Limits.Approvals)
 	}

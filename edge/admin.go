@@ -401,7 +401,8 @@ func checkLimits(vs []registry.Violation, l registry.Limits, maxExpiry time.Dura
 	for _, f := range []struct {
 		pointer  string
 		negative bool
-	}{{"/limits/rate", l.Rate < 0}, {"/limits/burst", l.Burst < 0}, {"/limits/sessions", l.Sessions < 0}} {
+	}{{"/limits/rate", l.Rate < 0}, {"/limits/burst", l.Burst < 0}, {"/limits/sessions", l.Sessions < 0},
+		{"/limits/payload_bytes", l.PayloadBytes < 0}} {
 		if f.negative {
 			vs = append(vs, registry.Violation{Pointer: f.pointer, Message: "must not be negative"})
 		}

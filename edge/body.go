@@ -33,12 +33,13 @@ func (e *Edge) limitBody(c *gin.Context) {
 	rb := &requestBody{ReadCloser: body, left: c.Request.ContentLength}
 	w := &earlyAnswer{ResponseWriter: c.Writer, body: rb}
 	c.Writer = w
-	if c.Request.ContentLength > e.maxBody {
+	limit := e.bodyLimit(c)
+	if c.Request.ContentLength > limit {
 		e.fail(c, errPayloadTooLarge)
 		return
 	}
 	rb.timed = http.NewResponseController(w).SetReadDeadline(time.Now().Add(e.cfg.ReadBodyTimeout)) == nil
-	c.Request.Body = http.MaxBytesReader(w, rb, e.maxBody)
+	c.Request.Body = http.MaxBytesReader(w, rb, limit)
 	c.Next()
 	w.decide() // a handler that wrote nothing: gin answers for it after this
 }
@@ -140,13 +141,28 @@ func putBody(b *bytes.Buffer) {
 // readBody reads the (already capped) request body into buf, which grows only as the
 // bytes arrive (bytes.Buffer doubles it), never to a declared length up front.
 func readBody(buf *bytes.Buffer, r *http.Request) error {
+	return readBodyUpTo(buf, r, -1)
+}
+
+// readBodyUpTo is readBody reading at most n bytes (n < 0: all of it), leaving the
+// rest of the body to be read from r.Body.
+func readBodyUpTo(buf *bytes.Buffer, r *http.Request, n int64) error {
 	if r.Body == nil {
 		return nil
 	}
 	if r.ContentLength > 0 {
 		buf.Grow(int(min(r.ContentLength, bodyStep)))
 	}
-	_, err := buf.ReadFrom(r.Body)
+	var body io.Reader = r.Body
+	if n >= 0 {
+		body = io.LimitReader(r.Body, n)
+	}
+	_, err := buf.ReadFrom(body)
+	return bodyError(err)
+}
+
+// bodyError is the failure to read a body as the caller is told it.
+func bodyError(err error) error {
 	var (
 		tooLarge *http.MaxBytesError
 		he       *gateway.Error

@@ -33,6 +33,11 @@ type Config struct {
 	// MaxBodyBytes bounds a request body. The edge lowers it, with a log line, when the
 	// NATS server's max_payload less HeaderRoom is smaller.
 	MaxBodyBytes int64
+	// MaxPayloadBytes bounds a tool call's request and its reply, past one NATS
+	// message, when the gateway keeps payloads (gateway.WithPayloads, with the same
+	// limit); an account's own limit may be lower. Without payloads, MaxBodyBytes
+	// bounds calls too.
+	MaxPayloadBytes int64
 	// AdminKeyHash is the hex sha256 (registry.Hash) of the admin key. Empty turns the
 	// admin API off.
 	AdminKeyHash string
@@ -92,6 +97,7 @@ func DefaultConfig() Config {
 		Listen:            "127.0.0.1:8080",
 		BaseURL:           "http://127.0.0.1:8080",
 		MaxBodyBytes:      DefaultMaxBodyBytes,
+		MaxPayloadBytes:   DefaultMaxPayloadBytes,
 		TimeoutHeader:     "Tg-Timeout",
 		DrainDelay:        DefaultDrainDelay,
 		ShutdownTimeout:   15 * time.Second,
@@ -114,6 +120,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBodyBytes <= 0 {
 		return errors.New("edge: max-body-bytes: must be positive")
+	}
+	if c.MaxPayloadBytes <= 0 {
+		return errors.New("edge: max-payload-bytes: must be positive")
 	}
 	if c.AdminKeyHash != "" && !isHexSHA256(c.AdminKeyHash) {
 		return errors.New("edge: admin-key-hash: must be 64 hex digits (the sha256 of the admin key)")

@@ -51,19 +51,22 @@ type MCP interface {
 
 // Edge is one HTTP edge node.
 type Edge struct {
-	cfg       Config
-	gw        *gateway.Gateway
-	view      *registry.View
-	store     *registry.Store
-	signer    *registry.LinkSigner
-	log       *slog.Logger
-	base      string // BaseURL without a trailing slash
-	basePath  string // BaseURL's path, for paths handed to clients relative to the host
-	maxBody   int64
-	adminHash []byte
-	metrics   *metrics
-	router    *gin.Engine
-	draining  atomic.Bool
+	cfg      Config
+	gw       *gateway.Gateway
+	view     *registry.View
+	store    *registry.Store
+	signer   *registry.LinkSigner
+	log      *slog.Logger
+	base     string // BaseURL without a trailing slash
+	basePath string // BaseURL's path, for paths handed to clients relative to the host
+	maxBody  int64
+	// maxPayload bounds a call's body: the deployment's payload limit with a payloads
+	// bucket, the body's limit without one.
+	maxPayload int64
+	adminHash  []byte
+	metrics    *metrics
+	router     *gin.Engine
+	draining   atomic.Bool
 }
 
 // New builds an edge that runs calls through gw, administers store, and shows links
@@ -87,6 +90,10 @@ func New(gw *gateway.Gateway, store *registry.Store, signer *registry.LinkSigner
 		log.Info("edge: max-body-bytes lowered to fit the NATS server's max_payload",
 			"configured", cfg.MaxBodyBytes, "max_payload", max, "max_body_bytes", e.maxBody)
 	}
+	e.maxPayload = e.maxBody
+	if gw.Payloads() != nil {
+		e.maxPayload = cfg.MaxPayloadBytes
+	}
 	if t := gw.Audit(); t != nil {
 		e.metrics.countAuditFailures(t)
 	}
@@ -99,6 +106,9 @@ func New(gw *gateway.Gateway, store *registry.Store, signer *registry.LinkSigner
 
 // MaxBodyBytes is the largest request body this edge accepts.
 func (e *Edge) MaxBodyBytes() int64 { return e.maxBody }
+
+// MaxPayloadBytes is the largest tool call request or reply this edge accepts.
+func (e *Edge) MaxPayloadBytes() int64 { return e.maxPayload }
 
 // Handler serves every route of the edge.
 func (e *Edge) Handler() http.Handler { return e.router }

@@ -26,6 +26,7 @@ import (
 	"github.com/toolgate/toolgate/edge/dashboard"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/payloads"
 	"github.com/toolgate/toolgate/registry"
 	"github.com/toolgate/toolgate/sse"
 )
@@ -55,16 +56,17 @@ type env struct {
 }
 
 type envOptions struct {
-	natsURL   string // join this server or cluster instead of starting one
-	replicas  int
-	server    func(*bus.ServerConfig)
-	edge      func(*edge.Config)
-	gateway   func(*gateway.Config)
-	mcp       bool                 // serve MCP with the sse package, as toolgate edge does
-	dashboard bool                 // serve the dashboard, as toolgate edge does
-	audit     bool                 // keep the audit trail, as toolgate edge does
-	keys      *credentials.Keyring // keep credentials under these keys, as toolgate edge does
-	approvals func(*approvals.Config)
+	natsURL      string // join this server or cluster instead of starting one
+	replicas     int
+	server       func(*bus.ServerConfig)
+	edge         func(*edge.Config)
+	gateway      func(*gateway.Config)
+	mcp          bool                 // serve MCP with the sse package, as toolgate edge does
+	dashboard    bool                 // serve the dashboard, as toolgate edge does
+	audit        bool                 // keep the audit trail, as toolgate edge does
+	keys         *credentials.Keyring // keep credentials under these keys, as toolgate edge does
+	approvals    func(*approvals.Config)
+	payloadLimit int64 // the deployment's limit on a call's request and reply
 }
 
 type option func(*envOptions)
@@ -81,10 +83,11 @@ func withCredentials(k *credentials.Keyring) option { return func(o *envOptions)
 func withApprovals(f func(*approvals.Config)) option {
 	return func(o *envOptions) { o.approvals = f }
 }
+func withPayloadLimit(n int64) option { return func(o *envOptions) { o.payloadLimit = n } }
 
 func newEnv(t testing.TB, opts ...option) *env {
 	t.Helper()
-	o := envOptions{replicas: 1}
+	o := envOptions{replicas: 1, payloadLimit: edge.DefaultMaxPayloadBytes}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -121,6 +124,12 @@ func newEnv(t testing.TB, opts ...option) *env {
 			gwOpts = append(gwOpts, gateway.WithConnectURL(func(tool string) string { return edge.ConnectURL(e.url, tool) }))
 		}
 	}
+	// As toolgate edge runs it: the claim check for payloads past one message.
+	payloadStore, err := payloads.Open(testenv.Context(t), e.nc, o.replicas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gwOpts = append(gwOpts, gateway.WithPayloads(payloadStore, o.payloadLimit))
 	// As toolgate edge runs it: the calls held for a person's approval, in tg-approvals.
 	acfg := approvals.DefaultConfig()
 	if o.approvals != nil {
@@ -143,6 +152,7 @@ func newEnv(t testing.TB, opts ...option) *env {
 	cfg.AdminKeyHash = registry.Hash(e.adminKey)
 	cfg.DrainDelay = 0 // tests stop their edge at once; TestShutdownDrains gives it one
 	cfg.Credentials, cfg.Approvals = e.vault, e.approvals
+	cfg.MaxPayloadBytes = o.payloadLimit
 	if o.edge != nil {
 		o.edge(&cfg)
 	}

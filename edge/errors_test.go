@@ -23,7 +23,7 @@ import (
 // TestErrorTable walks DESIGN.md's error table: one case per code, each asserting the
 // status and the envelope's code (and Retry-After where due).
 func TestErrorTable(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, withPayloadLimit(2<<20))
 	key := e.account("acme", registry.Limits{})
 	e.serve(emailTool, func(_ string, m *nats.Msg) { respond(m, 0, "application/json", []byte(`{"id":"m1"}`)) })
 	e.connect("acme", "email")
@@ -61,7 +61,7 @@ func TestErrorTable(t *testing.T) {
 		e.call(key, "email", "unsend", goodEmail).expect(t, http.StatusNotFound, edge.CodeMethodNotFound)
 	})
 	t.Run("payload_too_large: a body over the limit is a 413", func(t *testing.T) {
-		big := `{"to":"ada@example.com","subject":"hi","body":"` + strings.Repeat("x", int(e.edge.MaxBodyBytes())) + `"}`
+		big := `{"to":"ada@example.com","subject":"hi","body":"` + strings.Repeat("x", int(e.edge.MaxPayloadBytes())) + `"}`
 		e.call(key, "email", "send_email", big).expect(t, http.StatusRequestEntityTooLarge, edge.CodePayloadTooLarge)
 	})
 	t.Run("unsupported_media_type: a body that is not declared JSON is a 415", func(t *testing.T) {

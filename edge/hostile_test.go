@@ -85,7 +85,7 @@ func TestDeclaredBodiesCostOnlyWhatArrives(t *testing.T) {
 		conns[i] = e.trickle("/tool-call/echo/echo", declared, `{"pad":"xxxxxx`, "SERVICE_API_KEY", key)
 	}
 	testenv.WaitFor(t, "every caller's body is being read", func() bool {
-		return goroutinesIn("github.com/toolgate/toolgate/edge.readBody") == callers
+		return goroutinesIn("github.com/toolgate/toolgate/edge.readBodyUpTo") == callers
 	})
 	heap1, stack1 := heapInUse()
 	heapEach := (int64(heap1) - int64(heap0)) / callers

@@ -70,7 +70,7 @@ func (m *recordingMCP) ServeStreamable(w http.ResponseWriter, r *http.Request, p
 func TestMCPSeam(t *testing.T) {
 	exp := spans()
 	mcp := &recordingMCP{}
-	e := newEnv(t, withEdge(func(c *edge.Config) { c.MCP = mcp }))
+	e := newEnv(t, withEdge(func(c *edge.Config) { c.MCP = mcp }), withPayloadLimit(2<<20))
 	key := e.account("acme", registry.Limits{})
 	e.account("other", registry.Limits{})
 	e.serve(echoTool, echo)
@@ -115,7 +115,7 @@ func TestMCPSeam(t *testing.T) {
 		e.do(http.MethodGet, "/mcp/tgl_unknown/sse", "").expect(t, http.StatusNotFound, edge.CodeNotFound)
 		e.do(http.MethodPost, "/tools/echo/mcp", "").expect(t, http.StatusUnauthorized, edge.CodeUnauthenticated)
 		e.do(http.MethodPost, "/tools/secret/mcp", "", "SERVICE_API_KEY", key).expect(t, http.StatusNotFound, edge.CodeToolNotFound)
-		big := strings.Repeat("x", int(e.edge.MaxBodyBytes())+1)
+		big := strings.Repeat("x", int(e.edge.MaxPayloadBytes())+1) // an MCP message may be as large as a call
 		e.do(http.MethodPost, "/mcp/"+token+"/messages", big).expect(t, http.StatusRequestEntityTooLarge, edge.CodePayloadTooLarge)
 		if mcp.last() != before {
 			t.Fatalf("MCP was called: %+v", mcp.last())

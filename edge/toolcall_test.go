@@ -60,16 +60,16 @@ func TestParametersAreValidated(t *testing.T) {
 	}
 }
 
-// TestBodyLimit: a body of exactly the limit is taken, one byte more is a 413, whether
-// the length is declared or not.
+// TestBodyLimit: a call's body of exactly the limit is taken, one byte more is a 413,
+// whether the length is declared or not.
 func TestBodyLimit(t *testing.T) {
 	const limit = 64 << 10
-	e := newEnv(t, withEdge(func(c *edge.Config) { c.MaxBodyBytes = limit }))
+	e := newEnv(t, withPayloadLimit(limit))
 	key := e.account("acme", registry.Limits{})
 	e.serve(echoTool, func(_ string, m *nats.Msg) { respond(m, 0, "text/plain", []byte(itoa(len(m.Data)))) })
 	e.connect("acme", "echo")
-	if e.edge.MaxBodyBytes() != limit {
-		t.Fatalf("MaxBodyBytes %d, want the configured %d", e.edge.MaxBodyBytes(), limit)
+	if e.edge.MaxPayloadBytes() != limit {
+		t.Fatalf("MaxPayloadBytes %d, want the configured %d", e.edge.MaxPayloadBytes(), limit)
 	}
 
 	body := func(n int) string {

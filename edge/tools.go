@@ -2,6 +2,7 @@ package edge
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"mime"
@@ -205,20 +206,24 @@ func (e *Edge) toolCall(c *gin.Context) {
 	}
 	buf := bodyPool.Get().(*bytes.Buffer)
 	defer putBody(buf)
-	if err := readBody(buf, c.Request); err != nil {
+	// A call its account's rules hold for approval is answered 202 at once, as a
+	// call made with Prefer: respond-async: a person may take minutes to decide.
+	_, held := e.gw.ApprovalRule(call)
+	startAsync := e.cfg.Calls != nil && (held || respondAsync(c.Request))
+	if err := e.readParams(c, call, buf, startAsync); err != nil {
 		refuse(err)
 		return
 	}
-	call.Params = buf.Bytes()
-	if len(bytes.TrimSpace(call.Params)) == 0 {
+	if call.Payload != nil {
+		defer e.gw.Payloads().Delete(context.WithoutCancel(c.Request.Context()), tool, *call.Payload)
+	} else if len(bytes.TrimSpace(call.Params)) == 0 {
 		call.Params = emptyObject // a method without parameters may be called without a body
 	}
-	// A call its account's rules hold for approval is answered 202 at once, as a
-	// call made with Prefer: respond-async: a person may take minutes to decide.
-	if _, held := e.gw.ApprovalRule(call); e.cfg.Calls != nil && (held || respondAsync(c.Request)) {
+	if startAsync {
 		async = e.startCall(c, call)
 		return
 	}
+	call.StreamReply = e.gw.Payloads() != nil
 	reply, err := e.gw.Call(c.Request.Context(), call)
 	if err != nil {
 		var te *wire.ToolError
@@ -231,6 +236,10 @@ func (e *Edge) toolCall(c *gin.Context) {
 	}
 	toolTime = reply.Elapsed
 	c.Writer.Header()["Server-Timing"] = []string{serverTiming(time.Since(start), toolTime)}
+	if reply.Payload != nil {
+		e.writePayloadAnswer(c, call, reply)
+		return
+	}
 	writeToolAnswer(c.Writer, reply.Status, reply.ContentType, reply.Data)
 }
 
@@ -238,6 +247,14 @@ func (e *Edge) toolCall(c *gin.Context) {
 // gave them.
 func writeToolAnswer(w http.ResponseWriter, status int, contentType string, body []byte) {
 	h := w.Header()
+	toolAnswerHeaders(h, contentType)
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// toolAnswerHeaders are the headers of a tool's answer, before its length.
+func toolAnswerHeaders(h http.Header, contentType string) {
 	if contentType != "" {
 		h.Set("Content-Type", contentType)
 	} else {
@@ -247,9 +264,6 @@ func writeToolAnswer(w http.ResponseWriter, status int, contentType string, body
 	// run them as a page of that origin.
 	h["X-Content-Type-Options"] = nosniff
 	h["Content-Security-Policy"] = sandbox
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
 }
 
 var emptyObject = []byte("{}")

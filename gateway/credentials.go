@@ -108,10 +108,5 @@ func withSealed(h nats.Header, sealed string) nats.Header {
 	if sealed == "" {
 		return h
 	}
-	out := make(nats.Header, len(h)+1)
-	for k, v := range h {
-		out[k] = v
-	}
-	out[wire.HeaderCredentials] = []string{sealed}
-	return out
+	return withHeader(h, wire.HeaderCredentials, sealed)
 }

@@ -146,7 +146,7 @@ var (
 	KindConflict = &Kind{Code: CodeConflict, Status: http.StatusConflict, RPC: RPCInvalidRequest,
 		Text: "the record exists already"}
 	KindPayloadTooLarge = &Kind{Code: CodePayloadTooLarge, Status: http.StatusRequestEntityTooLarge, RPC: RPCInvalidParams, InResult: true,
-		Text: "the request is larger than the gateway accepts"}
+		Text: "the request or its reply is larger than the gateway accepts"}
 	KindUnsupportedMediaType = &Kind{Code: CodeUnsupportedMediaType, Status: http.StatusUnsupportedMediaType, RPC: RPCNone,
 		Text: "the body must be JSON: send Content-Type: application/json"}
 	KindRateLimited = &Kind{Code: CodeRateLimited, Status: http.StatusTooManyRequests, RPC: RPCRateLimited, InResult: true,
@@ -412,6 +412,9 @@ func classifyTool(err error) (Failure, bool) {
 		re *wire.RPCError
 	)
 	switch {
+	case errors.As(err, &te) && te.Code == wire.CodePayloadTooLarge:
+		// The SDK's refusal of a reply past the caller's limit (wire.HeaderPayloadLimit).
+		return ofText(KindPayloadTooLarge, te.Message), true
 	case errors.As(err, &te):
 		f := of(KindToolError)
 		if te.Status >= 400 && te.Status <= 599 {

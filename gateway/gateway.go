@@ -24,6 +24,7 @@ import (
 	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/payloads"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -106,6 +107,9 @@ type Gateway struct {
 	quotas     *quotaCounts // nil: no quotas (WithQuotas)
 	// approver holds the calls that need a person's approval (WithApprovals).
 	approver Approver
+
+	payloads     *payloads.Store // nil: no claim check (WithPayloads)
+	payloadLimit int64
 
 	fallbackLogged atomic.Int64 // unix seconds of the last warning that the shared buckets failed
 	sharedDown     atomic.Int64 // unix nanoseconds until which the shared buckets are left alone
@@ -210,6 +214,15 @@ type Call struct {
 	// not look it up again.
 	Entry *registry.MethodEntry
 
+	// Payload is the request's params, stored by the caller as a payload (an edge that
+	// streamed a large body there, checking on the way that it is a JSON object);
+	// Params is then left empty, and the params are checked against the schema by the
+	// tool rather than here, which would need them whole in memory.
+	Payload *wire.Payload
+	// StreamReply says the caller streams a reply that names a payload itself
+	// (Reply.Payload), and removes it; otherwise the reply comes back whole.
+	StreamReply bool
+
 	sealed string // the account's connection values sealed to the tool (WithCredentials)
 	// hold is what the call holds of its quotas' calls at once, from Check until it
 	// is answered (Call, Forward, Refuse, Answered).
@@ -228,11 +241,13 @@ func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, er
 			return nil, err
 		}
 	}
-	if !registry.IsObject(c.Params) {
-		return nil, ErrInvalidJSON
-	}
-	if err := m.Validate(c.Params); err != nil {
-		return nil, err
+	if c.Payload == nil {
+		if !registry.IsObject(c.Params) {
+			return nil, ErrInvalidJSON
+		}
+		if err := m.Validate(c.Params); err != nil {
+			return nil, err
+		}
 	}
 	if err := g.checkAudit(c.Principal.Account); err != nil {
 		return nil, err
@@ -248,7 +263,9 @@ func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, er
 		return nil, err
 	}
 	c.hold = hold
-	c.Params = registry.IntegerForm(c.Params)
+	if c.Payload == nil {
+		c.Params = registry.IntegerForm(c.Params)
+	}
 	return m, nil
 }
 
@@ -365,9 +382,19 @@ func (g *Gateway) send(ctx context.Context, c *Call, mcp bool, timeout time.Dura
 		MCPContext: c.MCPContext,
 	}
 	req.Header = withSealed(req.Header, c.sealed)
+	stored, err := g.storeParams(ctx, c, req)
+	if err != nil {
+		return nil, err
+	}
+	if stored != nil {
+		defer g.payloads.Delete(context.WithoutCancel(ctx), c.Tool, *stored)
+	}
 	began := time.Now()
 	for {
 		reply, err := g.calls.Send(ctx, req, holding)
+		if err == nil {
+			return g.takeReply(ctx, c, reply)
+		}
 		if errors.Is(err, bus.ErrNoResponders) && req.Instance != "" {
 			// The instance that held the session is gone (stopped, or draining): any
 			// other takes it, and names itself in its reply. Nothing received the

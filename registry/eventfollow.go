@@ -73,7 +73,11 @@ func (f *Follower) Stored(ctx context.Context, deliver func(Record) bool) (bool,
 			return false, fmt.Errorf("registry: event log: read %s from %d: %w", f.subject, f.Next, err)
 		}
 		f.Next = m.Sequence + 1
-		if deliver(Record{Seq: m.Sequence, Header: m.Header, Data: m.Data}) {
+		data, err := f.log.whole(ctx, m.Header, m.Data)
+		if err != nil {
+			return false, err
+		}
+		if deliver(Record{Seq: m.Sequence, Header: m.Header, Data: data}) {
 			return true, nil
 		}
 	}
@@ -91,8 +95,12 @@ func (f *Follower) Take(ctx context.Context, m *nats.Msg, deliver func(Record) b
 	if prev >= f.Next {
 		return f.Stored(ctx, deliver)
 	}
+	data, err := f.log.whole(ctx, m.Header, m.Data)
+	if err != nil {
+		return false, err
+	}
 	f.Next = seq + 1
-	return deliver(Record{Seq: seq, Header: m.Header, Data: m.Data}), nil
+	return deliver(Record{Seq: seq, Header: m.Header, Data: data}), nil
 }
 
 // MayHaveLost reports whether the live feed may have lost records since the last

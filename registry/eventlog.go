@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/payloads"
 )
 
 // EventLog is the JetStream stream (wire.Subjects.EventLogStream) that keeps every
@@ -28,7 +29,8 @@ type EventLog struct {
 	nc     *nats.Conn
 	stream jetstream.Stream
 	subj   wire.Subjects
-	posts  *postFeeds // the POST streams followed for calls, a subscription per session
+	posts  *postFeeds      // the POST streams followed for calls, a subscription per session
+	large  *payloads.Store // where records past one message are kept (KeepLarge)
 }
 
 // DefaultEventRetention is how long the event log keeps events when an edge creates
@@ -216,13 +218,23 @@ func (l *EventLog) publish(ctx context.Context, subject string, data []byte, hdr
 	for k, v := range hdr {
 		msg.Header[k] = v
 	}
+	if err := l.claimCheck(ctx, msg); err != nil {
+		return nil, err
+	}
 	return l.js.PublishMsg(ctx, msg, opts...)
 }
 
 // Get reads the first record of subject at sequence from or after it:
 // jetstream.ErrMsgNotFound when there is none.
 func (l *EventLog) Get(ctx context.Context, subject string, from uint64) (*jetstream.RawStreamMsg, error) {
-	return l.stream.GetMsg(ctx, from, jetstream.WithGetMsgSubject(subject))
+	m, err := l.stream.GetMsg(ctx, from, jetstream.WithGetMsgSubject(subject))
+	if err != nil {
+		return nil, err
+	}
+	if m.Data, err = l.whole(ctx, m.Header, m.Data); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // Last reads the last record of subject.

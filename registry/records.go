@@ -60,6 +60,9 @@ type Limits struct {
 	Rate     float64 `json:"rate,omitempty"`     // tool calls per second, per key
 	Burst    int     `json:"burst,omitempty"`    // calls allowed at once above Rate
 	Sessions int     `json:"sessions,omitempty"` // concurrent MCP sessions
+	// PayloadBytes bounds a call's request and its reply, in bytes, below the
+	// deployment's limit (the edge's --max-payload-bytes).
+	PayloadBytes int64 `json:"payload_bytes,omitempty"`
 	// Quotas bound the calls of the account or of its keys per calendar window and
 	// at once, across every edge (see Quota).
 	Quotas []Quota `json:"quotas,omitempty"`

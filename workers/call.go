@@ -150,12 +150,12 @@ var ErrCancelled = errors.New("workers: the caller cancelled the call")
 
 // Codes of the errors the SDK itself sends.
 const (
-	CodeInternal       = wire.CodeInternal      // the handler failed or panicked
-	CodeInvalidParams  = wire.CodeInvalidParams // the parameters do not decode
-	CodeTimeout        = wire.CodeTimeout       // the handler gave up at the caller's deadline
-	CodeCancelled      = wire.CodeCancelled     // the handler stopped because the caller cancelled
-	CodeReplyTooLarge  = wire.CodeReplyTooLarge
-	CodeMethodNotFound = wire.CodeMethodNotFound // the method was declared, and is no more (SetMethods)
+	CodeInternal        = wire.CodeInternal        // the handler failed or panicked
+	CodeInvalidParams   = wire.CodeInvalidParams   // the parameters do not decode
+	CodeTimeout         = wire.CodeTimeout         // the handler gave up at the caller's deadline
+	CodeCancelled       = wire.CodeCancelled       // the handler stopped because the caller cancelled
+	CodePayloadTooLarge = wire.CodePayloadTooLarge // the reply is past what the caller takes
+	CodeMethodNotFound  = wire.CodeMethodNotFound  // the method was declared, and is no more (SetMethods)
 )
 
 // reply turns what a handler returned into the reply message for subject.

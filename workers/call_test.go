@@ -1,6 +1,7 @@
 package workers_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,12 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/payloads"
 	"github.com/toolgate/toolgate/workers"
 )
 
@@ -409,11 +412,63 @@ func TestPayloadLimits(t *testing.T) {
 			t.Fatalf("got %v %s", err, r.Data)
 		}
 	})
-	t.Run("a reply over max_payload becomes a reply_too_large error", func(t *testing.T) {
+	t.Run("a reply over max_payload without a payloads bucket is an error", func(t *testing.T) {
 		_, err := bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{Tool: "sizes", Method: "big", CallID: "r3", RequestID: "r3"})
 		var te *wire.ToolError
-		if !errors.As(err, &te) || te.Code != workers.CodeReplyTooLarge || te.Status != 502 {
-			t.Fatalf("got %v, want a reply_too_large tool error with status 502", err)
+		if !errors.As(err, &te) || te.Code != workers.CodeInternal || !strings.Contains(te.Message, "could not be stored") {
+			t.Fatalf("got %v, want an internal tool error saying the reply could not be stored", err)
+		}
+	})
+	store, err := payloads.Open(ctx, e.nc, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("a reply over max_payload travels as a payload", func(t *testing.T) {
+		r, err := bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{Tool: "sizes", Method: "big", CallID: "r4", RequestID: "r4"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, ok, err := wire.PayloadOf(r.Header)
+		if !ok || err != nil || len(r.Data) != 0 || p.Size != 8192 || p.Parts < 2 {
+			t.Fatalf("payload %+v %v %v, body of %d bytes", p, ok, err, len(r.Data))
+		}
+		data, err := store.Read(ctx, "sizes", p)
+		if err != nil || !bytes.Equal(data, make([]byte, 8192)) || r.ContentType != "text/plain" {
+			t.Fatalf("read %d bytes (%v), content type %q", len(data), err, r.ContentType)
+		}
+		if _, err := store.Read(ctx, "other", p); err == nil {
+			t.Error("another tool's name reads the payload")
+		}
+	})
+	t.Run("a reply past the caller's limit is payload_too_large", func(t *testing.T) {
+		h := nats.Header{wire.HeaderPayloadLimit: []string{"5000"}}
+		_, err := bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{Tool: "sizes", Method: "big", CallID: "r5", RequestID: "r5",
+			MCPContext: wire.MCPContext{Header: h}})
+		var te *wire.ToolError
+		if !errors.As(err, &te) || te.Code != workers.CodePayloadTooLarge || te.Status != 413 {
+			t.Fatalf("got %v, want a payload_too_large tool error with status 413", err)
+		}
+	})
+	t.Run("a request that names a payload gets its bytes", func(t *testing.T) {
+		params, _ := json.Marshal(map[string]string{"pad": strings.Repeat("x", 10000)})
+		p, err := store.Write(ctx, "sizes", params, nil, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Delete(ctx, "sizes", p)
+		h := nats.Header{wire.HeaderPayload: []string{p.String()}}
+		r, err := bus.Do(ctx, e.nc, wire.DefaultSubjects, &wire.Request{Tool: "sizes", Method: "echo", CallID: "r6", RequestID: "r6",
+			MCPContext: wire.MCPContext{Header: h}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr, ok, _ := wire.PayloadOf(r.Header)
+		if !ok {
+			t.Fatal("the echo of 10 kB came back in the message")
+		}
+		data, err := store.Read(ctx, "sizes", pr)
+		if err != nil || !bytes.Equal(data, params) {
+			t.Fatalf("echo: %d bytes (%v), want the %d sent", len(data), err, len(params))
 		}
 	})
 }

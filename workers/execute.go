@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"runtime/debug"
 	"strconv"
 	"time"
@@ -37,7 +36,7 @@ func (w *Worker) toolCall(m *Method, st *methodStats, in inbound) {
 	defer st.inFlight.Add(-1)
 	start := time.Now()
 
-	req, readErr := w.cfg.subjects.ReadRequest(in.subject, in.header, in.data)
+	req, readErr := w.read(&in)
 	c := w.newCall(m.Name, in, &req)
 	ctx, span := w.startSpan(c, func() string { return "tool.call " + w.tool.ID + "." + m.Name })
 	defer span.End()
@@ -45,7 +44,7 @@ func (w *Worker) toolCall(m *Method, st *methodStats, in inbound) {
 	defer scope.end()
 
 	result, err := w.execute(ctx, m, c, readErr)
-	msg, err := w.answer(reply, c, in.reply, result, err)
+	msg, err := w.answer(ctx, reply, c, in.reply, result, err)
 	st.count(start, err)
 	if err != nil {
 		w.failed(ctx, span, c, err, toolFailure)
@@ -60,7 +59,7 @@ func (w *Worker) mcpRequest(m *Method, st *methodStats, in inbound) {
 	defer st.inFlight.Add(-1)
 	start := time.Now()
 
-	req, readErr := w.cfg.subjects.ReadRequest(in.subject, in.header, in.data)
+	req, readErr := w.read(&in)
 	c := w.newCall(req.Method, in, &req)
 	ctx, span := w.startSpan(c, func() string { return "tool.mcp " + w.tool.ID + " " + c.Method })
 	defer span.End()
@@ -68,12 +67,22 @@ func (w *Worker) mcpRequest(m *Method, st *methodStats, in inbound) {
 	defer scope.end()
 
 	result, err := w.execute(ctx, m, c, readErr)
-	msg, err := w.answer(mcpReply, c, in.reply, result, err)
+	msg, err := w.answer(ctx, mcpReply, c, in.reply, result, err)
 	st.count(start, err)
 	if err != nil {
 		w.failed(ctx, span, c, err, rpcFailure)
 	}
 	w.send(ctx, c, in.reply, msg, err)
+}
+
+// read decodes a request, with its payload's bytes as its body when it carries one.
+func (w *Worker) read(in *inbound) (wire.Request, error) {
+	req, err := w.cfg.subjects.ReadRequest(in.subject, in.header, in.data)
+	if err == nil {
+		err = w.takePayload(w.base, in)
+		req.Data = in.data
+	}
+	return req, err
 }
 
 // newCall is the request as its handler sees it: method is the method it calls.
@@ -170,13 +179,14 @@ func (w *Worker) execute(ctx context.Context, m *Method, c *Call, readErr error)
 }
 
 // answer is the reply to the call, made by respond from what the handler returned:
-// an error in place of one past the bus's max_payload, which could not be sent, and
+// one past the bus's max_payload stored as a payload (or an error in its place), and
 // the instance named on the reply of a call whose session or task may be held here.
-func (w *Worker) answer(respond func(subject string, result any, err error) *nats.Msg, c *Call, to string, result any, err error) (*nats.Msg, error) {
+func (w *Worker) answer(ctx context.Context, respond func(subject string, result any, err error) *nats.Msg, c *Call, to string, result any, err error) (*nats.Msg, error) {
 	msg := respond(to, result, err)
-	if max := w.nc.MaxPayload(); max > 0 {
-		if size := wire.MessageSize(msg); size > max {
-			err = &Error{Code: CodeReplyTooLarge, Message: fmt.Sprintf("the reply of %d bytes exceeds the bus's max_payload of %d", size, max), Status: 502}
+	if max := w.nc.MaxPayload(); max > 0 && wire.MessageSize(msg) > max {
+		large, serr := w.storePayload(ctx, msg, wire.PayloadLimitOf(c.Header))
+		if msg = large; serr != nil {
+			err = serr
 			msg = respond(to, nil, err)
 		}
 	}

@@ -57,6 +57,13 @@ type config struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "blob" {
+		if err := serveBlobWorker(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "tgbench blob:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "bare" {
 		if err := serveBare(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "tgbench bare:", err)
@@ -124,6 +131,7 @@ func serveBare(args []string) error {
 		}
 		c.Data(http.StatusOK, "application/json", body)
 	})
+	r.GET("/blob", func(c *gin.Context) { c.Data(http.StatusOK, "application/octet-stream", largeBytes()) })
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
@@ -187,6 +195,12 @@ func run(ctx context.Context, cfg config) error {
 	if err := measurePaced(ctx, s, cfg, rows, serverTimings); err != nil {
 		return err
 	}
+	var large []*largeRow
+	if cfg.only != "peers" {
+		if large, err = measureLarge(ctx, s, cfg, acct); err != nil {
+			return fmt.Errorf("10 MiB replies: %w", err)
+		}
+	}
 	var peers *peerReport
 	if cfg.only != "gateway" {
 		if peers, err = runPeers(ctx, s, cfg, acct, logs); err != nil {
@@ -200,7 +214,7 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	return writeReport(cfg, render(cfg, rows, mem, serverTimings), peers)
+	return writeReport(cfg, render(cfg, rows, large, mem, serverTimings), peers)
 }
 
 // maxSessions is room for every idle session of every measurement at once: a legacy
@@ -378,7 +392,7 @@ func measureSessions(ctx context.Context, s *stack, transport string, n int, ope
 	return m, nil
 }
 
-func render(cfg config, rows []*row, mem []memory, t *timings) string {
+func render(cfg config, rows []*row, large []*largeRow, mem []memory, t *timings) string {
 	var b strings.Builder
 	host, _ := os.Hostname()
 	fmt.Fprintf(&b, "## toolgate benchmarks\n\n")
@@ -441,6 +455,7 @@ func render(cfg config, rows []*row, mem []memory, t *timings) string {
 		}
 		fmt.Fprintf(&b, " %.1f |\n", perRequest(total, n))
 	}
+	renderLarge(&b, large)
 	b.WriteString("\n\n| idle SSE sessions | transport | opened | edge RSS before | after | per session |\n|---:|---|---:|---:|---:|---:|\n")
 	for _, m := range mem {
 		fmt.Fprintf(&b, "| %d | %s | %d | %s | %s | %s |\n", m.sessions, m.transport, m.opened, mib(m.before), mib(m.after), kib(m.perStream))

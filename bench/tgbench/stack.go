@@ -91,6 +91,10 @@ func (s *stack) start(ctx context.Context, bin, self string, log io.Writer, prof
 	if _, err := s.run(ctx, log, nil, "bare", self, "bare", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[2])); err != nil {
 		return err
 	}
+	// The tool of the 10 MiB replies (large.go), a worker process of its own.
+	if _, err := s.run(ctx, log, nil, "blob", self, "blob", "--nats", s.natsURL); err != nil {
+		return err
+	}
 	if err := waitHTTP(ctx, s.edgeURL+"/readyz"); err != nil {
 		return fmt.Errorf("edge: %w", err)
 	}

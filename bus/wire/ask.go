@@ -67,7 +67,7 @@ func (s Subjects) StreamAnswerLogged(tool, session, post string) string {
 func (s Subjects) Asks() []string {
 	return []string{
 		s.AskRecord("*"), s.AskPresence("*", "*"), s.AskState("*", "*"),
-		s.AskSession("*", "*"), s.StreamAnswer("*", "*", "*"),
+		s.AskSession("*", "*"), s.StreamAnswer("*", "*", "*"), s.AskPayload("*", "*"),
 	}
 }
 
@@ -78,10 +78,11 @@ func (s Subjects) AskQueue() string { return s.join("edges") }
 type Ask struct {
 	Kind     AskKind
 	Tool     string
-	Instance string  // AskPresenceKind
-	Op       StateOp // AskStateKind
-	Session  string  // AskSessionKind, AskAnswerKind
-	Post     string  // AskAnswerKind
+	Instance string    // AskPresenceKind
+	Op       StateOp   // AskStateKind
+	Payload  PayloadOp // AskPayloadKind
+	Session  string    // AskSessionKind, AskAnswerKind
+	Post     string    // AskAnswerKind
 }
 
 // AskKind says what an ask is for.
@@ -93,6 +94,7 @@ const (
 	AskStateKind
 	AskSessionKind
 	AskAnswerKind
+	AskPayloadKind
 )
 
 // ParseAsk reads an ask's subject; ok is false for a subject that is no ask or
@@ -116,6 +118,8 @@ func (s Subjects) ParseAsk(subject string) (a Ask, ok bool) {
 		a.Kind, a.Op = AskStateKind, StateOp(tokens[2])
 	case tokens[0] == "sessout" && len(tokens) == 3 && ValidToken(tokens[2]):
 		a.Kind, a.Session = AskSessionKind, tokens[2]
+	case tokens[0] == "obj" && len(tokens) == 3 && PayloadOp(tokens[2]).valid():
+		a.Kind, a.Payload = AskPayloadKind, PayloadOp(tokens[2])
 	case tokens[0] == "answer" && len(tokens) == 4 && ValidToken(tokens[2]) && ValidToken(tokens[3]):
 		a.Kind, a.Session, a.Post = AskAnswerKind, tokens[2], tokens[3]
 	default:

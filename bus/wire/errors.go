@@ -8,13 +8,13 @@ import (
 
 // Error codes the worker SDK sends in HeaderErrorCode, and the edge reads.
 const (
-	CodeInternal       = "internal"         // the handler failed or panicked
-	CodeInvalidParams  = "invalid_params"   // the parameters do not decode
-	CodeTimeout        = "timeout"          // the handler gave up at the caller's deadline
-	CodeCancelled      = "cancelled"        // the handler stopped because the caller cancelled
-	CodeReplyTooLarge  = "reply_too_large"  // the reply would not fit the bus's max_payload
-	CodeMethodNotFound = "method_not_found" // the method was declared, and is no more
-	CodeBadRequest     = "bad_request"      // the request breaks this contract
+	CodeInternal        = "internal"          // the handler failed or panicked
+	CodeInvalidParams   = "invalid_params"    // the parameters do not decode
+	CodeTimeout         = "timeout"           // the handler gave up at the caller's deadline
+	CodeCancelled       = "cancelled"         // the handler stopped because the caller cancelled
+	CodePayloadTooLarge = "payload_too_large" // the reply is past the caller's limit (HeaderPayloadLimit)
+	CodeMethodNotFound  = "method_not_found"  // the method was declared, and is no more
+	CodeBadRequest      = "bad_request"       // the request breaks this contract
 	// CodeBadReply is the edge's own: a reply that breaks this contract.
 	CodeBadReply = "bad_reply"
 )

@@ -255,6 +255,13 @@ func TestGoldenAsks(t *testing.T) {
 		s.AskStateMsg("email", wire.StateUpdate, "msg_1", []byte(`{"to":"bo@example.com"}`), 7, 0),
 		s.AskStateMsg("email", wire.StateGet, "msg_1", nil, 0, 0),
 		s.AskStateMsg("email", wire.StateKeys, "", nil, 0, 0),
+		s.AskPayloadMsg("email", wire.PayloadPut, "P1", 0, []byte("the first part of a reply")),
+		s.AskPayloadMsg("email", wire.PayloadGet, "P1", 3, nil),
+		func() *nats.Msg { // a reply whose bytes are a payload's
+			m := wire.RawReply("_INBOX.edge.R1", 0, "image/png", nil)
+			m.Header.Set(wire.HeaderPayload, wire.Payload{ID: "P1", Size: 3 << 20, Parts: 4}.String())
+			return m
+		}(),
 		wire.AskReply("_INBOX.tool.email.N1.t1", 8, []byte(`{"to":"bo@example.com"}`)),
 		wire.AskErrorReply("_INBOX.tool.email.N1.t2", wire.AskExists, "the key has a value, or another revision"),
 	} {
@@ -372,6 +379,7 @@ func TestGoldenSubjects(t *testing.T) {
 		"ask record " + s.AskRecord("email"),
 		"ask presence " + s.AskPresence("email", "host-1"),
 		"ask state " + s.AskState("email", wire.StateGet),
+		"ask payload " + s.AskPayload("email", wire.PayloadGet),
 		"ask session " + s.AskSession("email", "S1"),
 		"stream answer " + s.StreamAnswer("email", "S1", "P1"),
 		"stream answer logged " + s.StreamAnswerLogged("email", "S1", "P1"),

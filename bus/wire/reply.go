@@ -18,6 +18,10 @@ type Reply struct {
 	// MCPResult says Data is an MCP CallToolResult (ResultMCP).
 	MCPResult bool
 	Header    nats.Header
+	// Payload names the reply's bytes in the payloads bucket when they were too large
+	// for the message (HeaderPayload), and the caller streams them from there; Data is
+	// then empty.
+	Payload *Payload
 	// Elapsed is the round trip on the bus, from sending the request to holding the
 	// reply: the tool's time plus NATS's, without the caller's own. Set by the caller
 	// that timed it.

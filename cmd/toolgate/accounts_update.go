@@ -24,6 +24,7 @@ func newAccountsUpdateCmd(c *adminClient) *cobra.Command {
 		burst, session int
 		rules          ruleFlags
 		au             auditFlags
+		payloadBytes   int64
 	)
 	cmd := &cobra.Command{
 		Use:   "update ID",
@@ -67,14 +68,18 @@ written (503 audit_unavailable).`,
 			if f.Changed("sessions") {
 				u.Limits.Value.Sessions = edge.Value(session)
 			}
+			if f.Changed("payload-bytes") {
+				u.Limits.Value.PayloadBytes = edge.Value(payloadBytes)
+			}
 			if err := rules.apply(&u.Limits.Value); err != nil {
 				return err
 			}
 			l := u.Limits.Value
-			u.Limits.Set = !l.Rate.IsZero() || !l.Burst.IsZero() || !l.Sessions.IsZero() || !l.Quotas.IsZero() || !l.Approvals.IsZero()
+			u.Limits.Set = !l.Rate.IsZero() || !l.Burst.IsZero() || !l.Sessions.IsZero() || !l.PayloadBytes.IsZero() ||
+				!l.Quotas.IsZero() || !l.Approvals.IsZero()
 			u.Audit = au.update(f)
 			if u.Name.IsZero() && u.Limits.IsZero() && u.Audit.IsZero() {
-				return errors.New("accounts update: nothing to change: give --name, --rate, --burst, --sessions, --quota, --clear-quotas, --approval, --clear-approvals or an --audit-* flag")
+				return errors.New("accounts update: nothing to change: give --name, --rate, --burst, --sessions, --payload-bytes, --quota, --clear-quotas, --approval, --clear-approvals or an --audit-* flag")
 			}
 			return c.print(cmd, http.MethodPatch, "/accounts/"+url.PathEscape(args[0]), u)
 		},
@@ -83,6 +88,7 @@ written (503 audit_unavailable).`,
 	cmd.Flags().Float64Var(&rate, "rate", 0, "tool calls per second per key (0: the edge's default)")
 	cmd.Flags().IntVar(&burst, "burst", 0, "calls a key may make at once above the rate (0: the edge's default)")
 	cmd.Flags().IntVar(&session, "sessions", 0, "concurrent MCP sessions (0: the default)")
+	cmd.Flags().Int64Var(&payloadBytes, "payload-bytes", 0, "largest request or reply of a tool call, in bytes, below the edges' --max-payload-bytes (0: theirs)")
 	cmd.Flags().StringArrayVar(&rules.quotas, "quota", nil, "a quota rule, such as 'tool=email,method=send_email,per_minute=100' (repeat; replaces the account's rules)")
 	cmd.Flags().BoolVar(&rules.clearQuotas, "clear-quotas", false, "remove the account's quota rules")
 	cmd.Flags().StringArrayVar(&rules.approvals, "approval", nil, "an approval rule, such as 'tool=email,method=send_email,expires_in=600' (repeat; replaces the account's rules)")

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -111,15 +110,7 @@ func edgeReady(t *testing.T, out *testenv.Buffer) string {
 	return url
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return testenv.FreePorts(t, 1)[0] }
 
 // TestEdgeWaits starts an edge before NATS and before its secret files exist, as in a
 // compose stack where nothing orders the start: with --wait it serves once both

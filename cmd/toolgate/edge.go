@@ -29,6 +29,7 @@ import (
 	"github.com/toolgate/toolgate/edge/dashboard"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/internal/telemetry"
+	"github.com/toolgate/toolgate/payloads"
 	"github.com/toolgate/toolgate/registry"
 	"github.com/toolgate/toolgate/sse"
 )
@@ -177,6 +178,7 @@ var edgeEnv = map[string]string{
 	"update-registry":           "TOOLGATE_UPDATE_REGISTRY",
 	"registry-write-wait":       "TOOLGATE_REGISTRY_WRITE_WAIT",
 	"max-body-bytes":            "TOOLGATE_MAX_BODY_BYTES",
+	"max-payload-bytes":         "TOOLGATE_MAX_PAYLOAD_BYTES",
 	"default-timeout":           "TOOLGATE_DEFAULT_TIMEOUT",
 	"max-timeout":               "TOOLGATE_MAX_TIMEOUT",
 	"async-max-timeout":         "TOOLGATE_ASYNC_MAX_TIMEOUT",
@@ -243,7 +245,8 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.DurationVar(&o.Wait, "wait", o.Wait, waitUsage)
 	f.BoolVar(&o.UpdateRegistry, "update-registry", o.UpdateRegistry, "change the registry's existing buckets, the MCP event log and the calls' bucket to --replicas (and --mcp-event-retention, --calls-ttl), instead of refusing to start when they differ")
 	f.DurationVar(&o.WriteWait, "registry-write-wait", registry.DefaultWriteWait, "how long an admin change (accounts, keys, connections, links) keeps trying while the registry cannot take it, as while a NATS node's loss has its buckets elect new leaders, before it fails")
-	f.Int64Var(&o.Edge.MaxBodyBytes, "max-body-bytes", o.Edge.MaxBodyBytes, "largest request body (never above NATS max_payload less 4 KiB)")
+	f.Int64Var(&o.Edge.MaxBodyBytes, "max-body-bytes", o.Edge.MaxBodyBytes, "largest request body other than a tool call's (never above NATS max_payload less 4 KiB)")
+	f.Int64Var(&o.Edge.MaxPayloadBytes, "max-payload-bytes", o.Edge.MaxPayloadBytes, "largest tool call request or reply; past one NATS message it travels through the "+wire.PayloadBucket+" object store (an account's limits.payload_bytes may be lower)")
 	f.DurationVar(&o.Gateway.DefaultTimeout, "default-timeout", o.Gateway.DefaultTimeout, "deadline of a call whose method names none")
 	f.DurationVar(&o.Gateway.MaxTimeout, "max-timeout", o.Gateway.MaxTimeout, "longest deadline of any call")
 	f.DurationVar(&o.Gateway.AsyncMaxTimeout, "async-max-timeout", o.Gateway.AsyncMaxTimeout, "longest deadline of a call made with Prefer: respond-async, which outlives its request (at least --max-timeout, at most "+busauth.ReplyWindow.String()+")")
@@ -363,6 +366,12 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 		}
 		gwOpts = append(gwOpts, opts...)
 	}
+	// The claim check: requests and replies past one NATS message.
+	objects, err := payloads.Open(ctx, nc, o.Replicas)
+	if err != nil {
+		return err
+	}
+	gwOpts = append(gwOpts, gateway.WithPayloads(objects, o.Edge.MaxPayloadBytes))
 	o.Approvals.Subjects = o.Gateway.Subjects
 	if o.Edge.Approvals, err = approvals.Open(ctx, nc, store, o.Approvals, trail, log); err != nil {
 		return err

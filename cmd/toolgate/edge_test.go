@@ -90,8 +90,8 @@ func TestEdgeAndAdminCommands(t *testing.T) {
 		t.Fatalf("accounts list:\n%s", got)
 	}
 	var updated registry.Account
-	if err := json.Unmarshal([]byte(admin("accounts", "update", "acme", "--burst", "4", "--sessions", "2")), &updated); err != nil ||
-		updated.Name != "Acme" || !reflect.DeepEqual(updated.Limits, registry.Limits{Rate: 10, Burst: 4, Sessions: 2}) {
+	if err := json.Unmarshal([]byte(admin("accounts", "update", "acme", "--burst", "4", "--sessions", "2", "--payload-bytes", "5000000")), &updated); err != nil ||
+		updated.Name != "Acme" || !reflect.DeepEqual(updated.Limits, registry.Limits{Rate: 10, Burst: 4, Sessions: 2, PayloadBytes: 5000000}) {
 		t.Fatalf("accounts update: %+v %v", updated, err)
 	}
 	if got := admin("accounts", "update", "acme", "--name", "Acme Corp", "--rate", "0"); !strings.Contains(got, `"name": "Acme Corp"`) || strings.Contains(got, `"rate"`) {
@@ -115,6 +115,9 @@ func TestEdgeAndAdminCommands(t *testing.T) {
 	}
 	if _, err := run(t, context.Background(), "accounts", "update", "acme", "--burst", "-1", "--url", url); err == nil || !strings.Contains(err.Error(), "/limits/burst:") {
 		t.Fatalf("accounts update --burst -1: %v", err)
+	}
+	if _, err := run(t, context.Background(), "accounts", "update", "acme", "--payload-bytes", "-1", "--url", url); err == nil || !strings.Contains(err.Error(), "/limits/payload_bytes:") {
+		t.Fatalf("accounts update --payload-bytes -1: %v", err)
 	}
 	var quoted registry.Account
 	if err := json.Unmarshal([]byte(admin("accounts", "update", "acme", "--quota", "tool=echo,method=echo,per_minute=100,per_day=5000",
@@ -208,6 +211,7 @@ func TestEdgeCommandRefusesBadConfig(t *testing.T) {
 		{[]string{"edge", "--link-secret-file", "x", "--oauth-flow-lifetime", "59s"}, "edge: oauth-flow-lifetime: must be at least 1m0s"},
 		{[]string{"edge", "--link-secret-file", "x", "--oauth-refresh-before", "-1s"}, "edge: oauth-refresh-before: must not be negative"},
 		{[]string{"edge", "--link-secret-file", "x", "--oauth-refresh-lease", "999ms"}, "edge: oauth-refresh-lease: must be at least 1s"},
+		{[]string{"edge", "--link-secret-file", "x", "--max-payload-bytes", "0"}, "edge: max-payload-bytes: must be positive"},
 	} {
 		if _, err := run(t, context.Background(), tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("toolgate %s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)

@@ -78,7 +78,7 @@ func NewCluster(t testing.TB) *Cluster {
 // newCluster starts the cluster after edit has adjusted each node's config.
 func newCluster(t testing.TB, edit func(*bus.ServerConfig)) *Cluster {
 	t.Helper()
-	ports := freePorts(t, 6) // routes, then clients: fixed, so that a node starts again where it was
+	ports := FreePorts(t, 6) // routes, then clients: fixed, so that a node starts again where it was
 	c := &Cluster{}
 	for i := range 3 {
 		var routes []string
@@ -191,7 +191,9 @@ func (c *Cluster) AllURLs() string {
 	return strings.Join(urls, ",")
 }
 
-func freePorts(t testing.TB, n int) []int {
+// FreePorts are n TCP ports of 127.0.0.1 that were free a moment ago, for servers a
+// test starts as processes.
+func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
 	var ports []int
 	var ls []net.Listener

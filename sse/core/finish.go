@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -57,6 +58,9 @@ func (s *Server) finishStream(ctx context.Context, sess *registry.Session, post 
 		res, err = toolAnswer(sess.Tool, m, nil, bus.ErrTimeout)
 	} else {
 		r, rerr := wire.ReadReply(reply)
+		if rerr == nil { // a large answer is kept as a payload, whose reference the log holds
+			r, rerr = s.gw.TakeReply(ctx, &gateway.Call{Tool: sess.Tool, Principal: registry.Principal{Account: sess.Account}}, r)
+		}
 		res, err = toolAnswer(sess.Tool, m, r, rerr)
 	}
 	var final []byte

@@ -131,6 +131,15 @@ func ParseAccept(h string) Accepts {
 	return a
 }
 
+// maxMessage bounds a POSTed message: MaxMessageBytes, or, when the gateway keeps
+// payloads, as much as a call's request may be (a tools/call carries one).
+func (s *Server) maxMessage() int64 {
+	if s.gw.Payloads() != nil {
+		return max(s.cfg.MaxMessageBytes, s.gw.MaxPayload())
+	}
+	return s.cfg.MaxMessageBytes
+}
+
 // ReadMessage reads a POSTed JSON-RPC message, answering the request itself when it
 // is not one (415, 413, 400).
 func (s *Server) ReadMessage(w http.ResponseWriter, r *http.Request) ([]byte, jsonrpc.Message, bool) {
@@ -140,11 +149,12 @@ func (s *Server) ReadMessage(w http.ResponseWriter, r *http.Request) ([]byte, js
 			return nil, nil, false
 		}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxMessageBytes))
+	limit := s.maxMessage()
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			s.Refuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("message exceeds %d bytes", s.cfg.MaxMessageBytes))
+			s.Refuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("message exceeds %d bytes", limit))
 			return nil, nil, false
 		}
 		s.Refuse(w, http.StatusBadRequest, "reading the message: "+err.Error())

@@ -79,6 +79,9 @@ func New(ctx context.Context, gw *gateway.Gateway, store *registry.Store, cfg Co
 	if err != nil {
 		return nil, err
 	}
+	if p := gw.Payloads(); p != nil {
+		events.KeepLarge(p) // a large result on a stream is kept as a reference
+	}
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		cfg: cfg, gw: gw, store: store, view: gw.View(), nc: gw.Conn(), subj: subj,
