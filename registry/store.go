@@ -49,6 +49,9 @@ type Options struct {
 	// off, before it fails. It is this process's, not the buckets': 0 is
 	// DefaultWriteWait.
 	WriteWait time.Duration
+	// Subjects name the subject revocations are announced on (Subjects.Revoked);
+	// the zero value is wire.DefaultSubjects.
+	Subjects wire.Subjects
 }
 
 // DefaultWriteWait is Options.WriteWait when unset: longer than a JetStream cluster

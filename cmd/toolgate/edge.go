@@ -292,7 +292,8 @@ func runEdge(ctx context.Context, o edgeOptions, out io.Writer, log *slog.Logger
 	defer stop()
 	setup, cancel := context.WithTimeout(ctx, max(registryWait, o.Wait))
 	defer cancel()
-	store, err := registry.Open(setup, nc, registry.Options{Replicas: o.Replicas, Update: o.UpdateRegistry, WriteWait: o.WriteWait})
+	store, err := registry.Open(setup, nc, registry.Options{Replicas: o.Replicas, Update: o.UpdateRegistry, WriteWait: o.WriteWait,
+		Subjects: o.Gateway.Subjects})
 	if err != nil {
 		return lost(ctx, err)
 	}
