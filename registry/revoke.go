@@ -15,9 +15,9 @@ import (
 // before the change is answered; every view applies what it hears at once, and holds
 // it until its own follower of the bucket has the write (or, for what no bucket of the
 // view holds, until the revocation's end). A view whose follower is behind (its
-// consumer lost or being made again) asks the stream's leader before it accepts a
-// key or link it holds (View.Confirm), and an edge that reconnects asks its peers for
-// what was announced while it was away (see announcements.go).
+// consumer lost or being made again, as when its connection was down and it may have
+// missed an announcement) asks the stream's leader before it accepts a key or link
+// it holds (View.Confirm).
 
 // The kinds of things a revocation names, and the id each is named by.
 const (
