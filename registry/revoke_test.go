@@ -1,6 +1,7 @@
 package registry_test
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -115,4 +116,66 @@ func TestARevocationNoBucketHoldsEndsAtItsEnd(t *testing.T) {
 	testenv.WaitFor(t, "the revocation ends at its end", func() bool {
 		return time.Now().After(until) && !env.View.Snapshot().Revoked("oauth-token", "t1")
 	})
+}
+
+// TestConfirmAsksTheLeaderWhileBehind: an edge whose follower is behind (it may have
+// missed an announcement while its connection was down) checks the keys it accepts
+// against the bucket's leader: a key revoked there is refused though the view, which
+// heard nothing, still holds it usable.
+func TestConfirmAsksTheLeaderWhileBehind(t *testing.T) {
+	env := testenv.NewRegistry(t)
+	store, ctx, view := env.Store, env.Ctx, env.View
+	if _, err := store.CreateAccount(ctx, registry.Account{ID: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	_, secret, err := store.CreateKey(ctx, registry.NewKeyRequest{Account: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := registry.Hash(secret)
+	testenv.WaitFor(t, "the view takes the key", func() bool {
+		_, err := view.Snapshot().AuthenticateKey(secret, time.Now())
+		return err == nil
+	})
+	if err := view.Confirm(ctx, registry.RevokedKey, hash); err != nil {
+		t.Fatalf("a current view confirms what it holds: %v", err)
+	}
+	registry.MarkBehind(view, registry.BucketKeys, true)
+	if err := view.Confirm(ctx, registry.RevokedKey, hash); err != nil {
+		t.Fatalf("the leader holds the key usable: %v", err)
+	}
+	if err := view.Confirm(ctx, registry.RevokedKey, registry.Hash(secret+"x")); !errors.Is(err, registry.ErrUnauthenticated) {
+		t.Fatalf("a key the leader does not hold: %v, want ErrUnauthenticated", err)
+	}
+
+	// Revoked in the bucket behind the view's back: a record written as the store
+	// writes it, with no announcement.
+	b, rev, err := registry.ReadLatest(ctx, store.JetStream(), registry.BucketKeys, hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k registry.Key
+	if err := json.Unmarshal(b, &k); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	k.RevokedAt = &now
+	b, _ = json.Marshal(k)
+	kv, err := store.JetStream().KeyValue(ctx, registry.BucketKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Update(ctx, hash, b, rev); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, "the leader's answer refuses the revoked key once the last one is stale", func() bool {
+		// The real follower, which does bring the write here, says it is current
+		// again each time it has delivered all there was.
+		registry.MarkBehind(view, registry.BucketKeys, true)
+		return errors.Is(view.Confirm(ctx, registry.RevokedKey, hash), registry.ErrUnauthenticated)
+	})
+	registry.MarkBehind(view, registry.BucketKeys, false)
+	if err := view.Confirm(ctx, registry.RevokedKey, hash); err != nil {
+		t.Fatalf("a current view leaves the decision to its snapshot: %v", err)
+	}
 }
