@@ -32,11 +32,11 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, change func(*Accou
 }
 
 // AccountSettled reads an account as Account does, tried as a revocation's write is
-// (RevokeAttempt, for up to WriteWait) while the bucket's stream has no leader: for
+// (Options.RevokeAttempt, for up to WriteWait) while the bucket's stream has no leader: for
 // the changes that take something away, which must not fail for an election.
 func (s *Store) AccountSettled(ctx context.Context, id string) (*Account, error) {
 	var a *Account
-	err := s.lastingEvery(ctx, RevokeAttempt, func(ctx context.Context, _ bool) (err error) {
+	err := s.lastingEvery(ctx, s.opts.RevokeAttempt, func(ctx context.Context, _ bool) (err error) {
 		a, err = s.Account(ctx, id)
 		return err
 	})

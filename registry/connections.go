@@ -57,7 +57,7 @@ func (s *Store) Connections(ctx context.Context, account string) ([]Connection, 
 // found by scanning, as when an account is deleted.
 func (s *Store) Disconnect(ctx context.Context, account, tool string, signer *LinkSigner) error {
 	var c *Connection
-	err := s.lastingEvery(ctx, RevokeAttempt, func(ctx context.Context, _ bool) (err error) {
+	err := s.lastingEvery(ctx, s.opts.RevokeAttempt, func(ctx context.Context, _ bool) (err error) {
 		c, err = s.Connection(ctx, account, tool)
 		return err
 	})
@@ -100,12 +100,12 @@ func (s *Store) deleteLinks(ctx context.Context, c *Connection, signer *LinkSign
 
 // RotateLink gives a connection a new SSE link; the old one stops working.
 func (s *Store) RotateLink(ctx context.Context, account, tool string, signer *LinkSigner) (*Connection, error) {
-	// Tried as a revocation is (RevokeAttempt): the old link must stop working as
+	// Tried as a revocation is (Options.RevokeAttempt): the old link must stop working as
 	// soon as the bucket can take it. The old nonce is the one first read: an attempt
 	// that failed without an answer may have written a nonce whose link was never made.
 	var old string
 	var c *Connection
-	err := s.lastingEvery(ctx, RevokeAttempt, func(ctx context.Context, _ bool) (err error) {
+	err := s.lastingEvery(ctx, s.opts.RevokeAttempt, func(ctx context.Context, _ bool) (err error) {
 		c, err = updateJSON(ctx, s, s.conns, connKey(account, tool), func(c *Connection) error {
 			if old == "" {
 				old = c.LinkNonce

@@ -89,7 +89,7 @@ func (s *Store) RevokeKey(ctx context.Context, hash string) (*Key, error) {
 	var k *Key
 	var rev uint64
 	began := time.Now()
-	err := s.lastingEvery(ctx, RevokeAttempt, func(ctx context.Context, _ bool) (err error) {
+	err := s.lastingEvery(ctx, s.opts.RevokeAttempt, func(ctx context.Context, _ bool) (err error) {
 		k, err = updateJSONWith(ctx, s, s.keys, hash, func(k *Key) error {
 			if k.RevokedAt == nil {
 				t := now()

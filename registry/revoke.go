@@ -51,12 +51,13 @@ const RevocationHold = 10 * time.Minute
 // it, so that a change is not answered before every edge can hear of it.
 const AnnounceWait = time.Second
 
-// RevokeAttempt bounds one attempt of a revoking write (a key revoked, a link, a
+// DefaultRevokeAttempt bounds one attempt of a revoking write (a key revoked, a link, a
 // connection or an account removed) while the registry cannot take it: the bucket's
 // stream has no leader for some seconds after its leader's node died (JetStream
 // elects another after 4 to 9 s), and the write is answered within this of the new
 // leader's election rather than within an ordinary attempt (writeAttempt).
-const RevokeAttempt = 250 * time.Millisecond
+// Options.RevokeAttempt (toolgate edge --revoke-attempt) sets another.
+const DefaultRevokeAttempt = 250 * time.Millisecond
 
 // Announce publishes r on the revocation subject and waits, AnnounceWait at most,
 // until the server has it: every edge connected then applies it at once. The store
@@ -120,11 +121,11 @@ func removeKey(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValu
 	return ack.Sequence, nil
 }
 
-// revokingDelete deletes key, an attempt of RevokeAttempt at a time for up to
+// revokingDelete deletes key, an attempt of Options.RevokeAttempt at a time for up to
 // WriteWait, and announces it as kind, id.
 func (s *Store) revokingDelete(ctx context.Context, kv jetstream.KeyValue, key, kind, id string) error {
 	var rev uint64
-	err := s.lastingEvery(ctx, RevokeAttempt, func(ctx context.Context, _ bool) (err error) {
+	err := s.lastingEvery(ctx, s.opts.RevokeAttempt, func(ctx context.Context, _ bool) (err error) {
 		rev, err = deleteKeyRev(ctx, s.js, kv, key)
 		return err
 	})

@@ -113,11 +113,12 @@ func (v *View) listen(ctx context.Context, subject string) error {
 	return nil
 }
 
-// ConfirmWait bounds how long a view whose follower is behind waits for a stream's
+// DefaultConfirmWait bounds how long a view whose follower is behind waits for a stream's
 // leader to confirm a key or link (View.Confirm). A leader that does not answer in
 // time (while JetStream elects one) leaves the decision to the view and the
-// revocations it heard.
-const ConfirmWait = 500 * time.Millisecond
+// revocations it heard. Options.ConfirmWait (toolgate edge
+// --revocation-check-wait) sets another.
+const DefaultConfirmWait = 500 * time.Millisecond
 
 // confirmFresh is how long a leader's answer for a credential stands, so that an edge
 // under load whose view is behind asks once per credential in that time, not once
@@ -153,7 +154,7 @@ func (c *currency) behind() bool {
 // view's followers is behind (its consumer lost or being made again): a revocation
 // announced while this edge could not hear it is then still refused. It returns
 // ErrUnauthenticated for a credential the leader says is gone or revoked; nil when
-// the view is current, or the leader does not answer within ConfirmWait.
+// the view is current, or the leader does not answer within Options.ConfirmWait.
 func (v *View) Confirm(ctx context.Context, kind, hash string) error {
 	if !v.current.behind() {
 		return nil
@@ -182,7 +183,7 @@ func (v *View) askLeader(ctx context.Context, kind, hash string) bool {
 	if kind == RevokedLink {
 		bucket = BucketLinks
 	}
-	ctx, cancel := context.WithTimeout(ctx, ConfirmWait)
+	ctx, cancel := context.WithTimeout(ctx, v.store.opts.ConfirmWait)
 	defer cancel()
 	b, _, err := ReadLatest(ctx, v.store.js, bucket, hash)
 	switch {

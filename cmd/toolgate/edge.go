@@ -42,6 +42,8 @@ type edgeOptions struct {
 	Replicas       int  // 0: the registry's own (see workerConfig.Replicas)
 	UpdateRegistry bool // change existing buckets to Replicas instead of refusing
 	WriteWait      time.Duration
+	RevokeAttempt  time.Duration // registry.Options.RevokeAttempt
+	ConfirmWait    time.Duration // registry.Options.ConfirmWait
 	LinkSecretFile string
 	AdminKeyFile   string
 	// CredentialsKeyFile holds the key-encryption keys of the connections' values
@@ -90,6 +92,12 @@ func (o edgeOptions) Validate() error {
 	}
 	if o.WriteWait < 0 {
 		return errors.New("edge: registry-write-wait: must not be negative")
+	}
+	if o.RevokeAttempt < 0 {
+		return errors.New("edge: revoke-attempt: must not be negative")
+	}
+	if o.ConfirmWait < 0 {
+		return errors.New("edge: revocation-check-wait: must not be negative")
 	}
 	if o.Replicas < 0 || o.Replicas > 5 {
 		return errors.New("edge: replicas: must be from 1 to 5, or 0 for the registry's own")
@@ -147,40 +155,42 @@ func localURL(addr net.Addr) string {
 
 // edgeEnv maps each flag of `toolgate edge` to the variable that sets it.
 var edgeEnv = map[string]string{
-	"nats":                 "TOOLGATE_NATS",
-	"listen":               "TOOLGATE_LISTEN",
-	"base-url":             "TOOLGATE_BASE_URL",
-	"link-secret-file":     "TOOLGATE_LINK_SECRET_FILE",
-	"admin-key-file":       "TOOLGATE_ADMIN_KEY_FILE",
-	"credentials-key-file": "TOOLGATE_CREDENTIALS_KEY_FILE",
-	"replicas":             "TOOLGATE_REPLICAS",
-	"wait":                 "TOOLGATE_WAIT",
-	"update-registry":      "TOOLGATE_UPDATE_REGISTRY",
-	"registry-write-wait":  "TOOLGATE_REGISTRY_WRITE_WAIT",
-	"max-body-bytes":       "TOOLGATE_MAX_BODY_BYTES",
-	"default-timeout":      "TOOLGATE_DEFAULT_TIMEOUT",
-	"max-timeout":          "TOOLGATE_MAX_TIMEOUT",
-	"async-max-timeout":    "TOOLGATE_ASYNC_MAX_TIMEOUT",
-	"calls-ttl":            "TOOLGATE_CALLS_TTL",
-	"rate":                 "TOOLGATE_RATE",
-	"burst":                "TOOLGATE_BURST",
-	"edge-rates":           "TOOLGATE_EDGE_RATES",
-	"shutdown-timeout":     "TOOLGATE_SHUTDOWN_TIMEOUT",
-	"drain-delay":          "TOOLGATE_DRAIN_DELAY",
-	"ask-concurrency":      "TOOLGATE_ASK_CONCURRENCY",
-	"call-lost-after":      "TOOLGATE_CALL_LOST_AFTER",
-	"read-header-timeout":  "TOOLGATE_READ_HEADER_TIMEOUT",
-	"read-body-timeout":    "TOOLGATE_READ_BODY_TIMEOUT",
-	"dashboard":            "TOOLGATE_DASHBOARD",
-	"mcp-keep-alive":       "TOOLGATE_MCP_KEEP_ALIVE",
-	"mcp-max-sessions":     "TOOLGATE_MCP_MAX_SESSIONS",
-	"mcp-session-idle":     "TOOLGATE_MCP_SESSION_IDLE",
-	"mcp-event-retention":  "TOOLGATE_MCP_EVENT_RETENTION",
-	"mcp-allowed-origins":  "TOOLGATE_MCP_ALLOWED_ORIGINS",
-	"mcp-allowed-hosts":    "TOOLGATE_MCP_ALLOWED_HOSTS",
-	"no-audit":             "TOOLGATE_NO_AUDIT",
-	"audit-max-age":        "TOOLGATE_AUDIT_MAX_AGE",
-	"audit-max-bytes":      "TOOLGATE_AUDIT_MAX_BYTES",
+	"nats":                  "TOOLGATE_NATS",
+	"listen":                "TOOLGATE_LISTEN",
+	"base-url":              "TOOLGATE_BASE_URL",
+	"link-secret-file":      "TOOLGATE_LINK_SECRET_FILE",
+	"admin-key-file":        "TOOLGATE_ADMIN_KEY_FILE",
+	"credentials-key-file":  "TOOLGATE_CREDENTIALS_KEY_FILE",
+	"replicas":              "TOOLGATE_REPLICAS",
+	"wait":                  "TOOLGATE_WAIT",
+	"update-registry":       "TOOLGATE_UPDATE_REGISTRY",
+	"registry-write-wait":   "TOOLGATE_REGISTRY_WRITE_WAIT",
+	"revoke-attempt":        "TOOLGATE_REVOKE_ATTEMPT",
+	"revocation-check-wait": "TOOLGATE_REVOCATION_CHECK_WAIT",
+	"max-body-bytes":        "TOOLGATE_MAX_BODY_BYTES",
+	"default-timeout":       "TOOLGATE_DEFAULT_TIMEOUT",
+	"max-timeout":           "TOOLGATE_MAX_TIMEOUT",
+	"async-max-timeout":     "TOOLGATE_ASYNC_MAX_TIMEOUT",
+	"calls-ttl":             "TOOLGATE_CALLS_TTL",
+	"rate":                  "TOOLGATE_RATE",
+	"burst":                 "TOOLGATE_BURST",
+	"edge-rates":            "TOOLGATE_EDGE_RATES",
+	"shutdown-timeout":      "TOOLGATE_SHUTDOWN_TIMEOUT",
+	"drain-delay":           "TOOLGATE_DRAIN_DELAY",
+	"ask-concurrency":       "TOOLGATE_ASK_CONCURRENCY",
+	"call-lost-after":       "TOOLGATE_CALL_LOST_AFTER",
+	"read-header-timeout":   "TOOLGATE_READ_HEADER_TIMEOUT",
+	"read-body-timeout":     "TOOLGATE_READ_BODY_TIMEOUT",
+	"dashboard":             "TOOLGATE_DASHBOARD",
+	"mcp-keep-alive":        "TOOLGATE_MCP_KEEP_ALIVE",
+	"mcp-max-sessions":      "TOOLGATE_MCP_MAX_SESSIONS",
+	"mcp-session-idle":      "TOOLGATE_MCP_SESSION_IDLE",
+	"mcp-event-retention":   "TOOLGATE_MCP_EVENT_RETENTION",
+	"mcp-allowed-origins":   "TOOLGATE_MCP_ALLOWED_ORIGINS",
+	"mcp-allowed-hosts":     "TOOLGATE_MCP_ALLOWED_HOSTS",
+	"no-audit":              "TOOLGATE_NO_AUDIT",
+	"audit-max-age":         "TOOLGATE_AUDIT_MAX_AGE",
+	"audit-max-bytes":       "TOOLGATE_AUDIT_MAX_BYTES",
 }
 
 func newEdgeCmd() *cobra.Command {
@@ -215,6 +225,8 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.IntVar(&o.Replicas, "replicas", o.Replicas, replicasUsage)
 	f.DurationVar(&o.Wait, "wait", o.Wait, waitUsage)
 	f.BoolVar(&o.UpdateRegistry, "update-registry", o.UpdateRegistry, "change the registry's existing buckets, the MCP event log and the calls' bucket to --replicas (and --mcp-event-retention, --calls-ttl), instead of refusing to start when they differ")
+	f.DurationVar(&o.RevokeAttempt, "revoke-attempt", registry.DefaultRevokeAttempt, "how long one attempt of a revocation's write (a key revoked, a link rotated, a connection or an account removed) waits for the registry before the next, while a NATS node's loss has its buckets elect new leaders: the revocation is answered within this of the election")
+	f.DurationVar(&o.ConfirmWait, "revocation-check-wait", registry.DefaultConfirmWait, "how long an edge whose copy of the registry is behind (its follower lost) waits for a bucket's leader to confirm a key or link before it decides from its copy")
 	f.DurationVar(&o.WriteWait, "registry-write-wait", registry.DefaultWriteWait, "how long an admin change (accounts, keys, connections, links) keeps trying while the registry cannot take it, as while a NATS node's loss has its buckets elect new leaders, before it fails")
 	f.Int64Var(&o.Edge.MaxBodyBytes, "max-body-bytes", o.Edge.MaxBodyBytes, "largest request body (never above NATS max_payload less 4 KiB)")
 	f.DurationVar(&o.Gateway.DefaultTimeout, "default-timeout", o.Gateway.DefaultTimeout, "deadline of a call whose method names none")
@@ -293,7 +305,7 @@ func runEdge(ctx context.Context, o edgeOptions, out io.Writer, log *slog.Logger
 	setup, cancel := context.WithTimeout(ctx, max(registryWait, o.Wait))
 	defer cancel()
 	store, err := registry.Open(setup, nc, registry.Options{Replicas: o.Replicas, Update: o.UpdateRegistry, WriteWait: o.WriteWait,
-		Subjects: o.Gateway.Subjects})
+		Subjects: o.Gateway.Subjects, RevokeAttempt: o.RevokeAttempt, ConfirmWait: o.ConfirmWait})
 	if err != nil {
 		return lost(ctx, err)
 	}
