@@ -42,6 +42,20 @@ func TestACopyDropsAClearedRecordOnTheAnnouncement(t *testing.T) {
 	testenv.WaitFor(t, "the edge's copy drops the record announced cleared", func() bool {
 		return edge.copy.Load().lookup("acme", "github") == nil
 	})
+	// A write older than the announced purge, which a follower behind would bring
+	// late, is not put back; the follower's next write (of another record) shows it
+	// brought that one first.
+	token2 := "ghp_2"
+	if _, err := writer.Update(env.Ctx, "acme", "github", conn, map[string]*string{"token": &token2}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.Update(env.Ctx, "acme", "other", conn, map[string]*string{"token": &token2}, false); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, "the edge's copy has the later record", func() bool { return edge.copy.Load().lookup("acme", "other") != nil })
+	if edge.copy.Load().lookup("acme", "github") != nil {
+		t.Fatal("a write older than the announced purge was put back into the copy")
+	}
 	// The record is still in the bucket (nothing was purged): a call reads it there.
 	if r, _, err := edge.Lookup(env.Ctx, "acme", &wire.Tool{ID: "github", Connection: conn}); err != nil || r == nil {
 		t.Fatalf("lookup from the leader: %v %v", r, err)
