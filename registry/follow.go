@@ -212,6 +212,9 @@ func (f *follower) start(ctx context.Context) (jetstream.ConsumeContext, error) 
 		}
 	}, jetstream.PullHeartbeat(followHeartbeat), jetstream.PullExpiry(10*followHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if f.ctx.Err() != nil {
+				return // told to stop: what a consumer being stopped says is of no use, and its log may be gone
+			}
 			f.log.Debug("registry: following a bucket", "bucket", f.name, "err", err)
 			if errors.Is(err, jetstream.ErrNoHeartbeat) {
 				select {
