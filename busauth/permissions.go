@@ -84,7 +84,7 @@ func EdgePermissions(s wire.Subjects) jwt.Permissions {
 	pre := prefix(s)
 	var p jwt.Permissions
 	p.Pub.Allow.Add(
-		pre+".call.>", pre+".mcp.>", pre+".inst.>", s.CancelAll(), pre+".sess.>",
+		pre+".call.>", pre+".mcp.>", pre+".inst.>", s.CancelAll(), pre+".sess.>", s.Revoked(),
 		"$JS.API.INFO",
 		"$JS.FC.>", // flow control answers of the consumers that watch buckets
 	)
@@ -127,7 +127,7 @@ func EdgePermissions(s wire.Subjects) jwt.Permissions {
 		"$JS.API.STREAM.INFO."+trail, "$JS.API.STREAM.CREATE."+trail, "$JS.API.STREAM.UPDATE."+trail,
 		"$JS.API.CONSUMER.CREATE."+trail+".>", "$JS.API.CONSUMER.DELETE."+trail+".*", "$JS.API.CONSUMER.MSG.NEXT."+trail+".*",
 	)
-	p.Sub.Allow.Add("_INBOX.>", s.CancelAll(), pre+".progress.>", s.LoggedRoot()+">",
+	p.Sub.Allow.Add("_INBOX.>", s.CancelAll(), s.Revoked(), pre+".progress.>", s.LoggedRoot()+">",
 		// A call answered with a stream has its tool answer beside the stream, in the
 		// event log (tg.sess.<tool>.<session>.out.<post>~reply), for the edge running it.
 		s.SessionPost("*", "*", "*"))

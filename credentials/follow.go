@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/registry"
@@ -19,7 +20,8 @@ import (
 type copyOf struct {
 	mu       sync.RWMutex
 	records  map[string]*copied
-	reloaded map[string]bool // the keys a load from scratch has brought so far
+	reloaded map[string]bool   // the keys a load from scratch has brought so far
+	purged   map[string]uint64 // the keys cleared, and the purge's revision: older writes the follower brings late are not the record
 }
 
 type copied struct {
@@ -35,8 +37,9 @@ type copied struct {
 // and Lookup answer without a round trip (see copyOf).
 func (v *Vault) Follow(ctx context.Context, log *slog.Logger) {
 	updates := make(chan registry.Update, 256)
-	c := &copyOf{records: map[string]*copied{}}
+	c := &copyOf{records: map[string]*copied{}, purged: map[string]uint64{}}
 	v.copy.Store(c)
+	c.hear(ctx, v.js.Conn(), v.store.RevokedSubject(), log)
 	go v.store.Follow(ctx, Bucket, updates, log)
 	go func() {
 		for {
@@ -56,6 +59,7 @@ func (c *copyOf) apply(u registry.Update, log *slog.Logger) {
 	switch u.Mark {
 	case registry.MarkReload:
 		c.reloaded = map[string]bool{}
+		c.purged = map[string]uint64{} // the load brings the bucket as it is now
 		return
 	case registry.MarkReloaded:
 		for k := range c.records {
@@ -82,9 +86,27 @@ func (c *copyOf) apply(u registry.Update, log *slog.Logger) {
 	if c.reloaded != nil {
 		c.reloaded[e.Key()] = true
 	}
-	if have := c.records[e.Key()]; have == nil || have.rev < e.Revision() {
+	if have := c.records[e.Key()]; (have == nil || have.rev < e.Revision()) && c.purged[e.Key()] < e.Revision() {
 		c.records[e.Key()] = &copied{r: &r, rev: e.Revision()}
 	}
+}
+
+// hear applies the clearing of a record announced by any edge (registry.Revocation
+// of kind RevokedCredentials) at once, whatever the follower's lag, until ctx ends.
+// A copy that misses one (its connection was down) has the purge from its follower.
+func (c *copyOf) hear(ctx context.Context, nc *nats.Conn, subject string, log *slog.Logger) {
+	sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
+		var r registry.Revocation
+		if json.Unmarshal(m.Data, &r) != nil || r.Kind != registry.RevokedCredentials || r.Bucket != Bucket {
+			return
+		}
+		c.cleared(r.ID, r.Revision)
+	})
+	if err != nil {
+		log.Warn("credentials: cannot follow revocations; the follower brings them", "err", err)
+		return
+	}
+	context.AfterFunc(ctx, func() { _ = sub.Unsubscribe() })
 }
 
 // lookup is the copy's record of account's connection to tool, if it has one.
@@ -111,12 +133,15 @@ func (c *copyOf) wrote(key string, r *Record, rev uint64) {
 	}
 }
 
-// cleared takes a record this process cleared out of the copy at once.
-func (c *copyOf) cleared(key string) {
+// cleared takes a record cleared at revision rev out of the copy at once.
+func (c *copyOf) cleared(key string, rev uint64) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.records, key)
+	if have := c.records[key]; have != nil && have.rev < rev {
+		delete(c.records, key)
+	}
+	c.purged[key] = max(c.purged[key], rev)
 }

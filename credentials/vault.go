@@ -248,11 +248,19 @@ func (v *Vault) put(ctx context.Context, r *Record, rev uint64) error {
 
 // Clear removes the values of account's connection to tool; no record is no error.
 func (v *Vault) Clear(ctx context.Context, account, tool string) error {
-	// A purge, not a delete: the bucket keeps no earlier revision's ciphertext.
-	if err := v.kv.Purge(ctx, recordKey(account, tool)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("credentials: clear %s: %w", recordKey(account, tool), err)
+	return v.clear(ctx, recordKey(account, tool))
+}
+
+// clear purges the record at key (a purge, not a delete: the bucket keeps no earlier
+// revision's ciphertext), takes it out of this process's copy, and announces it, so
+// that every edge's copy drops it at once (see registry.Revocation).
+func (v *Vault) clear(ctx context.Context, key string) error {
+	rev, err := registry.PurgeKeyRev(ctx, v.js, v.kv, key)
+	if err != nil {
+		return fmt.Errorf("credentials: clear %s: %w", key, err)
 	}
-	v.copy.Load().cleared(recordKey(account, tool))
+	v.copy.Load().cleared(key, rev)
+	v.store.Revoked(ctx, registry.RevokedCredentials, key, v.kv, rev)
 	return nil
 }
 
@@ -395,10 +403,9 @@ func (v *Vault) ClearAccount(ctx context.Context, account string) error {
 		keys = append(keys, k)
 	}
 	for _, k := range keys {
-		if err := v.kv.Purge(ctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return fmt.Errorf("credentials: clear %s: %w", k, err)
+		if err := v.clear(ctx, k); err != nil {
+			return err
 		}
-		v.copy.Load().cleared(k)
 	}
 	return nil
 }

@@ -147,7 +147,7 @@ func (e *Edge) deleteAccount(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if _, err := e.store.Account(c.Request.Context(), id); err != nil {
+	if _, err := e.store.AccountSettled(c.Request.Context(), id); err != nil {
 		e.fail(c, err)
 		return
 	}

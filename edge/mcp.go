@@ -1,6 +1,10 @@
 package edge
 
-import "github.com/gin-gonic/gin"
+import (
+	"github.com/gin-gonic/gin"
+
+	"github.com/toolgate/toolgate/registry"
+)
 
 // authLink authenticates the link token in the path. A dead or unknown link is a 404:
 // the URL itself is the credential, and MCP clients treat 401 as a cue to start an
@@ -8,6 +12,9 @@ import "github.com/gin-gonic/gin"
 func (e *Edge) authLink(c *gin.Context) {
 	snap := e.view.Snapshot()
 	p, err := snap.AuthenticateLink(c.Param("link"))
+	if err == nil {
+		err = e.view.Confirm(c.Request.Context(), registry.RevokedLink, registry.Hash(c.Param("link")))
+	}
 	if err != nil {
 		e.fail(c, errLinkNotFound)
 		return

@@ -251,9 +251,14 @@ func bearer(r *http.Request) string {
 	return strings.TrimSpace(token)
 }
 
-// authKey authenticates the caller's API key against the registry view.
+// authKey authenticates the caller's API key against the registry view, and, while
+// the view is behind, against the keys bucket's leader (registry.View.Confirm).
 func (e *Edge) authKey(c *gin.Context) {
-	p, err := e.view.Snapshot().AuthenticateKey(apiKey(c.Request), time.Now())
+	secret := apiKey(c.Request)
+	p, err := e.view.Snapshot().AuthenticateKey(secret, time.Now())
+	if err == nil {
+		err = e.view.Confirm(c.Request.Context(), registry.RevokedKey, registry.Hash(secret))
+	}
 	if err != nil {
 		e.fail(c, err)
 		return

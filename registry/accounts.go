@@ -31,13 +31,29 @@ func (s *Store) UpdateAccount(ctx context.Context, id string, change func(*Accou
 	return lastingUpdate(ctx, s, s.accounts, id, change)
 }
 
-// DeleteAccount removes an account with its keys, connections and links.
+// AccountSettled reads an account as Account does, tried as a revocation's write is
+// (Options.RevokeAttempt, for up to WriteWait) while the bucket's stream has no leader: for
+// the changes that take something away, which must not fail for an election.
+func (s *Store) AccountSettled(ctx context.Context, id string) (*Account, error) {
+	var a *Account
+	err := s.lastingEvery(ctx, s.opts.RevokeAttempt, func(ctx context.Context, _ bool) (err error) {
+		a, err = s.Account(ctx, id)
+		return err
+	})
+	return a, err
+}
+
+// DeleteAccount removes an account with its keys, connections and links, announcing
+// each (see Revocation).
 func (s *Store) DeleteAccount(ctx context.Context, id string) error {
-	if _, err := s.Account(ctx, id); err != nil {
+	if _, err := s.AccountSettled(ctx, id); err != nil {
 		return err
 	}
-	conns, err := s.Connections(ctx, id)
-	if err != nil {
+	var conns []Connection
+	if err := s.lasting(ctx, func(ctx context.Context, _ bool) (err error) {
+		conns, err = s.Connections(ctx, id)
+		return err
+	}); err != nil {
 		return err
 	}
 	for _, c := range conns {
@@ -45,16 +61,19 @@ func (s *Store) DeleteAccount(ctx context.Context, id string) error {
 			return err
 		}
 	}
-	keys, err := s.Keys(ctx, id)
-	if err != nil {
+	var keys map[string]Key
+	if err := s.lasting(ctx, func(ctx context.Context, _ bool) (err error) {
+		keys, err = s.Keys(ctx, id)
+		return err
+	}); err != nil {
 		return err
 	}
 	for hash := range keys {
-		if err := s.lastingDelete(ctx, s.keys, hash); err != nil {
+		if err := s.revokingDelete(ctx, s.keys, hash, RevokedKey, hash); err != nil {
 			return err
 		}
 	}
-	return s.lastingDelete(ctx, s.accounts, id)
+	return s.revokingDelete(ctx, s.accounts, id, RevokedAccount, id)
 }
 
 // Accounts lists every account.

@@ -32,7 +32,7 @@ func (s *Snapshot) AuthenticateKey(secret string, now time.Time) (Principal, err
 	}
 	h := hashHex(secret)
 	k := s.keys[string(h[:])]
-	if k == nil || !k.Usable(now) || s.accounts[k.Account] == nil {
+	if k == nil || !k.Usable(now) || s.accounts[k.Account] == nil || s.Revoked(RevokedKey, string(h[:])) || s.revokedAccount(k.Account, "") {
 		return Principal{}, ErrUnauthenticated
 	}
 	return Principal{Account: k.Account, Key: k}, nil
@@ -45,7 +45,8 @@ func (s *Snapshot) AuthenticateKey(secret string, now time.Time) (Principal, err
 // ErrUnauthenticated.
 func (s *Snapshot) AuthenticateKeyID(id, hash, account string, now time.Time) (Principal, error) {
 	h, k := s.KeyByID(id)
-	if k == nil || (hash != "" && h != hash) || k.Account != account || !k.Usable(now) || s.accounts[account] == nil {
+	if k == nil || (hash != "" && h != hash) || k.Account != account || !k.Usable(now) || s.accounts[account] == nil ||
+		s.Revoked(RevokedKey, h) || s.revokedAccount(account, "") {
 		return Principal{}, ErrUnauthenticated
 	}
 	return Principal{Account: account, Key: k}, nil
@@ -58,7 +59,8 @@ func (s *Snapshot) AuthenticateLink(token string) (Principal, error) {
 	}
 	h := hashHex(token)
 	l := s.links[string(h[:])]
-	if l == nil || s.accounts[l.Account] == nil || s.conns[l.Account][l.Tool] == nil {
+	if l == nil || s.accounts[l.Account] == nil || s.conns[l.Account][l.Tool] == nil || s.Revoked(RevokedLink, string(h[:])) ||
+		s.revokedAccount(l.Account, l.Tool) {
 		return Principal{}, ErrUnauthenticated
 	}
 	return Principal{Account: l.Account, Tool: l.Tool}, nil
@@ -68,7 +70,7 @@ func (s *Snapshot) AuthenticateLink(token string) (Principal, error) {
 // is not connected to p's account, ErrForbidden when p's key is scoped away from it.
 func (s *Snapshot) Tool(p Principal, id string) (*ToolEntry, error) {
 	t := s.tools[id]
-	if t == nil || s.conns[p.Account][id] == nil || (p.Tool != "" && p.Tool != id) {
+	if t == nil || s.conns[p.Account][id] == nil || (p.Tool != "" && p.Tool != id) || s.revokedAccount(p.Account, id) {
 		return nil, ErrToolNotFound
 	}
 	if p.Key != nil && !p.Key.Allows(id) {

@@ -56,30 +56,42 @@ func (s *Store) Connections(ctx context.Context, account string) ([]Connection, 
 // Disconnect removes a connection and its link. With a nil signer the link record is
 // found by scanning, as when an account is deleted.
 func (s *Store) Disconnect(ctx context.Context, account, tool string, signer *LinkSigner) error {
-	c, err := s.Connection(ctx, account, tool)
+	var c *Connection
+	err := s.lastingEvery(ctx, s.opts.RevokeAttempt, func(ctx context.Context, _ bool) (err error) {
+		c, err = s.Connection(ctx, account, tool)
+		return err
+	})
 	if err != nil {
 		return err
 	}
 	if err := s.deleteLinks(ctx, c, signer); err != nil {
 		return err
 	}
-	return s.lastingDelete(ctx, s.conns, connKey(account, tool))
+	return s.revokingDelete(ctx, s.conns, connKey(account, tool), RevokedConnection, connKey(account, tool))
+}
+
+// revokeLink deletes the link filed under hash, and announces it.
+func (s *Store) revokeLink(ctx context.Context, hash string) error {
+	return s.revokingDelete(ctx, s.links, hash, RevokedLink, hash)
 }
 
 func (s *Store) deleteLinks(ctx context.Context, c *Connection, signer *LinkSigner) error {
 	if signer != nil {
-		return s.lastingDelete(ctx, s.links, Hash(signer.Token(c.Account, c.Tool, c.LinkNonce)))
+		return s.revokeLink(ctx, Hash(signer.Token(c.Account, c.Tool, c.LinkNonce)))
 	}
 	var hashes []string
-	if err := eachJSON(ctx, s, s.links, func(hash string, l Link) {
-		if l.Account == c.Account && l.Tool == c.Tool {
-			hashes = append(hashes, hash)
-		}
+	if err := s.lasting(ctx, func(ctx context.Context, _ bool) error {
+		hashes = nil
+		return eachJSON(ctx, s, s.links, func(hash string, l Link) {
+			if l.Account == c.Account && l.Tool == c.Tool {
+				hashes = append(hashes, hash)
+			}
+		})
 	}); err != nil {
 		return err
 	}
 	for _, h := range hashes {
-		if err := s.lastingDelete(ctx, s.links, h); err != nil {
+		if err := s.revokeLink(ctx, h); err != nil {
 			return err
 		}
 	}
@@ -88,12 +100,21 @@ func (s *Store) deleteLinks(ctx context.Context, c *Connection, signer *LinkSign
 
 // RotateLink gives a connection a new SSE link; the old one stops working.
 func (s *Store) RotateLink(ctx context.Context, account, tool string, signer *LinkSigner) (*Connection, error) {
+	// Tried as a revocation is (Options.RevokeAttempt): the old link must stop working as
+	// soon as the bucket can take it. The old nonce is the one first read: an attempt
+	// that failed without an answer may have written a nonce whose link was never made.
 	var old string
-	c, err := updateJSON(ctx, s, s.conns, connKey(account, tool), func(c *Connection) error {
-		old = c.LinkNonce
-		c.LinkNonce = NewID("")
-		c.LinkCreatedAt = now()
-		return nil
+	var c *Connection
+	err := s.lastingEvery(ctx, s.opts.RevokeAttempt, func(ctx context.Context, _ bool) (err error) {
+		c, err = updateJSON(ctx, s, s.conns, connKey(account, tool), func(c *Connection) error {
+			if old == "" {
+				old = c.LinkNonce
+			}
+			c.LinkNonce = NewID("")
+			c.LinkCreatedAt = now()
+			return nil
+		})
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -102,7 +123,7 @@ func (s *Store) RotateLink(ctx context.Context, account, tool string, signer *Li
 	if err := s.lastingPut(ctx, s.links, Hash(signer.Token(account, tool, c.LinkNonce)), link); err != nil {
 		return nil, err
 	}
-	if err := s.lastingDelete(ctx, s.links, Hash(signer.Token(account, tool, old))); err != nil {
+	if err := s.revokeLink(ctx, Hash(signer.Token(account, tool, old))); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -58,6 +58,14 @@ const followAttempt = time.Second
 // forwarded any more (see lost): it is then loaded again from scratch, between
 // MarkReload and MarkReloaded, and a key that load does not bring is gone.
 func (s *Store) Follow(ctx context.Context, bucket string, updates chan<- Update, log *slog.Logger) {
+	s.follow(ctx, bucket, updates, log, func(bool) {})
+}
+
+// follow is Follow telling current whether what it forwarded is the bucket as it is:
+// false from the moment its consumer is lost (missed heartbeats, the connection lost
+// or back) or cannot be made, true again once a new consumer has delivered all there
+// was when it was made.
+func (s *Store) follow(ctx context.Context, bucket string, updates chan<- Update, log *slog.Logger, current func(bool)) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -66,7 +74,7 @@ func (s *Store) Follow(ctx context.Context, bucket string, updates chan<- Update
 	defer nc.RemoveStatusListener(reconnected)
 	disconnected := nc.StatusChanged(nats.RECONNECTING, nats.DISCONNECTED)
 	defer nc.RemoveStatusListener(disconnected)
-	f := &follower{store: s, log: log, name: bucket, updates: updates, ctx: ctx, stalled: make(chan struct{}, 1)}
+	f := &follower{store: s, log: log, name: bucket, updates: updates, ctx: ctx, stalled: make(chan struct{}, 1), current: current}
 	for ctx.Err() == nil {
 		// Each attempt is short: a cluster that just restarted answers nothing for a
 		// while, and the first attempt after it does should not be seconds away.
@@ -74,6 +82,7 @@ func (s *Store) Follow(ctx context.Context, bucket string, updates chan<- Update
 		cc, err := f.start(actx)
 		cancel()
 		if err != nil {
+			current(false)
 			log.Warn("registry: following a bucket failed; retrying", "bucket", f.name, "err", err)
 			select {
 			case <-ctx.Done():
@@ -94,6 +103,7 @@ func (s *Store) Follow(ctx context.Context, bucket string, updates chan<- Update
 		// changes queued.
 		f.mu.Lock()
 		f.generation++
+		current(false) // under the lock: a stopped consumer's last message cannot undo it
 		f.mu.Unlock()
 		for ctx.Err() == nil {
 			drain(reconnected)
@@ -133,6 +143,7 @@ type follower struct {
 	updates chan<- Update
 	ctx     context.Context
 	stalled chan struct{} // the consumer missed its heartbeats
+	current func(bool)    // told whether what was forwarded is the bucket as it is
 
 	mu         sync.Mutex
 	generation int       // bumped per consumer, so a stopped one's late messages are dropped
@@ -180,7 +191,7 @@ func (f *follower) start(ctx context.Context) (jetstream.ConsumeContext, error) 
 		return nil, err
 	}
 	if info := cons.CachedInfo(); info == nil || info.NumPending == 0 {
-		f.caughtUp()
+		f.caughtUp(gen)
 	}
 	return cons.Consume(func(m jetstream.Msg) {
 		md, err := m.Metadata()
@@ -197,10 +208,13 @@ func (f *follower) start(ctx context.Context) (jetstream.ConsumeContext, error) 
 		f.send(Update{Bucket: f.name, Entry: &entry{bucket: f.name, key: strings.TrimPrefix(m.Subject(), prefix), value: m.Data(),
 			revision: md.Sequence.Stream, created: md.Timestamp, op: entryOp(m.Headers())}})
 		if md.NumPending == 0 {
-			f.caughtUp()
+			f.caughtUp(gen)
 		}
 	}, jetstream.PullHeartbeat(followHeartbeat), jetstream.PullExpiry(10*followHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if f.ctx.Err() != nil {
+				return // told to stop: what a consumer being stopped says is of no use, and its log may be gone
+			}
 			f.log.Debug("registry: following a bucket", "bucket", f.name, "err", err)
 			if errors.Is(err, jetstream.ErrNoHeartbeat) {
 				select {
@@ -231,10 +245,16 @@ func (f *follower) lost(ctx context.Context) (bool, error) {
 	return state.LastSeq < f.last || state.Msgs == 0 || state.FirstTime.After(f.lastTime), nil
 }
 
-// caughtUp forwards the end of a load, once per load: MarkLoaded for the first,
+// caughtUp tells the follower's caller that consumer gen delivered what there was,
+// and forwards the end of a load, once per load: MarkLoaded for the first,
 // MarkReloaded for one after lost.
-func (f *follower) caughtUp() {
+func (f *follower) caughtUp(gen int) {
 	f.mu.Lock()
+	if gen != f.generation {
+		f.mu.Unlock()
+		return
+	}
+	f.current(true)
 	var m Mark
 	switch {
 	case !f.loaded:

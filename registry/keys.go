@@ -80,28 +80,36 @@ func (s *Store) Keys(ctx context.Context, account string) (map[string]Key, error
 	return out, err
 }
 
-// RevokeKey marks the key filed under hash revoked. Revoking twice is not an error.
-// The caller found the key (in a view, or a listing) a moment ago: a key the bucket
-// says is not there is read again for up to staleReadWait, since a node of the
-// cluster that is catching up (one back from a restart or a partition) may answer a
-// read with what it held before the key was made.
+// RevokeKey marks the key filed under hash revoked, and announces it (see Revocation).
+// Revoking twice is not an error. The caller found the key (in a view, or a listing) a
+// moment ago: a key the bucket says is not there is read again for up to
+// staleReadWait, since a node of the cluster that is catching up (one back from a
+// restart or a partition) may answer a read with what it held before the key was made.
 func (s *Store) RevokeKey(ctx context.Context, hash string) (*Key, error) {
 	var k *Key
+	var rev uint64
 	began := time.Now()
-	err := s.lasting(ctx, func(ctx context.Context, _ bool) (err error) {
-		k, err = updateJSON(ctx, s, s.keys, hash, func(k *Key) error {
+	err := s.lastingEvery(ctx, s.opts.RevokeAttempt, func(ctx context.Context, _ bool) (err error) {
+		k, err = updateJSONWith(ctx, s, s.keys, hash, func(k *Key) error {
 			if k.RevokedAt == nil {
 				t := now()
 				k.RevokedAt = &t
 			}
 			return nil
+		}, func(b []byte, last uint64, _ *Key) (err error) {
+			rev, err = s.keys.Update(ctx, hash, b, last)
+			return err
 		})
 		if errors.Is(err, ErrNotFound) && time.Since(began) < staleReadWait {
 			return fmt.Errorf("%w: %w", errUnsettled, err)
 		}
 		return err
 	})
-	return k, err
+	if err != nil {
+		return nil, err
+	}
+	s.revoked(ctx, RevokedKey, hash, s.keys, rev)
+	return k, nil
 }
 
 // staleReadWait is how long a record that must exist is read again when a read says

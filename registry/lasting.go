@@ -46,10 +46,15 @@ const writeAttempt = 2 * time.Second
 // writeAttempt at most. again tells op that an attempt before it failed without an
 // answer, which may have been written nonetheless.
 func (s *Store) lasting(ctx context.Context, op func(ctx context.Context, again bool) error) error {
+	return s.lastingEvery(ctx, writeAttempt, op)
+}
+
+// lastingEvery is lasting with attempts of its own length.
+func (s *Store) lastingEvery(ctx context.Context, attemptWait time.Duration, op func(ctx context.Context, again bool) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.WriteWait)
 	defer cancel()
 	for again := false; ; again = true {
-		attempt, cancelAttempt := context.WithTimeout(ctx, writeAttempt)
+		attempt, cancelAttempt := context.WithTimeout(ctx, attemptWait)
 		err := op(attempt, again)
 		cancelAttempt()
 		if err == nil || !retryable(err) || ctx.Err() != nil {

@@ -49,6 +49,16 @@ type Options struct {
 	// off, before it fails. It is this process's, not the buckets': 0 is
 	// DefaultWriteWait.
 	WriteWait time.Duration
+	// Subjects name the subject revocations are announced on (Subjects.Revoked);
+	// the zero value is wire.DefaultSubjects.
+	Subjects wire.Subjects
+	// RevokeAttempt bounds one attempt of a revoking write (see
+	// DefaultRevokeAttempt); 0 is the default. This process's, not the buckets'.
+	RevokeAttempt time.Duration
+	// ConfirmWait bounds how long a view whose follower is behind waits for a
+	// stream's leader to confirm a key or link (see View.Confirm); 0 is
+	// DefaultConfirmWait. This process's, not the buckets'.
+	ConfirmWait time.Duration
 }
 
 // DefaultWriteWait is Options.WriteWait when unset: longer than a JetStream cluster
@@ -58,7 +68,8 @@ const DefaultWriteWait = 15 * time.Second
 
 // DefaultOptions suit a single node.
 func DefaultOptions() Options {
-	return Options{Replicas: 1, PresenceTTL: wire.DefaultPresenceTTL, SessionTTL: 30 * time.Minute, WriteWait: DefaultWriteWait}
+	return Options{Replicas: 1, PresenceTTL: wire.DefaultPresenceTTL, SessionTTL: 30 * time.Minute, WriteWait: DefaultWriteWait,
+		RevokeAttempt: DefaultRevokeAttempt, ConfirmWait: DefaultConfirmWait}
 }
 
 // ErrSettingsDiffer is what a *MismatchError is.
@@ -127,6 +138,8 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	opts.PresenceTTL = cmp.Or(opts.PresenceTTL, def.PresenceTTL)
 	opts.SessionTTL = cmp.Or(opts.SessionTTL, def.SessionTTL)
 	opts.WriteWait = cmp.Or(opts.WriteWait, def.WriteWait)
+	opts.RevokeAttempt = cmp.Or(opts.RevokeAttempt, def.RevokeAttempt)
+	opts.ConfirmWait = cmp.Or(opts.ConfirmWait, def.ConfirmWait)
 
 	s := &Store{opts: opts, js: js}
 	buckets := []struct {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -29,6 +30,10 @@ type View struct {
 	changed   chan struct{} // closed and replaced on every publish
 	listeners map[int]func(Change)
 	nextID    int
+
+	heard     chan Revocation // announced on the bus (listen)
+	current   currency        // whether each bucket's follower is current
+	confirmed confirmations   // the leaders' recent answers (Confirm)
 }
 
 // Change names one record that changed.
@@ -47,6 +52,9 @@ type Snapshot struct {
 	conns    map[string]map[string]*Connection
 	links    map[string]*Link                // by hash
 	presence map[string]map[string]*Presence // tool -> instance
+
+	revs    [nViewBuckets]uint64 // the last revision applied of each bucket
+	revoked map[revokedID]heard  // revocations heard that the buckets may not show yet
 }
 
 // ToolEntry is a tool's record with its methods ready to validate calls.
@@ -133,15 +141,20 @@ func NewView(ctx context.Context, store *Store, log *slog.Logger) (*View, error)
 	if log == nil {
 		log = slog.Default()
 	}
-	v := &View{store: store, log: log, changed: make(chan struct{}), listeners: map[int]func(Change){}}
+	v := &View{store: store, log: log, changed: make(chan struct{}), listeners: map[int]func(Change){},
+		heard: make(chan Revocation, 256), confirmed: confirmations{answers: map[revokedID]confirmation{}}}
 	v.snap.Store(&Snapshot{
 		tools: map[string]*ToolEntry{}, accounts: map[string]*Account{}, keys: map[string]*Key{},
 		keyIDs: map[string]string{}, conns: map[string]map[string]*Connection{},
 		links: map[string]*Link{}, presence: map[string]map[string]*Presence{},
 	})
+	if err := v.listen(ctx, store.RevokedSubject()); err != nil {
+		return nil, fmt.Errorf("registry: view: follow revocations: %w", err)
+	}
 	updates := make(chan Update, 256)
-	for _, name := range viewBuckets {
-		go store.Follow(ctx, name, updates, log)
+	for b, name := range viewBuckets {
+		v.current[b].Store(true)
+		go store.follow(ctx, name, updates, log, v.current[b].Store)
 	}
 	synced := make(chan struct{})
 	go v.apply(ctx, updates, synced)
@@ -166,6 +179,15 @@ func (v *View) apply(ctx context.Context, updates <-chan Update, synced chan str
 			return
 		case u := <-updates:
 			batch = append(batch, u)
+		case r := <-v.heard:
+			logRevocation(v.log, r)
+			c, ok := work.hear(r, time.Now())
+			next := work
+			v.snap.Store(&next)
+			if ok {
+				v.publish([]Change{c})
+			}
+			continue
 		}
 	drain:
 		for len(batch) < 4096 {
@@ -177,6 +199,7 @@ func (v *View) apply(ctx context.Context, updates <-chan Update, synced chan str
 			}
 		}
 		dirty := map[int]bool{}
+		reloaded := map[int]bool{}
 		var changes []Change
 		own := func(b int) { // the working copy's own maps for bucket b
 			if !dirty[b] {
@@ -203,6 +226,7 @@ func (v *View) apply(ctx context.Context, updates <-chan Update, synced chan str
 					}
 				}
 				delete(reloading, b)
+				reloaded[b] = true
 				continue
 			}
 			if seen := reloading[b]; seen != nil {
@@ -212,7 +236,9 @@ func (v *View) apply(ctx context.Context, updates <-chan Update, synced chan str
 			if c, ok := work.applyEntry(b, u.Entry, v.log); ok {
 				changes = append(changes, c)
 			}
+			work.revs[b] = max(work.revs[b], u.Entry.Revision())
 		}
+		work.settle(reloaded, time.Now())
 		next := work
 		v.snap.Store(&next)
 		if pending == 0 && synced != nil {
@@ -236,6 +262,8 @@ const (
 	bLinks
 	bPresence
 )
+
+const nViewBuckets = bPresence + 1
 
 var viewBuckets = []string{bTools: BucketTools, bAccounts: BucketAccounts, bKeys: BucketKeys, bConns: BucketConnections, bLinks: BucketLinks, bPresence: BucketPresence}
 

@@ -81,6 +81,12 @@ func (s Subjects) CancelTool(tool string) string { return s.join("cancel", tool,
 // was asked to cancel.
 func (s Subjects) CancelAll() string { return s.join("cancel", ">") }
 
+// Revoked is where an edge announces a revocation it has stored (a key revoked, a
+// link rotated, an account, a connection or its credentials removed), which every
+// edge follows and applies at once. It carries a kind and an id (a key's or link's
+// sha256, never a secret), not stored.
+func (s Subjects) Revoked() string { return s.join("revoked") }
+
 // ParseCancel reads the tool and call id out of a cancel subject.
 func (s Subjects) ParseCancel(subject string) (tool, callID string, ok bool) {
 	rest, ok := strings.CutPrefix(subject, s.prefix()+".cancel.")

@@ -44,6 +44,8 @@ type edgeOptions struct {
 	Replicas       int  // 0: the registry's own (see workerConfig.Replicas)
 	UpdateRegistry bool // change existing buckets to Replicas instead of refusing
 	WriteWait      time.Duration
+	RevokeAttempt  time.Duration // registry.Options.RevokeAttempt
+	ConfirmWait    time.Duration // registry.Options.ConfirmWait
 	LinkSecretFile string
 	AdminKeyFile   string
 	// CredentialsKeyFile holds the key-encryption keys of the connections' values
@@ -96,6 +98,12 @@ func (o edgeOptions) Validate() error {
 	}
 	if o.WriteWait < 0 {
 		return errors.New("edge: registry-write-wait: must not be negative")
+	}
+	if o.RevokeAttempt < 0 {
+		return errors.New("edge: revoke-attempt: must not be negative")
+	}
+	if o.ConfirmWait < 0 {
+		return errors.New("edge: revocation-check-wait: must not be negative")
 	}
 	if o.Replicas < 0 || o.Replicas > 5 {
 		return errors.New("edge: replicas: must be from 1 to 5, or 0 for the registry's own")
@@ -177,6 +185,8 @@ var edgeEnv = map[string]string{
 	"wait":                      "TOOLGATE_WAIT",
 	"update-registry":           "TOOLGATE_UPDATE_REGISTRY",
 	"registry-write-wait":       "TOOLGATE_REGISTRY_WRITE_WAIT",
+	"revoke-attempt":            "TOOLGATE_REVOKE_ATTEMPT",
+	"revocation-check-wait":     "TOOLGATE_REVOCATION_CHECK_WAIT",
 	"max-body-bytes":            "TOOLGATE_MAX_BODY_BYTES",
 	"max-payload-bytes":         "TOOLGATE_MAX_PAYLOAD_BYTES",
 	"default-timeout":           "TOOLGATE_DEFAULT_TIMEOUT",
@@ -244,6 +254,8 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.IntVar(&o.Replicas, "replicas", o.Replicas, replicasUsage)
 	f.DurationVar(&o.Wait, "wait", o.Wait, waitUsage)
 	f.BoolVar(&o.UpdateRegistry, "update-registry", o.UpdateRegistry, "change the registry's existing buckets, the MCP event log and the calls' bucket to --replicas (and --mcp-event-retention, --calls-ttl), instead of refusing to start when they differ")
+	f.DurationVar(&o.RevokeAttempt, "revoke-attempt", registry.DefaultRevokeAttempt, "how long one attempt of a revocation's write (a key revoked, a link rotated, a connection or an account removed) waits for the registry before the next, while a NATS node's loss has its buckets elect new leaders: the revocation is answered within this of the election")
+	f.DurationVar(&o.ConfirmWait, "revocation-check-wait", registry.DefaultConfirmWait, "how long an edge whose copy of the registry is behind (its follower lost) waits for a bucket's leader to confirm a key or link before it decides from its copy")
 	f.DurationVar(&o.WriteWait, "registry-write-wait", registry.DefaultWriteWait, "how long an admin change (accounts, keys, connections, links) keeps trying while the registry cannot take it, as while a NATS node's loss has its buckets elect new leaders, before it fails")
 	f.Int64Var(&o.Edge.MaxBodyBytes, "max-body-bytes", o.Edge.MaxBodyBytes, "largest request body other than a tool call's (never above NATS max_payload less 4 KiB)")
 	f.Int64Var(&o.Edge.MaxPayloadBytes, "max-payload-bytes", o.Edge.MaxPayloadBytes, "largest tool call request or reply; past one NATS message it travels through the "+wire.PayloadBucket+" object store (an account's limits.payload_bytes may be lower)")
@@ -323,7 +335,8 @@ func runEdge(ctx context.Context, o edgeOptions, out io.Writer, log *slog.Logger
 	defer stop()
 	setup, cancel := context.WithTimeout(ctx, max(registryWait, o.Wait))
 	defer cancel()
-	store, err := registry.Open(setup, nc, registry.Options{Replicas: o.Replicas, Update: o.UpdateRegistry, WriteWait: o.WriteWait})
+	store, err := registry.Open(setup, nc, registry.Options{Replicas: o.Replicas, Update: o.UpdateRegistry, WriteWait: o.WriteWait,
+		Subjects: o.Gateway.Subjects, RevokeAttempt: o.RevokeAttempt, ConfirmWait: o.ConfirmWait})
 	if err != nil {
 		return lost(ctx, err)
 	}

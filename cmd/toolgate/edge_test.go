@@ -204,6 +204,8 @@ func TestEdgeCommandRefusesBadConfig(t *testing.T) {
 		{[]string{"edge", "--link-secret-file", "x", "--async-max-timeout", "4m"}, "gateway: async-max-timeout: must be at least max-timeout"},
 		{[]string{"edge", "--link-secret-file", "x", "--async-max-timeout", "31m"}, "edge: async-max-timeout: must be at most 30m0s"},
 		{[]string{"edge", "--link-secret-file", "x", "--calls-ttl", "-1h"}, "edge: calls-ttl: must not be negative"},
+		{[]string{"edge", "--link-secret-file", "x", "--revoke-attempt", "-1ms"}, "edge: revoke-attempt: must not be negative"},
+		{[]string{"edge", "--link-secret-file", "x", "--revocation-check-wait", "-1ms"}, "edge: revocation-check-wait: must not be negative"},
 		{[]string{"edge", "--link-secret-file", "x", "--calls-ttl", "15m"}, "edge: calls-ttl: must be longer than async-max-timeout (15m0s)"},
 		{[]string{"edge", "--link-secret-file", "x", "--async-max-timeout", "20m", "--calls-ttl", "16m"}, "edge: calls-ttl: must be longer than async-max-timeout (20m0s)"},
 		{[]string{"edge", "--link-secret-file", "x", "--audit-max-age", "30s"}, "edge: audit: max-age: must be at least 1m0s"},

@@ -1,0 +1,205 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// How a View applies the revocations it hears (see Revocation), and how it answers
+// for a key or link while a follower of its buckets is behind.
+
+// revokedID is a revocation's kind and id, as a Snapshot files it.
+type revokedID struct{ kind, id string }
+
+// Revoked reports whether the snapshot holds a revocation of kind and id that its
+// buckets may not show yet: every check of a credential asks it. A kind the view's
+// buckets do not hold (an OAuth grant or token) is asked here by what checks it.
+func (s *Snapshot) Revoked(kind, id string) bool {
+	if len(s.revoked) == 0 {
+		return false
+	}
+	h, ok := s.revoked[revokedID{kind, id}]
+	return ok && (h.Until.IsZero() || time.Now().Before(h.Until))
+}
+
+// revokedAccount reports whether account or its connection to tool ("" for none)
+// was revoked.
+func (s *Snapshot) revokedAccount(account, tool string) bool {
+	if len(s.revoked) == 0 {
+		return false
+	}
+	return s.Revoked(RevokedAccount, account) || (tool != "" && s.Revoked(RevokedConnection, account+"."+tool))
+}
+
+// hear adds r to the working copy, unless the view already holds the write that made
+// it. It returns the change the view's listeners are told of (so that the sessions a
+// revoked key opened end at once), if any.
+func (s *Snapshot) hear(r Revocation, now time.Time) (Change, bool) {
+	if r.Kind == "" || r.ID == "" {
+		return Change{}, false
+	}
+	b, inView := viewBucket[r.Bucket]
+	if (inView && r.Revision > 0 && s.revs[b] >= r.Revision) || (r.Bucket != "" && !inView) {
+		return Change{}, false // the view has it, or a copy of another bucket applies it
+	}
+	if limit := now.Add(RevocationHold); r.Until.IsZero() || r.Until.After(limit) {
+		r.Until = limit
+	}
+	s.revoked = maps.Clone(s.revoked)
+	if s.revoked == nil {
+		s.revoked = map[revokedID]heard{}
+	}
+	s.revoked[revokedID{r.Kind, r.ID}] = heard{Revocation: r, at: now}
+	if !inView {
+		return Change{}, false
+	}
+	return Change{Bucket: r.Bucket, Key: r.ID, Deleted: true}, true
+}
+
+// heard is a revocation held, with when it was heard.
+type heard struct {
+	Revocation
+	at time.Time
+}
+
+// settle drops the revocations the view no longer needs to hold: its follower of the
+// bucket has applied the write, the bucket was loaded again from scratch (reloaded),
+// or the revocation ended.
+func (s *Snapshot) settle(reloaded map[int]bool, now time.Time) {
+	var drop []revokedID
+	for id, h := range s.revoked {
+		b, inView := viewBucket[h.Bucket]
+		switch {
+		case inView && h.Revision > 0 && s.revs[b] >= h.Revision, inView && reloaded[b],
+			!h.Until.IsZero() && now.After(h.Until), now.Sub(h.at) > RevocationHold:
+			drop = append(drop, id)
+		}
+	}
+	if len(drop) == 0 {
+		return
+	}
+	s.revoked = maps.Clone(s.revoked)
+	for _, id := range drop {
+		delete(s.revoked, id)
+	}
+}
+
+// listen follows the revocations announced on subject until ctx ends, handing each
+// to the view's goroutine.
+func (v *View) listen(ctx context.Context, subject string) error {
+	sub, err := v.store.js.Conn().Subscribe(subject, func(m *nats.Msg) {
+		var r Revocation
+		if err := json.Unmarshal(m.Data, &r); err != nil {
+			v.log.Warn("registry: a revocation that does not decode is ignored", "err", err)
+			return
+		}
+		select {
+		case v.heard <- r:
+		case <-ctx.Done():
+		}
+	})
+	if err != nil {
+		return err
+	}
+	context.AfterFunc(ctx, func() { _ = sub.Unsubscribe() })
+	return nil
+}
+
+// DefaultConfirmWait bounds how long a view whose follower is behind waits for a stream's
+// leader to confirm a key or link (View.Confirm). A leader that does not answer in
+// time (while JetStream elects one) leaves the decision to the view and the
+// revocations it heard. Options.ConfirmWait (toolgate edge
+// --revocation-check-wait) sets another.
+const DefaultConfirmWait = 500 * time.Millisecond
+
+// confirmFresh is how long a leader's answer for a credential stands, so that an edge
+// under load whose view is behind asks once per credential in that time, not once
+// per request.
+const confirmFresh = 250 * time.Millisecond
+
+// confirmations are the leader's recent answers, by kind and hash.
+type confirmations struct {
+	mu      sync.Mutex
+	answers map[revokedID]confirmation
+}
+
+type confirmation struct {
+	at      time.Time
+	refused bool
+}
+
+// viewBuckets' followers tell the view whether they are current (see Store.follow).
+type currency [nViewBuckets]atomic.Bool
+
+// behind reports whether a follower a credential's check rests on is not current.
+func (c *currency) behind() bool {
+	for _, b := range []int{bKeys, bLinks, bAccounts, bConns} {
+		if !c[b].Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// Confirm checks a key (kind RevokedKey) or link (RevokedLink) the view just
+// accepted, by its hash, against the leader of its bucket's stream, when one of the
+// view's followers is behind (its consumer lost or being made again): a revocation
+// announced while this edge could not hear it is then still refused. It returns
+// ErrUnauthenticated for a credential the leader says is gone or revoked; nil when
+// the view is current, or the leader does not answer within Options.ConfirmWait.
+func (v *View) Confirm(ctx context.Context, kind, hash string) error {
+	if !v.current.behind() {
+		return nil
+	}
+	id := revokedID{kind, hash}
+	v.confirmed.mu.Lock()
+	c, ok := v.confirmed.answers[id]
+	v.confirmed.mu.Unlock()
+	if !ok || time.Since(c.at) > confirmFresh {
+		c = confirmation{at: time.Now(), refused: v.askLeader(ctx, kind, hash)}
+		v.confirmed.mu.Lock()
+		maps.DeleteFunc(v.confirmed.answers, func(_ revokedID, c confirmation) bool { return time.Since(c.at) > confirmFresh })
+		v.confirmed.answers[id] = c
+		v.confirmed.mu.Unlock()
+	}
+	if c.refused {
+		return ErrUnauthenticated
+	}
+	return nil
+}
+
+// askLeader reads the credential's record from its bucket's leader and reports
+// whether it refuses the credential.
+func (v *View) askLeader(ctx context.Context, kind, hash string) bool {
+	bucket := BucketKeys
+	if kind == RevokedLink {
+		bucket = BucketLinks
+	}
+	ctx, cancel := context.WithTimeout(ctx, v.store.opts.ConfirmWait)
+	defer cancel()
+	b, _, err := ReadLatest(ctx, v.store.js, bucket, hash)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return true
+	case err != nil:
+		v.log.Debug("registry: the leader did not confirm a credential; the view decides", "bucket", bucket, "err", err)
+		return false
+	case kind == RevokedKey:
+		var k Key
+		return json.Unmarshal(b, &k) == nil && k.RevokedAt != nil
+	}
+	return false
+}
+
+// logRevocation notes a revocation heard, without its id.
+func logRevocation(log *slog.Logger, r Revocation) {
+	log.Debug("registry: revocation heard", "kind", r.Kind, "bucket", r.Bucket, "revision", r.Revision)
+}
