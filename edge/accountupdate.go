@@ -58,10 +58,12 @@ func (f Field[T]) apply(v *T) {
 }
 
 // AccountUpdate is the body of PATCH /admin/accounts/{id}: a JSON merge patch of the
-// account's name and limits. A limit set to 0 or null is the edge's default again.
+// account's name, limits and whether its links require sign-in. A limit set to 0 or
+// null is the edge's default again.
 type AccountUpdate struct {
-	Name   Field[string]       `json:"name,omitzero"`
-	Limits Field[LimitsUpdate] `json:"limits,omitzero"`
+	Name          Field[string]       `json:"name,omitzero"`
+	Limits        Field[LimitsUpdate] `json:"limits,omitzero"`
+	RequireSignIn Field[bool]         `json:"require_sign_in,omitzero"`
 }
 
 // LimitsUpdate is the limits' part of an AccountUpdate. Quotas, when given, replace
@@ -83,13 +85,14 @@ func (u AccountUpdate) violations() []registry.Violation {
 // body, the limits' fields included: a misspelt one is an error naming it.
 func decodeAccountUpdate(r io.Reader) (AccountUpdate, error) {
 	var body struct {
-		Name   Field[string]   `json:"name"`
-		Limits json.RawMessage `json:"limits"`
+		Name          Field[string]   `json:"name"`
+		Limits        json.RawMessage `json:"limits"`
+		RequireSignIn Field[bool]     `json:"require_sign_in"`
 	}
 	if err := decodeStrict(r, &body); err != nil {
 		return AccountUpdate{}, err
 	}
-	u := AccountUpdate{Name: body.Name}
+	u := AccountUpdate{Name: body.Name, RequireSignIn: body.RequireSignIn}
 	switch limits := bytes.TrimSpace(body.Limits); {
 	case len(limits) == 0:
 	case string(limits) == "null":
@@ -171,6 +174,7 @@ func within(pointer string, err error) error {
 // apply merges u into a.
 func (u AccountUpdate) apply(a *registry.Account) {
 	u.Name.apply(&a.Name)
+	u.RequireSignIn.apply(&a.RequireSignIn)
 	if u.Limits.Null {
 		a.Limits = registry.Limits{}
 		return

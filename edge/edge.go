@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/gateway"
+	"github.com/toolgate/toolgate/oauth"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -136,12 +137,16 @@ func (e *Edge) routes() *gin.Engine {
 		link := r.Group("/mcp/:link", e.authLink)
 		link.GET("/sse", e.mcpSSE)
 		link.POST("/messages", e.mcpMessages)
+		tools := r.Group("/tools/:tool", e.authToolCaller, e.authToolMCP)
 		for _, m := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
 			link.Handle(m, "", e.mcpStreamable)
-			api.Handle(m, "/tools/:tool/mcp", e.authToolMCP, e.mcpStreamable)
+			tools.Handle(m, "/mcp", e.mcpStreamable)
 		}
-		api.GET("/tools/:tool/sse", e.authToolMCP, e.mcpSSE)
-		api.POST("/tools/:tool/sse/messages", e.authToolMCP, e.mcpMessages)
+		tools.GET("/sse", e.mcpSSE)
+		tools.POST("/sse/messages", e.mcpMessages)
+		if e.cfg.SignIn != nil {
+			r.GET(oauth.ResourceWellKnown+"/*path", e.resourceMetadata)
+		}
 	}
 
 	if e.cfg.Dashboard != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/toolgate/toolgate/edge/dashboard"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/oauth"
 	"github.com/toolgate/toolgate/registry"
 	"github.com/toolgate/toolgate/sse"
 )
@@ -50,6 +51,7 @@ type env struct {
 	vault    *credentials.Vault // the connections' credentials, withCredentials
 	name     string             // the edge's instance name in the trail
 	stop     func() error       // ends Serve and returns what it returned
+	issuer   *oauth.Issuer      // the access tokens' issuer, withSignIn
 }
 
 type envOptions struct {
@@ -62,6 +64,7 @@ type envOptions struct {
 	dashboard bool                 // serve the dashboard, as toolgate edge does
 	audit     bool                 // keep the audit trail, as toolgate edge does
 	keys      *credentials.Keyring // keep credentials under these keys, as toolgate edge does
+	signIn    bool                 // issue and check OAuth access tokens, as toolgate edge does
 }
 
 type option func(*envOptions)
@@ -75,6 +78,7 @@ func onCluster(url string) option                   { return func(o *envOptions)
 func onServer(url string) option                    { return func(o *envOptions) { o.natsURL = url } }
 func withGateway(f func(*gateway.Config)) option    { return func(o *envOptions) { o.gateway = f } }
 func withCredentials(k *credentials.Keyring) option { return func(o *envOptions) { o.keys = k } }
+func withSignIn() option                            { return func(o *envOptions) { o.signIn = true } }
 
 func newEnv(t testing.TB, opts ...option) *env {
 	t.Helper()
@@ -125,6 +129,14 @@ func newEnv(t testing.TB, opts ...option) *env {
 	cfg.AdminKeyHash = registry.Hash(e.adminKey)
 	cfg.DrainDelay = 0 // tests stop their edge at once; TestShutdownDrains gives it one
 	cfg.Credentials = e.vault
+	if o.signIn {
+		keys, err := oauth.OpenKeys(testenv.Context(t), e.store, 24*time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.issuer = oauth.NewIssuer(e.url, keys)
+		cfg.SignIn = e.issuer
+	}
 	if o.edge != nil {
 		o.edge(&cfg)
 	}

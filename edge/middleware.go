@@ -25,6 +25,7 @@ import (
 
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/gateway"
+	"github.com/toolgate/toolgate/oauth"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -83,10 +84,12 @@ func withRequestID(c *gin.Context) {
 }
 
 // secretRoute reports whether a route pattern holds a secret (a link token) in its
-// path, and so must not be logged or traced with the raw path.
+// path, and so must not be logged or traced with the raw path: a link's, or its
+// protected resource metadata's.
 func secretRoute(c *gin.Context) bool {
 	route := c.FullPath()
-	return strings.Contains(route, ":link") || (route == "" && strings.HasPrefix(c.Request.URL.Path, "/mcp/"))
+	return strings.Contains(route, ":link") || strings.HasPrefix(route, oauth.ResourceWellKnown) ||
+		(route == "" && strings.HasPrefix(c.Request.URL.Path, "/mcp/"))
 }
 
 var tracer = otel.Tracer("github.com/toolgate/toolgate/edge")
@@ -189,6 +192,12 @@ func (e *Edge) accessLog(c *gin.Context) {
 	)
 	if p := principal(c); p.Account != "" {
 		attrs = append(attrs, slog.String("account", p.Account))
+		if p.Client != "" {
+			attrs = append(attrs, slog.String("oauth_client", p.Client))
+		}
+		if p.User != "" {
+			attrs = append(attrs, slog.String("user", p.User))
+		}
 	}
 	if !secretRoute(c) {
 		if tool := c.Param("tool"); tool != "" {

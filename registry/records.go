@@ -25,10 +25,14 @@ type (
 // Account is a customer of the gateway: the unit that keys, connections and limits
 // belong to.
 type Account struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name,omitempty"`
-	Limits    Limits    `json:"limits"`
-	CreatedAt time.Time `json:"created_at"`
+	ID     string `json:"id"`
+	Name   string `json:"name,omitempty"`
+	Limits Limits `json:"limits"`
+	// RequireSignIn: the account's links answer only a caller that signed in (an
+	// OAuth access token for the link) or sends one of the account's API keys; the
+	// bare link answers 401 with the link's protected resource metadata.
+	RequireSignIn bool      `json:"require_sign_in,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
 }
 
 // Limits bound what one account may do. Zero means the gateway's default.

@@ -23,6 +23,7 @@ func newAccountsUpdateCmd(c *adminClient) *cobra.Command {
 		burst, session int
 		quotas         []string
 		clearQuotas    bool
+		requireSignIn  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "update ID",
@@ -65,15 +66,19 @@ The rules given replace the account's; --clear-quotas removes them all.`,
 				}
 				u.Limits.Value.Quotas = edge.Value(rules)
 			}
+			if f.Changed("require-sign-in") {
+				u.RequireSignIn = edge.Value(requireSignIn)
+			}
 			l := u.Limits.Value
 			u.Limits.Set = !l.Rate.IsZero() || !l.Burst.IsZero() || !l.Sessions.IsZero() || !l.Quotas.IsZero()
-			if u.Name.IsZero() && u.Limits.IsZero() {
-				return errors.New("accounts update: nothing to change: give --name, --rate, --burst, --sessions, --quota or --clear-quotas")
+			if u.Name.IsZero() && u.Limits.IsZero() && u.RequireSignIn.IsZero() {
+				return errors.New("accounts update: nothing to change: give --name, --rate, --burst, --sessions, --quota, --clear-quotas or --require-sign-in")
 			}
 			return c.print(cmd, http.MethodPatch, "/accounts/"+url.PathEscape(args[0]), u)
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "the account's name")
+	cmd.Flags().BoolVar(&requireSignIn, "require-sign-in", false, "the account's links answer only callers that signed in (OAuth) or send an API key (--require-sign-in=false: bare links work again)")
 	cmd.Flags().Float64Var(&rate, "rate", 0, "tool calls per second per key (0: the edge's default)")
 	cmd.Flags().IntVar(&burst, "burst", 0, "calls a key may make at once above the rate (0: the edge's default)")
 	cmd.Flags().IntVar(&session, "sessions", 0, "concurrent MCP sessions (0: the default)")

@@ -59,6 +59,7 @@ type edgeOptions struct {
 	// subjects and replicas are the registry's).
 	NoAudit bool
 	Audit   audit.Options
+	SignIn  signInOptions
 }
 
 // replicasUsage describes the edge's --replicas.
@@ -67,12 +68,16 @@ const replicasUsage = "replicas of the registry's buckets: 1 on a single node, 3
 func defaultEdgeOptions() edgeOptions {
 	return edgeOptions{Edge: edge.DefaultConfig(), Gateway: gateway.DefaultConfig(), MCP: sse.DefaultConfig(),
 		Calls: calls.Config{Subjects: wire.DefaultSubjects},
-		NATS:  "nats://127.0.0.1:4222", Dashboard: true, AskConcurrency: asks.DefaultConcurrency}
+		NATS:  "nats://127.0.0.1:4222", Dashboard: true, AskConcurrency: asks.DefaultConcurrency,
+		SignIn: defaultSignInOptions()}
 }
 
 // Validate names the first field that is wrong. An empty base URL is taken from the
 // address the edge listens on.
 func (o edgeOptions) Validate() error {
+	if err := o.SignIn.validate(); err != nil {
+		return err
+	}
 	if o.NATS == "" {
 		return errors.New("edge: nats: required")
 	}
@@ -199,6 +204,9 @@ exported when the standard OTEL_* variables ask for it.`,
 			if err := flagsFromEnv(cmd.Flags(), edgeEnv); err != nil {
 				return err
 			}
+			if err := flagsFromEnv(cmd.Flags(), signInEnv); err != nil {
+				return err
+			}
 			log, flush := telemetry.Logger(os.Stderr) // a line per request: written in batches
 			defer flush()
 			return runEdge(cmd.Context(), o, cmd.OutOrStdout(), log)
@@ -239,6 +247,7 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.StringSliceVar(&o.MCP.AllowedOrigins, "mcp-allowed-origins", nil, "browser origins allowed to use MCP links besides the edge's own (\"*\" for any)")
 	f.StringSliceVar(&o.MCP.AllowedHosts, "mcp-allowed-hosts", nil, "Host values accepted on a loopback listener besides localhost (DNS rebinding protection)")
 	addAuditFlags(f, &o)
+	addSignInFlags(f, &o.SignIn)
 	return cmd
 }
 
@@ -347,6 +356,10 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 	}
 	if o.Edge.BaseURL == "" {
 		o.Edge.BaseURL = localURL(ln.Addr())
+	}
+	if o.Edge.SignIn, err = openSignIn(ctx, o.SignIn, store, o.Edge.BaseURL); err != nil {
+		ln.Close()
+		return err
 	}
 	if o.Dashboard {
 		dcfg := dashboard.DefaultConfig()

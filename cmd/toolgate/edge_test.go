@@ -97,6 +97,12 @@ func TestEdgeAndAdminCommands(t *testing.T) {
 	if got := admin("accounts", "update", "acme", "--name", "Acme Corp", "--rate", "0"); !strings.Contains(got, `"name": "Acme Corp"`) || strings.Contains(got, `"rate"`) {
 		t.Fatalf("accounts update --name --rate 0:\n%s", got)
 	}
+	if got := admin("accounts", "update", "acme", "--require-sign-in"); !strings.Contains(got, `"require_sign_in": true`) {
+		t.Fatalf("accounts update --require-sign-in:\n%s", got)
+	}
+	if got := admin("accounts", "update", "acme", "--require-sign-in=false"); strings.Contains(got, `"require_sign_in"`) {
+		t.Fatalf("accounts update --require-sign-in=false:\n%s", got)
+	}
 	if _, err := run(t, context.Background(), "accounts", "update", "acme", "--url", url); err == nil || !strings.Contains(err.Error(), "nothing to change") {
 		t.Fatalf("accounts update without flags: %v", err)
 	}

@@ -112,6 +112,7 @@ func (d *Dashboard) routes() http.Handler {
 	mux.HandleFunc("GET "+p+"keys", d.signedIn(d.keysPage))
 	mux.HandleFunc("POST "+p+"keys", d.signedIn(d.createKey))
 	mux.HandleFunc("POST "+p+"keys/{id}/revoke", d.signedIn(d.revokeKey))
+	mux.HandleFunc("POST "+p+"sign-in-setting", d.signedIn(d.setSignIn))
 	mux.HandleFunc("GET "+p+"static/{file}", d.static)
 	mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, nil, http.StatusNotFound, "There is no such page.")
