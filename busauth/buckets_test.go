@@ -17,7 +17,7 @@ func TestEdgeBucketsAreTheRegistrys(t *testing.T) {
 	want := []string{
 		registry.BucketTools, registry.BucketAccounts, registry.BucketKeys, registry.BucketConnections, registry.BucketLinks,
 		registry.BucketPresence, registry.BucketSessions, registry.BucketRates, registry.BucketQuotas, dashboard.SessionBucket, calls.Bucket,
-		credentials.Bucket, oauth.KeyBucket,
+		credentials.Bucket, oauth.KeyBucket, oauth.RequestBucket, oauth.GrantBucket,
 	}
 	slices.Sort(want)
 	got := slices.Sorted(slices.Values(edgeBuckets))

@@ -71,6 +71,9 @@ type Config struct {
 	// (package oauth); nil leaves them bearer URLs and API-key routes as before, and
 	// an account's require_sign_in without effect.
 	SignIn *oauth.Issuer
+	// AuthServer is the deployment's own authorization server, served at
+	// oauth.Paths; nil: none (tokens come only from elsewhere).
+	AuthServer *oauth.Server
 }
 
 // DashboardPath is where the deployment dashboard is served.

@@ -156,6 +156,13 @@ func (e *Edge) routes() *gin.Engine {
 		})
 	}
 
+	if e.cfg.AuthServer != nil {
+		h := gin.WrapH(e.cfg.AuthServer.Handler())
+		for _, p := range oauth.Paths {
+			r.Any(p, h)
+		}
+	}
+
 	if e.adminHash != nil {
 		e.adminRoutes(r.Group("/admin", e.authAdmin))
 	}

@@ -52,6 +52,9 @@ type env struct {
 	name     string             // the edge's instance name in the trail
 	stop     func() error       // ends Serve and returns what it returned
 	issuer   *oauth.Issuer      // the access tokens' issuer, withSignIn
+	// the authorization server, withSignIn, whose tokens live tokenTTL
+	authServer *oauth.Server
+	tokenTTL   time.Duration
 }
 
 type envOptions struct {
@@ -65,6 +68,8 @@ type envOptions struct {
 	audit     bool                 // keep the audit trail, as toolgate edge does
 	keys      *credentials.Keyring // keep credentials under these keys, as toolgate edge does
 	signIn    bool                 // issue and check OAuth access tokens, as toolgate edge does
+	tokenTTL  time.Duration        // the access tokens' lifetime, withSignIn
+	docs      *http.Client         // what fetches client ID metadata documents, withSignIn
 }
 
 type option func(*envOptions)
@@ -78,7 +83,11 @@ func onCluster(url string) option                   { return func(o *envOptions)
 func onServer(url string) option                    { return func(o *envOptions) { o.natsURL = url } }
 func withGateway(f func(*gateway.Config)) option    { return func(o *envOptions) { o.gateway = f } }
 func withCredentials(k *credentials.Keyring) option { return func(o *envOptions) { o.keys = k } }
-func withSignIn() option                            { return func(o *envOptions) { o.signIn = true } }
+func withSignIn() option                            { return withTokenTTL(time.Hour) }
+func withDocumentClient(c *http.Client) option      { return func(o *envOptions) { o.docs = c } }
+func withTokenTTL(d time.Duration) option {
+	return func(o *envOptions) { o.signIn, o.tokenTTL = true, d }
+}
 
 func newEnv(t testing.TB, opts ...option) *env {
 	t.Helper()
@@ -90,7 +99,7 @@ func newEnv(t testing.TB, opts ...option) *env {
 	if edit == nil {
 		edit = func(*bus.ServerConfig) {}
 	}
-	e := &env{t: t, logs: &testenv.Buffer{}, adminKey: registry.NewKey()}
+	e := &env{t: t, logs: &testenv.Buffer{}, adminKey: registry.NewKey(), tokenTTL: o.tokenTTL}
 	if o.natsURL == "" {
 		e.srv = testenv.ServerWith(t, edit)
 		o.natsURL = e.srv.ClientURL()
@@ -136,6 +145,13 @@ func newEnv(t testing.TB, opts ...option) *env {
 		}
 		e.issuer = oauth.NewIssuer(e.url, keys)
 		cfg.SignIn = e.issuer
+		login := e.url + edge.DashboardPath + dashboard.ConsentPath + "?id="
+		if e.authServer, err = oauth.NewServer(testenv.Context(t), e.store, e.issuer, oauth.ServerConfig{
+			TokenTTL: e.tokenTTL, LoginURL: func(id string) string { return login + id }, HTTPClient: o.docs,
+		}); err != nil {
+			t.Fatal(err)
+		}
+		cfg.AuthServer = e.authServer
 	}
 	if o.edge != nil {
 		o.edge(&cfg)
@@ -153,6 +169,7 @@ func newEnv(t testing.TB, opts ...option) *env {
 	if o.dashboard {
 		dcfg := dashboard.DefaultConfig()
 		dcfg.BaseURL = e.url
+		dcfg.SignIn = e.authServer
 		if cfg.Dashboard, err = dashboard.New(dcfg, e.gw, e.store, e.signer, log); err != nil {
 			t.Fatal(err)
 		}

@@ -357,13 +357,13 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 	if o.Edge.BaseURL == "" {
 		o.Edge.BaseURL = localURL(ln.Addr())
 	}
-	if o.Edge.SignIn, err = openSignIn(ctx, o.SignIn, store, o.Edge.BaseURL); err != nil {
+	if o.Edge.SignIn, o.Edge.AuthServer, err = openSignIn(ctx, o.SignIn, store, o.Edge.BaseURL, o.Dashboard); err != nil {
 		ln.Close()
 		return err
 	}
 	if o.Dashboard {
 		dcfg := dashboard.DefaultConfig()
-		dcfg.Prefix, dcfg.BaseURL = edge.DashboardPath, o.Edge.BaseURL
+		dcfg.Prefix, dcfg.BaseURL, dcfg.SignIn = edge.DashboardPath, o.Edge.BaseURL, o.Edge.AuthServer
 		d, err := dashboard.New(dcfg, gw, store, signer, log)
 		if err != nil {
 			ln.Close()

@@ -3,10 +3,14 @@ package main
 import (
 	"context"
 	"errors"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/toolgate/toolgate/edge"
+	"github.com/toolgate/toolgate/edge/dashboard"
 	"github.com/toolgate/toolgate/oauth"
 	"github.com/toolgate/toolgate/registry"
 )
@@ -49,14 +53,27 @@ func (o signInOptions) validate() error {
 	return nil
 }
 
-// openSignIn is the edge's token issuer, nil when sign-in is off.
-func openSignIn(ctx context.Context, o signInOptions, store *registry.Store, baseURL string) (*oauth.Issuer, error) {
+// openSignIn is the edge's token issuer and authorization server (whose sign-in and
+// consent pages are the dashboard's: none without it), nil when sign-in is off.
+func openSignIn(ctx context.Context, o signInOptions, store *registry.Store, baseURL string, dashboardOn bool) (*oauth.Issuer, *oauth.Server, error) {
 	if o.Off {
-		return nil, nil
+		return nil, nil, nil
 	}
 	keys, err := oauth.OpenKeys(ctx, store, o.KeyRotation)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return oauth.NewIssuer(baseURL, keys), nil
+	is := oauth.NewIssuer(strings.TrimSuffix(baseURL, "/"), keys)
+	if !dashboardOn {
+		return is, nil, nil
+	}
+	login := strings.TrimSuffix(baseURL, "/") + edge.DashboardPath + dashboard.ConsentPath + "?id="
+	srv, err := oauth.NewServer(ctx, store, is, oauth.ServerConfig{
+		TokenTTL: o.TokenTTL,
+		LoginURL: func(id string) string { return login + url.QueryEscape(id) },
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return is, srv, nil
 }

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/oauth"
 )
 
 // Config is the dashboard's configuration.
@@ -25,6 +27,9 @@ type Config struct {
 	// TLS (behind a proxy that terminates it). They are Secure anyway under TLS or
 	// when BaseURL is https.
 	SecureCookie bool
+	// SignIn is the deployment's authorization server, whose sign-in and consent
+	// are the dashboard's pages; nil: none.
+	SignIn *oauth.Server
 }
 
 // DefaultConfig serves /dashboard/ for the edge of `toolgate dev`, with sessions of

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/toolgate/toolgate/oauth"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -24,6 +25,9 @@ type keysView struct {
 	// RequireSignIn: the account's links take only callers that signed in (OAuth) or
 	// send an API key.
 	RequireSignIn bool
+	// Grants are what MCP clients were allowed through sign-in, each revocable.
+	Grants        []oauth.Grant
+	AccessRevoked bool
 }
 
 type keyRow struct {
@@ -81,6 +85,14 @@ func (d *Dashboard) keysView(v *visit) *keysView {
 
 func (d *Dashboard) keysPage(w http.ResponseWriter, r *http.Request, v *visit) {
 	kv := d.keysView(v)
+	kv.AccessRevoked = r.URL.Query().Get("access") == "revoked"
+	if d.cfg.SignIn != nil {
+		grants, err := d.cfg.SignIn.Grants(r.Context(), v.principal.Account)
+		if err != nil {
+			d.log.Error("dashboard: list grants", "account", v.principal.Account, "err", err)
+		}
+		kv.Grants = grants
+	}
 	if id := r.URL.Query().Get("revoked"); id != "" {
 		if _, k := d.view.Snapshot().KeyByID(id); k != nil && k.Account == v.principal.Account {
 			kv.Revoked = firstNonEmpty(k.Name, k.Prefix)
