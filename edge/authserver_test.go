@@ -238,3 +238,35 @@ func TestAuthorizationRequestsNeedS256AndAResource(t *testing.T) {
 		})
 	}
 }
+
+// TestARequestWithoutScopeGetsTheResourcesScopes: a client that names no scope (as
+// the conformance suite's does) is granted the resource's tool scopes at consent.
+func TestARequestWithoutScopeGetsTheResourcesScopes(t *testing.T) {
+	e := newEnv(t, withMCP(), withDashboard(), withSignIn())
+	key := e.account("acme", registry.Limits{})
+	e.deploy(registry.Tool{ID: "kit", Title: "Kit", Methods: []registry.Method{{Name: "echo"}}})
+	link := e.url + "/mcp/" + e.signer.Token("acme", "kit", e.connect("acme", "kit").LinkNonce)
+	app := newClientApp(t)
+	cfg := oauth2.Config{ClientID: app.url + "/client.json", RedirectURL: app.url + "/callback",
+		Endpoint: oauth2.Endpoint{AuthURL: e.url + "/authorize", TokenURL: e.url + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
+	verifier := oauth2.GenerateVerifier()
+	browse(t, e, cfg.AuthCodeURL("s", oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", link)), key)
+	got := <-app.responses
+	tok, err := cfg.Exchange(testenv.Context(t), got.Get("code"), oauth2.VerifierOption(verifier))
+	if err != nil {
+		t.Fatalf("exchange after %v: %v", got, err)
+	}
+	// A token answer is not to be cached, a refused one neither.
+	resp, err := http.PostForm(e.url+"/oauth/token", url.Values{"grant_type": {"authorization_code"}, "code": {"made-up"}, "client_id": {cfg.ClientID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Header.Get("Cache-Control") != "no-store" || resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("token answer %d with Cache-Control %q", resp.StatusCode, resp.Header.Get("Cache-Control"))
+	}
+	checked, err := e.issuer.Verify(testenv.Context(t), tok.AccessToken, link, time.Now())
+	if err != nil || checked.Scope != "kit:list kit:call" {
+		t.Fatalf("token %+v %v: want the tool's scopes", checked, err)
+	}
+}

@@ -89,14 +89,29 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", s.metadata)
 	mux.HandleFunc("GET /.well-known/openid-configuration", s.metadata)
 	mux.HandleFunc("POST /oauth/register", s.registration)
-	mux.Handle("/authorize", withIss(s.issuer.URL, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.provider.ServeHTTP(w, r.WithContext(withResource(r.Context(), r.FormValue("resource"))))
-	})))
+	mux.Handle("/authorize", withIss(s.issuer.URL, http.HandlerFunc(s.authorize)))
 	mux.Handle("/authorize/callback", withIss(s.issuer.URL, s.provider))
-	for _, p := range []string{"/oauth/token", "/revoke", "/keys", "/userinfo"} {
+	// A token answer is never cached (RFC 6749 §5.1), which op leaves to its host.
+	mux.Handle("/oauth/token", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Pragma", "no-cache")
+		s.provider.ServeHTTP(w, r)
+	}))
+	for _, p := range []string{"/revoke", "/keys", "/userinfo"} {
 		mux.Handle(p, s.provider)
 	}
 	return mux
+}
+
+// authorize hands an authorization request to the provider with what op does not
+// read of it. A request without a scope is given offline_access, which op asks for
+// and which names no tool: consent then grants the resource's tool scopes.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
+	p := authorizeParams{resource: r.FormValue("resource"), noScope: r.FormValue("scope") == ""}
+	if p.noScope {
+		r.Form.Set("scope", oidc.ScopeOfflineAccess) // parsed by FormValue, and read so by op
+	}
+	s.provider.ServeHTTP(w, r.WithContext(withResource(r.Context(), p)))
 }
 
 // Metadata is the server's metadata (RFC 8414, and OpenID discovery): the provider's,
@@ -221,6 +236,9 @@ func (s *Server) Approve(ctx context.Context, id, account, tool string) (string,
 		return "", errNotFound
 	}
 	scopes := slices.DeleteFunc(toolScopesOf(r.Scopes), func(sc string) bool { return !slices.Contains(ToolScopes(tool), sc) })
+	if len(toolScopesOf(r.Scopes)) == 0 { // the request named no scope: the resource's
+		scopes = ToolScopes(tool)
+	}
 	if len(scopes) == 0 {
 		return "", fmt.Errorf("oauth: the request asks for no scope of %s", tool)
 	}

@@ -20,22 +20,31 @@ type storage struct{ s *Server }
 
 type resourceKey struct{}
 
-// withResource carries an authorization request's resource parameter (RFC 8707) to
-// CreateAuthRequest: op's request type has no field for it.
-func withResource(ctx context.Context, resource string) context.Context {
-	return context.WithValue(ctx, resourceKey{}, resource)
+// authorizeParams are what an authorization request says that op's request type has
+// no field for: its resource (RFC 8707), and whether it named no scope at all.
+type authorizeParams struct {
+	resource string
+	noScope  bool
+}
+
+// withResource carries them to CreateAuthRequest.
+func withResource(ctx context.Context, p authorizeParams) context.Context {
+	return context.WithValue(ctx, resourceKey{}, p)
 }
 
 func (st storage) CreateAuthRequest(ctx context.Context, ar *oidc.AuthRequest, _ string) (op.AuthRequest, error) {
 	if ar.CodeChallenge == "" || ar.CodeChallengeMethod != oidc.CodeChallengeMethodS256 {
 		return nil, oidc.ErrInvalidRequest().WithDescription("PKCE with code_challenge_method S256 is required")
 	}
-	resource, _ := ctx.Value(resourceKey{}).(string)
+	params, _ := ctx.Value(resourceKey{}).(authorizeParams)
+	resource := params.resource
 	if resource == "" {
 		return nil, oidc.ErrInvalidRequest().WithDescription("resource is required: the URL of the link or tool endpoint (RFC 8707)")
 	}
+	// A request that names no scope asks for what the resource offers (its tool's
+	// scopes, settled at consent); one that names only others asks for nothing here.
 	scopes := toolScopesOf(ar.Scopes)
-	if len(scopes) == 0 {
+	if len(scopes) == 0 && !params.noScope {
 		return nil, oidc.ErrInvalidScope().WithDescription("ask for <tool>:list and <tool>:call, as the resource's metadata names them")
 	}
 	r := &request{

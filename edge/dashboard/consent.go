@@ -93,6 +93,9 @@ func (d *Dashboard) consentRequest(w http.ResponseWriter, r *http.Request, v *vi
 		d.fail(w, r, v, http.StatusForbidden, "The client asks for "+c.Resource+", which is not a link or tool of this account that your key reaches.")
 		return c, "", false
 	}
+	if len(c.Scopes) == 0 { // it named none: it asks for what the resource offers
+		c.Scopes = oauth.ToolScopes(tool)
+	}
 	return c, tool, true
 }
 
