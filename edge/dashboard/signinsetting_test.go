@@ -24,6 +24,10 @@ func TestAccountChoosesSignInOnLinks(t *testing.T) {
 		t.Fatalf("after ticking: %d\n%s", p.status, p.body)
 	}
 	e.waitFor("the account to require sign-in", func(s *registry.Snapshot) bool { return s.Account(testAccount).RequireSignIn })
+	if tab := u.get("tools/email/sse"); !strings.Contains(tab.body, `id="signin-clients"`) || !strings.Contains(tab.body, "<strong>require sign-in</strong>") ||
+		!strings.Contains(tab.body, "claude mcp add --transport http email") {
+		t.Fatalf("the link tab does not say the links require sign-in, nor how clients add them:\n%s", tab.body)
+	}
 	p = u.post("sign-in-setting", url.Values{"csrf": {p.csrf(t)}})
 	if p.status != http.StatusOK || strings.Contains(p.body, `name="require_sign_in" checked`) {
 		t.Fatalf("after clearing: %d\n%s", p.status, p.body)
