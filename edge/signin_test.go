@@ -110,6 +110,34 @@ func TestLinksRequireSignIn(t *testing.T) {
 	if res, err := cs.CallTool(testenv.Context(t), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"x": 1}}); err != nil || res.IsError {
 		t.Fatalf("call with a token: %v %+v", err, res)
 	}
+	if !strings.Contains(e.logs.String(), `"account":"acme","oauth_client":"https://client.example/cimd"`) {
+		t.Fatalf("the access log names no OAuth client:\n%s", e.logs.String())
+	}
+
+	// The legacy transport of the same link: the same challenge, the same document,
+	// and a stream for the token.
+	for token, want := range map[string]int{"": http.StatusUnauthorized, full: http.StatusOK} {
+		ctx, cancel := context.WithCancel(testenv.Context(t))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, link+"/sse", nil)
+		req.Header.Set("Accept", "text/event-stream")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != want {
+			t.Fatalf("legacy SSE with token %v: %d, want %d", token != "", resp.StatusCode, want)
+		}
+		if want == http.StatusUnauthorized {
+			if got, _ := oauth.MetadataURL(link); challenge(t, resp)["resource_metadata"] != got {
+				t.Fatalf("legacy SSE challenge names %v, want the link's document", resp.Header.Get("WWW-Authenticate"))
+			}
+		}
+		cancel()
+		resp.Body.Close()
+	}
 
 	refused := func(name, token string, status int, code, errCode string) map[string]string {
 		t.Helper()

@@ -53,3 +53,52 @@ func TestTokensAreCheckedForIssuerAudienceAndExpiry(t *testing.T) {
 		}
 	}
 }
+
+// TestKeysRotateAndEveryEdgeChecks: a token one edge's issuer signed verifies at
+// another's (the keys are the registry's); once the rotation period passes a new key
+// signs, the JWKS holds it and the one before, and a token of the one before still
+// verifies; one period more and that key is gone, its tokens with it.
+func TestKeysRotateAndEveryEdgeChecks(t *testing.T) {
+	srv := testenv.Server(t)
+	ctx := testenv.Context(t)
+	open := func() *oauth.Issuer {
+		store := testenv.Store(t, testenv.Conn(t, srv.ClientURL()), 1)
+		keys, err := oauth.OpenKeys(ctx, store, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return oauth.NewIssuer("https://gw.example", keys)
+	}
+	a, b := open(), open()
+	const resource = "https://gw.example/mcp/tgl_a"
+	now := time.Now()
+	mint := func(is *oauth.Issuer, at time.Time) string {
+		raw, err := is.Mint(ctx, oauth.Token{Account: "acme", Resource: resource, Scope: "kit:list"}, at, 24*time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	first := mint(a, now)
+	if _, err := b.Verify(ctx, first, resource, now); err != nil {
+		t.Fatalf("another edge's token: %v", err)
+	}
+	later := now.Add(time.Hour)
+	second := mint(b, later) // a new period: b makes the next key
+	if set := a.Keys().JWKS(ctx, later.Add(2*time.Second)); len(set.Keys) != 2 {
+		t.Fatalf("the JWKS after a rotation holds %d keys, want the new one and the one before", len(set.Keys))
+	}
+	for name, raw := range map[string]string{"the previous key's": first, "the new key's": second} {
+		if _, err := a.Verify(ctx, raw, resource, later.Add(2*time.Second)); err != nil {
+			t.Fatalf("%s token after the rotation: %v", name, err)
+		}
+	}
+	evenLater := later.Add(time.Hour)
+	mint(a, evenLater)
+	if _, err := b.Verify(ctx, first, resource, evenLater.Add(31*time.Second)); !errors.Is(err, oauth.ErrInvalidToken) {
+		t.Fatalf("a token of a key two rotations old: %v, want refused", err)
+	}
+	if _, err := b.Verify(ctx, second, resource, evenLater.Add(31*time.Second)); err != nil {
+		t.Fatalf("a token of the previous key: %v", err)
+	}
+}
