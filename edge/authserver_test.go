@@ -240,7 +240,8 @@ func TestAuthorizationRequestsNeedS256AndAResource(t *testing.T) {
 }
 
 // TestARequestWithoutScopeGetsTheResourcesScopes: a client that names no scope (as
-// the conformance suite's does) is granted the resource's tool scopes at consent.
+// the conformance suite's does) is granted the resource's tool scopes at consent, for
+// a link and for a tool's MCP endpoint alike.
 func TestARequestWithoutScopeGetsTheResourcesScopes(t *testing.T) {
 	e := newEnv(t, withMCP(), withDashboard(), withSignIn())
 	key := e.account("acme", registry.Limits{})
@@ -249,12 +250,18 @@ func TestARequestWithoutScopeGetsTheResourcesScopes(t *testing.T) {
 	app := newClientApp(t)
 	cfg := oauth2.Config{ClientID: app.url + "/client.json", RedirectURL: app.url + "/callback",
 		Endpoint: oauth2.Endpoint{AuthURL: e.url + "/authorize", TokenURL: e.url + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
-	verifier := oauth2.GenerateVerifier()
-	browse(t, e, cfg.AuthCodeURL("s", oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", link)), key)
-	got := <-app.responses
-	tok, err := cfg.Exchange(testenv.Context(t), got.Get("code"), oauth2.VerifierOption(verifier))
-	if err != nil {
-		t.Fatalf("exchange after %v: %v", got, err)
+	for _, resource := range []string{link, e.url + "/tools/kit/mcp"} {
+		verifier := oauth2.GenerateVerifier()
+		browse(t, e, cfg.AuthCodeURL("s", oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", resource)), key)
+		got := <-app.responses
+		tok, err := cfg.Exchange(testenv.Context(t), got.Get("code"), oauth2.VerifierOption(verifier))
+		if err != nil {
+			t.Fatalf("exchange after %v: %v", got, err)
+		}
+		checked, err := e.issuer.Verify(testenv.Context(t), tok.AccessToken, resource, time.Now())
+		if err != nil || checked.Scope != "kit:list kit:call" {
+			t.Fatalf("token for %s: %+v %v: want the tool's scopes", resource, checked, err)
+		}
 	}
 	// A token answer is not to be cached, a refused one neither.
 	resp, err := http.PostForm(e.url+"/oauth/token", url.Values{"grant_type": {"authorization_code"}, "code": {"made-up"}, "client_id": {cfg.ClientID}})
@@ -265,8 +272,40 @@ func TestARequestWithoutScopeGetsTheResourcesScopes(t *testing.T) {
 	if resp.Header.Get("Cache-Control") != "no-store" || resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("token answer %d with Cache-Control %q", resp.StatusCode, resp.Header.Get("Cache-Control"))
 	}
-	checked, err := e.issuer.Verify(testenv.Context(t), tok.AccessToken, link, time.Now())
-	if err != nil || checked.Scope != "kit:list kit:call" {
-		t.Fatalf("token %+v %v: want the tool's scopes", checked, err)
+}
+
+// TestConsentOnlyForTheAccountsOwnResources: signed in as one account, a client's
+// request for another account's link is refused at consent, and no code is made.
+func TestConsentOnlyForTheAccountsOwnResources(t *testing.T) {
+	e := newEnv(t, withMCP(), withDashboard(), withSignIn())
+	key := e.account("acme", registry.Limits{})
+	e.account("other", registry.Limits{})
+	e.deploy(registry.Tool{ID: "kit", Title: "Kit", Methods: []registry.Method{{Name: "echo"}}})
+	e.connect("acme", "kit")
+	otherLink := e.url + "/mcp/" + e.signer.Token("other", "kit", e.connect("other", "kit").LinkNonce)
+	app := newClientApp(t)
+	cfg := oauth2.Config{ClientID: app.url + "/client.json", RedirectURL: app.url + "/callback",
+		Endpoint: oauth2.Endpoint{AuthURL: e.url + "/authorize", TokenURL: e.url + "/oauth/token"}}
+	jar, _ := cookiejar.New(nil)
+	b := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	read := func(resp *http.Response, err error) (int, string) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	_, page := read(b.Get(cfg.AuthCodeURL("s", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()), oauth2.SetAuthURLParam("resource", otherLink))))
+	status, page := read(b.PostForm(e.url+"/dashboard/signin", url.Values{"key": {key},
+		"csrf": {html.UnescapeString(csrfInput.FindStringSubmatch(page)[1])}, "next": {html.UnescapeString(nextInput.FindStringSubmatch(page)[1])}}))
+	if status != http.StatusForbidden || strings.Contains(page, `id="consent-allow"`) {
+		t.Fatalf("consent for another account's link: %d\n%s", status, page)
+	}
+	select {
+	case got := <-app.responses:
+		t.Fatalf("the client got an answer: %v", got)
+	default:
 	}
 }
