@@ -148,6 +148,7 @@ func newEnv(t testing.TB, opts ...option) *env {
 		login := e.url + edge.DashboardPath + dashboard.ConsentPath + "?id="
 		if e.authServer, err = oauth.NewServer(testenv.Context(t), e.store, e.issuer, oauth.ServerConfig{
 			TokenTTL: e.tokenTTL, LoginURL: func(id string) string { return login + id }, HTTPClient: o.docs,
+			LoopbackDocuments: true, // the tests' clients serve their documents on 127.0.0.1
 		}); err != nil {
 			t.Fatal(err)
 		}

@@ -125,10 +125,23 @@ func traceRequest(c *gin.Context) {
 	if span.IsRecording() {
 		status := c.Writer.Status()
 		span.SetAttributes(semconv.HTTPResponseStatusCode(status), semconv.HTTPResponseBodySize(max(c.Writer.Size(), 0)))
+		span.SetAttributes(principalAttributes(principal(c))...)
 		if status >= 500 {
 			span.SetStatus(codes.Error, "")
 		}
 	}
+}
+
+// principalAttributes name who the request was made for: the account, and the OAuth
+// client and user a token names.
+func principalAttributes(p registry.Principal) []attribute.KeyValue {
+	var attrs []attribute.KeyValue
+	for k, v := range map[string]string{"toolgate.account": p.Account, "toolgate.oauth_client": p.Client, "toolgate.user": p.User} {
+		if v != "" {
+			attrs = append(attrs, attribute.String(k, v))
+		}
+	}
+	return attrs
 }
 
 // requestAttributes are the HTTP server span's attributes: the semantic conventions'

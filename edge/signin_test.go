@@ -113,6 +113,26 @@ func TestLinksRequireSignIn(t *testing.T) {
 	if !strings.Contains(e.logs.String(), `"account":"acme","oauth_client":"https://client.example/cimd"`) {
 		t.Fatalf("the access log names no OAuth client:\n%s", e.logs.String())
 	}
+	// And the request's trace names them too.
+	exp := spans()
+	const parent = "00-5bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	mcpPost(t, link, map[string]string{"Authorization": "Bearer " + full, "traceparent": parent}, initialize)
+	var traced map[string]string
+	testenv.WaitFor(t, "the request's server span", func() bool {
+		for _, sp := range exp.GetSpans() {
+			if sp.SpanContext.TraceID().String() == "5bf92f3577b34da6a3ce929d0e0e4736" && sp.Name == "POST /mcp/:link" {
+				traced = map[string]string{}
+				for _, kv := range sp.Attributes {
+					traced[string(kv.Key)] = kv.Value.String()
+				}
+				return true
+			}
+		}
+		return false
+	})
+	if traced["toolgate.account"] != "acme" || traced["toolgate.oauth_client"] != "https://client.example/cimd" {
+		t.Fatalf("the span names %v: want the account and the OAuth client", traced)
+	}
 
 	// The legacy transport of the same link: the same challenge, the same document,
 	// and a stream for the token.

@@ -61,18 +61,20 @@ func (c *client) IsScopeAllowed(scope string) bool     { return len(toolScopesOf
 func (c *client) IDTokenUserinfoClaimsAssertion() bool { return false }
 func (c *client) ClockSkew() time.Duration             { return 0 }
 
-// DocumentClient reports whether a client id is the URL of a client ID metadata
-// document: https, or http on a loopback address (a client on the same machine).
-func DocumentClient(id string) bool {
+// documentClient reports whether a client id is the URL of a client ID metadata
+// document: https, or, where the server allows it (tests, a client on the same
+// machine as a development stack), http on a loopback address. Anything else is not
+// fetched: the server would otherwise GET whatever a stranger names on its own host.
+func documentClient(id string, loopback bool) bool {
 	u, err := url.Parse(id)
-	if err != nil || u.Host == "" || u.Path == "" || u.Fragment != "" {
+	if err != nil || u.Host == "" || u.Path == "" || u.Fragment != "" || u.User != nil {
 		return false
 	}
 	if u.Scheme == "https" {
 		return true
 	}
 	ip := net.ParseIP(u.Hostname())
-	return u.Scheme == "http" && ip != nil && ip.IsLoopback()
+	return loopback && u.Scheme == "http" && ip != nil && ip.IsLoopback()
 }
 
 // maxDocument bounds a client's metadata document.
@@ -173,7 +175,7 @@ func (s *Server) register(ctx context.Context, reg Registration) (Registration, 
 // client finds the client id names: its metadata document, or its registration.
 func (s *Server) client(ctx context.Context, id string) (*client, error) {
 	var c *client
-	if DocumentClient(id) {
+	if documentClient(id, s.loopbackDocuments) {
 		var err error
 		if c, err = fetchDocument(ctx, s.http, id); err != nil {
 			return nil, err

@@ -31,6 +31,9 @@ type Server struct {
 	http     *http.Client
 	tokenTTL time.Duration
 	loginURL func(id string) string
+	// loopbackDocuments: client ID metadata documents may be http URLs on a
+	// loopback address.
+	loopbackDocuments bool
 	// OnRevoke, when set, is told of every grant revoked (through the dashboard or
 	// RFC 7009), so that it can be announced to every edge at once.
 	OnRevoke func(grant string)
@@ -45,6 +48,9 @@ type ServerConfig struct {
 	LoginURL func(requestID string) string
 	// HTTPClient fetches client ID metadata documents (nil: a client of its own).
 	HTTPClient *http.Client
+	// LoopbackDocuments lets a client name itself by an http URL on a loopback
+	// address (a test's, or a development stack's own machine); off, only https ones.
+	LoopbackDocuments bool
 }
 
 // NewServer makes the authorization server of is, its records in store.
@@ -56,7 +62,8 @@ func NewServer(ctx context.Context, store *registry.Store, is *Issuer, cfg Serve
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{issuer: is, records: rs, http: cfg.HTTPClient, tokenTTL: cfg.TokenTTL, loginURL: cfg.LoginURL}
+	s := &Server{issuer: is, records: rs, http: cfg.HTTPClient, tokenTTL: cfg.TokenTTL, loginURL: cfg.LoginURL,
+		loopbackDocuments: cfg.LoopbackDocuments}
 	if s.http == nil {
 		s.http = &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
