@@ -38,6 +38,14 @@ const (
 	reloadAtMostBy = time.Second
 )
 
+// keyRecord is a signing key as the bucket holds it, with the rotation period it
+// was made under: edges that rotate on different periods would name different keys
+// current, so an edge set to another period than the bucket's refuses to start.
+type keyRecord struct {
+	Period int64           `json:"period_s"`
+	JWK    jose.JSONWebKey `json:"jwk"`
+}
+
 // Keys are the signing keys: the newest signs, and it and the one before it verify,
 // so that a token signed just before a rotation stays good until it expires.
 type Keys struct {
@@ -106,7 +114,8 @@ func (k *Keys) create(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("oauth: generate signing key: %w", err)
 	}
-	b, err := json.Marshal(jose.JSONWebKey{Key: priv, KeyID: name, Algorithm: string(Algorithm), Use: "sig"})
+	b, err := json.Marshal(keyRecord{Period: int64(k.rotate / time.Second),
+		JWK: jose.JSONWebKey{Key: priv, KeyID: name, Algorithm: string(Algorithm), Use: "sig"}})
 	if err != nil {
 		return fmt.Errorf("oauth: encode signing key: %w", err)
 	}
@@ -160,11 +169,15 @@ func (k *Keys) load(ctx context.Context, now time.Time) error {
 		if err != nil {
 			return fmt.Errorf("oauth: read signing key %s: %w", name, err)
 		}
-		var jwk jose.JSONWebKey
-		if err := json.Unmarshal(b, &jwk); err != nil {
+		var rec keyRecord
+		if err := json.Unmarshal(b, &rec); err != nil {
 			return fmt.Errorf("oauth: decode signing key %s: %w", name, err)
 		}
-		held = append(held, jwk)
+		if want := int64(k.rotate / time.Second); rec.Period != want {
+			return fmt.Errorf("oauth: the signing keys in %s rotate every %s, this edge every %s: --oauth-key-rotation must be the same on every edge",
+				KeyBucket, time.Duration(rec.Period)*time.Second, k.rotate)
+		}
+		held = append(held, rec.JWK)
 	}
 	k.mu.Lock()
 	k.held, k.loaded = held, now

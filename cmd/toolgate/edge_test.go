@@ -198,6 +198,9 @@ func TestEdgeCommandRefusesBadConfig(t *testing.T) {
 		{[]string{"edge", "--link-secret-file", "x", "--async-max-timeout", "20m", "--calls-ttl", "16m"}, "edge: calls-ttl: must be longer than async-max-timeout (20m0s)"},
 		{[]string{"edge", "--link-secret-file", "x", "--audit-max-age", "30s"}, "edge: audit: max-age: must be at least 1m0s"},
 		{[]string{"edge", "--link-secret-file", "x", "--audit-max-bytes", "-1"}, "edge: audit: max-bytes: must be at least"},
+		{[]string{"edge", "--link-secret-file", "x", "--oauth-token-ttl", "999ms"}, "edge: oauth-token-ttl: must be between 1s and 24h0m0s"},
+		{[]string{"edge", "--link-secret-file", "x", "--oauth-token-ttl", "24h1s"}, "edge: oauth-token-ttl: must be between 1s and 24h0m0s"},
+		{[]string{"edge", "--link-secret-file", "x", "--oauth-key-rotation", "59m59s"}, "edge: oauth-key-rotation: must be at least 1h0m0s"},
 	} {
 		if _, err := run(t, context.Background(), tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("toolgate %s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)

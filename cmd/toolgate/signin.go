@@ -45,10 +45,10 @@ func (o signInOptions) validate() error {
 		return nil
 	}
 	if o.KeyRotation < time.Hour {
-		return errors.New("edge: --oauth-key-rotation must be at least 1h")
+		return errors.New("edge: oauth-key-rotation: must be at least 1h0m0s")
 	}
 	if o.TokenTTL < time.Second || o.TokenTTL > 24*time.Hour {
-		return errors.New("edge: --oauth-token-ttl must be between 1s and 24h")
+		return errors.New("edge: oauth-token-ttl: must be between 1s and 24h0m0s")
 	}
 	return nil
 }
