@@ -23,9 +23,8 @@ import (
 // scope lacks what the request needs is answered 403 naming the scope.
 
 var (
-	errSignInRequired   = newHTTPError(gateway.KindSignInRequired, "")
-	errInvalidToken     = newHTTPError(gateway.KindInvalidToken, "")
-	errInsufficientList = newHTTPError(gateway.KindInsufficientScope, "")
+	errSignInRequired = newHTTPError(gateway.KindSignInRequired, "")
+	errInvalidToken   = newHTTPError(gateway.KindInvalidToken, "")
 )
 
 // scopeError is a token's missing scope: the 403 that names it.
