@@ -190,9 +190,7 @@ func TestTheGatewayIssuesTokensForItsLinks(t *testing.T) {
 			if err != nil || len(grants) == 0 || grants[0].Client != clientID {
 				t.Fatalf("grants %+v %v", grants, err)
 			}
-			if err := e.authServer.RevokeGrant(ctx, "acme", grants[0].ID); err != nil {
-				t.Fatal(err)
-			}
+			revokeOnKeysPage(t, e, key, grants[0].ID)
 			if resp, _ := mcpPost(t, link, map[string]string{"Authorization": "Bearer " + fresh.AccessToken}, initialize); resp.StatusCode != http.StatusUnauthorized {
 				t.Fatalf("a token of a revoked grant: %d, want 401", resp.StatusCode)
 			}
@@ -307,5 +305,32 @@ func TestConsentOnlyForTheAccountsOwnResources(t *testing.T) {
 	case got := <-app.responses:
 		t.Fatalf("the client got an answer: %v", got)
 	default:
+	}
+}
+
+// revokeOnKeysPage signs in to the dashboard with key and revokes the grant id from
+// the keys page, as a person would.
+func revokeOnKeysPage(t *testing.T, e *env, key, id string) {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	b := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	page := func(resp *http.Response, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return string(body)
+	}
+	form := page(b.Get(e.url + "/dashboard/signin"))
+	page(b.PostForm(e.url+"/dashboard/signin", url.Values{"csrf": {html.UnescapeString(csrfInput.FindStringSubmatch(form)[1])}, "key": {key}}))
+	keys := page(b.Get(e.url + "/dashboard/keys"))
+	if !strings.Contains(keys, `id="grant-`+id+`"`) {
+		t.Fatalf("the keys page does not list grant %s:\n%s", id, keys)
+	}
+	after := page(b.PostForm(e.url+"/dashboard/grants/"+id+"/revoke", url.Values{"csrf": {html.UnescapeString(csrfInput.FindStringSubmatch(keys)[1])}}))
+	if !strings.Contains(after, "The access was revoked") || strings.Contains(after, `id="grant-`+id+`"`) {
+		t.Fatalf("after revoking, the keys page reads:\n%s", after)
 	}
 }
