@@ -8,6 +8,7 @@ import (
 	"github.com/toolgate/toolgate/calls"
 	"github.com/toolgate/toolgate/credentials"
 	"github.com/toolgate/toolgate/edge/dashboard"
+	"github.com/toolgate/toolgate/oauth"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -17,7 +18,7 @@ func TestEdgeBucketsAreTheRegistrys(t *testing.T) {
 	want := []string{
 		registry.BucketTools, registry.BucketAccounts, registry.BucketKeys, registry.BucketConnections, registry.BucketLinks,
 		registry.BucketPresence, registry.BucketSessions, registry.BucketRates, registry.BucketQuotas, dashboard.SessionBucket, calls.Bucket,
-		credentials.Bucket, credentials.OAuthBucket, approvals.Bucket,
+		credentials.Bucket, credentials.OAuthBucket, approvals.Bucket, oauth.KeyBucket, oauth.RequestBucket, oauth.GrantBucket,
 	}
 	slices.Sort(want)
 	got := slices.Sorted(slices.Values(edgeBuckets))

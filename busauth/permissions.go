@@ -15,7 +15,7 @@ import (
 var edgeBuckets = []string{
 	wire.BucketTools, "tg-accounts", "tg-keys", "tg-connections", "tg-links",
 	wire.BucketPresence, wire.BucketSessions, "tg-rates", "tg-quotas", "tg-dashboard-sessions", "tg-calls", "tg-approvals",
-	"tg-credentials", "tg-oauth",
+	"tg-credentials", "tg-oauth", "tg-oauth-keys", "tg-oauth-requests", "tg-oauth-grants",
 }
 
 func prefix(s wire.Subjects) string {

@@ -59,13 +59,15 @@ func (f Field[T]) apply(v *T) {
 }
 
 // AccountUpdate is the body of PATCH /admin/accounts/{id}: a JSON merge patch of the
-// account's name, limits and audit settings. A limit set to 0 or null is the edge's default again.
+// account's name, limits, audit settings and whether its links require sign-in. A
+// limit set to 0 or null is the edge's default again.
 type AccountUpdate struct {
 	Name   Field[string]       `json:"name,omitzero"`
 	Limits Field[LimitsUpdate] `json:"limits,omitzero"`
 	// Audit changes what the audit trail keeps of the account's calls; null puts
 	// every setting back to its default (nothing kept, nothing required).
-	Audit Field[AuditUpdate] `json:"audit,omitzero"`
+	Audit         Field[AuditUpdate] `json:"audit,omitzero"`
+	RequireSignIn Field[bool]        `json:"require_sign_in,omitzero"`
 }
 
 // AuditUpdate is the audit settings' part of an AccountUpdate (registry.AuditSettings).
@@ -112,14 +114,15 @@ func checkAudit(vs []registry.Violation, a registry.AuditSettings) []registry.Vi
 // body, the limits' fields included: a misspelt one is an error naming it.
 func decodeAccountUpdate(r io.Reader) (AccountUpdate, error) {
 	var body struct {
-		Name   Field[string]   `json:"name"`
-		Limits json.RawMessage `json:"limits"`
-		Audit  json.RawMessage `json:"audit"`
+		Name          Field[string]   `json:"name"`
+		Limits        json.RawMessage `json:"limits"`
+		Audit         json.RawMessage `json:"audit"`
+		RequireSignIn Field[bool]     `json:"require_sign_in"`
 	}
 	if err := decodeStrict(r, &body); err != nil {
 		return AccountUpdate{}, err
 	}
-	u := AccountUpdate{Name: body.Name}
+	u := AccountUpdate{Name: body.Name, RequireSignIn: body.RequireSignIn}
 	if err := decodePart(body.Audit, "/audit", &u.Audit); err != nil {
 		return u, err
 	}
@@ -230,6 +233,7 @@ func within(pointer string, err error) error {
 // apply merges u into a.
 func (u AccountUpdate) apply(a *registry.Account) {
 	u.Name.apply(&a.Name)
+	u.RequireSignIn.apply(&a.RequireSignIn)
 	if u.Limits.Null {
 		a.Limits = registry.Limits{}
 	} else {

@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/calls"
 	"github.com/toolgate/toolgate/credentials"
+	"github.com/toolgate/toolgate/oauth"
 )
 
 // DefaultMaxBodyBytes is the largest request body the edge reads: 1 MiB, the NATS
@@ -75,6 +76,13 @@ type Config struct {
 	// Dashboard serves every path under DashboardPath (package edge/dashboard, whose
 	// prefix must be DashboardPath); nil leaves them answering 404.
 	Dashboard http.Handler
+	// SignIn issues and checks the OAuth access tokens of links and MCP endpoints
+	// (package oauth); nil leaves them bearer URLs and API-key routes as before, and
+	// an account's require_sign_in without effect.
+	SignIn *oauth.Issuer
+	// AuthServer is the deployment's own authorization server, served at
+	// oauth.Paths; nil: none (tokens come only from elsewhere).
+	AuthServer *oauth.Server
 }
 
 // DashboardPath is where the deployment dashboard is served.

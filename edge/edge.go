@@ -21,6 +21,7 @@ import (
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/calls"
 	"github.com/toolgate/toolgate/gateway"
+	"github.com/toolgate/toolgate/oauth"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -155,12 +156,16 @@ func (e *Edge) routes() *gin.Engine {
 		link := r.Group("/mcp/:link", e.authLink)
 		link.GET("/sse", e.mcpSSE)
 		link.POST("/messages", e.mcpMessages)
+		tools := r.Group("/tools/:tool", e.authToolCaller, e.authToolMCP)
 		for _, m := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
 			link.Handle(m, "", e.mcpStreamable)
-			api.Handle(m, "/tools/:tool/mcp", e.authToolMCP, e.mcpStreamable)
+			tools.Handle(m, "/mcp", e.mcpStreamable)
 		}
-		api.GET("/tools/:tool/sse", e.authToolMCP, e.mcpSSE)
-		api.POST("/tools/:tool/sse/messages", e.authToolMCP, e.mcpMessages)
+		tools.GET("/sse", e.mcpSSE)
+		tools.POST("/sse/messages", e.mcpMessages)
+		if e.cfg.SignIn != nil {
+			r.GET(oauth.ResourceWellKnown+"/*path", e.resourceMetadata)
+		}
 	}
 
 	if e.cfg.Dashboard != nil {
@@ -168,6 +173,13 @@ func (e *Edge) routes() *gin.Engine {
 		r.GET(strings.TrimSuffix(DashboardPath, "/"), func(c *gin.Context) {
 			c.Redirect(http.StatusMovedPermanently, e.basePath+DashboardPath)
 		})
+	}
+
+	if e.cfg.AuthServer != nil {
+		h := gin.WrapH(e.cfg.AuthServer.Handler())
+		for _, p := range oauth.Paths {
+			r.Any(p, h)
+		}
 	}
 
 	if e.adminHash != nil {

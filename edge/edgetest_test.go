@@ -26,6 +26,7 @@ import (
 	"github.com/toolgate/toolgate/edge/dashboard"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/oauth"
 	"github.com/toolgate/toolgate/payloads"
 	"github.com/toolgate/toolgate/registry"
 	"github.com/toolgate/toolgate/sse"
@@ -53,6 +54,10 @@ type env struct {
 	approvals *approvals.Approvals // the calls held for approval
 	name      string               // the edge's instance name in the trail
 	stop      func() error         // ends Serve and returns what it returned
+	issuer    *oauth.Issuer        // the access tokens' issuer, withSignIn
+	// the authorization server, withSignIn, whose tokens live tokenTTL
+	authServer *oauth.Server
+	tokenTTL   time.Duration
 }
 
 type envOptions struct {
@@ -66,7 +71,10 @@ type envOptions struct {
 	audit        bool                 // keep the audit trail, as toolgate edge does
 	keys         *credentials.Keyring // keep credentials under these keys, as toolgate edge does
 	approvals    func(*approvals.Config)
-	payloadLimit int64 // the deployment's limit on a call's request and reply
+	payloadLimit int64         // the deployment's limit on a call's request and reply
+	signIn       bool          // issue and check OAuth access tokens, as toolgate edge does
+	tokenTTL     time.Duration // the access tokens' lifetime, withSignIn
+	docs         *http.Client  // what fetches client ID metadata documents, withSignIn
 }
 
 type option func(*envOptions)
@@ -83,7 +91,12 @@ func withCredentials(k *credentials.Keyring) option { return func(o *envOptions)
 func withApprovals(f func(*approvals.Config)) option {
 	return func(o *envOptions) { o.approvals = f }
 }
-func withPayloadLimit(n int64) option { return func(o *envOptions) { o.payloadLimit = n } }
+func withPayloadLimit(n int64) option          { return func(o *envOptions) { o.payloadLimit = n } }
+func withSignIn() option                       { return withTokenTTL(time.Hour) }
+func withDocumentClient(c *http.Client) option { return func(o *envOptions) { o.docs = c } }
+func withTokenTTL(d time.Duration) option {
+	return func(o *envOptions) { o.signIn, o.tokenTTL = true, d }
+}
 
 func newEnv(t testing.TB, opts ...option) *env {
 	t.Helper()
@@ -95,7 +108,7 @@ func newEnv(t testing.TB, opts ...option) *env {
 	if edit == nil {
 		edit = func(*bus.ServerConfig) {}
 	}
-	e := &env{t: t, logs: &testenv.Buffer{}, adminKey: registry.NewKey()}
+	e := &env{t: t, logs: &testenv.Buffer{}, adminKey: registry.NewKey(), tokenTTL: o.tokenTTL}
 	if o.natsURL == "" {
 		e.srv = testenv.ServerWith(t, edit)
 		o.natsURL = e.srv.ClientURL()
@@ -153,6 +166,22 @@ func newEnv(t testing.TB, opts ...option) *env {
 	cfg.DrainDelay = 0 // tests stop their edge at once; TestShutdownDrains gives it one
 	cfg.Credentials, cfg.Approvals = e.vault, e.approvals
 	cfg.MaxPayloadBytes = o.payloadLimit
+	if o.signIn {
+		keys, err := oauth.OpenKeys(testenv.Context(t), e.store, 24*time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.issuer = oauth.NewIssuer(e.url, keys)
+		cfg.SignIn = e.issuer
+		login := e.url + edge.DashboardPath + dashboard.ConsentPath + "?id="
+		if e.authServer, err = oauth.NewServer(testenv.Context(t), e.store, e.issuer, oauth.ServerConfig{
+			TokenTTL: e.tokenTTL, LoginURL: func(id string) string { return login + id }, HTTPClient: o.docs,
+			LoopbackDocuments: true, // the tests' clients serve their documents on 127.0.0.1
+		}); err != nil {
+			t.Fatal(err)
+		}
+		cfg.AuthServer = e.authServer
+	}
 	if o.edge != nil {
 		o.edge(&cfg)
 	}
@@ -175,6 +204,7 @@ func newEnv(t testing.TB, opts ...option) *env {
 		if e.vault != nil {
 			dcfg.Connector = e.vault
 		}
+		dcfg.SignIn = e.authServer
 		if cfg.Dashboard, err = dashboard.New(dcfg, e.gw, e.store, e.signer, log); err != nil {
 			t.Fatal(err)
 		}

@@ -105,7 +105,7 @@ func (e *Edge) fail(c *gin.Context, err error) {
 	if f.RetryAfter > 0 {
 		c.Header("Retry-After", strconv.Itoa(RetryAfterSeconds(f.RetryAfter)))
 	}
-	if f.HTTP == http.StatusUnauthorized {
+	if f.HTTP == http.StatusUnauthorized && c.Writer.Header().Get("WWW-Authenticate") == "" {
 		c.Header("WWW-Authenticate", `Bearer realm="toolgate"`)
 	}
 	c.AbortWithStatusJSON(f.HTTP, envelope(f, requestID(c)))

@@ -7,8 +7,9 @@ import (
 )
 
 // authLink authenticates the link token in the path. A dead or unknown link is a 404:
-// the URL itself is the credential, and MCP clients treat 401 as a cue to start an
-// OAuth flow this gateway does not offer.
+// MCP clients treat 401 as a cue to sign in, which no one can at a link that is not.
+// The link of an account that requires sign-in takes only a caller that signed in
+// (see signIn): the URL alone is no longer the credential.
 func (e *Edge) authLink(c *gin.Context) {
 	snap := e.view.Snapshot()
 	p, err := snap.AuthenticateLink(c.Param("link"))
@@ -18,6 +19,13 @@ func (e *Edge) authLink(c *gin.Context) {
 	if err != nil {
 		e.fail(c, errLinkNotFound)
 		return
+	}
+	if a := snap.Account(p.Account); e.cfg.SignIn != nil && a != nil && a.RequireSignIn {
+		tool := p.Tool
+		if p, err = e.signIn(c, snap, p.Account, tool); err != nil {
+			e.failSignIn(c, tool, err)
+			return
+		}
 	}
 	if _, err := snap.Tool(p, p.Tool); err != nil {
 		e.fail(c, err)

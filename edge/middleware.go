@@ -25,6 +25,7 @@ import (
 
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/gateway"
+	"github.com/toolgate/toolgate/oauth"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -83,10 +84,12 @@ func withRequestID(c *gin.Context) {
 }
 
 // secretRoute reports whether a route pattern holds a secret (a link token) in its
-// path, and so must not be logged or traced with the raw path.
+// path, and so must not be logged or traced with the raw path: a link's, or its
+// protected resource metadata's.
 func secretRoute(c *gin.Context) bool {
 	route := c.FullPath()
-	return strings.Contains(route, ":link") || (route == "" && strings.HasPrefix(c.Request.URL.Path, "/mcp/"))
+	return strings.Contains(route, ":link") || strings.HasPrefix(route, oauth.ResourceWellKnown) ||
+		(route == "" && strings.HasPrefix(c.Request.URL.Path, "/mcp/"))
 }
 
 var tracer = otel.Tracer("github.com/toolgate/toolgate/edge")
@@ -122,10 +125,23 @@ func traceRequest(c *gin.Context) {
 	if span.IsRecording() {
 		status := c.Writer.Status()
 		span.SetAttributes(semconv.HTTPResponseStatusCode(status), semconv.HTTPResponseBodySize(max(c.Writer.Size(), 0)))
+		span.SetAttributes(principalAttributes(principal(c))...)
 		if status >= 500 {
 			span.SetStatus(codes.Error, "")
 		}
 	}
+}
+
+// principalAttributes name who the request was made for: the account, and the OAuth
+// client and user a token names.
+func principalAttributes(p registry.Principal) []attribute.KeyValue {
+	var attrs []attribute.KeyValue
+	for k, v := range map[string]string{"toolgate.account": p.Account, "toolgate.oauth_client": p.Client, "toolgate.user": p.User} {
+		if v != "" {
+			attrs = append(attrs, attribute.String(k, v))
+		}
+	}
+	return attrs
 }
 
 // requestAttributes are the HTTP server span's attributes: the semantic conventions'
@@ -189,6 +205,12 @@ func (e *Edge) accessLog(c *gin.Context) {
 	)
 	if p := principal(c); p.Account != "" {
 		attrs = append(attrs, slog.String("account", p.Account))
+		if p.Client != "" {
+			attrs = append(attrs, slog.String("oauth_client", p.Client))
+		}
+		if p.User != "" {
+			attrs = append(attrs, slog.String("user", p.User))
+		}
 	}
 	if !secretRoute(c) {
 		if tool := c.Param("tool"); tool != "" {

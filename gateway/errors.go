@@ -105,6 +105,9 @@ const (
 	CodeResultTooLarge       = "result_too_large"
 	CodeApprovalDenied       = "approval_denied"
 	CodeApprovalExpired      = "approval_expired"
+	CodeSignInRequired       = "sign_in_required"
+	CodeInvalidToken         = "invalid_token"
+	CodeInsufficientScope    = "insufficient_scope"
 )
 
 // The kinds of failure.
@@ -183,6 +186,18 @@ var (
 		Text: "the call was denied approval"}
 	KindApprovalExpired = &Kind{Code: CodeApprovalExpired, Status: http.StatusGone, RPC: RPCApprovalExpired, InResult: true,
 		Text: "nobody approved the call before its approval expired"}
+	// A link of an account that requires sign-in, reached without a token or key: the
+	// answer's WWW-Authenticate names the link's protected resource metadata.
+	KindSignInRequired = &Kind{Code: CodeSignInRequired, Status: http.StatusUnauthorized, RPC: RPCNone,
+		Text: "this link requires sign-in: send an access token for it, or an API key"}
+	// An access token this resource does not accept: not the deployment's, for another
+	// resource, expired or revoked.
+	KindInvalidToken = &Kind{Code: CodeInvalidToken, Status: http.StatusUnauthorized, RPC: RPCNone,
+		Text: "the access token is not valid for this resource: sign in again"}
+	// An access token whose scope does not hold what the request needs; the answer's
+	// WWW-Authenticate names the scope.
+	KindInsufficientScope = &Kind{Code: CodeInsufficientScope, Status: http.StatusForbidden, RPC: RPCNone,
+		Text: "the access token's scope does not allow this request"}
 )
 
 // Kinds lists every kind, for the documentation's table and its test.
@@ -194,6 +209,7 @@ var Kinds = []*Kind{
 	KindRateLimited, KindQuotaExceeded, KindSessionLimit, KindCanceled, KindInternal, KindToolError,
 	KindToolUnavailable, KindCallLost, KindToolTimeout, KindCallNotFound, KindResultTooLarge, KindConnectionRequired,
 	KindApprovalDenied, KindApprovalExpired, KindAuditUnavailable,
+	KindSignInRequired, KindInvalidToken, KindInsufficientScope,
 }
 
 // Error is a failure a part of the gateway finds itself (a route that does not exist,

@@ -16,7 +16,10 @@ import (
 type Principal struct {
 	Account string
 	Key     *Key   // set when authenticated by API key
-	Tool    string // set when authenticated by link: the only tool it reaches
+	Tool    string // set when authenticated by link or access token: the only tool it reaches
+	// Set when authenticated by an OAuth access token: the client it was issued to,
+	// the user who signed in (if any), and the grant it came from.
+	Client, User, Grant string
 }
 
 // ManagesKeys reports whether p may make and revoke its account's keys: only a key

@@ -30,8 +30,12 @@ type Account struct {
 	Limits Limits `json:"limits"`
 	// Audit is what the audit trail keeps of the account's calls beyond what it
 	// keeps of every call, and whether a call must have its record.
-	Audit     AuditSettings `json:"audit,omitzero"`
-	CreatedAt time.Time     `json:"created_at"`
+	Audit AuditSettings `json:"audit,omitzero"`
+	// RequireSignIn: the account's links answer only a caller that signed in (an
+	// OAuth access token for the link) or sends one of the account's API keys; the
+	// bare link answers 401 with the link's protected resource metadata.
+	RequireSignIn bool      `json:"require_sign_in,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
 }
 
 // AuditSettings are an account's choices for the audit trail.

@@ -127,6 +127,12 @@ run() {
 			node "$suite/dist/index.js" server --url "$link" --scenario "$s" -o "$out" || true
 		done
 	fi
+	judge "$v" "$out" "$name"
+}
+
+# judge VERSION DIR NAME: the verdict of each scenario from the checks it saved in DIR.
+judge() {
+	local v=$1 out=$2 name=$3
 	# Each scenario leaves a checks.json; a check counts when it succeeded or failed
 	# (INFO and WARNING check nothing).
 	local verdicts
@@ -139,8 +145,8 @@ run() {
 		    ran = [c for c in checks if c.get("status") in ("SUCCESS", "FAILURE")]
 		    bad = [c["id"] for c in checks if c.get("status") in ("FAILURE", "WARNING")]
 		    scenario = os.path.relpath(root, sys.argv[1]).split(os.sep)[0]
-		    # The suite names the folder server-<scenario>-<when it ran>.
-		    scenario = re.sub(r"^server-|-\d{4}-\d\d-\d\dT[\d-]+Z$", "", scenario)
+		    # The suite names the folder <kind>-<scenario>-<when it ran>.
+		    scenario = re.sub(r"^(server|authorization-server)-|-\d{4}-\d\d-\d\dT[\d-]+Z$", "", scenario)
 		    if not ran:
 		        print(f"{scenario}\tran no check")
 		    elif bad:
@@ -175,6 +181,51 @@ tasks_scenarios() {
 	echo $all
 }
 
+# authorization VERSION: the suite's authorization server scenarios (the versions that
+# have them) against the stack's own issuer, for the fixture's link as the resource:
+# a client registered dynamically with the suite's callback, and the browser's part
+# (sign in to the dashboard with the dev account's key, allow) done by python's urllib.
+authorization() {
+	local v=$1 suite out port client auth="" pid
+	suite=$(suite_of "$v")
+	if ! node "$suite/dist/index.js" list 2>/dev/null | grep -q authorization-code-grant; then
+		echo "== conformance $v has no authorization server scenarios"
+		return
+	fi
+	out="$work/results-authorization-$v"
+	mkdir -p "$out"
+	port=$(free_port)
+	client=$(curl -sf -X POST "$base/oauth/register" -H 'Content-Type: application/json' \
+		-d "{\"client_name\":\"conformance\",\"redirect_uris\":[\"http://127.0.0.1:$port/callback\"],\"token_endpoint_auth_method\":\"none\"}" |
+		python3 -c 'import json,sys; print(json.load(sys.stdin)["client_id"])')
+	echo "== conformance $v authorization against $base"
+	node "$suite/dist/index.js" authorization --url "$base" --client-id "$client" --resource "$url" -p "$port" -o "$out" >"$work/authorization-$v.log" 2>&1 &
+	pid=$!
+	for _ in $(seq 600); do
+		auth=$(grep -m1 -o "$base/authorize?[^ ]*" "$work/authorization-$v.log" || true)
+		[[ -n "$auth" ]] && break
+		sleep 0.1
+	done
+	if [[ -n "$auth" ]]; then
+		python3 - "$auth" "$base" "$(cat "$data/dev-key")" <<-'EOF' || echo "conformance: the sign-in and consent did not complete" >&2
+			import html, http.cookiejar, re, sys, urllib.parse, urllib.request
+			auth, base, key = sys.argv[1:4]
+			browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+			def visit(url, form=None):
+			    data = urllib.parse.urlencode(form).encode() if form else None
+			    with browser.open(url, data, timeout=30) as r:
+			        return r.read().decode()
+			def field(name, page):
+			    return html.unescape(re.search(r'name="%s" value="([^"]*)"' % name, page).group(1))
+			page = visit(auth)
+			page = visit(base + "/dashboard/signin", {"csrf": field("csrf", page), "key": key, "next": field("next", page)})
+			visit(base + "/dashboard/oauth/consent", {"csrf": field("csrf", page), "id": field("id", page), "decision": "allow"})
+			EOF
+	fi
+	wait "$pid" || true
+	judge "$v" "$out" authorization
+}
+
 for v in $versions; do
 	if [[ -z "${ONLY_TASKLESS:-}" ]]; then
 		run "$v" "$url" "$scenarios" "$target"
@@ -184,6 +235,9 @@ for v in $versions; do
 	fi
 	if [[ -n "$taskless_url" && -n "$(tasks_scenarios "$v")" ]]; then
 		run "$v" "$taskless_url" "$(tasks_scenarios "$v")" taskless
+	fi
+	if [[ -z "${MCP_URL:-}" ]]; then
+		authorization "$v"
 	fi
 done
 if ((${#failed[@]})); then

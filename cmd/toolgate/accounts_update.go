@@ -25,6 +25,7 @@ func newAccountsUpdateCmd(c *adminClient) *cobra.Command {
 		rules          ruleFlags
 		au             auditFlags
 		payloadBytes   int64
+		requireSignIn  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "update ID",
@@ -74,17 +75,21 @@ written (503 audit_unavailable).`,
 			if err := rules.apply(&u.Limits.Value); err != nil {
 				return err
 			}
+			if f.Changed("require-sign-in") {
+				u.RequireSignIn = edge.Value(requireSignIn)
+			}
 			l := u.Limits.Value
 			u.Limits.Set = !l.Rate.IsZero() || !l.Burst.IsZero() || !l.Sessions.IsZero() || !l.PayloadBytes.IsZero() ||
 				!l.Quotas.IsZero() || !l.Approvals.IsZero()
 			u.Audit = au.update(f)
-			if u.Name.IsZero() && u.Limits.IsZero() && u.Audit.IsZero() {
-				return errors.New("accounts update: nothing to change: give --name, --rate, --burst, --sessions, --payload-bytes, --quota, --clear-quotas, --approval, --clear-approvals or an --audit-* flag")
+			if u.Name.IsZero() && u.Limits.IsZero() && u.Audit.IsZero() && u.RequireSignIn.IsZero() {
+				return errors.New("accounts update: nothing to change: give --name, --rate, --burst, --sessions, --payload-bytes, --quota, --clear-quotas, --approval, --clear-approvals, --require-sign-in or an --audit-* flag")
 			}
 			return c.print(cmd, http.MethodPatch, "/accounts/"+url.PathEscape(args[0]), u)
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "the account's name")
+	cmd.Flags().BoolVar(&requireSignIn, "require-sign-in", false, "the account's links answer only callers that signed in (OAuth) or send an API key (--require-sign-in=false: bare links work again)")
 	cmd.Flags().Float64Var(&rate, "rate", 0, "tool calls per second per key (0: the edge's default)")
 	cmd.Flags().IntVar(&burst, "burst", 0, "calls a key may make at once above the rate (0: the edge's default)")
 	cmd.Flags().IntVar(&session, "sessions", 0, "concurrent MCP sessions (0: the default)")

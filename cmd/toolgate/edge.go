@@ -66,6 +66,7 @@ type edgeOptions struct {
 	Audit   audit.Options
 	// Approvals configures the calls held for a person's approval.
 	Approvals approvals.Config
+	SignIn    signInOptions
 }
 
 // replicasUsage describes the edge's --replicas.
@@ -75,12 +76,15 @@ func defaultEdgeOptions() edgeOptions {
 	return edgeOptions{Edge: edge.DefaultConfig(), Gateway: gateway.DefaultConfig(), MCP: sse.DefaultConfig(),
 		Calls: calls.Config{Subjects: wire.DefaultSubjects}, Approvals: approvals.DefaultConfig(),
 		NATS: "nats://127.0.0.1:4222", Dashboard: true, AskConcurrency: asks.DefaultConcurrency,
-		OAuth: credentials.DefaultOAuthConfig("")}
+		OAuth: credentials.DefaultOAuthConfig(""), SignIn: defaultSignInOptions()}
 }
 
 // Validate names the first field that is wrong. An empty base URL is taken from the
 // address the edge listens on.
 func (o edgeOptions) Validate() error {
+	if err := o.SignIn.validate(); err != nil {
+		return err
+	}
 	if o.NATS == "" {
 		return errors.New("edge: nats: required")
 	}
@@ -235,6 +239,9 @@ exported when the standard OTEL_* variables ask for it.`,
 			if err := flagsFromEnv(cmd.Flags(), edgeEnv); err != nil {
 				return err
 			}
+			if err := flagsFromEnv(cmd.Flags(), signInEnv); err != nil {
+				return err
+			}
 			log, flush := telemetry.Logger(os.Stderr) // a line per request: written in batches
 			defer flush()
 			return runEdge(cmd.Context(), o, cmd.OutOrStdout(), log)
@@ -282,6 +289,7 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.StringSliceVar(&o.MCP.AllowedHosts, "mcp-allowed-hosts", nil, "Host values accepted on a loopback listener besides localhost (DNS rebinding protection)")
 	addAuditFlags(f, &o)
 	addApprovalFlags(f, &o.Approvals)
+	addSignInFlags(f, &o.SignIn)
 	return cmd
 }
 
@@ -409,9 +417,14 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 			return err
 		}
 	}
+	if o.Edge.SignIn, o.Edge.AuthServer, err = openSignIn(ctx, o.SignIn, store, o.Edge.BaseURL, o.Dashboard); err != nil {
+		ln.Close()
+		return err
+	}
 	if o.Dashboard {
 		dcfg := dashboard.DefaultConfig()
 		dcfg.Prefix, dcfg.BaseURL, dcfg.Approvals = edge.DashboardPath, o.Edge.BaseURL, o.Edge.Approvals
+		dcfg.SignIn = o.Edge.AuthServer
 		if o.Edge.Credentials != nil {
 			dcfg.Connector = o.Edge.Credentials
 		}

@@ -110,6 +110,12 @@ func TestEdgeAndAdminCommands(t *testing.T) {
 	if _, err := run(t, context.Background(), "accounts", "update", "acme", "--audit-max-data-size", "-1", "--url", url); err == nil || !strings.Contains(err.Error(), "/audit/max_data_size:") {
 		t.Fatalf("accounts update --audit-max-data-size -1: %v", err)
 	}
+	if got := admin("accounts", "update", "acme", "--require-sign-in"); !strings.Contains(got, `"require_sign_in": true`) {
+		t.Fatalf("accounts update --require-sign-in:\n%s", got)
+	}
+	if got := admin("accounts", "update", "acme", "--require-sign-in=false"); strings.Contains(got, `"require_sign_in"`) {
+		t.Fatalf("accounts update --require-sign-in=false:\n%s", got)
+	}
 	if _, err := run(t, context.Background(), "accounts", "update", "acme", "--url", url); err == nil || !strings.Contains(err.Error(), "nothing to change") {
 		t.Fatalf("accounts update without flags: %v", err)
 	}
@@ -214,6 +220,9 @@ func TestEdgeCommandRefusesBadConfig(t *testing.T) {
 		{[]string{"edge", "--link-secret-file", "x", "--oauth-refresh-before", "-1s"}, "edge: oauth-refresh-before: must not be negative"},
 		{[]string{"edge", "--link-secret-file", "x", "--oauth-refresh-lease", "999ms"}, "edge: oauth-refresh-lease: must be at least 1s"},
 		{[]string{"edge", "--link-secret-file", "x", "--max-payload-bytes", "0"}, "edge: max-payload-bytes: must be positive"},
+		{[]string{"edge", "--link-secret-file", "x", "--oauth-token-ttl", "999ms"}, "edge: oauth-token-ttl: must be between 1s and 24h0m0s"},
+		{[]string{"edge", "--link-secret-file", "x", "--oauth-token-ttl", "24h1s"}, "edge: oauth-token-ttl: must be between 1s and 24h0m0s"},
+		{[]string{"edge", "--link-secret-file", "x", "--oauth-key-rotation", "59m59s"}, "edge: oauth-key-rotation: must be at least 1h0m0s"},
 	} {
 		if _, err := run(t, context.Background(), tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("toolgate %s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)

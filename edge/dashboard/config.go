@@ -12,6 +12,7 @@ import (
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/credentials"
+	"github.com/toolgate/toolgate/oauth"
 )
 
 // Config is the dashboard's configuration.
@@ -36,6 +37,9 @@ type Config struct {
 	// Approvals, when set, serves the approvals page: the account's calls waiting for
 	// a person's approval, which its key holder approves or denies.
 	Approvals *approvals.Approvals
+	// SignIn is the deployment's authorization server, whose sign-in and consent
+	// are the dashboard's pages; nil: none.
+	SignIn *oauth.Server
 }
 
 // Connector begins OAuth authorizations and reads the connections' records

@@ -110,6 +110,7 @@ func (d *Dashboard) routes() http.Handler {
 	mux.HandleFunc("GET "+p+"tools/{tool}/connect", d.signedIn(d.connectTool))
 	mux.HandleFunc("GET "+p+"tools/{tool}/{tab}", d.signedIn(d.toolPage))
 	mux.HandleFunc("POST "+p+"tools/{tool}/sse/rotate", d.signedIn(d.rotateLink))
+	mux.HandleFunc("POST "+p+"tools/{tool}/install/{client}", d.signedIn(d.mintInstallKey))
 	mux.HandleFunc("POST "+p+"tools/{tool}/api/{method}", d.signedIn(d.tryCall))
 	mux.HandleFunc("GET "+p+"keys", d.signedIn(d.keysPage))
 	mux.HandleFunc("POST "+p+"keys", d.signedIn(d.createKey))
@@ -120,6 +121,10 @@ func (d *Dashboard) routes() http.Handler {
 		mux.HandleFunc("GET "+p+"approvals", d.signedIn(d.approvalsPage))
 		mux.HandleFunc("POST "+p+"approvals/{id}", d.signedIn(d.decide))
 	}
+	mux.HandleFunc("POST "+p+"sign-in-setting", d.signedIn(d.setSignIn))
+	mux.HandleFunc("GET "+p+ConsentPath, d.signedIn(d.consentPage))
+	mux.HandleFunc("POST "+p+ConsentPath, d.signedIn(d.answerConsent))
+	mux.HandleFunc("POST "+p+"grants/{id}/revoke", d.signedIn(d.revokeGrant))
 	mux.HandleFunc("GET "+p+"static/{file}", d.static)
 	mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, nil, http.StatusNotFound, "There is no such page.")
@@ -137,11 +142,18 @@ func (d *Dashboard) routes() http.Handler {
 	return securityHeaders(cop.Handler(mux))
 }
 
+// contentPolicy is the pages' Content-Security-Policy, their forms allowed to go to
+// formAction (the consent page's answer ends at the client's redirect URI, and a
+// browser holds a form's redirects to the policy too).
+func contentPolicy(formAction string) string {
+	return "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; " +
+		"form-action " + formAction + "; frame-ancestors 'none'; base-uri 'none'"
+}
+
 func securityHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
-		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; "+
-			"form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("Content-Security-Policy", contentPolicy("'self'"))
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "same-origin")
@@ -197,7 +209,7 @@ func (d *Dashboard) signedIn(h func(http.ResponseWriter, *http.Request, *visit))
 		v, err := d.lookup(r)
 		switch {
 		case errors.Is(err, errNoSession):
-			d.redirect(w, r, "signin")
+			d.redirect(w, r, signInWithNext(r, d.cfg.Prefix))
 			return
 		case errors.Is(err, errSessionEnded):
 			d.clearCookie(w, r, d.cfg.CookieName)
@@ -327,7 +339,7 @@ type copyButton struct {
 	What string
 }
 
-var pageNames = []string{"signin", "tools", "tool", "keys", "calls", "usage", "approvals", "error"}
+var pageNames = []string{"signin", "tools", "tool", "keys", "calls", "usage", "approvals", "error", "consent"}
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
@@ -338,6 +350,7 @@ func parsePages() (map[string]*template.Template, error) {
 		"statusLine": statusLine,
 		"rows":       textareaRows,
 		"copyButton": func(id, what string) copyButton { return copyButton{ID: id, What: what} },
+		"hasSuffix":  strings.HasSuffix,
 	}
 	out := map[string]*template.Template{}
 	for _, name := range pageNames {

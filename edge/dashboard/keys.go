@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/toolgate/toolgate/oauth"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -21,6 +22,12 @@ type keysView struct {
 	Revoked   string  // the name of a key just revoked
 	Error     string
 	Form      keyForm // the create form as submitted, after an error
+	// RequireSignIn: the account's links take only callers that signed in (OAuth) or
+	// send an API key.
+	RequireSignIn bool
+	// Grants are what MCP clients were allowed through sign-in, each revocable.
+	Grants        []oauth.Grant
+	AccessRevoked bool
 }
 
 type keyRow struct {
@@ -55,6 +62,9 @@ func (d *Dashboard) keysView(v *visit) *keysView {
 	snap := d.view.Snapshot()
 	now := d.now()
 	kv := &keysView{CanManage: v.canManageKeys(), Expiries: expiries}
+	if a := snap.Account(v.principal.Account); a != nil {
+		kv.RequireSignIn = a.RequireSignIn
+	}
 	for _, k := range snap.Keys(v.principal.Account) {
 		row := keyRow{Key: k, Status: "active", Current: k.ID == v.principal.Key.ID}
 		switch {
@@ -75,6 +85,14 @@ func (d *Dashboard) keysView(v *visit) *keysView {
 
 func (d *Dashboard) keysPage(w http.ResponseWriter, r *http.Request, v *visit) {
 	kv := d.keysView(v)
+	kv.AccessRevoked = r.URL.Query().Get("access") == "revoked"
+	if d.cfg.SignIn != nil {
+		grants, err := d.cfg.SignIn.Grants(r.Context(), v.principal.Account)
+		if err != nil {
+			d.log.Error("dashboard: list grants", "account", v.principal.Account, "err", err)
+		}
+		kv.Grants = grants
+	}
 	if id := r.URL.Query().Get("revoked"); id != "" {
 		if _, k := d.view.Snapshot().KeyByID(id); k != nil && k.Account == v.principal.Account {
 			kv.Revoked = firstNonEmpty(k.Name, k.Prefix)
@@ -175,4 +193,27 @@ func (d *Dashboard) revokeKey(w http.ResponseWriter, r *http.Request, v *visit) 
 		return
 	}
 	d.redirect(w, r, "keys?revoked="+id)
+}
+
+// setSignIn sets whether the account's links require sign-in. A key that may manage
+// the account's keys may: it could give itself any key the setting guards against.
+func (d *Dashboard) setSignIn(w http.ResponseWriter, r *http.Request, v *visit) {
+	if !d.mayManageKeys(w, r, v) {
+		return
+	}
+	want := r.PostForm.Get("require_sign_in") == "on"
+	if _, err := d.store.UpdateAccount(r.Context(), v.principal.Account, func(a *registry.Account) error {
+		a.RequireSignIn = want
+		return nil
+	}); err != nil {
+		d.log.Error("dashboard: set require_sign_in", "account", v.principal.Account, "err", err)
+		d.fail(w, r, v, http.StatusInternalServerError, "The setting could not be saved; it is as it was. Try again.")
+		return
+	}
+	d.log.Info("dashboard: require_sign_in set", "account", v.principal.Account, "require_sign_in", want)
+	d.await(r.Context(), func(s *registry.Snapshot) bool {
+		a := s.Account(v.principal.Account)
+		return a != nil && a.RequireSignIn == want
+	})
+	d.redirect(w, r, "keys")
 }

@@ -12,6 +12,7 @@ type signInPage struct {
 	Token  string // the form's CSRF token, also in the sign-in cookie
 	Error  string
 	Notice string
+	Next   string // the consent page to come back to
 }
 
 // signInTokenLifetime bounds how long a sign-in form may stay open.
@@ -19,7 +20,7 @@ const signInTokenLifetime = time.Hour
 
 func (d *Dashboard) signInPage(w http.ResponseWriter, r *http.Request) {
 	if _, err := d.lookup(r); err == nil {
-		d.redirect(w, r, "")
+		d.redirect(w, r, signInNext(r))
 		return
 	}
 	var notice string
@@ -43,7 +44,7 @@ func (d *Dashboard) showSignIn(w http.ResponseWriter, r *http.Request, status in
 		token = newSecret()
 	}
 	d.setCookie(w, r, d.signInCookie(), token, signInTokenLifetime)
-	d.render(w, status, "signin", d.page(nil, "Sign in", "", signInPage{Token: token, Error: errMsg, Notice: notice}))
+	d.render(w, status, "signin", d.page(nil, "Sign in", "", signInPage{Token: token, Error: errMsg, Notice: notice, Next: signInNext(r)}))
 }
 
 func (d *Dashboard) signIn(w http.ResponseWriter, r *http.Request) {
@@ -91,7 +92,7 @@ func (d *Dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 	d.log.Info("dashboard: signed in", "account", p.Account, "key_id", p.Key.ID)
 	d.setCookie(w, r, d.cfg.CookieName, id, d.cfg.SessionLifetime)
 	d.clearCookie(w, r, d.signInCookie())
-	d.redirect(w, r, "")
+	d.redirect(w, r, signInNext(r))
 }
 
 // refuseSignInForm answers a sign-in form that did not come from this dashboard's

@@ -48,10 +48,13 @@ type toolView struct {
 	Authorization string
 
 	Installs []installLine
+	Minted   *mintedKey // a key just made for one client's command
+	CanMint  bool       // the visit's key may make keys
 
 	SSELink        string
 	StreamableLink string
 	LinkCreated    string
+	RequireSignIn  bool // the account's links take only callers that signed in
 	Configs        []clientConfig
 	Rotated        bool
 
@@ -143,6 +146,7 @@ func (d *Dashboard) toolView(snap *registry.Snapshot, v *visit, t *registry.Tool
 	tv := &toolView{Tool: t.Tool, Availability: edge.ToolAvailability(snap, id), Tab: tab}
 	switch tab {
 	case "install":
+		tv.CanMint = v.canManageKeys()
 		for _, c := range install.Clients() {
 			tv.Installs = append(tv.Installs, installLine{Client: c, Command: d.cfg.installCommand(id, apiKeyPlaceholder, c)})
 		}
@@ -154,6 +158,9 @@ func (d *Dashboard) toolView(snap *registry.Snapshot, v *visit, t *registry.Tool
 		links := edge.ToolLinks(d.cfg.base(), id, d.signer.Token(conn.Account, conn.Tool, conn.LinkNonce))
 		tv.SSELink, tv.StreamableLink = links.SSEURL, links.MCPURL
 		tv.LinkCreated = formatDate(conn.LinkCreatedAt)
+		if a := snap.Account(v.principal.Account); a != nil {
+			tv.RequireSignIn = a.RequireSignIn
+		}
 		description := firstNonEmpty(t.Tool.Description, t.Tool.Title)
 		var err error
 		if tv.Configs, err = clientConfigs(id, description, tv.StreamableLink); err != nil {

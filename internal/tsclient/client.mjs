@@ -5,6 +5,13 @@
 //
 // node client.mjs SDK_DIR http URL [PROTOCOL_VERSION]
 // node client.mjs SDK_DIR stdio PROTOCOL_VERSION|"" COMMAND ARGS...
+// node client.mjs SDK_DIR oauth URL CLIENT_METADATA_URL|"" REDIRECT_URL
+//
+// In oauth mode the client signs in with the SDK's own OAuth flow (an
+// OAuthClientProvider kept in memory): when the server asks it to, it says
+// {"event":"authorize","message":URL} and waits for {"op":"finish","code":CODE}, the
+// code the browser brought back to REDIRECT_URL; it says {"event":"registered"} when
+// it registered itself and {"event":"tokens"} each time it got tokens.
 //
 // Commands: {"id":1,"op":"tools"}, {"op":"ping"}, {"id":2,"op":"call","name":"echo","args":{},"progress":true},
 // {"id":3,"op":"start","name":"wait"} (answered at once; the call runs on),
@@ -32,9 +39,36 @@ const pin = (transport, version) => {
   };
 };
 
+const lines = createInterface({ input: process.stdin });
+const input = lines[Symbol.asyncIterator]();
+
 let transport;
+let oauth;
 let negotiated = '';
-if (mode === 'http') {
+if (mode === 'oauth') {
+  const [url, metadataUrl, redirect] = rest;
+  const { StreamableHTTPClientTransport } = await sdk('client/streamableHttp.js');
+  const { UnauthorizedError } = await sdk('client/auth.js');
+  const store = {};
+  const provider = {
+    get redirectUrl() { return redirect; },
+    clientMetadataUrl: metadataUrl || undefined,
+    get clientMetadata() {
+      return { client_name: 'ts-sdk-test', redirect_uris: [redirect], grant_types: ['authorization_code', 'refresh_token'],
+        response_types: ['code'], token_endpoint_auth_method: 'none' };
+    },
+    clientInformation: () => store.client,
+    saveClientInformation: (c) => { store.client = c; out({ event: 'registered', message: c.client_id }); },
+    tokens: () => store.tokens,
+    saveTokens: (t) => { store.tokens = t; out({ event: 'tokens', message: t.refresh_token ? 'with refresh' : 'no refresh' }); },
+    redirectToAuthorization: (u) => { store.authorize = u.toString(); },
+    saveCodeVerifier: (v) => { store.verifier = v; },
+    codeVerifier: () => store.verifier,
+  };
+  const make = () => new StreamableHTTPClientTransport(new URL(url), { authProvider: provider });
+  transport = make();
+  oauth = { store, make, UnauthorizedError };
+} else if (mode === 'http') {
   const [url, version] = rest;
   const { StreamableHTTPClientTransport } = await sdk('client/streamableHttp.js');
   transport = new StreamableHTTPClientTransport(new URL(url));
@@ -46,28 +80,31 @@ if (mode === 'http') {
   pin(transport, version);
 }
 // The client tells its transport the revision initialize settled on.
-const setVersion = transport.setProtocolVersion?.bind(transport);
-transport.setProtocolVersion = (v) => {
-  negotiated = v;
-  setVersion?.(v);
-};
-
-// What reaches the client's transport, before the SDK handles it: the SDK runs
-// notification handlers a microtask later than response handlers, so progress that
-// arrives in one read with the call's answer never reaches onprogress
-// (typescript-sdk#2580). Progress is reported from here too ("wire-progress").
-{
-  const start = transport.start.bind(transport);
-  transport.start = async () => {
-    await start();
-    const inner = transport.onmessage;
-    transport.onmessage = (m, extra) => {
-      if (process.env.TSCLIENT_TRACE) process.stderr.write('IN ' + JSON.stringify(m) + '\n');
-      if (m.method === 'notifications/progress') out({ event: 'wire-progress', progress: m.params.progress });
-      return inner?.(m, extra);
-    };
+const instrument = (transport) => {
+  const setVersion = transport.setProtocolVersion?.bind(transport);
+  transport.setProtocolVersion = (v) => {
+    negotiated = v;
+    setVersion?.(v);
   };
-}
+
+  // What reaches the client's transport, before the SDK handles it: the SDK runs
+  // notification handlers a microtask later than response handlers, so progress that
+  // arrives in one read with the call's answer never reaches onprogress
+  // (typescript-sdk#2580). Progress is reported from here too ("wire-progress").
+  {
+    const start = transport.start.bind(transport);
+    transport.start = async () => {
+      await start();
+      const inner = transport.onmessage;
+      transport.onmessage = (m, extra) => {
+        if (process.env.TSCLIENT_TRACE) process.stderr.write('IN ' + JSON.stringify(m) + '\n');
+        if (m.method === 'notifications/progress') out({ event: 'wire-progress', progress: m.params.progress });
+        return inner?.(m, extra);
+      };
+    };
+  }
+};
+instrument(transport);
 const client = new Client({ name: 'ts-sdk-test', version: '1' }, { capabilities: { sampling: {}, elicitation: {} } });
 client.setRequestHandler(types.CreateMessageRequestSchema, async () => {
   out({ event: 'sampling' });
@@ -81,7 +118,18 @@ client.setNotificationHandler(types.LoggingMessageNotificationSchema, (n) => out
 client.setNotificationHandler(types.ToolListChangedNotificationSchema, () => out({ event: 'changed' }));
 
 try {
-  await client.connect(transport);
+  try {
+    await client.connect(transport);
+  } catch (e) {
+    if (!(oauth && e instanceof oauth.UnauthorizedError && oauth.store.authorize)) throw e;
+    // The SDK sent the user to sign in: the test's browser brings the code back.
+    out({ event: 'authorize', message: oauth.store.authorize });
+    const { value } = await input.next();
+    await transport.finishAuth(JSON.parse(value).code);
+    transport = oauth.make();
+    instrument(transport);
+    await client.connect(transport);
+  }
 } catch (e) {
   out({ event: 'failed', error: String(e?.message ?? e) });
   process.exit(1);
@@ -90,8 +138,7 @@ out({ event: 'ready', protocol: negotiated || transport.protocolVersion || '', s
 
 const running = new Map();
 const text = (res) => (res.content?.[0]?.type === 'text' ? res.content[0].text : '');
-const lines = createInterface({ input: process.stdin });
-for await (const line of lines) {
+for await (const line of { [Symbol.asyncIterator]: () => input }) {
   if (!line.trim()) continue;
   const cmd = JSON.parse(line);
   const answer = (p) => p.then((result) => out({ id: cmd.id, result }), (e) => out({ id: cmd.id, error: String(e?.message ?? e) }));

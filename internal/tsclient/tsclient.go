@@ -51,6 +51,8 @@ type Client struct {
 	next    int
 	waiting map[int]chan answer
 	done    chan struct{}
+
+	authorize func(string) string // the user's sign-in, in oauth mode
 }
 
 type answer struct {
@@ -70,7 +72,21 @@ func Stdio(t testing.TB, version string, command ...string) *Client {
 	return start(t, append([]string{"stdio", version}, command...)...)
 }
 
+// OAuth connects a client to url over Streamable HTTP with the SDK's own OAuth flow:
+// it discovers the server's authorization server, registers (by its client ID
+// metadata document at metadataURL, or, with "", dynamically), and sends the user to
+// sign in, which authorize does (a browser, say) and answers with the code that
+// reached redirect.
+func OAuth(t testing.TB, url, metadataURL, redirect string, authorize func(url string) (code string)) *Client {
+	return startWith(t, authorize, "oauth", url, metadataURL, redirect)
+}
+
 func start(t testing.TB, args ...string) *Client {
+	t.Helper()
+	return startWith(t, nil, args...)
+}
+
+func startWith(t testing.TB, authorize func(string) string, args ...string) *Client {
 	t.Helper()
 	sdk := testenv.NPMPackage(t, "@modelcontextprotocol/sdk", SDKVersion)
 	_, here, _, _ := runtime.Caller(0)
@@ -85,7 +101,7 @@ func start(t testing.TB, args ...string) *Client {
 		t.Fatal(err)
 	}
 	c := &Client{t: t, cmd: cmd, stdin: stdin, stderr: &testenv.Buffer{}, Events: make(chan Event, 256),
-		waiting: map[int]chan answer{}, done: make(chan struct{})}
+		waiting: map[int]chan answer{}, done: make(chan struct{}), authorize: authorize}
 	cmd.Stderr = c.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -141,6 +157,13 @@ func (c *Client) read(stdout io.Reader, ready chan<- map[string]string) {
 			if ch != nil {
 				ch <- answer{m.Result, m.Error}
 			}
+		case m.Event == "authorize" && c.authorize != nil:
+			var e Event
+			_ = json.Unmarshal(sc.Bytes(), &e)
+			go func() { // the browser's work: the reading goes on meanwhile
+				b, _ := json.Marshal(map[string]string{"op": "finish", "code": c.authorize(e.Message)})
+				_, _ = c.stdin.Write(append(b, '\n'))
+			}()
 		case m.Event == "ready" || m.Event == "failed":
 			ready <- map[string]string{"protocol": m.Protocol, "session": m.Session, "error": m.Error}
 		default:

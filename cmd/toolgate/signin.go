@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/toolgate/toolgate/edge"
+	"github.com/toolgate/toolgate/edge/dashboard"
+	"github.com/toolgate/toolgate/oauth"
+	"github.com/toolgate/toolgate/registry"
+)
+
+// signInOptions are the edge's OAuth settings: its links and MCP endpoints are
+// protected resources whose tokens the deployment issues itself (package oauth).
+type signInOptions struct {
+	Off         bool          // links stay bearer URLs whatever an account says
+	KeyRotation time.Duration // how long a signing key signs before the next replaces it
+	TokenTTL    time.Duration // how long an access token is good for
+}
+
+func defaultSignInOptions() signInOptions {
+	return signInOptions{KeyRotation: 30 * 24 * time.Hour, TokenTTL: time.Hour}
+}
+
+// signInEnv maps the sign-in flags to the variables that set them.
+var signInEnv = map[string]string{
+	"no-sign-in":         "TOOLGATE_NO_SIGN_IN",
+	"oauth-key-rotation": "TOOLGATE_OAUTH_KEY_ROTATION",
+	"oauth-token-ttl":    "TOOLGATE_OAUTH_TOKEN_TTL",
+}
+
+func addSignInFlags(f *pflag.FlagSet, o *signInOptions) {
+	f.BoolVar(&o.Off, "no-sign-in", o.Off, "no OAuth: links stay bearer URLs (an account's require_sign_in has no effect) and /tools/{tool}/mcp takes API keys only")
+	f.DurationVar(&o.KeyRotation, "oauth-key-rotation", o.KeyRotation, "how long a token signing key signs before a new one replaces it (the previous one still verifies); the same on every edge")
+	f.DurationVar(&o.TokenTTL, "oauth-token-ttl", o.TokenTTL, "how long an access token the deployment issues is good for (a client refreshes it after)")
+}
+
+func (o signInOptions) validate() error {
+	if o.Off {
+		return nil
+	}
+	if o.KeyRotation < time.Hour {
+		return errors.New("edge: oauth-key-rotation: must be at least 1h0m0s")
+	}
+	if o.TokenTTL < time.Second || o.TokenTTL > 24*time.Hour {
+		return errors.New("edge: oauth-token-ttl: must be between 1s and 24h0m0s")
+	}
+	return nil
+}
+
+// openSignIn is the edge's token issuer and authorization server (whose sign-in and
+// consent pages are the dashboard's: none without it), nil when sign-in is off.
+func openSignIn(ctx context.Context, o signInOptions, store *registry.Store, baseURL string, dashboardOn bool) (*oauth.Issuer, *oauth.Server, error) {
+	if o.Off {
+		return nil, nil, nil
+	}
+	keys, err := oauth.OpenKeys(ctx, store, o.KeyRotation)
+	if err != nil {
+		return nil, nil, err
+	}
+	is := oauth.NewIssuer(strings.TrimSuffix(baseURL, "/"), keys)
+	if !dashboardOn {
+		return is, nil, nil
+	}
+	login := strings.TrimSuffix(baseURL, "/") + edge.DashboardPath + dashboard.ConsentPath + "?id="
+	srv, err := oauth.NewServer(ctx, store, is, oauth.ServerConfig{
+		TokenTTL: o.TokenTTL,
+		LoginURL: func(id string) string { return login + url.QueryEscape(id) },
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return is, srv, nil
+}

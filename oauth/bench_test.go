@@ -1,0 +1,46 @@
+package oauth_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/oauth"
+)
+
+// BenchmarkVerify is what checking an access token costs a request: the signature
+// and claims alone, and with the grant read from the bucket's leader (the
+// authorization server's revocation check, on one local NATS server).
+func BenchmarkVerify(b *testing.B) {
+	srv := testenv.Server(b)
+	store := testenv.Store(b, testenv.Conn(b, srv.ClientURL()), 1)
+	ctx := testenv.Context(b)
+	keys, err := oauth.OpenKeys(ctx, store, time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	is := oauth.NewIssuer("https://gw.example", keys)
+	const resource = "https://gw.example/mcp/tgl_a"
+	tok := oauth.Token{Account: "acme", Resource: resource, Scope: "kit:list kit:call", Grant: "grant.acme.none"}
+	raw, err := is.Mint(ctx, tok, time.Now(), time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := func(b *testing.B) {
+		for b.Loop() {
+			if _, err := is.Verify(context.Background(), raw, resource, time.Now()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("signature and claims", run)
+	if _, err := oauth.NewServer(ctx, store, is, oauth.ServerConfig{TokenTTL: time.Hour, LoginURL: func(string) string { return "" }}); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("with the grant read", func(b *testing.B) {
+		for b.Loop() {
+			_, _ = is.Verify(context.Background(), raw, resource, time.Now()) // the grant does not exist: refused, after the read
+		}
+	})
+}

@@ -1,0 +1,4 @@
+package oauth
+
+// DocumentClient is documentClient, for the tests.
+var DocumentClient = documentClient

@@ -1,0 +1,326 @@
+package oauth
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/zitadel/oidc/v3/pkg/oidc"
+	"github.com/zitadel/oidc/v3/pkg/op"
+
+	"github.com/toolgate/toolgate/registry"
+)
+
+// Server is the deployment's own authorization server: zitadel/oidc's OpenID
+// Provider over the records in the registry (storage.go), with what MCP clients need
+// beside it: RFC 8414 metadata advertising client ID metadata documents, dynamic
+// client registration (RFC 7591), and iss on every authorization response (RFC 9207).
+// Sign-in and consent are the dashboard's pages (Request, Approve, Deny).
+type Server struct {
+	issuer   *Issuer
+	records  *records
+	provider *op.Provider
+	http     *http.Client
+	tokenTTL time.Duration
+	loginURL func(id string) string
+	// loopbackDocuments: client ID metadata documents may be http URLs on a
+	// loopback address.
+	loopbackDocuments bool
+	// OnRevoke, when set, is told of every grant revoked (through the dashboard or
+	// RFC 7009), so that it can be announced to every edge at once.
+	OnRevoke func(grant string)
+}
+
+// ServerConfig sets up a Server.
+type ServerConfig struct {
+	// TokenTTL is how long an access token is good for.
+	TokenTTL time.Duration
+	// LoginURL is the dashboard page that signs the user in and asks consent for an
+	// authorization request.
+	LoginURL func(requestID string) string
+	// HTTPClient fetches client ID metadata documents (nil: a client of its own).
+	HTTPClient *http.Client
+	// LoopbackDocuments lets a client name itself by an http URL on a loopback
+	// address (a test's, or a development stack's own machine); off, only https ones.
+	LoopbackDocuments bool
+}
+
+// NewServer makes the authorization server of is, its records in store.
+func NewServer(ctx context.Context, store *registry.Store, is *Issuer, cfg ServerConfig) (*Server, error) {
+	if cfg.TokenTTL <= 0 || cfg.LoginURL == nil {
+		return nil, errors.New("oauth: a token lifetime and a login page are required")
+	}
+	rs, err := openRecords(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{issuer: is, records: rs, http: cfg.HTTPClient, tokenTTL: cfg.TokenTTL, loginURL: cfg.LoginURL,
+		loopbackDocuments: cfg.LoopbackDocuments}
+	if s.http == nil {
+		s.http = &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	// The provider encrypts nothing a later request decrypts (codes are kept hashed in
+	// the registry), so each edge may hold a key of its own.
+	opCfg := &op.Config{CodeMethodS256: true, AuthMethodPost: true, GrantTypeRefreshToken: true}
+	if _, err := rand.Read(opCfg.CryptoKey[:]); err != nil {
+		return nil, fmt.Errorf("oauth: crypto key: %w", err)
+	}
+	var opts []op.Option
+	if strings.HasPrefix(is.URL, "http://") {
+		opts = append(opts, op.WithAllowInsecure()) // a deployment on plain HTTP (development, tests)
+	}
+	if s.provider, err = op.NewProvider(opCfg, storage{s}, op.StaticIssuer(is.URL), opts...); err != nil {
+		return nil, fmt.Errorf("oauth: provider: %w", err)
+	}
+	is.Revoked = s.revoked
+	return s, nil
+}
+
+// Paths the server answers, for the edge to route to Handler.
+var Paths = []string{
+	"/.well-known/oauth-authorization-server", "/.well-known/openid-configuration",
+	"/authorize", "/authorize/callback", "/oauth/token", "/oauth/register", "/revoke", "/keys", "/userinfo",
+}
+
+// Handler serves Paths.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/oauth-authorization-server", s.metadata)
+	mux.HandleFunc("GET /.well-known/openid-configuration", s.metadata)
+	mux.HandleFunc("POST /oauth/register", s.registration)
+	mux.Handle("/authorize", withIss(s.issuer.URL, http.HandlerFunc(s.authorize)))
+	mux.Handle("/authorize/callback", withIss(s.issuer.URL, s.provider))
+	// A token answer is never cached (RFC 6749 §5.1), which op leaves to its host.
+	mux.Handle("/oauth/token", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Pragma", "no-cache")
+		s.provider.ServeHTTP(w, r)
+	}))
+	for _, p := range []string{"/revoke", "/keys", "/userinfo"} {
+		mux.Handle(p, s.provider)
+	}
+	return mux
+}
+
+// authorize hands an authorization request to the provider with what op does not
+// read of it. A request without a scope is given offline_access, which op asks for
+// and which names no tool: consent then grants the resource's tool scopes.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
+	p := authorizeParams{resource: r.FormValue("resource"), noScope: r.FormValue("scope") == ""}
+	if p.noScope {
+		r.Form.Set("scope", oidc.ScopeOfflineAccess) // parsed by FormValue, and read so by op
+	}
+	s.provider.ServeHTTP(w, r.WithContext(withResource(r.Context(), p)))
+}
+
+// Metadata is the server's metadata (RFC 8414, and OpenID discovery): the provider's,
+// with client ID metadata documents, registration and iss in responses.
+type Metadata struct {
+	*oidc.DiscoveryConfiguration
+	IssParameterSupported bool `json:"authorization_response_iss_parameter_supported"`
+}
+
+func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
+	ctx := op.ContextWithIssuer(r.Context(), s.issuer.URL)
+	d := op.CreateDiscoveryConfig(ctx, s.provider, storage{s})
+	d.ClientIDMetadataDocumentSupported = true
+	d.RegistrationEndpoint = s.issuer.URL + "/oauth/register"
+	d.ScopesSupported = []string{oidc.ScopeOfflineAccess}
+	d.ResponseTypesSupported = []string{string(oidc.ResponseTypeCode)}
+	d.GrantTypesSupported = []oidc.GrantType{oidc.GrantTypeCode, oidc.GrantTypeRefreshToken}
+	d.TokenEndpointAuthMethodsSupported = []oidc.AuthMethod{oidc.AuthMethodNone, oidc.AuthMethodBasic, oidc.AuthMethodPost}
+	d.IntrospectionEndpoint, d.EndSessionEndpoint, d.DeviceAuthorizationEndpoint, d.CheckSessionIframe = "", "", "", ""
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	writeJSON(w, http.StatusOK, Metadata{DiscoveryConfiguration: d, IssParameterSupported: true})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// registration answers a dynamic client registration request (RFC 7591).
+func (s *Server) registration(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	var reg Registration
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxDocument))
+	if err := dec.Decode(&reg); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_client_metadata", "error_description": "the body is not a JSON object"})
+		return
+	}
+	out, err := s.register(r.Context(), reg)
+	var bad *errBadRegistration
+	switch {
+	case errors.As(err, &bad):
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": bad.code, "error_description": bad.desc})
+	case err != nil:
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "server_error"})
+	default:
+		writeJSON(w, http.StatusCreated, out)
+	}
+}
+
+// withIss adds the issuer to every redirect an authorization response makes
+// (RFC 9207), so a client can tell which server answered.
+func withIss(issuer string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(&issWriter{ResponseWriter: w, issuer: issuer}, r)
+	})
+}
+
+type issWriter struct {
+	http.ResponseWriter
+	issuer string
+}
+
+func (w *issWriter) WriteHeader(status int) {
+	if loc := w.Header().Get("Location"); status >= 300 && status < 400 && loc != "" {
+		w.Header().Set("Location", addIss(loc, w.issuer))
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func addIss(loc, issuer string) string {
+	u, err := url.Parse(loc)
+	if err != nil || u.Query().Has("iss") {
+		return loc
+	}
+	q := u.Query()
+	if !q.Has("code") && !q.Has("error") {
+		return loc // not an authorization response: the way to the sign-in page
+	}
+	q.Set("iss", issuer)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// revoked reports whether a token's grant is gone.
+func (s *Server) revoked(grant string) bool {
+	var g Grant
+	return errors.Is(s.records.read(context.Background(), s.records.grants, grant, &g), errNotFound)
+}
+
+// Consent is what the consent page shows of an authorization request.
+type Consent struct {
+	ID         string
+	Client     string // the client id: a URL for a client with a metadata document
+	ClientName string
+	Resource   string
+	Scopes     []string
+	// RedirectURI is where the browser ends, with the code or the refusal.
+	RedirectURI string
+}
+
+// Request finds an authorization request that awaits consent.
+func (s *Server) Request(ctx context.Context, id string) (Consent, error) {
+	r := &request{}
+	if err := s.records.read(ctx, s.records.requests, "req."+id, r); err != nil || r.Approved {
+		return Consent{}, errNotFound
+	}
+	c := Consent{ID: r.ID, Client: r.ClientID, Resource: r.Resource, Scopes: toolScopesOf(r.Scopes), RedirectURI: r.RedirectURI}
+	if cl, err := s.client(ctx, r.ClientID); err == nil {
+		c.ClientName = cl.Name
+	}
+	return c, nil
+}
+
+// Approve grants an authorization request for account: tool's scopes among those
+// asked, at the request's resource. It returns where the browser goes next: the
+// provider's callback, which answers the client with a code.
+func (s *Server) Approve(ctx context.Context, id, account, tool string) (string, error) {
+	r := &request{}
+	if err := s.records.read(ctx, s.records.requests, "req."+id, r); err != nil || r.Approved {
+		return "", errNotFound
+	}
+	scopes := slices.DeleteFunc(toolScopesOf(r.Scopes), func(sc string) bool { return !slices.Contains(ToolScopes(tool), sc) })
+	if len(toolScopesOf(r.Scopes)) == 0 { // the request named no scope: the resource's
+		scopes = ToolScopes(tool)
+	}
+	if len(scopes) == 0 {
+		return "", fmt.Errorf("oauth: the request asks for no scope of %s", tool)
+	}
+	c, _ := s.Request(ctx, id)
+	g := &Grant{ID: registry.NewID("gr"), Account: account, Client: r.ClientID, ClientName: c.ClientName,
+		Resource: r.Resource, Tool: tool, Scopes: scopes, CreatedAt: time.Now().UTC()}
+	if err := s.records.write(ctx, s.records.grants, grantKey(account, g.ID), g); err != nil {
+		return "", err
+	}
+	r.Account, r.Grant, r.Approved, r.AuthTime = account, g.ID, true, g.CreatedAt
+	r.Scopes = append(scopes, oidc.ScopeOfflineAccess)
+	if err := s.records.write(ctx, s.records.requests, "req."+id, r); err != nil {
+		return "", err
+	}
+	return op.AuthCallbackURL(s.provider)(op.ContextWithIssuer(ctx, s.issuer.URL), id), nil
+}
+
+// Deny ends an authorization request the user refused, and returns the client's
+// redirect with access_denied.
+func (s *Server) Deny(ctx context.Context, id string) (string, error) {
+	r := &request{}
+	if err := s.records.read(ctx, s.records.requests, "req."+id, r); err != nil {
+		return "", errNotFound
+	}
+	_ = s.records.remove(ctx, s.records.requests, "req."+id)
+	u, err := url.Parse(r.RedirectURI)
+	if err != nil {
+		return "", err
+	}
+	q := u.Query()
+	q.Set("error", "access_denied")
+	if r.State != "" {
+		q.Set("state", r.State)
+	}
+	q.Set("iss", s.issuer.URL)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+// Grants lists what account granted, newest first.
+func (s *Server) Grants(ctx context.Context, account string) ([]Grant, error) {
+	lister, err := s.records.grants.ListKeysFiltered(ctx, "grant."+account+".*")
+	if err != nil {
+		return nil, fmt.Errorf("oauth: list grants: %w", err)
+	}
+	defer func() { _ = lister.Stop() }()
+	var out []Grant
+	for key := range lister.Keys() {
+		var g Grant
+		if err := s.records.read(ctx, s.records.grants, key, &g); err == nil {
+			out = append(out, g)
+		}
+	}
+	slices.SortFunc(out, func(a, b Grant) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	return out, nil
+}
+
+// RevokeGrant removes a grant of account: its refresh token stops working, and its
+// access tokens are refused from then on.
+func (s *Server) RevokeGrant(ctx context.Context, account, id string) error {
+	key := grantKey(account, id)
+	var g Grant
+	if err := s.records.read(ctx, s.records.grants, key, &g); err != nil {
+		return err
+	}
+	if g.RefreshHash != "" {
+		if err := s.records.remove(ctx, s.records.grants, "refresh."+g.RefreshHash); err != nil {
+			return err
+		}
+	}
+	if err := s.records.remove(ctx, s.records.grants, key); err != nil {
+		return err
+	}
+	if s.OnRevoke != nil {
+		s.OnRevoke(key)
+	}
+	return nil
+}
