@@ -178,25 +178,10 @@ func (v *View) apply(ctx context.Context, updates <-chan Update, synced chan str
 		case <-ctx.Done():
 			return
 		case u := <-updates:
-			batch = append(batch, u)
+			batch = drainUpdates(append(batch, u), updates)
 		case r := <-v.heard:
-			logRevocation(v.log, r)
-			c, ok := work.hear(r, time.Now())
-			next := work
-			v.snap.Store(&next)
-			if ok {
-				v.publish([]Change{c})
-			}
+			v.hearRevocation(&work, r)
 			continue
-		}
-	drain:
-		for len(batch) < 4096 {
-			select {
-			case u := <-updates:
-				batch = append(batch, u)
-			default:
-				break drain
-			}
 		}
 		dirty := map[int]bool{}
 		reloaded := map[int]bool{}
@@ -250,6 +235,32 @@ func (v *View) apply(ctx context.Context, updates <-chan Update, synced chan str
 			synced = nil
 		}
 		v.publish(changes)
+	}
+}
+
+// drainUpdates adds to batch the updates already waiting, up to 4096, so that a burst
+// is applied as one new snapshot.
+func drainUpdates(batch []Update, updates <-chan Update) []Update {
+	for len(batch) < 4096 {
+		select {
+		case u := <-updates:
+			batch = append(batch, u)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// hearRevocation applies a revocation announced on the bus to the working copy and
+// publishes the snapshot at once, before the registry's own copy has the change.
+func (v *View) hearRevocation(work *Snapshot, r Revocation) {
+	logRevocation(v.log, r)
+	c, ok := work.hear(r, time.Now())
+	next := *work
+	v.snap.Store(&next)
+	if ok {
+		v.publish([]Change{c})
 	}
 }
 

@@ -15,22 +15,8 @@ import (
 	"github.com/toolgate/toolgate/registry"
 )
 
-// newAccountsUpdateCmd changes an account's name or limits while the edges run: only
-// the flags given are sent, so the others keep their values.
-func newAccountsUpdateCmd(c *adminClient) *cobra.Command {
-	var (
-		name           string
-		rate           float64
-		burst, session int
-		rules          ruleFlags
-		au             auditFlags
-		payloadBytes   int64
-		requireSignIn  bool
-	)
-	cmd := &cobra.Command{
-		Use:   "update ID",
-		Short: "Change an account's name or limits; every edge applies a new limit within seconds",
-		Long: `Change an account's name or limits. Only the flags given change; a limit set to 0
+// accountsUpdateLong is accounts update's help.
+const accountsUpdateLong = `Change an account's name or limits. Only the flags given change; a limit set to 0
 is the edge's default again. Every edge applies a changed limit to its next call
 once its view of the registry has it, within about a second.
 
@@ -52,8 +38,25 @@ A call the rule names is answered 202 and runs only once a person approved it
 --audit-arguments and --audit-result keep a call's arguments and result in its
 audit record (without the fields the method's schemas mark secret), each cut at
 --audit-max-data-size bytes; --audit-required refuses a call whose record cannot be
-written (503 audit_unavailable).`,
-		Args: cobra.ExactArgs(1),
+written (503 audit_unavailable).`
+
+// newAccountsUpdateCmd changes an account's name or limits while the edges run: only
+// the flags given are sent, so the others keep their values.
+func newAccountsUpdateCmd(c *adminClient) *cobra.Command {
+	var (
+		name           string
+		rate           float64
+		burst, session int
+		rules          ruleFlags
+		au             auditFlags
+		payloadBytes   int64
+		requireSignIn  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "update ID",
+		Short: "Change an account's name or limits; every edge applies a new limit within seconds",
+		Long:  accountsUpdateLong,
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var u edge.AccountUpdate
 			f := cmd.Flags()

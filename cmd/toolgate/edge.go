@@ -359,6 +359,51 @@ func runEdge(ctx context.Context, o edgeOptions, out io.Writer, log *slog.Logger
 	}))
 }
 
+// openGatewayParts opens what the gateway's options hold beside the registry's view:
+// the shared rate and quota buckets, the audit trail, the credentials' vault, the
+// payloads' object store and the approvals. closeParts closes what was opened, the
+// last first; it is never nil.
+func openGatewayParts(ctx context.Context, o *edgeOptions, nc *nats.Conn, store *registry.Store,
+	log *slog.Logger) (opts []gateway.Option, closeParts func(), err error) {
+	var closers []func()
+	closeParts = func() {
+		for _, c := range slices.Backward(closers) {
+			c()
+		}
+	}
+	opts = []gateway.Option{gateway.WithLogger(log), gateway.WithQuotas(store)}
+	if !o.EdgeRates {
+		opts = append(opts, gateway.WithSharedRates(store, log))
+	}
+	var trail *audit.Trail // nil: no audit trail
+	if !o.NoAudit {
+		if trail, err = openTrail(ctx, *o, nc, store, log); err != nil {
+			return nil, closeParts, err
+		}
+		closers = append(closers, func() { closeTrail(trail, o.Edge.ShutdownTimeout, log) })
+		opts = append(opts, gateway.WithAudit(trail))
+	}
+	if o.credentialKeys != nil {
+		vopts, err := openVault(ctx, o, store, log)
+		if err != nil {
+			return nil, closeParts, err
+		}
+		opts = append(opts, vopts...)
+	}
+	// The claim check: requests and replies past one NATS message.
+	objects, err := payloads.Open(ctx, nc, o.Replicas)
+	if err != nil {
+		return nil, closeParts, err
+	}
+	opts = append(opts, gateway.WithPayloads(objects, o.Edge.MaxPayloadBytes))
+	o.Approvals.Subjects = o.Gateway.Subjects
+	if o.Edge.Approvals, err = approvals.Open(ctx, nc, store, o.Approvals, trail, log); err != nil {
+		return nil, closeParts, err
+	}
+	closers = append(closers, func() { closeApprovals(o.Edge.Approvals, o.Edge.ShutdownTimeout) })
+	return append(opts, gateway.WithApprovals(o.Edge.Approvals)), closeParts, nil
+}
+
 // serveEdge runs one edge on an open registry until ctx ends: what `toolgate edge`
 // and `toolgate dev` share. ready is told where the edge listens and its base URL
 // once it accepts connections.
@@ -368,37 +413,12 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 	if err != nil {
 		return err
 	}
-	gwOpts := []gateway.Option{gateway.WithLogger(log), gateway.WithQuotas(store)}
-	if !o.EdgeRates {
-		gwOpts = append(gwOpts, gateway.WithSharedRates(store, log))
-	}
-	var trail *audit.Trail // nil: no audit trail
-	if !o.NoAudit {
-		if trail, err = openTrail(ctx, o, nc, store, log); err != nil {
-			return err
-		}
-		defer closeTrail(trail, o.Edge.ShutdownTimeout, log)
-		gwOpts = append(gwOpts, gateway.WithAudit(trail))
-	}
-	if o.credentialKeys != nil {
-		opts, err := openVault(ctx, &o, store, log)
-		if err != nil {
-			return err
-		}
-		gwOpts = append(gwOpts, opts...)
-	}
-	// The claim check: requests and replies past one NATS message.
-	objects, err := payloads.Open(ctx, nc, o.Replicas)
+	gwOpts, closeParts, err := openGatewayParts(ctx, &o, nc, store, log)
+	defer closeParts()
 	if err != nil {
 		return err
 	}
-	gwOpts = append(gwOpts, gateway.WithPayloads(objects, o.Edge.MaxPayloadBytes))
-	o.Approvals.Subjects = o.Gateway.Subjects
-	if o.Edge.Approvals, err = approvals.Open(ctx, nc, store, o.Approvals, trail, log); err != nil {
-		return err
-	}
-	defer closeApprovals(o.Edge.Approvals, o.Edge.ShutdownTimeout)
-	gw, err := gateway.New(nc, view, o.Gateway, append(gwOpts, gateway.WithApprovals(o.Edge.Approvals))...)
+	gw, err := gateway.New(nc, view, o.Gateway, gwOpts...)
 	if err != nil {
 		return err
 	}

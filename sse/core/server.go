@@ -65,14 +65,8 @@ func New(ctx context.Context, gw *gateway.Gateway, store *registry.Store, cfg Co
 	if log == nil {
 		log = slog.Default()
 	}
-	ttl := store.Options().SessionTTL
-	if cfg.SessionTTL == 0 {
-		cfg.SessionTTL = ttl
-	} else if cfg.SessionTTL != ttl {
-		return nil, fmt.Errorf("sse: session-ttl: %v differs from the registry's session TTL %v; open the registry with SessionTTL %v", cfg.SessionTTL, ttl, cfg.SessionTTL)
-	}
-	if cfg.SessionIdle > cfg.SessionTTL {
-		return nil, fmt.Errorf("sse: session-idle: %v is longer than the registry's session TTL %v", cfg.SessionIdle, cfg.SessionTTL)
+	if err := cfg.takeSessionTTL(store.Options().SessionTTL); err != nil {
+		return nil, err
 	}
 	subj := gw.Config().Subjects
 	events, err := registry.OpenEventLog(ctx, store.JetStream(), gw.Conn(), subj, store.Options().Replicas, cfg.EventRetention, store.Options().Update)
@@ -139,6 +133,20 @@ func New(ctx context.Context, gw *gateway.Gateway, store *registry.Store, cfg Co
 		s.endRevokedSessions()
 	}()
 	return s, nil
+}
+
+// takeSessionTTL sets the sessions' TTL to the registry's, ttl, which keeps their
+// records: a configured one must be the same, and the idle bound within it.
+func (cfg *Config) takeSessionTTL(ttl time.Duration) error {
+	if cfg.SessionTTL == 0 {
+		cfg.SessionTTL = ttl
+	} else if cfg.SessionTTL != ttl {
+		return fmt.Errorf("sse: session-ttl: %v differs from the registry's session TTL %v; open the registry with SessionTTL %v", cfg.SessionTTL, ttl, cfg.SessionTTL)
+	}
+	if cfg.SessionIdle > cfg.SessionTTL {
+		return fmt.Errorf("sse: session-idle: %v is longer than the registry's session TTL %v", cfg.SessionIdle, cfg.SessionTTL)
+	}
+	return nil
 }
 
 // Drain ends this edge's part gracefully: new requests are refused with 503, open
