@@ -26,6 +26,9 @@ type Options struct {
 	// Cancelled, when set, is told the name of a tool whose call was cancelled while
 	// it ran, so that a test sees the cancellation reach the server.
 	Cancelled func(tool string)
+	// Plain declares no logging, no resource subscriptions and no tasks: a server
+	// that says it keeps nothing per session, which a bridge may share by default.
+	Plain bool
 }
 
 // Texts the conformance scenarios check.
@@ -62,7 +65,7 @@ const (
 func New(opts Options) *mcp.Server {
 	f := &fixture{opts: opts}
 	_, _ = rand.Read(f.key[:])
-	s := mcp.NewServer(&mcp.Implementation{Name: "mcpfixture", Title: "MCP fixture", Version: "1.0.0"}, &mcp.ServerOptions{
+	so := &mcp.ServerOptions{
 		Instructions:      "A server for tests: the conformance suite's fixtures and a few tools to exercise a bridge.",
 		CompletionHandler: complete,
 		// The SDK keeps the subscriptions; the handlers accept every URI.
@@ -71,7 +74,11 @@ func New(opts Options) *mcp.Server {
 		// The tasks extension (tasks.go), besides what the SDK infers.
 		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{},
 			Extensions: map[string]any{TasksExtension: map[string]any{}}},
-	})
+	}
+	if opts.Plain {
+		so.SubscribeHandler, so.UnsubscribeHandler, so.Capabilities = nil, nil, &mcp.ServerCapabilities{}
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "mcpfixture", Title: "MCP fixture", Version: "1.0.0"}, so)
 	f.server = s
 	f.addConformanceTools()
 	f.addBridgeTools()
