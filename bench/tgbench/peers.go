@@ -27,7 +27,9 @@ import (
 // bridge worker) and other MCP gateways and proxies. Every row has one client session
 // and so one server process behind it; calls are made by 1 and then by N callers at
 // once on that session, the rows taken in turns, several rounds, so that the machine's
-// other load falls on all of them alike.
+// other load falls on all of them alike. The rows marked "N sessions" have N client
+// sessions instead (N, the callers), as a gateway's clients do: the calls go
+// round-robin over them; toolgate's in each mode of the bridge's upstream sessions.
 
 // peerProtocol is the protocol version every row's client asks for: the sessionful
 // revision that every proxy measured carries the same way (2026-07-28 is served per
@@ -50,9 +52,13 @@ type peer struct {
 	name    string
 	skip    string // why the row is not measured
 	session *mcp.ClientSession
-	parts   []part // the processes whose CPU counts: the proxy's, then the server's
-	results [2][]load.Result
-	cpu     [2]map[string]time.Duration // by part, over every round
+	// more are the row's other client sessions: its calls go round-robin over
+	// session and these.
+	more     []*mcp.ClientSession
+	endpoint string // a Streamable HTTP row's, where more are opened
+	parts    []part // the processes whose CPU counts: the proxy's, then the server's
+	results  [2][]load.Result
+	cpu      [2]map[string]time.Duration // by part, over every round
 }
 
 // part is one of a row's processes, or a group of them, named for the report. The
@@ -60,6 +66,37 @@ type peer struct {
 type part struct {
 	name string
 	pids func() []int
+}
+
+// sessionFor is the client session of the row's call number n.
+func (p *peer) sessionFor(n int64) *mcp.ClientSession {
+	if len(p.more) == 0 {
+		return p.session
+	}
+	if i := n % int64(len(p.more)+1); i > 0 {
+		return p.more[i-1]
+	}
+	return p.session
+}
+
+// sessions are all of the row's client sessions.
+func (p *peer) sessions() []*mcp.ClientSession {
+	if p.session == nil {
+		return nil
+	}
+	return append([]*mcp.ClientSession{p.session}, p.more...)
+}
+
+// openMore opens n-1 more client sessions on p's endpoint, so that it has n.
+func (p *peer) openMore(ctx context.Context, d peerDialer, n int) error {
+	for range n - 1 {
+		cs, err := d.streamable(ctx, p.endpoint)
+		if err != nil {
+			return fmt.Errorf("%s: client session %d: %w", p.name, len(p.more)+2, err)
+		}
+		p.more = append(p.more, cs)
+	}
+	return nil
 }
 
 func (p *peer) cpuNow() map[string]time.Duration {
@@ -131,6 +168,11 @@ func runPeers(ctx context.Context, s *stack, cfg config, acct *account, logs io.
 		}
 		rep.peers = append(rep.peers, row)
 	}
+	many, err := manySessionRows(ctx, d, s, cfg, acct, fixture, logs)
+	if err != nil {
+		return nil, err
+	}
+	rep.peers = append(rep.peers, many...)
 
 	var seq atomic.Int64
 	if err := rep.measure(ctx, cfg, &seq); err != nil {
@@ -144,8 +186,8 @@ func runPeers(ctx context.Context, s *stack, cfg config, acct *account, logs io.
 		}
 	}
 	for _, pr := range rep.peers {
-		if pr.session != nil {
-			pr.session.Close()
+		for _, cs := range pr.sessions() {
+			cs.Close()
 		}
 	}
 	return rep, nil
@@ -195,20 +237,29 @@ func toolgatePeer(ctx context.Context, d peerDialer, s *stack, cfg config, acct 
 		}
 		bridgePprof = fmt.Sprintf("127.0.0.1:%d", port)
 	}
-	w, err := s.run(ctx, logs, pprofEnv(bridgePprof), "peer-worker", cfg.bin, "worker", "mcp", "--nats", s.natsURL, "--tool", "fixture", "--", fixture)
-	if err != nil {
+	if err := bridgedRow(ctx, d, s, cfg, acct, logs, tg, pprofEnv(bridgePprof), "fixture", "--", fixture); err != nil {
 		return nil, "", err
 	}
-	link, err := connectTool(ctx, s, acct, "fixture")
-	if err != nil {
-		return nil, "", err
-	}
-	if tg.session, err = d.streamable(ctx, link); err != nil {
-		return nil, "", fmt.Errorf("toolgate link: %w", err)
-	}
-	tg.parts = []part{{"edge", func() []int { return []int{s.edge.Process.Pid} }}, {"nats", pids(s.nats.Process.Pid)},
-		{"worker", pids(w.Process.Pid)}, {"server", below(w.Process.Pid)}}
 	return tg, bridgePprof, nil
+}
+
+// bridgedRow runs `toolgate worker mcp --tool tool` with args (its flags, then -- and
+// the server's command), connects the bench account to the tool, and opens row's
+// client session on its link.
+func bridgedRow(ctx context.Context, d peerDialer, s *stack, cfg config, acct *account, logs io.Writer, row *peer, env []string, tool string, args ...string) error {
+	w, err := s.run(ctx, logs, env, "peer-worker", cfg.bin, append([]string{"worker", "mcp", "--nats", s.natsURL, "--tool", tool}, args...)...)
+	if err != nil {
+		return err
+	}
+	if row.endpoint, err = connectTool(ctx, s, acct, tool); err != nil {
+		return err
+	}
+	if row.session, err = d.streamable(ctx, row.endpoint); err != nil {
+		return fmt.Errorf("%s: %w", row.name, err)
+	}
+	row.parts = []part{{"edge", func() []int { return []int{s.edge.Process.Pid} }}, {"nats", pids(s.nats.Process.Pid)},
+		{"worker", pids(w.Process.Pid)}, {"server", below(w.Process.Pid)}}
+	return nil
 }
 
 // proxyRow is another MCP gateway or proxy, run on a port of its own with the server
@@ -287,6 +338,7 @@ func startProxy(ctx context.Context, d peerDialer, s *stack, o proxyRow, logs io
 		return row, nil
 	}
 	row.parts = []part{{"proxy", pids(proc.Process.Pid)}, {"server", below(proc.Process.Pid)}}
+	row.endpoint = endpoint
 	return row, nil
 }
 
@@ -294,9 +346,9 @@ func startProxy(ctx context.Context, d peerDialer, s *stack, o proxyRow, logs io
 // each with 1 and then N callers, numbering the calls with seq.
 func (rep *peerReport) measure(ctx context.Context, cfg config, seq *atomic.Int64) error {
 	for _, pr := range rep.peers {
-		if pr.session != nil {
-			if err := echo(ctx, pr.session, 0); err != nil {
-				return fmt.Errorf("%s: first call: %w", pr.name, err)
+		for i, cs := range pr.sessions() { // each session's first call opens what it needs
+			if err := echo(ctx, cs, 0); err != nil {
+				return fmt.Errorf("%s: session %d: first call: %w", pr.name, i+1, err)
 			}
 		}
 	}
@@ -320,7 +372,10 @@ func (rep *peerReport) measure(ctx context.Context, cfg config, seq *atomic.Int6
 // measureRound saturates the row for d with each number of callers, after a warm-up,
 // and adds what it measured to the row's results and CPU times.
 func (p *peer) measureRound(ctx context.Context, callers [2]int, d time.Duration, maxCalls int, seq *atomic.Int64) {
-	fn := func(ctx context.Context) error { return echo(ctx, p.session, seq.Add(1)) }
+	fn := func(ctx context.Context) error {
+		n := seq.Add(1)
+		return echo(ctx, p.sessionFor(n), n)
+	}
 	for i, n := range callers {
 		load.Saturate(ctx, n, d/5, maxCalls, fn) // warm
 		before := p.cpuNow()
@@ -445,9 +500,10 @@ func (rep *peerReport) render() string {
 	fmt.Fprintf(&b, "### MCP through a proxy: the same stdio server, one client\n\n")
 	fmt.Fprintf(&b, "One MCP client (the Go SDK, protocol %s, one session) calls the `echo` tool of one stdio MCP server "+
 		"(`bin/mcpfixture`) straight over stdio, and over Streamable HTTP through each proxy on 127.0.0.1; each row has one "+
-		"server process behind its one session. %d rounds, the rows in a different order each round; in each, %v at 1 caller, "+
+		"server process behind its one session, but the rows marked \"%d sessions\", whose calls go round-robin over that many client sessions "+
+		"(the server processes behind them as the row says). %d rounds, the rows in a different order each round; in each, %v at 1 caller, "+
 		"then %v at %d callers at once on the session. Load average (1, 5, 15 min) %s at the start, %s at the end.\n\n",
-		peerProtocol, rep.rounds, rep.duration, rep.duration, rep.callers[1], rep.load0, rep.load1)
+		peerProtocol, rep.callers[1], rep.rounds, rep.duration, rep.duration, rep.callers[1], rep.load0, rep.load1)
 	fmt.Fprintf(&b, "× direct: the row's figure over the baseline's in the same round, median (lowest–highest) of the rounds. "+
 		"CPU per call (/proc, 10 ms ticks, summed over the rounds): the proxy's processes (for toolgate the edge, NATS and the bridge worker) "+
 		"and the server's, at 1 / %d callers; the client's is not counted.\n\n", rep.callers[1])

@@ -162,7 +162,7 @@ func newWorkerMCPCmd() *cobra.Command {
 	bridge := mcpbridge.DefaultConfig()
 	var headers []string
 	cmd := &cobra.Command{
-		Use:   "mcp --tool ID [--title T] [--sessions N] [--client-sessions N] (-- COMMAND [ARGS...] | --url URL [--header K:V]...)",
+		Use:   "mcp --tool ID [--title T] [--sessions N] [--upstream-sessions auto|shared|per-session] [--client-sessions N] (-- COMMAND [ARGS...] | --url URL [--header K:V]...)",
 		Short: "Deploy an existing MCP server as a tool: a stdio command, or a remote URL",
 		Example: `  toolgate worker mcp --tool everything -- npx -y @modelcontextprotocol/server-everything
   toolgate worker mcp --tool search --url https://mcp.example.com/mcp --header "Authorization: Bearer $TOKEN"`,
@@ -192,7 +192,8 @@ func newWorkerMCPCmd() *cobra.Command {
 	f.StringVar(&cfg.HealthListen, "health-listen", cfg.HealthListen, "address to serve GET /healthz on, for container health checks (env "+healthEnv+"; empty: none)")
 	f.StringVar(&bridge.Tool, "tool", "", "the tool's id")
 	f.StringVar(&bridge.Title, "title", "", "the tool's title (default: the server's own)")
-	f.IntVar(&bridge.Sessions, "sessions", bridge.Sessions, "shared upstream sessions (for a command, processes): calls without an MCP session (HTTP API) are spread over them")
+	f.IntVar(&bridge.Sessions, "sessions", bridge.Sessions, "the pool of shared upstream sessions (for a command, processes): calls without an MCP session (HTTP API), and those of client sessions that share, are spread over them")
+	f.StringVar(&bridge.UpstreamSessions, "upstream-sessions", bridge.UpstreamSessions, "how MCP client sessions map to upstream sessions: shared (all spread over the --sessions pool), per-session (one each, within --client-sessions), or auto: per-session when the server declares logging, resources.subscribe or tasks, or the client declares sampling, elicitation or roots; else shared")
 	f.IntVar(&bridge.ClientSessions, "client-sessions", bridge.ClientSessions, "most upstream sessions (for a command, processes) held at once for MCP client sessions, one each; more are refused until one ends")
 	f.DurationVar(&bridge.ClientSessionIdle, "client-session-idle", bridge.ClientSessionIdle, "end the upstream session of an MCP client session that made no request for this long")
 	f.StringVar(&bridge.URL, "url", "", "a remote server's Streamable HTTP (or HTTP+SSE) endpoint, instead of a command")

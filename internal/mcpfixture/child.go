@@ -12,6 +12,10 @@ import (
 // the command it starts as the fixture's stdio child.
 const ChildEnv = "TOOLGATE_MCPFIXTURE"
 
+// PlainEnv set to "1" makes the stdio fixture Plain: it declares nothing it keeps per
+// session.
+const PlainEnv = "TOOLGATE_MCPFIXTURE_PLAIN"
+
 // RunIfChild serves the fixture on stdin and stdout and exits when ChildEnv is set to
 // "stdio" ("stdio-no-tasks": a server that knows nothing of tasks, Options.NoTasks);
 // otherwise it returns at once. A test binary calls it first thing in TestMain,
@@ -31,6 +35,7 @@ func RunIfChild() {
 func ServeStdio(noTasks bool) int {
 	s := New(Options{
 		NoTasks: noTasks,
+		Plain:   os.Getenv(PlainEnv) == "1",
 		Exit:    os.Exit,
 		Cancelled: func(tool string) {
 			fmt.Fprintf(os.Stderr, "mcpfixture: call of %s cancelled\n", tool)

@@ -31,6 +31,9 @@ type Options struct {
 	// comes (the gateway keeps their tasks; scripts/conformance.sh runs the tasks
 	// scenarios through such a server).
 	NoTasks bool
+	// Plain declares no logging, no resource subscriptions and no tasks: a server
+	// that says it keeps nothing per session, which a bridge may share by default.
+	Plain bool
 }
 
 // Texts the conformance scenarios check.
@@ -72,7 +75,7 @@ func New(opts Options) *mcp.Server {
 	if opts.NoTasks {
 		caps.Extensions = nil
 	}
-	s := mcp.NewServer(&mcp.Implementation{Name: "mcpfixture", Title: "MCP fixture", Version: "1.0.0"}, &mcp.ServerOptions{
+	so := &mcp.ServerOptions{
 		Instructions:      "A server for tests: the conformance suite's fixtures and a few tools to exercise a bridge.",
 		CompletionHandler: complete,
 		// The SDK keeps the subscriptions; the handlers accept every URI.
@@ -80,7 +83,11 @@ func New(opts Options) *mcp.Server {
 		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
 		// The tasks extension (tasks.go), besides what the SDK infers.
 		Capabilities: caps,
-	})
+	}
+	if opts.Plain {
+		so.SubscribeHandler, so.UnsubscribeHandler, so.Capabilities = nil, nil, &mcp.ServerCapabilities{}
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "mcpfixture", Title: "MCP fixture", Version: "1.0.0"}, so)
 	f.server = s
 	f.addConformanceTools()
 	f.addBridgeTools()

@@ -6,16 +6,17 @@
 // caller's MCP session, serves the server's resources, prompts and completions on the
 // tool's tg.mcp subject, and follows the server's tools/list_changed into the registry.
 //
-// Each MCP client session that uses the tool has an upstream session of its own (for
-// a stdio server, a child process), opened at its first request with the
-// capabilities the client declared, and ended when the client's session ends (edges
-// announce it), after ClientSessionIdle without a request, or when the bridge stops:
-// what the server keeps per session (subscriptions, state a tool toggles, roots) is
-// the client's alone, and everything the server sends on it outside a call (log
-// messages, resource updates, its own requests) goes to that client. Calls that come
-// without an MCP session (the HTTP API) are spread over a pool of shared sessions,
-// which also say what the tool's methods are; when the server keeps no session state
-// (a remote Streamable HTTP server that names no session), every call uses the pool.
+// An MCP client session that uses the tool either shares the pool of upstream
+// sessions (Config.Sessions; for a stdio server, child processes) or has an upstream
+// session of its own, opened at its first request with the capabilities the client
+// declared, and ended when the client's session ends (edges announce it), after
+// ClientSessionIdle without a request, or when the bridge stops: what the server
+// keeps per session (subscriptions, state a tool toggles, roots, a log level) is the
+// client's alone, and everything the server sends on it outside a call (log
+// messages, resource updates, its own requests) goes to that client. Which one is
+// Config.UpstreamSessions: by default decided from what the server and the client
+// declare (sharing.go). Calls that come without an MCP session (the HTTP API) always
+// use the pool, which also says what the tool's methods are.
 //
 // A shared session that ends is restarted with backoff; the calls in flight on it
 // fail at once with tool_unavailable, and the other sessions keep serving. A
@@ -81,7 +82,7 @@ type Bridge struct {
 	sessions []*session
 	clients  map[string]*session // by MCP client session id
 	accounts map[string]*session // by account and values (accountKey), for a server that acts per account
-	shared   bool                // the server keeps no per-session state: clients share the pool
+	sharing  sharing             // which client sessions have upstream sessions of their own
 	// perAccount: a template names a connection field, and each account's calls go to
 	// upstream sessions started with its values (see accounts.go).
 	perAccount bool
@@ -238,14 +239,19 @@ func (b *Bridge) Run(ctx context.Context) error {
 	b.mu.Lock()
 	info, infoRaw := first.cs.InitializeResult(), first.initialized
 	// A Streamable HTTP server that names no session keeps no state of one.
-	b.shared = b.cfg.URL != "" && !b.useSSE && first.cs.ID() == ""
+	namesSession := b.cfg.URL == "" || b.useSSE || first.cs.ID() != ""
 	b.mu.Unlock()
 	tool := b.tool(info, infoRaw)
+	b.mu.Lock()
+	b.sharing = resolveSharing(b.cfg.UpstreamSessions, info.Capabilities, tool.Capabilities.MCP, namesSession)
+	b.mu.Unlock()
+	b.log.Info("upstream sessions", "mode", b.sharing.String(), "pool", b.cfg.Sessions, "client_sessions", b.cfg.ClientSessions)
+	allShared := b.sharing == ownNever
 	// Each client session lists the tools its own upstream session offers.
-	tool.Capabilities.SessionTools = !b.shared
+	tool.Capabilities.SessionTools = !allShared
 	// and holds it: the edges send a client session's requests to the instance
 	// that answered it first.
-	tool.Capabilities.SessionState = !b.shared
+	tool.Capabilities.SessionState = !allShared
 	w := workers.New(b.nc, tool, b.opts...)
 	b.w = w
 	w.OnSessionEnd(func(id string) { go b.endClient(id, nil, "the client's session ended") })

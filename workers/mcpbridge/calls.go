@@ -98,9 +98,7 @@ func (b *Bridge) rawConn(in *inflight) *observedConn {
 // no session state, the least busy shared session that has the tool (any when tool
 // is "").
 func (b *Bridge) acquire(ctx context.Context, c *workers.Call, tool string) (*inflight, error) {
-	b.mu.Lock()
-	own := c.Session != "" && !b.shared
-	b.mu.Unlock()
+	own := b.own(c)
 	values, err := b.valuesOf(c)
 	if err != nil {
 		return nil, err

@@ -47,6 +47,12 @@ type Config struct {
 	// keeps no state per session (a remote Streamable HTTP server that names no
 	// session), so is every call.
 	Sessions int
+	// UpstreamSessions is how MCP client sessions map to upstream sessions:
+	// UpstreamShared (every client's requests spread over the Sessions of the
+	// pool), UpstreamPerSession (each client session has its own, within
+	// ClientSessions), or UpstreamAuto (empty too), which decides from what the
+	// server and each client declare (resolveSharing).
+	UpstreamSessions string
 	// ClientSessions bounds how many upstream sessions the bridge holds for MCP
 	// client sessions at once. Each client session has one of its own for as long as
 	// it lives, so that what the server keeps per session stays the client's; a
@@ -82,6 +88,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Sessions:          4,
+		UpstreamSessions:  UpstreamAuto,
 		ClientSessions:    64,
 		ClientSessionIdle: 30 * time.Minute,
 		AccountSessions:   DefaultAccountSessions,
@@ -129,6 +136,11 @@ func (c Config) Validate() error {
 	}
 	if err := checkEnv(c.Env); err != nil {
 		return err
+	}
+	switch c.UpstreamSessions {
+	case "", UpstreamAuto, UpstreamShared, UpstreamPerSession:
+	default:
+		return fmt.Errorf("mcp: upstream-sessions: %q: must be %s, %s or %s", c.UpstreamSessions, UpstreamAuto, UpstreamShared, UpstreamPerSession)
 	}
 	switch {
 	case c.Sessions < 1 || c.Sessions > 64:

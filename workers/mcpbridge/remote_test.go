@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -26,18 +27,22 @@ type remote struct {
 	url       string
 	cancelled chan string
 
-	mu     sync.Mutex
-	tokens []string // the Authorization headers the server got
+	mu       sync.Mutex
+	tokens   []string        // the Authorization headers the server got
+	sessions map[string]bool // the MCP sessions its requests named
 }
 
 func serveRemote(t *testing.T, handler func(*mcp.Server) http.Handler) *remote {
 	t.Helper()
-	r := &remote{cancelled: make(chan string, 8)}
+	r := &remote{cancelled: make(chan string, 8), sessions: map[string]bool{}}
 	s := mcpfixture.New(mcpfixture.Options{Cancelled: func(tool string) { r.cancelled <- tool }})
 	h := handler(s)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		r.tokens = append(r.tokens, req.Header.Get("Authorization"))
+		if id := req.Header.Get("Mcp-Session-Id"); id != "" {
+			r.sessions[id] = true
+		}
 		r.mu.Unlock()
 		h.ServeHTTP(w, req)
 	}))
@@ -228,27 +233,40 @@ func data(r *wire.Reply) []byte {
 // keeps no session state (stateless Streamable HTTP), whose calls share the pool.
 func TestRemoteSessions(t *testing.T) {
 	for _, tt := range []struct {
-		name      string
-		stateless bool
-	}{{"a server with sessions", false}, {"a stateless server", true}} {
+		name, tool string
+		stateless  bool
+		setting    string
+		clients    int // client sessions, each calling once
+		want       int // upstream sessions held for them
+	}{
+		{"a server with sessions", "remote-own", false, mcpbridge.UpstreamAuto, 1, 1},
+		{"a stateless server", "remote-shared", true, mcpbridge.UpstreamAuto, 1, 0},
+		{"a server with sessions, shared", "remote-pool", false, mcpbridge.UpstreamShared, 8, 0},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
 			r := serveRemote(t, func(s *mcp.Server) http.Handler {
 				return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: tt.stateless})
 			})
-			tool := "remote-own"
-			if tt.stateless {
-				tool = "remote-shared"
-			}
-			b := e.start(remoteConfig(tool, r.url))
+			cfg := remoteConfig(tt.tool, r.url)
+			cfg.UpstreamSessions = tt.setting
+			b := e.start(cfg)
 			ctx := testenv.Context(t)
-			res := e.result(t, ctx, tool, call{method: "echo", params: `{"text":"hi"}`, session: "sess-remote"})
-			if got := texts(res); len(got) != 1 || !strings.Contains(got[0], "hi") {
-				t.Fatalf("echo answered %v", res)
+			for i := range tt.clients {
+				text := fmt.Sprintf("hi %d", i)
+				res := e.result(t, ctx, tt.tool, call{method: "echo", params: `{"text":"` + text + `"}`, session: fmt.Sprintf("sess-remote-%d", i)})
+				if got := texts(res); len(got) != 1 || !strings.Contains(got[0], text) {
+					t.Fatalf("echo answered %v", res)
+				}
 			}
-			held := b.ClientSessions()
-			if want := !tt.stateless; (len(held) == 1) != want {
-				t.Fatalf("upstream sessions held for client sessions %v; want one of its own: %v", held, want)
+			if held := b.ClientSessions(); len(held) != tt.want {
+				t.Fatalf("upstream sessions held for client sessions %v; want %d", held, tt.want)
+			}
+			r.mu.Lock()
+			seen := len(r.sessions)
+			r.mu.Unlock()
+			if !tt.stateless && seen > cfg.Sessions+tt.want {
+				t.Fatalf("the server saw %d sessions for %d client sessions, want at most the pool's %d and %d of clients", seen, tt.clients, cfg.Sessions, tt.want)
 			}
 		})
 	}

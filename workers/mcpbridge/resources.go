@@ -29,9 +29,7 @@ func (b *Bridge) serveMCP(ctx context.Context, c *workers.Call, method string) (
 	case "completion/complete":
 		return forward(ctx, b, c, (*mcp.ClientSession).Complete)
 	case "resources/subscribe", "resources/unsubscribe":
-		b.mu.Lock()
-		own := c.Session != "" && !b.shared
-		b.mu.Unlock()
+		own := b.own(c)
 		switch {
 		case own && method == "resources/subscribe":
 			return forward(ctx, b, c, noResult((*mcp.ClientSession).Subscribe))
@@ -115,9 +113,7 @@ func (b *Bridge) serveSetLevel(ctx context.Context, c *workers.Call) (any, error
 	if err := c.Bind(&p); err != nil {
 		return nil, err
 	}
-	b.mu.Lock()
-	own := c.Session != "" && !b.shared
-	b.mu.Unlock()
+	own := b.own(c)
 	if !own || p.Level == "" {
 		return struct{}{}, nil
 	}
@@ -132,12 +128,10 @@ func (b *Bridge) serveSetLevel(ctx context.Context, c *workers.Call) (any, error
 
 // sessionTools answers tools/list for a client session: every page of what its own
 // upstream session lists, as the server sent it, so that the client sees the tools
-// the server offers a client that declared what it did.
+// the server offers a client that declared what it did. A client session that shares
+// the pool gets the list of a pool's session, which declares every capability.
 func (b *Bridge) sessionTools(ctx context.Context, c *workers.Call) (any, error) {
-	b.mu.Lock()
-	own := c.Session != "" && !b.shared
-	b.mu.Unlock()
-	if !own {
+	if c.Session == "" {
 		return nil, &workers.RPCError{Code: workers.RPCMethodNotFound, Message: "method not found: tools/list"} // the registry lists the methods to callers without a client session
 	}
 	in, err := b.acquire(ctx, c, "")
@@ -203,9 +197,7 @@ func sameTools(a, b map[string]*mcp.Tool) bool {
 // rawRequest makes a request as the client sent it on its client session's upstream
 // session, and answers with the server's result as it is.
 func (b *Bridge) rawRequest(ctx context.Context, c *workers.Call, method string) (any, error) {
-	b.mu.Lock()
-	own := c.Session != "" && !b.shared
-	b.mu.Unlock()
+	own := b.own(c)
 	if !own {
 		return nil, &workers.RPCError{Code: jsonrpc.CodeInvalidRequest, Message: method + ": tasks belong to an MCP session of a server that keeps sessions"}
 	}
