@@ -55,7 +55,7 @@ func (o signInOptions) validate() error {
 
 // openSignIn is the edge's token issuer and authorization server (whose sign-in and
 // consent pages are the dashboard's: none without it), nil when sign-in is off.
-func openSignIn(ctx context.Context, o signInOptions, store *registry.Store, baseURL string, dashboardOn bool) (*oauth.Issuer, *oauth.Server, error) {
+func openSignIn(ctx context.Context, o signInOptions, store *registry.Store, view *registry.View, baseURL string, dashboardOn bool) (*oauth.Issuer, *oauth.Server, error) {
 	if o.Off {
 		return nil, nil, nil
 	}
@@ -64,6 +64,9 @@ func openSignIn(ctx context.Context, o signInOptions, store *registry.Store, bas
 		return nil, nil, err
 	}
 	is := oauth.NewIssuer(strings.TrimSuffix(baseURL, "/"), keys)
+	if err := is.CheckRevocations(ctx, store, view); err != nil {
+		return nil, nil, err
+	}
 	if !dashboardOn {
 		return is, nil, nil
 	}
