@@ -173,7 +173,7 @@ func newEnv(t testing.TB, opts ...option) *env {
 	cfg.Credentials, cfg.Approvals = e.vault, e.approvals
 	cfg.MaxPayloadBytes = o.payloadLimit
 	if o.signIn {
-		keys, err := oauth.OpenKeys(testenv.Context(t), e.store, 24*time.Hour)
+		keys, err := oauth.OpenKeys(testenv.Context(t), e.store, 24*time.Hour, o.keys)
 		if err != nil {
 			t.Fatal(err)
 		}

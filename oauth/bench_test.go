@@ -17,7 +17,7 @@ func BenchmarkVerify(b *testing.B) {
 	srv := testenv.Server(b)
 	store := testenv.Store(b, testenv.Conn(b, srv.ClientURL()), 1)
 	ctx := testenv.Context(b)
-	keys, err := oauth.OpenKeys(ctx, store, time.Hour)
+	keys, err := oauth.OpenKeys(ctx, store, time.Hour, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
