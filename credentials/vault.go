@@ -368,7 +368,7 @@ func (v *Vault) Rotate(ctx context.Context) (rewrapped, total int, err error) {
 			if err != nil {
 				return rewrapped, total, err
 			}
-			changed, err := v.keys.rewrap(&r.Envelope, account, tool)
+			changed, err := v.keys.rewrap(&r.Envelope, connection(account, tool))
 			if err != nil {
 				return rewrapped, total, err
 			}

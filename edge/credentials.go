@@ -65,6 +65,11 @@ type KeyRotation struct {
 	KeyID     string `json:"key_id"`
 	Rewrapped int    `json:"rewrapped"`
 	Records   int    `json:"records"`
+	// The OAuth token signing keys (tg-oauth-keys), sealed under the same KEK, when
+	// this edge issues tokens: how many were sealed again (or sealed for the first
+	// time, those stored before the edges had a key file) and how many there are.
+	SigningKeysRewrapped int `json:"signing_keys_rewrapped"`
+	SigningKeys          int `json:"signing_keys"`
 }
 
 func (e *Edge) credentialRoutes(g *gin.RouterGroup) {
@@ -188,7 +193,8 @@ func (e *Edge) clearCredentials(c *gin.Context) {
 	c.Status(http.StatusNoContent)
 }
 
-// rotateCredentialsKey wraps every record again under this edge's current KEK.
+// rotateCredentialsKey wraps every record, and every token signing key, again under
+// this edge's current KEK.
 func (e *Edge) rotateCredentialsKey(c *gin.Context) {
 	if e.cfg.Credentials == nil {
 		e.fail(c, errNoVault)
@@ -199,8 +205,15 @@ func (e *Edge) rotateCredentialsKey(c *gin.Context) {
 		e.fail(c, err)
 		return
 	}
+	r := KeyRotation{KeyID: e.cfg.Credentials.Keys().Current().ID, Rewrapped: n, Records: total}
+	if e.cfg.SignIn != nil && e.cfg.SignIn.Keys().Sealed() {
+		if r.SigningKeysRewrapped, r.SigningKeys, err = e.cfg.SignIn.Keys().Rewrap(c.Request.Context()); err != nil {
+			e.fail(c, err)
+			return
+		}
+	}
 	e.adminChange(c, http.StatusOK, audit.ActionRotateKey, "", "", "")
-	c.JSON(http.StatusOK, KeyRotation{KeyID: e.cfg.Credentials.Keys().Current().ID, Rewrapped: n, Records: total})
+	c.JSON(http.StatusOK, r)
 }
 
 // readValues reads a JSON object of field values: each a string, or, where nulls

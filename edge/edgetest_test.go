@@ -2,6 +2,7 @@ package edge_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -75,6 +76,7 @@ type envOptions struct {
 	signIn       bool          // issue and check OAuth access tokens, as toolgate edge does
 	tokenTTL     time.Duration // the access tokens' lifetime, withSignIn
 	docs         *http.Client  // what fetches client ID metadata documents, withSignIn
+	base         string        // the deployment's URL, when another edge's (asEdgeOf)
 }
 
 type option func(*envOptions)
@@ -91,6 +93,10 @@ func withCredentials(k *credentials.Keyring) option { return func(o *envOptions)
 func withApprovals(f func(*approvals.Config)) option {
 	return func(o *envOptions) { o.approvals = f }
 }
+
+// asEdgeOf serves the deployment whose base URL (and issuer) is url: one more edge
+// of it, as edges behind one load balancer are.
+func asEdgeOf(url string) option               { return func(o *envOptions) { o.base = url } }
 func withPayloadLimit(n int64) option          { return func(o *envOptions) { o.payloadLimit = n } }
 func withSignIn() option                       { return withTokenTTL(time.Hour) }
 func withDocumentClient(c *http.Client) option { return func(o *envOptions) { o.docs = c } }
@@ -161,17 +167,20 @@ func newEnv(t testing.TB, opts ...option) *env {
 	}
 	e.signer = sharedSigner
 	cfg := edge.DefaultConfig()
-	cfg.BaseURL = e.url
+	cfg.BaseURL = cmp.Or(o.base, e.url)
 	cfg.AdminKeyHash = registry.Hash(e.adminKey)
 	cfg.DrainDelay = 0 // tests stop their edge at once; TestShutdownDrains gives it one
 	cfg.Credentials, cfg.Approvals = e.vault, e.approvals
 	cfg.MaxPayloadBytes = o.payloadLimit
 	if o.signIn {
-		keys, err := oauth.OpenKeys(testenv.Context(t), e.store, 24*time.Hour)
+		keys, err := oauth.OpenKeys(testenv.Context(t), e.store, 24*time.Hour, o.keys)
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.issuer = oauth.NewIssuer(e.url, keys)
+		e.issuer = oauth.NewIssuer(cfg.BaseURL, keys)
+		if err := e.issuer.CheckRevocations(testenv.Context(t), e.store, e.view); err != nil {
+			t.Fatal(err)
+		}
 		cfg.SignIn = e.issuer
 		login := e.url + edge.DashboardPath + dashboard.ConsentPath + "?id="
 		if e.authServer, err = oauth.NewServer(testenv.Context(t), e.store, e.issuer, oauth.ServerConfig{

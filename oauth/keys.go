@@ -5,7 +5,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -17,6 +16,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolgate/toolgate/credentials"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -41,17 +41,21 @@ const (
 // keyRecord is a signing key as the bucket holds it, with the rotation period it
 // was made under: edges that rotate on different periods would name different keys
 // current, so an edge set to another period than the bucket's refuses to start.
+// A key is sealed (keyseal.go) when the edge holds the credentials keyring, and kept
+// as a plain JWK otherwise.
 type keyRecord struct {
-	Period int64           `json:"period_s"`
-	JWK    jose.JSONWebKey `json:"jwk"`
+	Period int64                 `json:"period_s"`
+	JWK    *jose.JSONWebKey      `json:"jwk,omitempty"`
+	Sealed *credentials.Envelope `json:"sealed,omitempty"`
 }
 
 // Keys are the signing keys: the newest signs, and it and the one before it verify,
 // so that a token signed just before a rotation stays good until it expires.
 type Keys struct {
-	kv     jetstream.KeyValue
-	js     jetstream.JetStream
-	rotate time.Duration
+	kv      jetstream.KeyValue
+	js      jetstream.JetStream
+	rotate  time.Duration
+	keyring *credentials.Keyring // seals the private keys; nil: they are stored plain
 
 	mu     sync.Mutex
 	held   []jose.JSONWebKey // newest first
@@ -60,8 +64,9 @@ type Keys struct {
 
 // OpenKeys opens the key bucket (made when missing) and makes sure a key of the
 // current rotation period exists. A key older than rotate is replaced by a new one
-// the first time it is asked for after that.
-func OpenKeys(ctx context.Context, store *registry.Store, rotate time.Duration) (*Keys, error) {
+// the first time it is asked for after that. With keyring, the private keys are
+// stored sealed under it; without (nil), as plain JWKs.
+func OpenKeys(ctx context.Context, store *registry.Store, rotate time.Duration, keyring *credentials.Keyring) (*Keys, error) {
 	if rotate <= 0 {
 		return nil, errors.New("oauth: the key rotation period must be positive")
 	}
@@ -73,7 +78,7 @@ func OpenKeys(ctx context.Context, store *registry.Store, rotate time.Duration) 
 	if err != nil {
 		return nil, fmt.Errorf("oauth: key bucket: %w", err)
 	}
-	k := &Keys{kv: kv, js: store.JetStream(), rotate: rotate}
+	k := &Keys{kv: kv, js: store.JetStream(), rotate: rotate, keyring: keyring}
 	if _, err := k.Signing(ctx, time.Now()); err != nil {
 		return nil, err
 	}
@@ -114,10 +119,9 @@ func (k *Keys) create(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("oauth: generate signing key: %w", err)
 	}
-	b, err := json.Marshal(keyRecord{Period: int64(k.rotate / time.Second),
-		JWK: jose.JSONWebKey{Key: priv, KeyID: name, Algorithm: string(Algorithm), Use: "sig"}})
+	b, err := k.record(int64(k.rotate/time.Second), jose.JSONWebKey{Key: priv, KeyID: name, Algorithm: string(Algorithm), Use: "sig"})
 	if err != nil {
-		return fmt.Errorf("oauth: encode signing key: %w", err)
+		return err
 	}
 	if _, err := k.kv.Create(ctx, name, b); err != nil {
 		return fmt.Errorf("oauth: store signing key: %w", err)
@@ -169,15 +173,15 @@ func (k *Keys) load(ctx context.Context, now time.Time) error {
 		if err != nil {
 			return fmt.Errorf("oauth: read signing key %s: %w", name, err)
 		}
-		var rec keyRecord
-		if err := json.Unmarshal(b, &rec); err != nil {
-			return fmt.Errorf("oauth: decode signing key %s: %w", name, err)
+		rec, jwk, err := k.decode(name, b)
+		if err != nil {
+			return err
 		}
 		if want := int64(k.rotate / time.Second); rec.Period != want {
 			return fmt.Errorf("oauth: the signing keys in %s rotate every %s, this edge every %s: --oauth-key-rotation must be the same on every edge",
 				KeyBucket, time.Duration(rec.Period)*time.Second, k.rotate)
 		}
-		held = append(held, rec.JWK)
+		held = append(held, jwk)
 	}
 	k.mu.Lock()
 	k.held, k.loaded = held, now

@@ -34,9 +34,7 @@ type Server struct {
 	// loopbackDocuments: client ID metadata documents may be http URLs on a
 	// loopback address.
 	loopbackDocuments bool
-	// OnRevoke, when set, is told of every grant revoked (through the dashboard or
-	// RFC 7009), so that it can be announced to every edge at once.
-	OnRevoke func(grant string)
+	store             *registry.Store // where a grant's revocation is announced
 }
 
 // ServerConfig sets up a Server.
@@ -63,7 +61,7 @@ func NewServer(ctx context.Context, store *registry.Store, is *Issuer, cfg Serve
 		return nil, err
 	}
 	s := &Server{issuer: is, records: rs, http: cfg.HTTPClient, tokenTTL: cfg.TokenTTL, loginURL: cfg.LoginURL,
-		loopbackDocuments: cfg.LoopbackDocuments}
+		loopbackDocuments: cfg.LoopbackDocuments, store: store}
 	if s.http == nil {
 		s.http = &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
@@ -80,7 +78,9 @@ func NewServer(ctx context.Context, store *registry.Store, is *Issuer, cfg Serve
 	if s.provider, err = op.NewProvider(opCfg, storage{s}, op.StaticIssuer(is.URL), opts...); err != nil {
 		return nil, fmt.Errorf("oauth: provider: %w", err)
 	}
-	is.Revoked = s.revoked
+	if is.records == nil { // no view to ask: every token's grant is read from the leader
+		is.records = rs
+	}
 	return s, nil
 }
 
@@ -204,12 +204,6 @@ func addIss(loc, issuer string) string {
 	return u.String()
 }
 
-// revoked reports whether a token's grant is gone.
-func (s *Server) revoked(grant string) bool {
-	var g Grant
-	return errors.Is(s.records.read(context.Background(), s.records.grants, grant, &g), errNotFound)
-}
-
 // Consent is what the consent page shows of an authorization request.
 type Consent struct {
 	ID         string
@@ -304,7 +298,7 @@ func (s *Server) Grants(ctx context.Context, account string) ([]Grant, error) {
 }
 
 // RevokeGrant removes a grant of account: its refresh token stops working, and its
-// access tokens are refused from then on.
+// access tokens are refused from then on, by every edge once it is announced.
 func (s *Server) RevokeGrant(ctx context.Context, account, id string) error {
 	key := grantKey(account, id)
 	var g Grant
@@ -319,8 +313,5 @@ func (s *Server) RevokeGrant(ctx context.Context, account, id string) error {
 	if err := s.records.remove(ctx, s.records.grants, key); err != nil {
 		return err
 	}
-	if s.OnRevoke != nil {
-		s.OnRevoke(key)
-	}
-	return nil
+	return s.announce(ctx, key)
 }

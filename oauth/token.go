@@ -49,9 +49,11 @@ type Issuer struct {
 	// URL is the issuer identifier: the deployment's base URL.
 	URL  string
 	keys *Keys
-	// Revoked, when set, reports whether a grant was revoked: a token of a revoked
-	// grant is refused before it expires. Revocation announces grants through it.
-	Revoked func(grant string) bool
+	// records and view, when set (CheckRevocations, or the authorization server's
+	// records), refuse the tokens of a revoked grant before they expire (revoke.go).
+	records *records
+	view    *registry.View
+	here    revokedHere // grants this edge revoked
 }
 
 // NewIssuer issues tokens as url, signed with keys.
@@ -108,7 +110,7 @@ func (is *Issuer) Verify(ctx context.Context, raw, resource string, now time.Tim
 	if err := std.ValidateWithLeeway(jwt.Expected{Issuer: is.URL, AnyAudience: jwt.Audience{resource}, Time: now}, 0); err != nil {
 		return Token{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
-	if t.Grant != "" && is.Revoked != nil && is.Revoked(t.Grant) {
+	if t.Grant != "" && is.revoked(ctx, t.Grant, std.IssuedAt.Time(), now) {
 		return Token{}, ErrRevoked
 	}
 	t.Issuer, t.Account, t.ID = std.Issuer, std.Subject, std.ID

@@ -13,7 +13,7 @@ func newIssuer(t *testing.T, url string) *oauth.Issuer {
 	t.Helper()
 	srv := testenv.Server(t)
 	store := testenv.Store(t, testenv.Conn(t, srv.ClientURL()), 1)
-	keys, err := oauth.OpenKeys(testenv.Context(t), store, time.Hour)
+	keys, err := oauth.OpenKeys(testenv.Context(t), store, time.Hour, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestKeysRotateAndEveryEdgeChecks(t *testing.T) {
 	ctx := testenv.Context(t)
 	open := func() *oauth.Issuer {
 		store := testenv.Store(t, testenv.Conn(t, srv.ClientURL()), 1)
-		keys, err := oauth.OpenKeys(ctx, store, time.Hour)
+		keys, err := oauth.OpenKeys(ctx, store, time.Hour, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,6 +26,7 @@ const (
 	RevokedAccount     = "account"     // an account deleted, by id
 	RevokedConnection  = "connection"  // a connection removed, by "account.tool"
 	RevokedCredentials = "credentials" // a connection's credentials cleared, by "account.tool" (the credentials' copy applies it)
+	RevokedGrant       = "grant"       // an OAuth grant, by its record's key in tg-oauth-grants (package oauth announces and checks it)
 )
 
 // A Revocation is what is announced: a kind and an id, never a secret. A revocation

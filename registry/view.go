@@ -34,6 +34,7 @@ type View struct {
 	heard     chan Revocation // announced on the bus (listen)
 	current   currency        // whether each bucket's follower is current
 	confirmed confirmations   // the leaders' recent answers (Confirm)
+	since     atomic.Int64    // when the view last began hearing every announcement (Hearing), in Unix ns
 }
 
 // Change names one record that changed.
@@ -148,13 +149,14 @@ func NewView(ctx context.Context, store *Store, log *slog.Logger) (*View, error)
 		keyIDs: map[string]string{}, conns: map[string]map[string]*Connection{},
 		links: map[string]*Link{}, presence: map[string]map[string]*Presence{},
 	})
+	v.since.Store(time.Now().UnixNano())
 	if err := v.listen(ctx, store.RevokedSubject()); err != nil {
 		return nil, fmt.Errorf("registry: view: follow revocations: %w", err)
 	}
 	updates := make(chan Update, 256)
 	for b, name := range viewBuckets {
 		v.current[b].Store(true)
-		go store.follow(ctx, name, updates, log, v.current[b].Store)
+		go store.follow(ctx, name, updates, log, v.setCurrent(b))
 	}
 	synced := make(chan struct{})
 	go v.apply(ctx, updates, synced)

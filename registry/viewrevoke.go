@@ -203,3 +203,22 @@ func (v *View) askLeader(ctx context.Context, kind, hash string) bool {
 func logRevocation(log *slog.Logger, r Revocation) {
 	log.Debug("registry: revocation heard", "kind", r.Kind, "bucket", r.Bucket, "revision", r.Revision)
 }
+
+// setCurrent is what bucket b's follower tells whether it is current. A follower
+// current again after being behind (its consumer lost, as when the connection was
+// down) may have missed announcements: the view hears every one only from then.
+func (v *View) setCurrent(b int) func(bool) {
+	return func(ok bool) {
+		if was := v.current[b].Swap(ok); ok && !was {
+			v.since.Store(time.Now().UnixNano())
+		}
+	}
+}
+
+// Hearing reports since when the view has heard every revocation announced, and
+// whether it does now (no follower it checks credentials by is behind). What is kept
+// outside the view's buckets (an OAuth grant) and was revoked before since, or while
+// the view is behind, is known only to its own store's leader.
+func (v *View) Hearing() (since time.Time, current bool) {
+	return time.Unix(0, v.since.Load()), !v.current.behind()
+}

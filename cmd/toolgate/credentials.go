@@ -92,9 +92,10 @@ func newCredentialsCmd() *cobra.Command {
 	cmd := adminCmd("credentials", "Manage the key-encryption keys of the connections' credentials",
 		func(c *adminClient) *cobra.Command {
 			return &cobra.Command{Use: "rotate-key", Args: cobra.NoArgs,
-				Short: "Wrap every connection's credentials again under the edges' current key",
+				Short: "Wrap every connection's credentials, and the OAuth signing keys, again under the edges' current key",
 				Long: `Wrap every connection's credentials again under the current key (the first of
-the edges' --credentials-key-file), leaving the values' ciphertext as it is.
+the edges' --credentials-key-file), leaving the values' ciphertext as it is; and the
+OAuth token signing keys in tg-oauth-keys too (sealing any stored unencrypted).
 
 To rotate without downtime: put a new key first in the key file (toolgate
 credentials add-key FILE), keeping the old one after it; restart the edges one by

@@ -287,7 +287,9 @@ func TestCredentialsKeyRotation(t *testing.T) {
 	if status, body := whoami(bothEdge); status != http.StatusOK || body != `"`+tokenHash("t0k3n")+`"` {
 		t.Fatalf("an edge holding both keys, before the rotation: %d %s", status, body)
 	}
-	if got := admin(t, bothEdge, "credentials", "rotate-key"); !strings.Contains(got, `"rewrapped": 1`) || !strings.Contains(got, `"records": 1`) {
+	// The token signing key the first edge made is sealed under the old key too.
+	if got := admin(t, bothEdge, "credentials", "rotate-key"); !strings.Contains(got, `"rewrapped": 1`) || !strings.Contains(got, `"records": 1`) ||
+		!strings.Contains(got, `"signing_keys_rewrapped": 1`) || !strings.Contains(got, `"signing_keys": 1`) {
 		t.Fatalf("rotate-key:\n%s", got)
 	}
 	newEdge := startDeploymentEdge(t, srv.ClientURL(), sec, "--credentials-key-file", newFile)

@@ -437,7 +437,7 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 			return err
 		}
 	}
-	if o.Edge.SignIn, o.Edge.AuthServer, err = openSignIn(ctx, o.SignIn, store, o.Edge.BaseURL, o.Dashboard); err != nil {
+	if o.Edge.SignIn, o.Edge.AuthServer, err = openSignIn(ctx, o.SignIn, store, view, o.credentialKeys, o.Edge.BaseURL, o.Dashboard, log); err != nil {
 		ln.Close()
 		return err
 	}

@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/toolgate/toolgate/credentials"
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/edge/dashboard"
 	"github.com/toolgate/toolgate/oauth"
@@ -55,15 +57,24 @@ func (o signInOptions) validate() error {
 
 // openSignIn is the edge's token issuer and authorization server (whose sign-in and
 // consent pages are the dashboard's: none without it), nil when sign-in is off.
-func openSignIn(ctx context.Context, o signInOptions, store *registry.Store, baseURL string, dashboardOn bool) (*oauth.Issuer, *oauth.Server, error) {
+// Its signing keys are stored sealed under the credentials keyring when the edge has
+// one (nil: plain, with a warning).
+func openSignIn(ctx context.Context, o signInOptions, store *registry.Store, view *registry.View, keyring *credentials.Keyring,
+	baseURL string, dashboardOn bool, log *slog.Logger) (*oauth.Issuer, *oauth.Server, error) {
 	if o.Off {
 		return nil, nil, nil
 	}
-	keys, err := oauth.OpenKeys(ctx, store, o.KeyRotation)
+	if keyring == nil {
+		log.Warn("edge: no --credentials-key-file: the OAuth token signing keys this edge makes are stored unencrypted in " + oauth.KeyBucket)
+	}
+	keys, err := oauth.OpenKeys(ctx, store, o.KeyRotation, keyring)
 	if err != nil {
 		return nil, nil, err
 	}
 	is := oauth.NewIssuer(strings.TrimSuffix(baseURL, "/"), keys)
+	if err := is.CheckRevocations(ctx, store, view); err != nil {
+		return nil, nil, err
+	}
 	if !dashboardOn {
 		return is, nil, nil
 	}
