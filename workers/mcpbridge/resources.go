@@ -137,6 +137,9 @@ func (b *Bridge) sessionTools(ctx context.Context, c *workers.Call) (any, error)
 	b.mu.Lock()
 	own := c.Session != "" && !b.shared
 	b.mu.Unlock()
+	if !own && b.oauth != nil {
+		return b.accountTools(ctx, c)
+	}
 	if !own {
 		return nil, &workers.RPCError{Code: workers.RPCMethodNotFound, Message: "method not found: tools/list"} // the registry lists the methods to callers without a client session
 	}
