@@ -83,5 +83,6 @@ compose-up: image ## start the compose stack (3 NATS nodes, 2 edges, demo tools)
 compose-down: ## stop the compose stack; its volumes (registry, keys) stay for the next compose-up
 	$(COMPOSE) down
 
-conformance: ## the official MCP conformance suites (current and newest): against a stack of its own with the fixture tool and server-everything, or MCP_URL=<link>
+conformance: ## the official MCP conformance suites (current and newest): against a stack of its own with the fixture tool and server-everything, or MCP_URL=<link>; then their client auth scenarios with the bridge as the client
 	./scripts/conformance.sh
+	./scripts/conformance-auth.sh

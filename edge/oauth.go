@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"regexp"
@@ -192,7 +193,7 @@ func (e *Edge) oauthCallback(c *gin.Context) {
 	if ck, err := c.Request.Cookie(OAuthBrowserCookie); err == nil {
 		browser = ck.Value
 	}
-	_, tool, err := e.cfg.Credentials.FinishOAuth(c.Request.Context(), c.Query("state"), c.Query("code"), c.Query("iss"), browser, func(id string) *wire.Tool {
+	account, tool, err := e.cfg.Credentials.FinishOAuth(c.Request.Context(), c.Query("state"), c.Query("code"), c.Query("iss"), browser, func(id string) *wire.Tool {
 		if entry := snap.RawTool(id); entry != nil {
 			return entry.Tool
 		}
@@ -214,6 +215,7 @@ func (e *Edge) oauthCallback(c *gin.Context) {
 		e.fail(c, err)
 		return
 	}
+	go e.listWithGrant(account, tool)
 	if browser != "" && e.cfg.Dashboard != nil {
 		// Begun on the dashboard: back to the tool's page there.
 		http.SetCookie(c.Writer, &http.Cookie{Name: OAuthBrowserCookie, Path: e.basePath + OAuthCallbackPath, MaxAge: -1})
@@ -221,4 +223,21 @@ func (e *Edge) oauthCallback(c *gin.Context) {
 		return
 	}
 	c.String(http.StatusOK, "The tool %s is connected. You may close this page.\n", tool)
+}
+
+// listWithGrant asks a tool whose record names no methods yet for its tools, with
+// the grant account has just connected: a bridged remote server that requires OAuth
+// lists its tools only to an account's token. The request carries the account's
+// sealed token, as each of its requests does, and the bridge makes what the server
+// lists the tool's methods.
+func (e *Edge) listWithGrant(account, tool string) {
+	entry := e.view.Snapshot().RawTool(tool)
+	if entry == nil || len(entry.Tool.Methods) > 0 || !entry.Tool.Capabilities.SessionTools {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e.gw.Timeout(nil, 0))
+	defer cancel()
+	if _, err := e.gw.Forward(ctx, &gateway.Call{Principal: registry.Principal{Account: account}, Tool: tool, Method: "tools/list"}); err != nil {
+		e.log.Warn("edge: the tool did not list its tools with the account's new grant", "tool", tool, "err", err)
+	}
 }

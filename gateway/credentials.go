@@ -110,3 +110,19 @@ func withSealed(h nats.Header, sealed string) nats.Header {
 	}
 	return withHeader(h, wire.HeaderCredentials, sealed)
 }
+
+// refusedGrant is err, unless it is the tool's connection_required for an OAuth
+// tool: the server behind the tool refused the account's token (a bridged remote
+// server that requires OAuth), and the account connects again, at the connect URL
+// this gateway names, never one the tool sent.
+func (g *Gateway) refusedGrant(t *wire.Tool, err error) error {
+	var te *wire.ToolError
+	if !errors.As(err, &te) || te.Code != CodeConnectionRequired || t.Connection == nil || t.Connection.OAuth == nil {
+		return err
+	}
+	cr := &ConnectionRequiredError{Tool: t.ID, Missing: []string{wire.MissingOAuth}}
+	if g.connectURL != nil {
+		cr.ConnectURL = g.connectURL(t.ID)
+	}
+	return cr
+}

@@ -302,7 +302,8 @@ func (g *Gateway) call(ctx context.Context, c *Call) (*wire.Reply, error) {
 // or AsyncTimeout's for a call that outlives its request), as Call does; the audit
 // trail's record of it is its caller's (Answered).
 func (g *Gateway) Send(ctx context.Context, c *Call, m *registry.MethodEntry, timeout time.Duration) (*wire.Reply, error) {
-	return g.send(ctx, c, false, timeout, m.Tool.Holding)
+	reply, err := g.send(ctx, c, false, timeout, m.Tool.Holding)
+	return reply, g.refusedGrant(m.Tool, err)
 }
 
 // Forward sends an MCP request other than a tool call to the tool's workers, on its
@@ -356,7 +357,8 @@ func (g *Gateway) forward(ctx context.Context, c *Call) (*wire.Reply, error) {
 	if f.RequestID == "" {
 		f.RequestID = f.CallID // the request has no id of its own
 	}
-	return g.send(ctx, &f, true, g.Timeout(nil, c.Timeout), t.Tool.Holding)
+	reply, err := g.send(ctx, &f, true, g.Timeout(nil, c.Timeout), t.Tool.Holding)
+	return reply, g.refusedGrant(t.Tool, err)
 }
 
 // send puts a checked call on the bus, naming it when the caller did not.

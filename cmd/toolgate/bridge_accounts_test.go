@@ -46,16 +46,7 @@ func TestBridgeActsAsEachAccount(t *testing.T) {
 	startBridge(t, s.natsURL, "fixture", "--nats-creds", creds, "--sessions", "1", "--health-listen", health,
 		"--env", mcpfixture.EnvTokenVar+"={token}", "--account-idle", "1m", "--", os.Args[0], "-test.run=^$")
 
-	keys := map[string]string{}
-	for _, account := range []string{"acme", "globex", "initech"} {
-		admin(t, s.url, "accounts", "create", account)
-		admin(t, s.url, "tools", "connect", account, "fixture")
-		var key edge.NewKey
-		if err := json.Unmarshal([]byte(admin(t, s.url, "keys", "create", account)), &key); err != nil {
-			t.Fatal(err)
-		}
-		keys[account] = key.Secret
-	}
+	keys := connectAccounts(t, s.url, "fixture", "acme", "globex", "initech")
 	var tool edge.ToolInfo
 	testenv.Eventually(t, 90*time.Second, "the bridged tool is online", func() bool {
 		status, body := call(t, http.MethodGet, s.url+"/tools/fixture", keys["initech"], "")
@@ -106,17 +97,7 @@ func TestBridgeActsAsEachAccount(t *testing.T) {
 // mcpCall calls env_identity over MCP through the link get-tools gives key.
 func mcpCall(t *testing.T, edgeURL, key string) *mcp.CallToolResult {
 	t.Helper()
-	_, body := call(t, http.MethodGet, edgeURL+"/tools/fixture", key, "")
-	var tool edge.ToolInfo
-	if err := json.Unmarshal([]byte(body), &tool); err != nil || tool.MCPURL == "" {
-		t.Fatalf("the tool's link: %s", body)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
-	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1.0.0"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: tool.MCPURL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, cs := mcpSession(t, edgeURL, key, "fixture")
 	defer cs.Close()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpfixture.EnvHashToolName, Arguments: map[string]any{}})
 	if err != nil {
@@ -148,4 +129,22 @@ func metric(t *testing.T, url, series string) string {
 		}
 	}
 	return fmt.Sprintf("(none in %d bytes)", len(b))
+}
+
+// mcpSession is an MCP client's session through the link key's account has to tool,
+// with a context that ends with the test's patience.
+func mcpSession(t *testing.T, edgeURL, key, tool string) (context.Context, *mcp.ClientSession) {
+	t.Helper()
+	_, body := call(t, http.MethodGet, edgeURL+"/tools/"+tool, key, "")
+	var info edge.ToolInfo
+	if err := json.Unmarshal([]byte(body), &info); err != nil || info.MCPURL == "" {
+		t.Fatalf("the tool's link: %s", body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
+	t.Cleanup(cancel)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1.0.0"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: info.MCPURL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, cs
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"slices"
@@ -161,11 +162,14 @@ func newWorkerMCPCmd() *cobra.Command {
 	cfg := defaultWorkerConfig()
 	bridge := mcpbridge.DefaultConfig()
 	var headers []string
+	var oauth bool
+	oauthClient := mcpbridge.OAuthClient{GatewayURL: os.Getenv("TOOLGATE_BASE_URL"), HTTP: &http.Client{Timeout: 30 * time.Second}}
 	cmd := &cobra.Command{
-		Use:   "mcp --tool ID [--title T] [--sessions N] [--upstream-sessions auto|shared|per-session] [--client-sessions N] (-- COMMAND [ARGS...] | --url URL [--header K:V]...)",
+		Use:   "mcp --tool ID [--title T] [--sessions N] [--upstream-sessions auto|shared|per-session] [--client-sessions N] (-- COMMAND [ARGS...] | --url URL [--header K:V]... [--oauth --base-url URL])",
 		Short: "Deploy an existing MCP server as a tool: a stdio command, or a remote URL",
 		Example: `  toolgate worker mcp --tool everything -- npx -y @modelcontextprotocol/server-everything
-  toolgate worker mcp --tool search --url https://mcp.example.com/mcp --header "Authorization: Bearer $TOKEN"`,
+  toolgate worker mcp --tool search --url https://mcp.example.com/mcp --header "Authorization: Bearer $TOKEN"
+  toolgate worker mcp --tool linear --url https://mcp.linear.app/mcp --oauth --base-url https://gateway.example.com`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bridge.Command = args
 			h, err := parseHeaders("mcp", headers)
@@ -173,6 +177,9 @@ func newWorkerMCPCmd() *cobra.Command {
 				return err
 			}
 			bridge.Header = h
+			if oauth {
+				bridge.OAuth = &oauthClient
+			}
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
@@ -199,6 +206,9 @@ func newWorkerMCPCmd() *cobra.Command {
 	f.StringVar(&bridge.URL, "url", "", "a remote server's Streamable HTTP (or HTTP+SSE) endpoint, instead of a command")
 	f.StringArrayVar(&headers, "header", nil, "a header sent to the --url server, as \"Name: value\" (repeatable); {field} in a value is the calling account's value of that connection field")
 	f.StringArrayVar(&bridge.Env, "env", nil, "a variable of the command's environment, as NAME=value (repeatable); {field} in a value is the calling account's value of that connection field, and each account's calls then go to a process of its own")
+	f.BoolVar(&oauth, "oauth", false, "the --url server requires OAuth: each account connects at the server's authorization server (found from the server), and its calls carry its own access token")
+	f.StringVar(&oauthClient.GatewayURL, "base-url", oauthClient.GatewayURL, "with --oauth: the gateway's public URL, its edges' --base-url, where the authorization server redirects and finds the client document (env TOOLGATE_BASE_URL)")
+	f.StringVar(&oauthClient.ClientID, "oauth-client-id", "", "with --oauth: the client the deployment registered at the server's authorization server, for one that takes no client document (default: register one)")
 	f.IntVar(&bridge.AccountSessions, "account-sessions", bridge.AccountSessions, "most upstream sessions (for a command, processes) held at once for accounts, when --env or --header names a {field}")
 	f.DurationVar(&bridge.AccountIdle, "account-idle", bridge.AccountIdle, "end an account's upstream session that took no call for this long")
 	f.DurationVar(&bridge.CallTimeout, "call-timeout", 0, "the timeout of the server's tools (default: the gateway's)")
@@ -217,7 +227,7 @@ func runMCPWorker(ctx context.Context, cfg workerConfig, bridge mcpbridge.Config
 	defer nc.Close()
 	defer stop()
 	var opts []workers.Option
-	if len(bridge.ConnectionFields()) > 0 && cfg.NATSAuth.Creds != "" {
+	if (len(bridge.ConnectionFields()) > 0 || bridge.OAuth != nil) && cfg.NATSAuth.Creds != "" {
 		// The tool's seal key, which every instance of the tool holds: its
 		// credentials file carries it.
 		kp, err := workers.SealKeyFromCreds(cfg.NATSAuth.Creds, bridge.Tool)

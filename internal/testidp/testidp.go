@@ -140,10 +140,19 @@ func (p *Provider) count(next http.Handler) http.Handler {
 	})
 }
 
+// SecondUsername is the name of the example storage's other user (subject "id2"),
+// whose password is Password too.
+const SecondUsername = "test-user2"
+
 // SignIn does what the account holder's browser does with a connect URL: it follows
 // it to the provider's login page, fills in and sends the form, and follows the
 // redirects back to the redirect URI. It returns the last answer's status and body.
 func (p *Provider) SignIn(connectURL string) (int, string, error) {
+	return p.SignInAs(connectURL, p.Username())
+}
+
+// SignInAs is SignIn as the user named username.
+func (p *Provider) SignInAs(connectURL, username string) (int, string, error) {
 	jar, _ := cookiejar.New(nil)
 	client := &http.Client{Jar: jar, Timeout: time.Minute}
 	res, err := client.Get(connectURL)
@@ -156,7 +165,7 @@ func (p *Provider) SignIn(connectURL string) (int, string, error) {
 	if id == "" {
 		return 0, "", fmt.Errorf("testidp: the connect URL led to %s, not the login page", res.Request.URL)
 	}
-	res, err = client.PostForm(p.Issuer+"/login/username", url.Values{"username": {p.Username()}, "password": {Password}, "id": {id}})
+	res, err = client.PostForm(p.Issuer+"/login/username", url.Values{"username": {username}, "password": {Password}, "id": {id}})
 	if err != nil {
 		return 0, "", err
 	}

@@ -94,6 +94,7 @@ type Bridge struct {
 	dropped    map[string]bool            // tools whose input schema was dropped, logged once
 
 	stateless statelessState // the upstream session at StatelessRevision
+	oauth     *oauthState    // for a server that requires OAuth (Config.OAuth); nil otherwise
 	// statelessOpen is stateless.s once open, under mu: its tools are methods too,
 	// since its calls change what its server offers.
 	statelessOpen *session
@@ -163,7 +164,10 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger, opts ...workers.Option) *B
 		subs:     map[string]map[string]bool{},
 		dropped:  map[string]bool{},
 	}
-	if b.perAccount = cfg.templated(); b.perAccount {
+	if cfg.OAuth != nil {
+		b.oauth = &oauthState{refused: map[[32]byte]refusal{}, known: &session{idx: -1}}
+	}
+	if b.perAccount = cfg.templated() || cfg.OAuth != nil; b.perAccount {
 		b.registerMetrics()
 	}
 	for i := range cfg.Sessions {
@@ -232,26 +236,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 	defer b.endClients("the bridge stopped")
 	defer b.endStateless()
 
-	first := b.sessions[0]
-	if err := b.open(poolCtx, first); err != nil {
-		return fmt.Errorf("mcp: tool %s: start the server: %w", b.cfg.Tool, err)
+	first, tool, err := b.start(poolCtx)
+	if err != nil {
+		return err
 	}
-	b.mu.Lock()
-	info, infoRaw := first.cs.InitializeResult(), first.initialized
-	// A Streamable HTTP server that names no session keeps no state of one.
-	namesSession := b.cfg.URL == "" || b.useSSE || first.cs.ID() != ""
-	b.mu.Unlock()
-	tool := b.tool(info, infoRaw)
-	b.mu.Lock()
-	b.sharing = resolveSharing(b.cfg.UpstreamSessions, info.Capabilities, tool.Capabilities.MCP, namesSession)
-	b.mu.Unlock()
-	b.log.Info("upstream sessions", "mode", b.sharing.String(), "pool", b.cfg.Sessions, "client_sessions", b.cfg.ClientSessions)
-	allShared := b.sharing == ownNever
-	// Each client session lists the tools its own upstream session offers.
-	tool.Capabilities.SessionTools = !allShared
-	// and holds it: the edges send a client session's requests to the instance
-	// that answered it first.
-	tool.Capabilities.SessionState = !allShared
 	w := workers.New(b.nc, tool, b.opts...)
 	b.w = w
 	w.OnSessionEnd(func(id string) { go b.endClient(id, nil, "the client's session ended") })
@@ -260,7 +248,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 	w.HandleMCP(b.serveMCP)
 	for _, s := range b.sessions {
-		wg.Go(func() { b.keep(poolCtx, s, s == first) })
+		if first != nil { // none runs for a server that requires OAuth
+			wg.Go(func() { b.keep(poolCtx, s, s == first) })
+		}
 	}
 	wg.Go(func() { b.follow(poolCtx, w) })
 	wg.Go(func() { b.sweep(poolCtx) })
@@ -272,6 +262,37 @@ func (b *Bridge) Run(ctx context.Context) error {
 		}
 	})
 	return w.Run(ctx)
+}
+
+// start opens the first shared session and makes the tool of what the server says
+// of itself; for a server that requires OAuth, it opens none (first is nil) and
+// makes the tool that declares the server's provider.
+func (b *Bridge) start(ctx context.Context) (first *session, tool workers.Tool, err error) {
+	if b.oauth != nil {
+		tool, err = b.startOAuth(ctx)
+		return nil, tool, err
+	}
+	first = b.sessions[0]
+	if err := b.open(ctx, first); err != nil {
+		return nil, tool, fmt.Errorf("mcp: tool %s: start the server: %w", b.cfg.Tool, err)
+	}
+	b.mu.Lock()
+	info, infoRaw := first.cs.InitializeResult(), first.initialized
+	// A Streamable HTTP server that names no session keeps no state of one.
+	namesSession := b.cfg.URL == "" || b.useSSE || first.cs.ID() != ""
+	b.mu.Unlock()
+	tool = b.tool(info, infoRaw)
+	b.mu.Lock()
+	b.sharing = resolveSharing(b.cfg.UpstreamSessions, info.Capabilities, tool.Capabilities.MCP, namesSession)
+	b.mu.Unlock()
+	b.log.Info("upstream sessions", "mode", b.sharing.String(), "pool", b.cfg.Sessions, "client_sessions", b.cfg.ClientSessions)
+	allShared := b.sharing == ownNever
+	// Each client session lists the tools its own upstream session offers.
+	tool.Capabilities.SessionTools = !allShared
+	// and holds it: the edges send a client session's requests to the instance
+	// that answered it first.
+	tool.Capabilities.SessionState = !allShared
+	return first, tool, nil
 }
 
 var semverPattern = regexp.MustCompile(`^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
@@ -354,6 +375,7 @@ func (b *Bridge) follow(ctx context.Context, w *workers.Worker) {
 		case <-ctx.Done():
 			return
 		case <-b.changed:
+			b.stepUp()
 			if err := w.SetMethods(ctx, b.methods()); err != nil && ctx.Err() == nil {
 				b.log.Warn("the tool's methods could not be updated", "err", err)
 			}
@@ -375,7 +397,14 @@ func (b *Bridge) methods() []workers.Method {
 	if b.statelessOpen != nil {
 		sessions = append(sessions, b.statelessOpen)
 	}
+	if b.oauth != nil {
+		// Only an account's sessions list the tools of a server that requires OAuth.
+		for _, a := range b.accounts {
+			sessions = append(sessions, a)
+		}
+	}
 	sort.SliceStable(sessions, func(i, j int) bool { return sessions[i].listedAt.After(sessions[j].listedAt) })
+	sessions = b.knownTools(sessions)
 	tools := map[string]*mcp.Tool{}
 	for _, s := range sessions {
 		for name, t := range s.tools {

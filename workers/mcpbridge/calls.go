@@ -35,7 +35,11 @@ func (b *Bridge) callTool(name string) workers.Handler {
 		if in.token != "" {
 			params.SetProgressToken(in.token)
 		}
-		return b.callOn(ctx, in, params)
+		res, err := b.callOn(ctx, in, params)
+		if err != nil && b.oauth != nil {
+			err = b.oauthAcquired(in.s.values, err)
+		}
+		return res, err
 	}
 }
 
@@ -103,6 +107,9 @@ func (b *Bridge) acquire(ctx context.Context, c *workers.Call, tool string) (*in
 	if err != nil {
 		return nil, err
 	}
+	if b.oauth != nil && tokenOf(values) == "" {
+		return nil, notConnected()
+	}
 	if own || values != nil {
 		var in *inflight
 		if own {
@@ -111,7 +118,7 @@ func (b *Bridge) acquire(ctx context.Context, c *workers.Call, tool string) (*in
 			in, err = b.acquireAccount(ctx, c, values)
 		}
 		if err != nil {
-			return nil, err
+			return nil, b.oauthAcquired(values, err)
 		}
 		if tool != "" && c.Header.Get(wire.HeaderProgress) != "" {
 			b.mu.Lock()

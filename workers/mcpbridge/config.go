@@ -24,6 +24,11 @@ type Config struct {
 	// Header is sent with every HTTP request to URL (an Authorization header, say).
 	// A value may name fields of the calling account's connection, {field} (see Env).
 	Header http.Header
+	// OAuth makes the bridge an MCP OAuth client of the remote server at URL for
+	// each account (see oauthaccounts.go): the tool's connection is the server's
+	// OAuth provider (DiscoverOAuth), and each account's requests carry its own
+	// access token. nil for a server that takes no OAuth.
+	OAuth *OAuthClient
 	// Env sets variables of a stdio server's environment, "NAME=value". A value that
 	// names fields of the calling account's connection, {field}, makes the server act
 	// per account: each such field is a secret field of the tool's connection
@@ -131,6 +136,9 @@ func (c Config) Validate() error {
 	} else if len(c.Header) > 0 {
 		return errors.New("mcp: header: headers go to a --url server; a command takes none")
 	}
+	if err := c.checkOAuth(); err != nil {
+		return err
+	}
 	if len(c.Env) > 0 && c.URL != "" {
 		return errors.New("mcp: env: the environment is a command's; a --url server takes headers")
 	}
@@ -175,4 +183,22 @@ func badTaskSupport(ts map[string]string) string {
 		}
 	}
 	return ""
+}
+
+// checkOAuth checks the OAuth settings: a remote server's, the gateway's URL given,
+// and no header of the token's own (Authorization) or naming connection fields.
+func (c Config) checkOAuth() error {
+	switch {
+	case c.OAuth == nil:
+		return nil
+	case c.URL == "":
+		return errors.New("mcp: oauth: OAuth is a --url server's; a command takes none")
+	case c.OAuth.GatewayURL == "":
+		return errors.New("mcp: oauth: give the gateway's public URL (its edges' --base-url): the server's authorization server redirects there")
+	case c.Header.Get("Authorization") != "":
+		return errors.New("mcp: oauth: the Authorization header carries each account's token; give no other")
+	case len(c.ConnectionFields()) > 0:
+		return errors.New("mcp: oauth: a header naming {field} would make the connection a set of fields; with --oauth it is the provider's grant")
+	}
+	return nil
 }

@@ -24,6 +24,21 @@ func TestConfigValidate(t *testing.T) {
 		{"both a command and a URL are refused", func(c *mcpbridge.Config) { c.URL = "https://mcp.example.com/mcp" }, "mcp: url:"},
 		{"a URL that is not http(s) is refused", func(c *mcpbridge.Config) { c.Command, c.URL = nil, "ftp://x/mcp" }, "mcp: url:"},
 		{"headers without a URL are refused", func(c *mcpbridge.Config) { c.Header = http.Header{"A": {"b"}} }, "mcp: header:"},
+		{"OAuth for a URL with the gateway's URL is taken", func(c *mcpbridge.Config) {
+			c.Command, c.URL, c.OAuth = nil, "https://mcp.example.com/mcp", &mcpbridge.OAuthClient{GatewayURL: "https://gw.example.com"}
+		}, ""},
+		{"OAuth for a command is refused", func(c *mcpbridge.Config) { c.OAuth = &mcpbridge.OAuthClient{GatewayURL: "https://gw.example.com"} }, "mcp: oauth:"},
+		{"OAuth without the gateway's URL is refused", func(c *mcpbridge.Config) {
+			c.Command, c.URL, c.OAuth = nil, "https://mcp.example.com/mcp", &mcpbridge.OAuthClient{}
+		}, "mcp: oauth:"},
+		{"OAuth with an Authorization header is refused", func(c *mcpbridge.Config) {
+			c.Command, c.URL, c.OAuth = nil, "https://mcp.example.com/mcp", &mcpbridge.OAuthClient{GatewayURL: "https://gw.example.com"}
+			c.Header = http.Header{"Authorization": {"Bearer x"}}
+		}, "mcp: oauth:"},
+		{"OAuth with a templated header is refused", func(c *mcpbridge.Config) {
+			c.Command, c.URL, c.OAuth = nil, "https://mcp.example.com/mcp", &mcpbridge.OAuthClient{GatewayURL: "https://gw.example.com"}
+			c.Header = http.Header{"X-Key": {"{key}"}}
+		}, "mcp: oauth:"},
 		{"no sessions is refused", func(c *mcpbridge.Config) { c.Sessions = 0 }, "mcp: sessions:"},
 		{"the pool of sessions at its most is taken", func(c *mcpbridge.Config) { c.Sessions = 64 }, ""},
 		{"a pool beyond 64 sessions is refused", func(c *mcpbridge.Config) { c.Sessions = 65 }, "mcp: sessions:"},

@@ -212,6 +212,8 @@ type httpTransport struct {
 	base   http.RoundTripper
 	see    func(jsonrpc.Message)
 	sent   func(context.Context, jsonrpc.Message)
+	// refused is told of a 401 or 403 answer, for a server that requires OAuth.
+	refused func(*http.Response)
 }
 
 func (t httpTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -234,6 +236,9 @@ func (t httpTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
 		return resp, err
+	}
+	if t.refused != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+		t.refused(resp)
 	}
 	switch ct := resp.Header.Get("Content-Type"); {
 	case strings.HasPrefix(ct, "text/event-stream"):

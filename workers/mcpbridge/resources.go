@@ -131,6 +131,9 @@ func (b *Bridge) serveSetLevel(ctx context.Context, c *workers.Call) (any, error
 // the server offers a client that declared what it did. A client session that shares
 // the pool gets the list of a pool's session, which declares every capability.
 func (b *Bridge) sessionTools(ctx context.Context, c *workers.Call) (any, error) {
+	if b.oauth != nil && !b.own(c) {
+		return b.accountTools(ctx, c)
+	}
 	if c.Session == "" {
 		return nil, &workers.RPCError{Code: workers.RPCMethodNotFound, Message: "method not found: tools/list"} // the registry lists the methods to callers without a client session
 	}

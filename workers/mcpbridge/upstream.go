@@ -158,11 +158,16 @@ func (b *Bridge) transport(s *session) (mcp.Transport, *exec.Cmd, *lineLog) {
 
 // httpClient is s's HTTP client for the remote server.
 func (b *Bridge) httpClient(s *session) *http.Client {
-	return &http.Client{Transport: httpTransport{
+	t := httpTransport{
 		header: b.cfg.upstreamHeader(s.values), base: http.DefaultTransport,
 		see:  func(msg jsonrpc.Message) { b.observe(s, msg) },
 		sent: s.raw.sent,
-	}}
+	}
+	if b.oauth != nil {
+		oauthHeader(t.header, s.values)
+		t.refused = func(res *http.Response) { b.noteRefusal(s.values, res) }
+	}
+	return &http.Client{Transport: t}
 }
 
 func (b *Bridge) sse() bool {
