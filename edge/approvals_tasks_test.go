@@ -1,0 +1,178 @@
+package edge_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/edge"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/registry"
+)
+
+// heldTasksEnv is an edge serving the e-mail tool, counting what it is sent, to
+// accounts whose rules hold its every call: acme with the edge's expiry, brief
+// with one second.
+type heldTasksEnv struct {
+	*env
+	sends         atomic.Int64
+	mine, sibling string // two keys of acme
+	brief         string // a key of brief
+}
+
+func newHeldTasksEnv(t *testing.T) *heldTasksEnv {
+	h := &heldTasksEnv{env: newEnv(t, withMCP())}
+	h.serve(emailTool, func(_ string, m *nats.Msg) {
+		h.sends.Add(1)
+		respond(m, 0, "application/json", []byte(`{"id":"msg_1"}`))
+	})
+	h.mine = h.account("acme", registry.Limits{Approvals: []registry.ApprovalRule{{Tool: "email", Method: "*"}}})
+	h.sibling = h.key("acme", nil)
+	h.brief = h.account("brief", registry.Limits{Approvals: []registry.ApprovalRule{{Tool: "email", Method: "*", ExpiresIn: 1}}})
+	h.connect("acme", "email")
+	h.connect("brief", "email")
+	return h
+}
+
+// stateless sends one 2026-07-28 request of key's to the e-mail tool, declaring the
+// tasks extension, and answers its JSON-RPC message.
+func (h *heldTasksEnv) stateless(key, method, name, params string) (int, map[string]json.RawMessage) {
+	h.t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+		`"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}},` + params + `}}`
+	r := h.do(http.MethodPost, "/tools/email/mcp", body, "SERVICE_API_KEY", key, "Accept", "application/json, text/event-stream",
+		"Content-Type", "application/json", "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", method, "Mcp-Name", name)
+	var msg map[string]json.RawMessage
+	if err := json.Unmarshal(eventData(r.body), &msg); err != nil {
+		h.t.Fatalf("%s: %d %s", method, r.status, r.body)
+	}
+	return r.status, msg
+}
+
+// task is a task as tasks/get or a CreateTaskResult describes it.
+type heldTask struct {
+	ResultType    string          `json:"resultType"`
+	TaskID        string          `json:"taskId"`
+	Status        string          `json:"status"`
+	StatusMessage string          `json:"statusMessage"`
+	Result        json.RawMessage `json:"result"`
+	Error         *struct {
+		Code    int64  `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func (h *heldTasksEnv) get(key, id string) heldTask {
+	h.t.Helper()
+	_, msg := h.stateless(key, "tasks/get", id, `"taskId":"`+id+`"`)
+	var task heldTask
+	if err := json.Unmarshal(msg["result"], &task); err != nil {
+		h.t.Fatalf("tasks/get: %s", msg["result"])
+	}
+	return task
+}
+
+// pending is the one approval of account that waits, once it does.
+func (h *heldTasksEnv) pending(account string) approvals.Record {
+	h.t.Helper()
+	var list edge.ApprovalList
+	testenv.WaitFor(h.t, "the call waits for approval", func() bool {
+		list = decode[edge.ApprovalList](h.t, h.admin(http.MethodGet, "/approvals?account="+account+"&decision=pending", ""))
+		return len(list.Approvals) == 1
+	})
+	return list.Approvals[0]
+}
+
+func (h *heldTasksEnv) decide(id, decision string) {
+	h.t.Helper()
+	if r := h.admin(http.MethodPost, "/approvals/"+id, `{"decision":"`+decision+`"}`); r.status != http.StatusOK {
+		h.t.Fatalf("%s: %d %s", decision, r.status, r.body)
+	}
+}
+
+// heldTask starts a held send_email of key's at 2026-07-28 and answers its task.
+func (h *heldTasksEnv) heldTask(key, to string) heldTask {
+	h.t.Helper()
+	_, msg := h.stateless(key, "tools/call", "send_email", `"name":"send_email","arguments":{"to":"`+to+`","subject":"hi","body":"x"}`)
+	var task heldTask
+	if err := json.Unmarshal(msg["result"], &task); err != nil || task.ResultType != "task" || task.TaskID == "" {
+		h.t.Fatalf("a held tools/call of a client taking tasks: %s", msg)
+	}
+	if task.Status != "working" || !strings.Contains(task.StatusMessage, "awaiting approval") {
+		h.t.Fatalf("the held call's task: %+v, want working and awaiting approval", task)
+	}
+	return task
+}
+
+// TestHeldCallsAsTasksOfTheExtension: a held tools/call of a 2026-07-28 client that
+// declares the tasks extension is answered at once with a task that works, awaiting
+// approval; tasks/get reads it so until a person decides through POST
+// /admin/approvals/{id}, then the result (the e-mail sent once) or the denial's
+// error; tasks/cancel withdraws its approval; another key's tasks/get of it is
+// -32602; an approval nobody decides fails the task with approval_expired.
+func TestHeldCallsAsTasksOfTheExtension(t *testing.T) {
+	h := newHeldTasksEnv(t)
+
+	task := h.heldTask(h.mine, "ada@example.com")
+	approval := h.pending("acme")
+	if got := h.get(h.mine, task.TaskID); got.Status != "working" || !strings.Contains(got.StatusMessage, approval.ID) {
+		t.Fatalf("tasks/get of the held task: %+v", got)
+	}
+	if status, msg := h.stateless(h.sibling, "tasks/get", task.TaskID, `"taskId":"`+task.TaskID+`"`); status != http.StatusBadRequest || !strings.Contains(string(msg["error"]), `"code":-32602`) {
+		t.Fatalf("another key's tasks/get: %d %s, want -32602", status, msg["error"])
+	}
+	if n := h.sends.Load(); n != 0 {
+		t.Fatalf("the tool was sent %d calls before the approval", n)
+	}
+	h.decide(approval.ID, "approve")
+	var done heldTask
+	testenv.WaitFor(t, "the approved task completes", func() bool {
+		done = h.get(h.mine, task.TaskID)
+		return done.Status == "completed"
+	})
+	if !strings.Contains(string(done.Result), "msg_1") {
+		t.Fatalf("the approved task's result: %s", done.Result)
+	}
+
+	denied := h.heldTask(h.mine, "bob@example.com")
+	h.decide(h.pending("acme").ID, "deny")
+	testenv.WaitFor(t, "the denied task fails", func() bool {
+		done = h.get(h.mine, denied.TaskID)
+		return done.Status == "failed"
+	})
+	if done.Error == nil || done.Error.Code != -32031 || !strings.Contains(done.Error.Message, "denied") {
+		t.Fatalf("the denied task's error: %+v", done.Error)
+	}
+
+	cancelled := h.heldTask(h.mine, "cy@example.com")
+	withdrawn := h.pending("acme")
+	if status, _ := h.stateless(h.mine, "tasks/cancel", cancelled.TaskID, `"taskId":"`+cancelled.TaskID+`"`); status != http.StatusOK {
+		t.Fatalf("tasks/cancel: %d", status)
+	}
+	testenv.WaitFor(t, "the cancelled task's approval is withdrawn", func() bool {
+		return decode[approvals.Record](t, h.admin(http.MethodGet, "/approvals/"+withdrawn.ID, "")).Decision == approvals.Withdrawn
+	})
+	if r := h.admin(http.MethodPost, "/approvals/"+withdrawn.ID, `{"decision":"approve"}`); r.status == http.StatusOK {
+		t.Fatalf("a withdrawn approval was approved: %s", r.body)
+	}
+	if got := h.get(h.mine, cancelled.TaskID); got.Status != "cancelled" {
+		t.Fatalf("the cancelled task: %+v", got)
+	}
+
+	expiring := h.heldTask(h.brief, "dee@example.com")
+	testenv.WaitFor(t, "the undecided task fails at its approval's expiry", func() bool {
+		done = h.get(h.brief, expiring.TaskID)
+		return done.Status == "failed"
+	})
+	if done.Error == nil || done.Error.Code != -32032 {
+		t.Fatalf("the expired task's error: %+v", done.Error)
+	}
+	if n := h.sends.Load(); n != 1 {
+		t.Fatalf("the tool was sent %d calls, want 1 (the approved one)", n)
+	}
+}
