@@ -12,6 +12,7 @@ import (
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/tsclient"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -23,6 +24,7 @@ type heldTasksEnv struct {
 	sends         atomic.Int64
 	mine, sibling string // two keys of acme
 	brief         string // a key of brief
+	link          string // acme's link to the tool
 }
 
 func newHeldTasksEnv(t *testing.T) *heldTasksEnv {
@@ -34,7 +36,8 @@ func newHeldTasksEnv(t *testing.T) *heldTasksEnv {
 	h.mine = h.account("acme", registry.Limits{Approvals: []registry.ApprovalRule{{Tool: "email", Method: "*"}}})
 	h.sibling = h.key("acme", nil)
 	h.brief = h.account("brief", registry.Limits{Approvals: []registry.ApprovalRule{{Tool: "email", Method: "*", ExpiresIn: 1}}})
-	h.connect("acme", "email")
+	conn := h.connect("acme", "email")
+	h.link = h.url + "/mcp/" + h.signer.Token("acme", "email", conn.LinkNonce)
 	h.connect("brief", "email")
 	return h
 }
@@ -171,6 +174,77 @@ func TestHeldCallsAsTasksOfTheExtension(t *testing.T) {
 	})
 	if done.Error == nil || done.Error.Code != -32032 {
 		t.Fatalf("the expired task's error: %+v", done.Error)
+	}
+	if n := h.sends.Load(); n != 1 {
+		t.Fatalf("the tool was sent %d calls, want 1 (the approved one)", n)
+	}
+}
+
+// TestHeldCallsAsTasksOf20251125: the TypeScript SDK's client, at 2025-11-25, calls
+// a held tool as a task (params.task) and follows it as the SDK does: the task is
+// created at once, working and awaiting approval, until a person approves it through
+// POST /admin/approvals/{id}; the SDK then reads its result, the e-mail sent once. A
+// denied task fails, and its tasks/result is the denial's JSON-RPC error (-32031); a task cancelled
+// while it waits withdraws its approval.
+func TestHeldCallsAsTasksOf20251125(t *testing.T) {
+	h := newHeldTasksEnv(t)
+	c := tsclient.HTTP(t, h.link, "2025-11-25")
+	ctx := testenv.Context(t)
+	type outcome struct {
+		res json.RawMessage
+		err error
+	}
+	call := func(to string) (heldTask, <-chan outcome) {
+		t.Helper()
+		done := make(chan outcome, 1)
+		go func() {
+			res, err := c.Do(ctx, map[string]any{"op": "taskCall", "name": "send_email", "args": map[string]any{"to": to, "subject": "hi", "body": "x"}})
+			done <- outcome{res, err}
+		}()
+		ev, ok := c.WaitEvent("taskCreated", testenv.Patience)
+		var task heldTask
+		if !ok || json.Unmarshal([]byte(ev.Message), &task) != nil || task.TaskID == "" {
+			t.Fatalf("no task created: %+v\nstderr: %s", ev, c.Stderr())
+		}
+		if task.Status != "working" || !strings.Contains(task.StatusMessage, "awaiting approval") {
+			t.Fatalf("the held call's task: %+v, want working and awaiting approval", task)
+		}
+		return task, done
+	}
+
+	task, done := call("ada@example.com")
+	approval := h.pending("acme")
+	raw, err := c.Do(ctx, map[string]any{"op": "getTask", "taskId": task.TaskID})
+	if err != nil || !strings.Contains(string(raw), `"status":"working"`) || !strings.Contains(string(raw), approval.ID) {
+		t.Fatalf("tasks/get of the held task: %s %v", raw, err)
+	}
+	if n := h.sends.Load(); n != 0 {
+		t.Fatalf("the tool was sent %d calls before the approval", n)
+	}
+	h.decide(approval.ID, "approve")
+	if got := receive(t, done, "the SDK reads the approved task's result"); got.err != nil || !strings.Contains(string(got.res), "msg_1") || strings.Contains(string(got.res), `"isError":true`) {
+		t.Fatalf("the approved task's result: %s %v", got.res, got.err)
+	}
+
+	task, done = call("bob@example.com")
+	h.decide(h.pending("acme").ID, "deny")
+	if got := receive(t, done, "the SDK reads the denied task"); got.err == nil || !strings.Contains(got.err.Error(), "failed") {
+		t.Fatalf("the denied task: %s %v, want it failed", got.res, got.err)
+	}
+	if raw, err := c.Do(ctx, map[string]any{"op": "taskResult", "taskId": task.TaskID}); err == nil || !strings.Contains(err.Error(), "-32031") || !strings.Contains(err.Error(), "denied") {
+		t.Fatalf("tasks/result of the denied task: %s %v, want the denial's error (-32031)", raw, err)
+	}
+
+	task, done = call("cy@example.com")
+	withdrawn := h.pending("acme")
+	if _, err := c.Do(ctx, map[string]any{"op": "cancelTask", "taskId": task.TaskID}); err != nil {
+		t.Fatalf("tasks/cancel: %v", err)
+	}
+	if got := receive(t, done, "the SDK reads the cancelled task"); got.err == nil {
+		t.Fatalf("the cancelled task: %s, want an error", got.res)
+	}
+	if d := decode[approvals.Record](t, h.admin(http.MethodGet, "/approvals/"+withdrawn.ID, "")).Decision; d != approvals.Withdrawn {
+		t.Fatalf("the cancelled task's approval: %s, want withdrawn", d)
 	}
 	if n := h.sends.Load(); n != 1 {
 		t.Fatalf("the tool was sent %d calls, want 1 (the approved one)", n)
