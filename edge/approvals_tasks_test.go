@@ -129,6 +129,9 @@ func TestHeldCallsAsTasksOfTheExtension(t *testing.T) {
 	if status, msg := h.stateless(h.sibling, "tasks/get", task.TaskID, `"taskId":"`+task.TaskID+`"`); status != http.StatusBadRequest || !strings.Contains(string(msg["error"]), `"code":-32602`) {
 		t.Fatalf("another key's tasks/get: %d %s, want -32602", status, msg["error"])
 	}
+	if r := h.do(http.MethodGet, "/calls/"+task.TaskID, "", "SERVICE_API_KEY", h.mine); r.status != http.StatusAccepted || r.header.Get(edge.HeaderCallStatus) != "awaiting_approval" {
+		t.Fatalf("GET /calls of the held task: %d %s %s", r.status, r.header.Get(edge.HeaderCallStatus), r.body)
+	}
 	if n := h.sends.Load(); n != 0 {
 		t.Fatalf("the tool was sent %d calls before the approval", n)
 	}
