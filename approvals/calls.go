@@ -17,7 +17,8 @@ import (
 // its request (cs.Start with start: its tool, method, request id and deadline). When
 // its account's rules hold it, the approval is asked for now, the record awaits it
 // (its deadline moved past the approval's expiry by as long as the call may run),
-// and run runs only once the call is approved and its approval claimed; denied,
+// and run runs only once the call is approved, its approval claimed, and the rule
+// that holds it still the one it was approved under (Gateway.RecheckApproval); denied,
 // expired, withdrawn (the call cancelled), ended(ctx, rec, err) makes its outcome
 // instead. a nil a refuses a held call (gateway.ErrNoApprovals). The approval of a
 // call that could not be recorded is withdrawn.
@@ -38,6 +39,9 @@ func StartCall(ctx context.Context, a *Approvals, g *gateway.Gateway, cs *calls.
 	start.Status, start.Approval, start.Deadline = calls.AwaitingApproval, approval.ID, approval.ExpiresAt.Add(runs)
 	rec, err := cs.Start(ctx, call.Principal, start, func(ctx context.Context, rec calls.Record) calls.Outcome {
 		if err := a.Await(ctx, approval.ID, call); err != nil {
+			return ended(ctx, rec, err)
+		}
+		if err := g.RecheckApproval(call, approval.PolicyVersion); err != nil {
 			return ended(ctx, rec, err)
 		}
 		if err := cs.Approved(ctx, rec.ID); err != nil {
