@@ -38,10 +38,7 @@ func StartCall(ctx context.Context, a *Approvals, g *gateway.Gateway, cs *calls.
 	}
 	start.Status, start.Approval, start.Deadline = calls.AwaitingApproval, approval.ID, approval.ExpiresAt.Add(runs)
 	rec, err := cs.Start(ctx, call.Principal, start, func(ctx context.Context, rec calls.Record) calls.Outcome {
-		if err := a.Await(ctx, approval.ID, call); err != nil {
-			return ended(ctx, rec, err)
-		}
-		if err := g.RecheckApproval(call, approval.PolicyVersion); err != nil {
+		if err := a.Cleared(ctx, g, approval, call); err != nil {
 			return ended(ctx, rec, err)
 		}
 		if err := cs.Approved(ctx, rec.ID); err != nil {
@@ -54,4 +51,14 @@ func StartCall(ctx context.Context, a *Approvals, g *gateway.Gateway, cs *calls.
 		return nil, err
 	}
 	return rec, nil
+}
+
+// Cleared waits for the decision on approval, asked for call, and reports whether
+// call may run now: approved, claimed (Await), and still under the rule version it
+// was asked under (Gateway.RecheckApproval); else the failure its caller reads.
+func (a *Approvals) Cleared(ctx context.Context, g *gateway.Gateway, approval *Record, call *gateway.Call) error {
+	if err := a.Await(ctx, approval.ID, call); err != nil {
+		return err
+	}
+	return g.RecheckApproval(call, approval.PolicyVersion)
 }
