@@ -46,6 +46,12 @@ func newHeldTasksEnv(t *testing.T) *heldTasksEnv {
 // tasks extension, and answers its JSON-RPC message.
 func (h *heldTasksEnv) stateless(key, method, name, params string) (int, map[string]json.RawMessage) {
 	h.t.Helper()
+	return statelessOn(h.env, key, method, name, params)
+}
+
+// statelessOn is heldTasksEnv.stateless through edge e.
+func statelessOn(h *env, key, method, name, params string) (int, map[string]json.RawMessage) {
+	h.t.Helper()
 	body := `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
 		`"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}},` + params + `}}`
 	r := h.do(http.MethodPost, "/tools/email/mcp", body, "SERVICE_API_KEY", key, "Accept", "application/json, text/event-stream",
@@ -251,5 +257,39 @@ func TestHeldCallsAsTasksOf20251125(t *testing.T) {
 	}
 	if n := h.sends.Load(); n != 1 {
 		t.Fatalf("the tool was sent %d calls, want 1 (the approved one)", n)
+	}
+}
+
+// TestHeldTaskAcrossEdges: a held task made on one edge is read, approved and read
+// completed through another: its record is the call's, in the shared bucket, and
+// the edge that took it runs it once approved.
+func TestHeldTaskAcrossEdges(t *testing.T) {
+	h := newHeldTasksEnv(t)
+	b := newEnv(t, onServer(h.srv.ClientURL()), withMCP())
+	task := h.heldTask(h.mine, "ada@example.com")
+	readOnB := func() heldTask {
+		t.Helper()
+		_, msg := statelessOn(b, h.mine, "tasks/get", task.TaskID, `"taskId":"`+task.TaskID+`"`)
+		var got heldTask
+		_ = json.Unmarshal(msg["result"], &got) // nothing, while the edge does not see the key yet
+		return got
+	}
+	testenv.WaitFor(t, "the other edge reads the task", func() bool {
+		return readOnB().Status == "working"
+	})
+	if got := readOnB(); !strings.Contains(got.StatusMessage, "awaiting approval") {
+		t.Fatalf("tasks/get through the other edge: %+v", got)
+	}
+	approval := h.pending("acme")
+	if r := b.admin(http.MethodPost, "/approvals/"+approval.ID, `{"decision":"approve"}`); r.status != http.StatusOK {
+		t.Fatalf("approve through the other edge: %d %s", r.status, r.body)
+	}
+	var done heldTask
+	testenv.WaitFor(t, "the task completes, read through the other edge", func() bool {
+		done = readOnB()
+		return done.Status == "completed"
+	})
+	if !strings.Contains(string(done.Result), "msg_1") || h.sends.Load() != 1 {
+		t.Fatalf("the approved task: %s; %d sent", done.Result, h.sends.Load())
 	}
 }
