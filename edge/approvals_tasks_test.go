@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolgate/toolgate/approvals"
@@ -291,5 +292,43 @@ func TestHeldTaskAcrossEdges(t *testing.T) {
 	})
 	if !strings.Contains(string(done.Result), "msg_1") || h.sends.Load() != 1 {
 		t.Fatalf("the approved task: %s; %d sent", done.Result, h.sends.Load())
+	}
+}
+
+// TestWaitingCallUnderAChangedRule: an MCP client without tasks waits in its request;
+// when the account's rule changed before the approval came, the approved call does
+// not run: its result is an isError one that says the rule changed.
+func TestWaitingCallUnderAChangedRule(t *testing.T) {
+	h := newHeldTasksEnv(t)
+	c := mcp.NewClient(&mcp.Implementation{Name: "approvals-test", Version: "1"}, nil)
+	cs, err := c.Connect(testenv.Context(t), &mcp.StreamableClientTransport{Endpoint: h.link}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	answered := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := cs.CallTool(testenv.Context(t), &mcp.CallToolParams{Name: "send_email",
+			Arguments: map[string]any{"to": "ada@example.com", "subject": "hi", "body": "x"}})
+		if err != nil {
+			t.Errorf("tools/call: %v", err)
+		}
+		answered <- res
+	}()
+	approval := h.pending("acme")
+	if r := h.admin(http.MethodPatch, "/accounts/acme", `{"limits":{"approvals":[{"tool":"email","method":"*","expires_in":600}]}}`); r.status != http.StatusOK {
+		t.Fatalf("PATCH: %d %s", r.status, r.body)
+	}
+	testenv.WaitFor(t, "the edge sees the changed rule", func() bool {
+		rules := h.view.Snapshot().Account("acme").Limits.Approvals
+		return len(rules) == 1 && rules[0].ExpiresIn == 600
+	})
+	h.decide(approval.ID, "approve")
+	res := receive(t, answered, "the approved call answers")
+	if res == nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "rule") {
+		t.Fatalf("the call approved under the old rule: %+v", res)
+	}
+	if n := h.sends.Load(); n != 0 {
+		t.Fatalf("the tool was sent %d calls, want none", n)
 	}
 }
