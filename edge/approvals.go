@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"context"
 	"net/http"
 	"time"
 
@@ -110,26 +109,4 @@ func (e *Edge) approvalMax() time.Duration {
 		return approvals.DefaultMaxExpiry
 	}
 	return e.cfg.Approvals.Config().MaxExpiry
-}
-
-// askApproval records that call, which passed its checks, waits for a decision when
-// its account's rules ask for one: the approval, or nil for a call that needs none.
-func (e *Edge) askApproval(ctx context.Context, call *gateway.Call) (*approvals.Record, error) {
-	rule, held := e.gw.ApprovalRule(call)
-	if !held {
-		return nil, nil
-	}
-	if e.cfg.Approvals == nil {
-		return nil, gateway.ErrNoApprovals
-	}
-	return e.cfg.Approvals.Ask(ctx, call, rule)
-}
-
-// awaitApproval waits for the decision on the approval of call, whose record is
-// callID; once approved (and claimed), the call's record says it works.
-func (e *Edge) awaitApproval(ctx context.Context, callID, approval string, call *gateway.Call) error {
-	if err := e.cfg.Approvals.Await(ctx, approval, call); err != nil {
-		return err
-	}
-	return e.cfg.Calls.Approved(ctx, callID)
 }

@@ -228,3 +228,48 @@ func TestApprovalAcrossEdges(t *testing.T) {
 		return a.call(a.key, "email", "send_email", goodEmail).status == http.StatusOK
 	})
 }
+
+// TestApprovalUnderAChangedRule: an approval is bound to the version of the rule that
+// asked for it. A call approved after its rule changed (another expiry) does not run:
+// it fails with approval_expired. A call approved after its rule was removed runs:
+// nothing asks for more than the approval it has.
+func TestApprovalUnderAChangedRule(t *testing.T) {
+	a := newApprovalEnv(t, 0)
+	patch := func(rules string, want []registry.ApprovalRule) {
+		t.Helper()
+		if r := a.admin(http.MethodPatch, "/accounts/acme", `{"limits":{"approvals":`+rules+`}}`); r.status != http.StatusOK {
+			t.Fatalf("PATCH: %d %s", r.status, r.body)
+		}
+		testenv.WaitFor(t, "the edge sees the account's rules", func() bool {
+			got := a.view.Snapshot().Account("acme").Limits.Approvals
+			return len(got) == len(want) && (len(got) == 0 || equalRules(got, want))
+		})
+	}
+
+	changed := a.held(t, goodEmail)
+	patch(`[{"tool":"email","method":"send_email","expires_in":600}]`, []registry.ApprovalRule{{Tool: "email", Method: "send_email", ExpiresIn: 600}})
+	if r := a.decide(changed.Approval, "approve"); r.status != http.StatusOK {
+		t.Fatalf("approve: %d %s", r.status, r.body)
+	}
+	r := a.readCall(t, a.key, changed.ID, "the call approved under the old rule ends", ended)
+	failedCall(t, r, http.StatusGone, calls.Failed, gateway.CodeApprovalExpired, decode[edge.Envelope](t, r).Error.RequestID)
+	if !strings.Contains(string(r.body), "rule") {
+		t.Fatalf("the failure does not say the rule changed: %s", r.body)
+	}
+	if n := a.sends.Load(); n != 0 {
+		t.Fatalf("the tool was sent %d calls, want none", n)
+	}
+
+	removed := a.held(t, goodEmail)
+	patch(`[]`, nil)
+	if r := a.decide(removed.Approval, "approve"); r.status != http.StatusOK {
+		t.Fatalf("approve: %d %s", r.status, r.body)
+	}
+	r = a.readCall(t, a.key, removed.ID, "the call approved after its rule was removed ends", ended)
+	if r.status != http.StatusOK || string(r.body) != `{"id":"msg_1"}` {
+		t.Fatalf("the call approved after its rule was removed: %d %s", r.status, r.body)
+	}
+	if n := a.sends.Load(); n != 1 {
+		t.Fatalf("the tool was sent %d calls, want 1", n)
+	}
+}

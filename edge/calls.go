@@ -13,6 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/bus"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/calls"
@@ -85,27 +86,14 @@ func (e *Edge) startCall(c *gin.Context, call *gateway.Call) bool {
 	}
 	timeout := e.gw.AsyncTimeout(m.Method, call.Timeout)
 	start := calls.Record{Tool: call.Tool, Method: call.Method, RequestID: call.RequestID, Deadline: time.Now().Add(timeout)}
-	approval, err := e.askApproval(ctx, call)
-	if approval != nil {
-		start.Status, start.Approval, start.Deadline = calls.AwaitingApproval, approval.ID, approval.ExpiresAt.Add(timeout)
-	}
-	var rec *calls.Record
-	if err == nil {
-		rec, err = e.cfg.Calls.Start(ctx, call.Principal, start, func(ctx context.Context, rec calls.Record) calls.Outcome {
-			call.CallID, call.Progress = rec.CallID, true
-			call.MCPContext.ReplyTo = e.cfg.Calls.ReplyTo(rec) // kept, should this edge die
-			if approval != nil {
-				if err := e.awaitApproval(ctx, rec.ID, approval.ID, call); err != nil {
-					return e.endCall(ctx, call, asSent, err)
-				}
-			}
-			return e.runCall(ctx, call, m, timeout, asSent)
-		})
-	}
+	rec, err := approvals.StartCall(ctx, e.cfg.Approvals, e.gw, e.cfg.Calls, call, start, func(ctx context.Context, rec calls.Record) calls.Outcome {
+		e.runsAs(call, rec)
+		return e.runCall(ctx, call, m, timeout, asSent)
+	}, func(ctx context.Context, rec calls.Record, err error) calls.Outcome {
+		e.runsAs(call, rec)
+		return e.endCall(ctx, call, asSent, err)
+	})
 	if err != nil {
-		if approval != nil && rec == nil { // asked for, but the call never started
-			e.cfg.Approvals.Withdraw(approval.ID)
-		}
 		_ = e.gw.Answered(ctx, call, asSent, nil, err) // refused either way
 		e.fail(c, err)
 		return false
@@ -118,6 +106,13 @@ func (e *Edge) startCall(c *gin.Context, call *gateway.Call) bool {
 	c.Header("Retry-After", "1")
 	c.JSON(http.StatusAccepted, e.callStatus(rec))
 	return true
+}
+
+// runsAs makes call the call of rec: its id and reply subject on the bus are the
+// record's, kept should this edge die, and its progress is recorded.
+func (e *Edge) runsAs(call *gateway.Call, rec calls.Record) {
+	call.CallID, call.Progress = rec.CallID, true
+	call.MCPContext.ReplyTo = e.cfg.Calls.ReplyTo(rec)
 }
 
 // endCall ends a call that outlives its request before it was sent (its approval

@@ -52,14 +52,15 @@ func (e *env) slowWorker(t *testing.T, tool string) *slowWorker {
 	return sw
 }
 
-func receive(t *testing.T, ch <-chan string, what string) string {
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
 	select {
 	case v := <-ch:
 		return v
 	case <-time.After(testenv.Patience):
 		t.Fatalf("%s: not within %v", what, testenv.Patience)
-		return ""
+		var zero T
+		return zero
 	}
 }
 

@@ -202,7 +202,7 @@ func newEnv(t testing.TB, opts ...option) *env {
 	}
 	if o.mcp {
 		mcfg := sse.DefaultConfig()
-		mcfg.Tasks = cfg.Calls
+		mcfg.Tasks, mcfg.Approvals = cfg.Calls, cfg.Approvals
 		if cfg.MCP, err = sse.New(testenv.Context(t), e.gw, e.store, mcfg, log); err != nil {
 			t.Fatal(err)
 		}

@@ -42,7 +42,24 @@ func (g *Gateway) hold(ctx context.Context, c *Call) error {
 	if g.approver == nil {
 		return ErrNoApprovals
 	}
-	return g.approver.Hold(ctx, c, rule)
+	if err := g.approver.Hold(ctx, c, rule); err != nil {
+		return err
+	}
+	return g.RecheckApproval(c, rule.Version())
+}
+
+// RecheckApproval is nil when c, just approved under its account's rule as it was at
+// version, may run: the rule that holds c now is the same, or no rule holds it any
+// more (the person approved it, and nothing asks for more). A rule changed since
+// (another expiry, another tool or method matching) is another policy: an approval
+// given under the old one does not count under it, and the call fails with
+// approval_expired, its approval used up; the caller calls again for a new one.
+func (g *Gateway) RecheckApproval(c *Call, version string) error {
+	rule, ok := g.ApprovalRule(c)
+	if !ok || rule.Version() == version {
+		return nil
+	}
+	return Fail(KindApprovalExpired, "the account's approval rule for %s/%s changed after the call's approval was asked for: call it again for an approval under the rule as it is", c.Tool, c.Method)
 }
 
 // holdForwarded holds a tools/call a session forwards as the client sent it (a

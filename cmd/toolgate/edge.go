@@ -464,6 +464,7 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 		return err
 	}
 	o.MCP.Tasks = o.Edge.Calls // MCP tasks are calls that outlive their request
+	o.MCP.Approvals = o.Edge.Approvals
 	mcp, err := sse.New(ctx, gw, store, o.MCP, log)
 	if err != nil {
 		ln.Close()

@@ -81,3 +81,46 @@ func TestApprovalsPage(t *testing.T) {
 		t.Fatalf("another account's approval: %+v %v", r, err)
 	}
 }
+
+// TestTryItHeldCall: the try-it form on a method the account's rule holds answers at
+// once that the call awaits approval, linking the approvals page, instead of waiting
+// for the decision; approved on that page, the call runs once.
+func TestTryItHeldCall(t *testing.T) {
+	nc := testenv.Conn(t, testenv.Server(t).ClientURL())
+	apr, err := approvals.Open(testenv.Context(t), nc, testenv.Store(t, nc, 1), approvals.DefaultConfig(), nil, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, func(c *dashboard.Config) { c.Approvals = apr }, func(*env) gateway.Option { return gateway.WithApprovals(apr) })
+	if _, err := e.store.UpdateAccount(testenv.Context(t), testAccount, func(a *registry.Account) error {
+		a.Limits.Approvals = []registry.ApprovalRule{{Tool: "email", Method: "send"}}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the rule", func(s *registry.Snapshot) bool { return len(s.Account(testAccount).Limits.Approvals) == 1 })
+
+	u, _ := e.signedIn()
+	p := u.get("tools/email/api")
+	r := u.post("tools/email/api/send", url.Values{"csrf": {p.csrf(t)}, "params": {`{"to":"ada@example.com","subject":"s","body":"b"}`}})
+	if r.status != http.StatusOK || !strings.Contains(r.text(), "202") || !strings.Contains(r.text(), "Awaiting approval") ||
+		!strings.Contains(r.body, `href="`+e.cfg.Prefix+`approvals"`) {
+		t.Fatalf("the held try-it call: %d\n%s", r.status, r.body)
+	}
+	if n := e.calls.Load(); n != 0 {
+		t.Fatalf("the tool was sent %d calls before the approval", n)
+	}
+	list := u.get("approvals")
+	pending, err := apr.Pending(testenv.Context(t), approvals.Decider{}, testAccount)
+	if err != nil || len(pending) != 1 || !strings.Contains(r.body, pending[0].ID) {
+		t.Fatalf("pending approvals: %+v %v", pending, err)
+	}
+	if got := u.post("approvals/"+pending[0].ID, url.Values{"csrf": {list.csrf(t)}, "decision": {"approve"}}); got.status != http.StatusOK {
+		t.Fatalf("approve: %d\n%s", got.status, got.body)
+	}
+	testenv.WaitFor(t, "the approved call runs", func() bool { return e.calls.Load() == 1 })
+	time.Sleep(200 * time.Millisecond) // a second run, were there one, would come now
+	if n := e.calls.Load(); n != 1 {
+		t.Fatalf("the tool was sent %d calls, want 1", n)
+	}
+}

@@ -86,7 +86,8 @@ type callResult struct {
 	Note        string // about the body: truncated, binary
 	RetryAfter  int
 	RequestID   string
-	Failed      bool // the gateway refused or the tool failed
+	Failed      bool   // the gateway refused or the tool failed
+	Approval    string // the approval the call awaits, when its account's rules hold it
 }
 
 var tabs = map[string]bool{"install": true, "sse": true, "api": true}
@@ -241,22 +242,10 @@ func (d *Dashboard) tryCall(w http.ResponseWriter, r *http.Request, v *visit) {
 		RequestID: registry.NewID("req_"),
 		Transport: audit.TransportDashboard,
 	}
-	res := &callResult{RequestID: call.RequestID}
-	reply, err := d.gw.Call(r.Context(), call)
-	if err != nil {
-		status, env, retry := edge.ErrorAnswer(err, call.RequestID)
-		b, _ := json.MarshalIndent(env, "", "  ")
-		res.Status, res.ContentType, res.Body, res.Failed = status, "application/json", string(b), true
-		if retry > 0 {
-			res.RetryAfter = edge.RetryAfterSeconds(retry)
-		}
-		if status == http.StatusInternalServerError {
-			d.log.Error("dashboard: try-it call", "tool", t.Tool.ID, "method", method, "request_id", call.RequestID, "err", err)
-		}
-	} else {
-		res.Status, res.ContentType = reply.Status, reply.ContentType
-		res.Body, res.Note = showBody(reply.Data, reply.ContentType)
-		res.Failed = reply.Status >= 400
+	res, held := d.tryHeld(r.Context(), call)
+	if !held {
+		reply, err := d.gw.Call(r.Context(), call)
+		res = d.tryResult(call, reply, err)
 	}
 	tv, err := d.toolView(snap, v, t, "api")
 	if err != nil {

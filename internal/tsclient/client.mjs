@@ -16,6 +16,9 @@
 // Commands: {"id":1,"op":"tools"}, {"op":"ping"}, {"id":2,"op":"call","name":"echo","args":{},"progress":true},
 // {"id":3,"op":"start","name":"wait"} (answered at once; the call runs on),
 // {"id":4,"op":"abort","ref":3} (cancels it as the SDK does: notifications/cancelled),
+// {"id":7,"op":"taskCall","name":"send_email","args":{}} (a task-augmented call:
+// "taskCreated" and "task" events, then its result), {"op":"getTask","taskId":T}, {"op":"taskResult","taskId":T},
+// {"op":"cancelTask","taskId":T},
 // {"id":5,"op":"setLevel","level":"debug"}, {"id":6,"op":"close"} (Client.close(), which
 // ends no session: no DELETE).
 import { createInterface } from 'node:readline';
@@ -170,6 +173,31 @@ for await (const line of { [Symbol.asyncIterator]: () => input }) {
       await answer(r.p.then(() => 'answered', (e) => 'rejected: ' + String(e?.message ?? e)));
       break;
     }
+    case 'taskCall': {
+      // A task-augmented tools/call (2025-11-25), followed as the SDK follows it
+      // (tasks/get until the end, then tasks/result): the task made is a "taskCreated"
+      // event, each it reads after a "task" event, their message the task's JSON; the
+      // answer is the result, or the error.
+      answer((async () => {
+        const stream = client.experimental.tasks.callToolStream({ name: cmd.name, arguments: cmd.args ?? {} }, undefined, { task: { ttl: 60000 }, timeout: 120000 });
+        for await (const m of stream) {
+          if (m.type === 'taskCreated' || m.type === 'taskStatus') out({ event: m.type === 'taskCreated' ? 'taskCreated' : 'task', message: JSON.stringify(m.task) });
+          if (m.type === 'result') return { text: text(m.result), isError: !!m.result.isError };
+          if (m.type === 'error') throw m.error;
+        }
+        throw new Error('the task stream ended without a result');
+      })());
+      break;
+    }
+    case 'getTask':
+      await answer(client.experimental.tasks.getTask(cmd.taskId));
+      break;
+    case 'taskResult':
+      await answer(client.experimental.tasks.getTaskResult(cmd.taskId, types.CallToolResultSchema).then((r) => ({ text: text(r), isError: !!r.isError })));
+      break;
+    case 'cancelTask':
+      await answer(client.experimental.tasks.cancelTask(cmd.taskId));
+      break;
     case 'setLevel':
       await answer(client.setLoggingLevel(cmd.level).then(() => 'ok'));
       break;

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/calls"
 )
 
@@ -59,6 +60,10 @@ type Config struct {
 	// Tasks keeps the tasks of tools whose servers know nothing of tasks (kepttasks.go),
 	// in the records of the calls that outlive their request; nil keeps none.
 	Tasks *calls.Calls
+	// Approvals holds the kept tasks an account's rules keep for a person's approval
+	// (their records await it); nil refuses them, as the gateway refuses a held call
+	// on an edge without approvals.
+	Approvals *approvals.Approvals
 	// ServerName and ServerVersion identify the gateway to MCP clients.
 	ServerName    string
 	ServerVersion string

@@ -129,7 +129,7 @@ func (s *Server) cancelKeptTask(ctx context.Context, r *Request, rec *calls.Reco
 func (s *Server) keptTaskResult(ctx context.Context, r *Request, rec *calls.Record, body []byte) (any, error) {
 	tick := time.NewTicker(taskPollInterval / 2)
 	defer tick.Stop()
-	for rec.Status == calls.Working && !rec.Overdue(time.Now()) {
+	for (rec.Status == calls.Working || rec.Status == calls.AwaitingApproval) && !rec.Overdue(time.Now()) {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()

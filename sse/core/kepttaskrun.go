@@ -66,7 +66,24 @@ func (k *keptTaskRun) hand(res any) bool {
 // run is the task's calls.Run: the call's rounds, and, for a session of 2025-11-25,
 // notifications/tasks/status on the session's stream once the end is recorded.
 func (k *keptTaskRun) run(ctx context.Context, rec calls.Record) calls.Outcome {
-	out := k.rounds(ctx, rec)
+	return k.told(k.rounds(ctx, rec))
+}
+
+// ended ends a task whose call was never sent (its approval denied, expired or
+// withdrawn) with err, as the call's failure would have, in the audit trail too.
+func (k *keptTaskRun) ended(ctx context.Context, rec calls.Record, err error) calls.Outcome {
+	call := *k.call
+	call.CallID, call.RequestID = rec.CallID, rec.ID
+	if errors.Is(err, context.Canceled) && errors.Is(context.Cause(ctx), calls.ErrCancelled) {
+		err = context.Cause(ctx)
+	}
+	k.s.gw.Answered(ctx, &call, call.Params, nil, err)
+	return k.told(taskOutcome(k.r.Tool, k.m, nil, err))
+}
+
+// told is out, which a session of 2025-11-25 hears of (notifications/tasks/status)
+// once it is recorded.
+func (k *keptTaskRun) told(out calls.Outcome) calls.Outcome {
 	if k.r.Session != nil && !k.r.Stateless {
 		out.Recorded = k.notifyStatus
 	}

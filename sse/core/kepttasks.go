@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/calls"
 	"github.com/toolgate/toolgate/gateway"
@@ -132,9 +133,9 @@ func (s *Server) startKeptTask(ctx context.Context, r *Request, t *registry.Tool
 		return toolAnswer(r.Tool, m, nil, s.gw.Refuse(ctx, run.call, err))
 	}
 	run.entry, run.timeout = entry, s.gw.AsyncTimeout(entry.Method, 0)
-	rec, err := s.cfg.Tasks.Start(ctx, r.Principal, calls.Record{
+	rec, err := approvals.StartCall(ctx, s.cfg.Approvals, s.gw, s.cfg.Tasks, run.call, calls.Record{
 		Tool: r.Tool, Method: m.Name, Deadline: time.Now().Add(run.timeout), Protocol: calls.ProtocolMCP,
-	}, run.run)
+	}, run.run, run.ended)
 	if err != nil {
 		return nil, s.gw.Refuse(ctx, run.call, err)
 	}
@@ -217,6 +218,10 @@ func (s *Server) taskFieldsOf(rec *calls.Record, stateless bool) keptTaskFields 
 	}
 	if rec.Progress != nil && rec.Progress.Message != "" && f.Status == string(calls.Working) {
 		f.StatusMessage = rec.Progress.Message
+	}
+	if f.Status == string(calls.AwaitingApproval) {
+		// MCP has no such status: the task works, its call waiting for a person.
+		f.Status, f.StatusMessage = string(calls.Working), "awaiting approval "+rec.Approval
 	}
 	ttl, poll := s.cfg.Tasks.TTL().Milliseconds(), taskPollInterval.Milliseconds()
 	if stateless {
