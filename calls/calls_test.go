@@ -1,10 +1,13 @@
 package calls_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/calls"
@@ -71,7 +74,8 @@ func TestTheBucketKeepsOneTTL(t *testing.T) {
 }
 
 // TestRecordsExpire: a call's record, and its answer, are gone once the TTL passed
-// since the call ended.
+// since the call ended; so is an answer past one message, kept in the answers' object
+// store with the same TTL.
 func TestRecordsExpire(t *testing.T) {
 	store := testenv.Store(t, testenv.Conn(t, testenv.Server(t).ClientURL()), 1)
 	cs, err := open(t, store, calls.Config{TTL: time.Second})
@@ -96,5 +100,30 @@ func TestRecordsExpire(t *testing.T) {
 	testenv.WaitFor(t, "the record expires", func() bool {
 		_, _, err := cs.Get(testenv.Context(t), p, rec.ID)
 		return errors.Is(err, calls.ErrNotFound)
+	})
+
+	large := bytes.Repeat([]byte("x"), 3<<20)
+	rec, err = cs.Start(testenv.Context(t), p, calls.Record{Tool: "echo", Method: "echo", Deadline: time.Now().Add(time.Minute)},
+		func(context.Context, calls.Record) calls.Outcome {
+			return calls.Outcome{Status: calls.Completed, Answer: calls.Answer{Status: 200}, Body: large}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := store.JetStream().ObjectStore(testenv.Context(t), calls.AnswerBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := obj.Status(testenv.Context(t)); err != nil || st.TTL() != 2*time.Second {
+		t.Fatalf("the answers' bucket: %v, want the records' TTL and as much again", err)
+	}
+	testenv.WaitFor(t, "the large answer is kept and read", func() bool {
+		got, body, err := cs.Get(testenv.Context(t), p, rec.ID)
+		return err == nil && got.Status == calls.Completed && got.Answer.InStore && bytes.Equal(body, large)
+	})
+	testenv.WaitFor(t, "the large answer expires with its record", func() bool {
+		_, _, err := cs.Get(testenv.Context(t), p, rec.ID)
+		_, gerr := obj.GetInfo(testenv.Context(t), rec.ID)
+		return errors.Is(err, calls.ErrNotFound) && errors.Is(gerr, jetstream.ErrObjectNotFound)
 	})
 }
