@@ -60,14 +60,15 @@ func goroutinesIn(fn string) int {
 	return strings.Count(string(buf[:runtime.Stack(buf, true)]), fn+"(")
 }
 
-// TestDeclaredBodiesCostOnlyWhatArrives: callers who declare a body of a megabyte and
-// send a few bytes of it cost the edge what arrived and a bounded step more, not what
-// they declared.
+// TestDeclaredBodiesCostOnlyWhatArrives: a thousand callers who declare a body of a
+// megabyte, or of the 64 MiB a call's body may have (past one message, such a body
+// goes to the payloads bucket as it arrives), and send a few bytes of it cost the edge
+// what arrived and a bounded step more, not what they declared: no buffer, and no
+// write to the payloads bucket, is begun ahead of the bytes.
 func TestDeclaredBodiesCostOnlyWhatArrives(t *testing.T) {
 	const (
-		callers  = 250
-		declared = 1_000_000
-		perConn  = 64 << 10 // the bound each such caller may cost the edge's heap
+		callers = 1000
+		perConn = 64 << 10 // the bound each such caller may cost the edge's heap and stacks
 	)
 	e := newEnv(t, withEdge(func(c *edge.Config) { c.ReadBodyTimeout = 10 * time.Minute }))
 	key := e.account("acme", registry.Limits{})
@@ -79,24 +80,33 @@ func TestDeclaredBodiesCostOnlyWhatArrives(t *testing.T) {
 	}
 	e.client.CloseIdleConnections()
 
-	heap0, stack0 := heapInUse()
-	conns := make([]net.Conn, callers)
-	for i := range conns {
-		conns[i] = e.trickle("/tool-call/echo/echo", declared, `{"pad":"xxxxxx`, "SERVICE_API_KEY", key)
-	}
-	testenv.WaitFor(t, "every caller's body is being read", func() bool {
-		return goroutinesIn("github.com/toolgate/toolgate/edge.readBodyUpTo") == callers
-	})
-	heap1, stack1 := heapInUse()
-	heapEach := (int64(heap1) - int64(heap0)) / callers
-	stackEach := (int64(stack1) - int64(stack0)) / callers
-	t.Logf("%d callers declaring %d bytes and sending 14: heap %+d bytes each, goroutine stacks %+d bytes each",
-		callers, declared, heapEach, stackEach)
-	if heapEach > perConn {
-		t.Fatalf("each caller grew the edge's heap by %d bytes, want at most %d", heapEach, perConn)
-	}
-	for _, c := range conns {
-		c.Close()
+	for _, declared := range []int{1_000_000, int(edge.DefaultMaxPayloadBytes)} {
+		heap0, stack0 := heapInUse()
+		conns := make([]net.Conn, callers)
+		for i := range conns {
+			conns[i] = e.trickle("/tool-call/echo/echo", declared, `{"pad":"xxxxxx`, "SERVICE_API_KEY", key)
+		}
+		testenv.WaitFor(t, "every caller's body is being read", func() bool {
+			return goroutinesIn("github.com/toolgate/toolgate/edge.readBodyUpTo") == callers
+		})
+		heap1, stack1 := heapInUse()
+		heapEach := (int64(heap1) - int64(heap0)) / callers
+		stackEach := (int64(stack1) - int64(stack0)) / callers
+		t.Logf("%d callers declaring %d bytes and sending 14: heap %+d bytes each, goroutine stacks %+d bytes each",
+			callers, declared, heapEach, stackEach)
+		if heapEach+stackEach > perConn {
+			t.Fatalf("declaring %d bytes, each caller grew the edge's heap by %d bytes and its stacks by %d, want at most %d in all",
+				declared, heapEach, stackEach, perConn)
+		}
+		if writes := goroutinesIn("github.com/toolgate/toolgate/payloads.(*Store).Write"); writes != 0 {
+			t.Fatalf("declaring %d bytes, %d callers have a payload being written before their bytes came", declared, writes)
+		}
+		for _, c := range conns {
+			c.Close()
+		}
+		testenv.WaitFor(t, "the callers are gone", func() bool {
+			return goroutinesIn("github.com/toolgate/toolgate/edge.readBodyUpTo") == 0
+		})
 	}
 }
 
