@@ -18,7 +18,7 @@ import (
 // id. An object store has no TTL per object (nats.go's ObjectStore sets no
 // per-message Nats-TTL), and the payloads bucket's 30 minutes are far shorter than a
 // record lives, so it is a bucket of its own, whose TTL is answerTTL of the records'.
-const AnswerBucket = "tg-call-answers"
+const AnswerBucket = wire.AnswerBucket
 
 // answerTTL is how long an answer's object is kept, given the records' TTL: longer by
 // a margin (a minute, or the TTL when shorter), as the object is written before the

@@ -127,3 +127,43 @@ func TestRecordsExpire(t *testing.T) {
 		return errors.Is(err, calls.ErrNotFound) && errors.Is(gerr, jetstream.ErrObjectNotFound)
 	})
 }
+
+// TestCancelledCallsKeepNoAnswer: a call cancelled while it runs keeps no answer, not
+// even one past a message that its run stored before it learned of the cancel.
+func TestCancelledCallsKeepNoAnswer(t *testing.T) {
+	store := testenv.Store(t, testenv.Conn(t, testenv.Server(t).ClientURL()), 1)
+	cs, err := open(t, store, calls.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := store.JetStream().ObjectStore(testenv.Context(t), calls.AnswerBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := registry.Principal{Account: "acme", Key: &registry.Key{ID: "key_1"}}
+	stored := make(chan struct{})
+	rec, err := cs.Start(testenv.Context(t), p, calls.Record{Tool: "echo", Method: "echo", Deadline: time.Now().Add(time.Minute)},
+		func(ctx context.Context, rec calls.Record) calls.Outcome {
+			<-ctx.Done()
+			// As a run that ended at the moment of the cancel: its answer is stored first.
+			if _, err := obj.PutBytes(context.Background(), rec.ID, []byte("stale")); err == nil {
+				close(stored)
+			}
+			return calls.Outcome{Status: calls.Completed, Answer: calls.Answer{Status: 200}, Body: bytes.Repeat([]byte("z"), 2<<20)}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := rec.ID
+	if _, err := cs.Cancel(testenv.Context(t), p, id); err != nil {
+		t.Fatal(err)
+	}
+	<-stored
+	testenv.WaitFor(t, "the cancelled call's answer is removed", func() bool {
+		_, err := obj.GetInfo(testenv.Context(t), id)
+		return errors.Is(err, jetstream.ErrObjectNotFound)
+	})
+	if got, body, err := cs.Get(testenv.Context(t), p, id); err != nil || got.Status != calls.Cancelled || body != nil {
+		t.Fatalf("the cancelled call: %+v, %d bytes, %v", got, len(body), err)
+	}
+}
