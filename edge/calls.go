@@ -186,6 +186,19 @@ func (e *Edge) callOutcome(reply *wire.Reply, err error, requestID string) calls
 
 const jsonUTF8 = "application/json; charset=utf-8"
 
+// adoptedOutcome is the outcome of a call another edge ran, from its worker's stored
+// reply, as that edge would have recorded it; none when the reply names a payload
+// that is gone (the edge running the call took it, and records the end itself).
+func (e *Edge) adoptedOutcome(ctx context.Context, rec *calls.Record, reply *wire.Reply, err error) (calls.Outcome, bool) {
+	if err == nil {
+		c := &gateway.Call{Tool: rec.Tool, Principal: registry.Principal{Account: rec.Account}}
+		if reply, err = e.gw.PeekReply(ctx, c, reply); errors.Is(err, gateway.ErrPayloadUnread) {
+			return calls.Outcome{}, false
+		}
+	}
+	return e.callOutcome(reply, err, rec.RequestID), true
+}
+
 func (e *Edge) callStatus(rec *calls.Record) CallStatus {
 	u := e.base + "/calls/" + rec.ID
 	return CallStatus{ID: rec.ID, Status: rec.Status, Tool: rec.Tool, Method: rec.Method,

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -19,6 +20,9 @@ func TestLargeTaskResult(t *testing.T) {
 	key := e.account("acme", registry.Limits{})
 	e.connect("acme", "echo")
 	other.knowsKey(t, key)
+	// 10 MiB parsed and stored on the way in, and read whole on the way out, under
+	// -race on a loaded machine: more than the harness's 30 s a request.
+	e.client.Timeout, other.client.Timeout = 4*testenv.Patience, 4*testenv.Patience
 	rpc := func(on *env, session, body string) result {
 		t.Helper()
 		return on.do(http.MethodPost, "/tools/echo/mcp", body, "SERVICE_API_KEY", key, "Accept", "application/json, text/event-stream",
