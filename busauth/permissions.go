@@ -114,6 +114,13 @@ func EdgePermissions(s wire.Subjects) jwt.Permissions {
 		"$O."+wire.PayloadBucket+".>",
 		"$JS.API.STREAM.CREATE."+objects, "$JS.API.STREAM.PURGE."+objects,
 	)
+	// The large answers of calls that outlive their request: the same, and its TTL
+	// changed with the calls bucket's (--update-registry).
+	answers := "OBJ_" + wire.AnswerBucket
+	p.Pub.Allow.Add(
+		"$O."+wire.AnswerBucket+".>",
+		"$JS.API.STREAM.CREATE."+answers, "$JS.API.STREAM.UPDATE."+answers, "$JS.API.STREAM.PURGE."+answers,
+	)
 	log := s.EventLogStream()
 	p.Pub.Allow.Add(
 		"$JS.API.STREAM.INFO."+log, "$JS.API.STREAM.CREATE."+log, "$JS.API.STREAM.UPDATE."+log,

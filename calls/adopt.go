@@ -24,8 +24,9 @@ type StoredAnswer func(ctx context.Context, tool, session, post string) (*nats.M
 
 // Render makes the outcome of a call of rec from its worker's reply (or the reply's
 // error); false when the reply does not end the call (an MCP task's tool asking its
-// client for input).
-type Render func(rec *Record, reply *wire.Reply, err error) (Outcome, bool)
+// client for input), or when the payload it names is gone (the edge running the call
+// took it, and records the end itself).
+type Render func(ctx context.Context, rec *Record, reply *wire.Reply, err error) (Outcome, bool)
 
 type adoption struct {
 	mu     sync.Mutex
@@ -70,7 +71,7 @@ func (cs *Calls) adopted(ctx context.Context, rec *Record, rev uint64) (*Record,
 		return rec, rev // none, or the bus's "no responders", which no worker sent
 	}
 	reply, rerr := wire.ReadReply(msg)
-	out, ends := render(rec, reply, rerr)
+	out, ends := render(ctx, rec, reply, rerr)
 	if !ends {
 		return rec, rev
 	}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -94,11 +95,6 @@ func (cs *Calls) TTL() time.Duration { return cs.ttl }
 
 // ErrCancelled is the cause of a running call's end when it was cancelled.
 var ErrCancelled = errors.New("calls: the call was cancelled")
-
-// MaxAnswer is the largest answer body a record keeps: the bus's max_payload, as a
-// message of the bucket's stream. A larger one is for the caller to record as a
-// failure (gateway.KindResultTooLarge).
-func (cs *Calls) MaxAnswer() int { return int(cs.nc.MaxPayload()) }
 
 // Run runs one call: given a context that ends at the call's deadline, when the call
 // is cancelled (its cause ErrCancelled) or when the edge stops (Drain, its cause what
@@ -217,7 +213,10 @@ func (cs *Calls) finish(rec Record, rev uint64, out Outcome) {
 	rec.Status, rec.EndedAt = out.Status, time.Now()
 	out.Answer.Size = len(out.Body)
 	rec.Answer = &out.Answer
-	err := persist(ctx, func(ctx context.Context) error { return cs.recs.putAnswer(ctx, rec.ID, out.Body) })
+	err := persist(ctx, func(ctx context.Context) (err error) {
+		rec.Answer.InStore, err = cs.recs.putAnswer(ctx, rec.ID, out.Body)
+		return err
+	})
 	if err == nil {
 		err = persist(ctx, func(ctx context.Context) error {
 			rec.Input = nil
@@ -278,9 +277,25 @@ func persist(ctx context.Context, op func(context.Context) error) error {
 	}
 }
 
-// Get reads p's call id and, when it completed or failed, its answer's body. Another
-// key's call is ErrNotFound, as one that does not exist.
+// Get reads p's call id and, when it completed or failed, its answer's body, whole
+// (an MCP task's result, which is encoded whole). Another key's call is ErrNotFound,
+// as one that does not exist.
 func (cs *Calls) Get(ctx context.Context, p registry.Principal, id string) (*Record, []byte, error) {
+	rec, body, err := cs.Open(ctx, p, id)
+	if err != nil || body == nil {
+		return rec, nil, err
+	}
+	defer body.Close()
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return nil, nil, fmt.Errorf("calls: read the answer of %s: %w", id, err)
+	}
+	return rec, b, nil
+}
+
+// Open is Get with the answer's body to read as it arrives (nil while the call has
+// not completed or failed), for a reader that streams it; the caller closes it.
+func (cs *Calls) Open(ctx context.Context, p registry.Principal, id string) (*Record, io.ReadCloser, error) {
 	rec, _, err := cs.owned(ctx, p, id)
 	if err != nil {
 		return nil, nil, err
@@ -288,7 +303,7 @@ func (cs *Calls) Get(ctx context.Context, p registry.Principal, id string) (*Rec
 	if rec.Status != Completed && rec.Status != Failed {
 		return rec, nil, nil
 	}
-	body, err := cs.recs.answer(ctx, id)
+	body, err := cs.recs.answer(ctx, id, rec.Answer)
 	if err != nil {
 		return nil, nil, err
 	}

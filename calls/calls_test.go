@@ -1,10 +1,13 @@
 package calls_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/calls"
@@ -71,7 +74,8 @@ func TestTheBucketKeepsOneTTL(t *testing.T) {
 }
 
 // TestRecordsExpire: a call's record, and its answer, are gone once the TTL passed
-// since the call ended.
+// since the call ended; so is an answer past one message, kept in the answers' object
+// store with the same TTL.
 func TestRecordsExpire(t *testing.T) {
 	store := testenv.Store(t, testenv.Conn(t, testenv.Server(t).ClientURL()), 1)
 	cs, err := open(t, store, calls.Config{TTL: time.Second})
@@ -97,4 +101,69 @@ func TestRecordsExpire(t *testing.T) {
 		_, _, err := cs.Get(testenv.Context(t), p, rec.ID)
 		return errors.Is(err, calls.ErrNotFound)
 	})
+
+	large := bytes.Repeat([]byte("x"), 3<<20)
+	rec, err = cs.Start(testenv.Context(t), p, calls.Record{Tool: "echo", Method: "echo", Deadline: time.Now().Add(time.Minute)},
+		func(context.Context, calls.Record) calls.Outcome {
+			return calls.Outcome{Status: calls.Completed, Answer: calls.Answer{Status: 200}, Body: large}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := store.JetStream().ObjectStore(testenv.Context(t), calls.AnswerBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := obj.Status(testenv.Context(t)); err != nil || st.TTL() != 2*time.Second {
+		t.Fatalf("the answers' bucket: %v, want the records' TTL and as much again", err)
+	}
+	testenv.WaitFor(t, "the large answer is kept and read", func() bool {
+		got, body, err := cs.Get(testenv.Context(t), p, rec.ID)
+		return err == nil && got.Status == calls.Completed && got.Answer.InStore && bytes.Equal(body, large)
+	})
+	testenv.WaitFor(t, "the large answer expires with its record", func() bool {
+		_, _, err := cs.Get(testenv.Context(t), p, rec.ID)
+		_, gerr := obj.GetInfo(testenv.Context(t), rec.ID)
+		return errors.Is(err, calls.ErrNotFound) && errors.Is(gerr, jetstream.ErrObjectNotFound)
+	})
+}
+
+// TestCancelledCallsKeepNoAnswer: a call cancelled while it runs keeps no answer, not
+// even one past a message that its run stored before it learned of the cancel.
+func TestCancelledCallsKeepNoAnswer(t *testing.T) {
+	store := testenv.Store(t, testenv.Conn(t, testenv.Server(t).ClientURL()), 1)
+	cs, err := open(t, store, calls.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := store.JetStream().ObjectStore(testenv.Context(t), calls.AnswerBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := registry.Principal{Account: "acme", Key: &registry.Key{ID: "key_1"}}
+	stored := make(chan struct{})
+	rec, err := cs.Start(testenv.Context(t), p, calls.Record{Tool: "echo", Method: "echo", Deadline: time.Now().Add(time.Minute)},
+		func(ctx context.Context, rec calls.Record) calls.Outcome {
+			<-ctx.Done()
+			// As a run that ended at the moment of the cancel: its answer is stored first.
+			if _, err := obj.PutBytes(context.Background(), rec.ID, []byte("stale")); err == nil {
+				close(stored)
+			}
+			return calls.Outcome{Status: calls.Completed, Answer: calls.Answer{Status: 200}, Body: bytes.Repeat([]byte("z"), 2<<20)}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := rec.ID
+	if _, err := cs.Cancel(testenv.Context(t), p, id); err != nil {
+		t.Fatal(err)
+	}
+	<-stored
+	testenv.WaitFor(t, "the cancelled call's answer is removed", func() bool {
+		_, err := obj.GetInfo(testenv.Context(t), id)
+		return errors.Is(err, jetstream.ErrObjectNotFound)
+	})
+	if got, body, err := cs.Get(testenv.Context(t), p, id); err != nil || got.Status != calls.Cancelled || body != nil {
+		t.Fatalf("the cancelled call: %+v, %d bytes, %v", got, len(body), err)
+	}
 }

@@ -55,7 +55,7 @@ type Record struct {
 	Deadline  time.Time `json:"deadline"`
 	EndedAt   time.Time `json:"ended_at,omitzero"`
 	// Answer is what a reader of a completed or failed call is answered; its body is
-	// kept beside the record.
+	// kept beside the record, or, past one message, in AnswerBucket.
 	Answer *Answer `json:"answer,omitempty"`
 	// Input is what an MCP task's tool asked its client, while the task waits for the
 	// answers (InputRequired), and the answers given so far.
@@ -80,6 +80,8 @@ type Answer struct {
 	RetryAfter  int    `json:"retry_after,omitempty"` // seconds; 0 for none
 	Code        string `json:"code,omitempty"`        // a failure's code
 	Size        int    `json:"size"`
+	// InStore says the body is kept in AnswerBucket, being past one message.
+	InStore bool `json:"in_store,omitempty"`
 }
 
 // Outcome is how a call ended: its status, its answer and the answer's body.

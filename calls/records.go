@@ -16,8 +16,9 @@ import (
 // (registry.ReadLatest): a call started a moment ago through another edge and another
 // NATS node is there, where a follower's copy may not have it yet.
 type records struct {
-	kv jetstream.KeyValue
-	js jetstream.JetStream
+	kv  jetstream.KeyValue
+	js  jetstream.JetStream
+	obj jetstream.ObjectStore // the answers past one message (answers.go)
 }
 
 // openRecords opens the bucket as the registry opens its own: made when missing, with
@@ -41,7 +42,15 @@ func openRecords(ctx context.Context, store *registry.Store, ttl time.Duration, 
 	if err != nil {
 		return nil, fmt.Errorf("calls: bucket: %w", err)
 	}
-	return &records{kv: kv, js: js}, nil
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("calls: bucket: %w", err)
+	}
+	obj, err := openAnswers(ctx, js, st.TTL(), store.Options().Replicas)
+	if err != nil {
+		return nil, err
+	}
+	return &records{kv: kv, js: js, obj: obj}, nil
 }
 
 func answerKey(id string) string { return id + ".answer" }
@@ -92,14 +101,7 @@ func (rs *records) update(ctx context.Context, r *Record, rev uint64) (uint64, e
 // errConflict: the record changed since it was read.
 var errConflict = registry.ErrChanged
 
-func (rs *records) putAnswer(ctx context.Context, id string, body []byte) error {
-	if _, err := rs.kv.Put(ctx, answerKey(id), body); err != nil {
-		return fmt.Errorf("calls: store the answer of %s: %w", id, err)
-	}
-	return nil
-}
-
-func (rs *records) answer(ctx context.Context, id string) ([]byte, error) {
+func (rs *records) answerBytes(ctx context.Context, id string) ([]byte, error) {
 	b, _, err := registry.ReadLatest(ctx, rs.js, Bucket, answerKey(id))
 	if errors.Is(err, registry.ErrNotFound) {
 		return nil, ErrNotFound // expired a moment before its record, written after it
@@ -108,10 +110,6 @@ func (rs *records) answer(ctx context.Context, id string) ([]byte, error) {
 		return nil, fmt.Errorf("calls: read the answer of %s: %w", id, err)
 	}
 	return b, nil
-}
-
-func (rs *records) dropAnswer(ctx context.Context, id string) {
-	_ = rs.kv.Purge(ctx, answerKey(id))
 }
 
 const idPrefix = "call_"

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -161,9 +162,8 @@ func (e *Edge) runCall(ctx context.Context, call *gateway.Call, m *registry.Meth
 // the request that started the call.
 func (e *Edge) callOutcome(reply *wire.Reply, err error, requestID string) calls.Outcome {
 	if err == nil {
-		out := calls.Outcome{Status: calls.Completed, Body: reply.Data,
+		return calls.Outcome{Status: calls.Completed, Body: reply.Data,
 			Answer: calls.Answer{Status: reply.Status, ContentType: reply.ContentType}}
-		return e.keepable(out, requestID)
 	}
 	status, env, retry := ErrorAnswer(err, requestID)
 	body, merr := json.Marshal(env)
@@ -176,20 +176,22 @@ func (e *Edge) callOutcome(reply *wire.Reply, err error, requestID string) calls
 	if retry > 0 {
 		out.Answer.RetryAfter = RetryAfterSeconds(retry)
 	}
-	return e.keepable(out, requestID)
+	return out
 }
 
 const jsonUTF8 = "application/json; charset=utf-8"
 
-// keepable is out, or, when its answer is larger than a call's record keeps, the
-// failure that says so.
-func (e *Edge) keepable(out calls.Outcome, requestID string) calls.Outcome {
-	max := e.cfg.Calls.MaxAnswer()
-	if len(out.Body) <= max {
-		return out
+// adoptedOutcome is the outcome of a call another edge ran, from its worker's stored
+// reply, as that edge would have recorded it; none when the reply names a payload
+// that is gone (the edge running the call took it, and records the end itself).
+func (e *Edge) adoptedOutcome(ctx context.Context, rec *calls.Record, reply *wire.Reply, err error) (calls.Outcome, bool) {
+	if err == nil {
+		c := &gateway.Call{Tool: rec.Tool, Principal: registry.Principal{Account: rec.Account}}
+		if reply, err = e.gw.PeekReply(ctx, c, reply); errors.Is(err, gateway.ErrPayloadUnread) {
+			return calls.Outcome{}, false
+		}
 	}
-	return e.callOutcome(nil, gateway.Fail(gateway.KindResultTooLarge,
-		"the call's answer of %d bytes is larger than a call's record keeps (%d): call it without Prefer: respond-async", len(out.Body), max), requestID)
+	return e.callOutcome(reply, err, rec.RequestID), true
 }
 
 func (e *Edge) callStatus(rec *calls.Record) CallStatus {
@@ -202,10 +204,13 @@ func (e *Edge) callStatus(rec *calls.Record) CallStatus {
 // getCall answers GET /calls/{id}: while the call runs, 202 and its status; once it
 // ended, the answer the synchronous call would have had, its status in Tg-Call-Status.
 func (e *Edge) getCall(c *gin.Context) {
-	rec, body, err := e.cfg.Calls.Get(c.Request.Context(), principal(c), c.Param("id"))
+	rec, body, err := e.cfg.Calls.Open(c.Request.Context(), principal(c), c.Param("id"))
 	if err != nil {
 		e.fail(c, err)
 		return
+	}
+	if body != nil {
+		defer body.Close()
 	}
 	switch {
 	case rec.Overdue(time.Now()):
@@ -226,7 +231,22 @@ func (e *Edge) getCall(c *gin.Context) {
 		if a.Code != "" {
 			c.Set(ctxErrorCode, a.Code)
 		}
-		writeToolAnswer(c.Writer, a.Status, a.ContentType, body)
+		e.writeCallAnswer(c, rec, body)
+	}
+}
+
+// writeCallAnswer writes the answer of the ended call rec, body, as it is read from
+// where it is kept: a large one is never held whole. A body that breaks off midway
+// aborts the answer, whose declared length then says it is short.
+func (e *Edge) writeCallAnswer(c *gin.Context, rec *calls.Record, body io.Reader) {
+	a := rec.Answer
+	w := c.Writer
+	toolAnswerHeaders(w.Header(), a.ContentType)
+	w.Header()["Content-Length"] = []string{strconv.Itoa(a.Size)}
+	w.WriteHeader(a.Status)
+	if n, err := io.Copy(w, body); err != nil || n != int64(a.Size) {
+		e.log.Warn("a call's answer not sent whole", "call", rec.ID, "sent", n, "size", a.Size, "err", err)
+		panic(http.ErrAbortHandler)
 	}
 }
 

@@ -2,14 +2,17 @@ package edge_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/bus/wire"
@@ -89,6 +92,15 @@ func (e *env) startAsync(t *testing.T, key, tool, method, body string, headers .
 	return st, r.header.Get("X-Request-Id")
 }
 
+// knowsKey waits until the edge knows key.
+func (e *env) knowsKey(t *testing.T, key string) {
+	t.Helper()
+	testenv.WaitFor(t, "the edge knows the key", func() bool {
+		_, err := e.view.Snapshot().AuthenticateKey(key, time.Now())
+		return err == nil
+	})
+}
+
 // readCall reads a call until ready says its answer is the one to check.
 func (e *env) readCall(t *testing.T, key, id, what string, ready func(result) bool) result {
 	t.Helper()
@@ -133,10 +145,7 @@ func TestCallsThatOutliveTheirRequest(t *testing.T) {
 	e.connect("acme", "echo")
 	sw := e.slowWorker(t, "slowpoke")
 	e.connect("acme", "slowpoke")
-	testenv.WaitFor(t, "the other edge sees the key", func() bool {
-		_, err := other.view.Snapshot().AuthenticateKey(key, time.Now())
-		return err == nil
-	})
+	other.knowsKey(t, key)
 
 	t.Run("another edge answers with the synchronous call's status, type and bytes", func(t *testing.T) {
 		const body = `{"hello":"world","n":1.0}`
@@ -323,29 +332,59 @@ func TestAsyncDeadlines(t *testing.T) {
 	}
 }
 
-// TestAsyncAnswersLargerThanARecord: an answer larger than a call's record keeps is a
-// clear failure, result_too_large, where the synchronous call answers it.
-func TestAsyncAnswersLargerThanARecord(t *testing.T) {
+// TestAsyncAnswersLargerThanAMessage: an answer past one NATS message is kept in the
+// answers' object store and read back whole through any edge, as the synchronous call
+// answers it: a tool's 10 MiB echo (sha256 compared) and a failure's envelope past
+// 1 MiB. Another key reads neither.
+func TestAsyncAnswersLargerThanAMessage(t *testing.T) {
 	e := newEnv(t)
+	other := newEnv(t, onServer(e.srv.ClientURL()))
+	e.runEcho(t)
 	key := e.account("acme", registry.Limits{})
+	stranger := e.account("globex", registry.Limits{})
+	e.connect("acme", "echo")
+	other.knowsKey(t, key)
+
+	body := jsonBody(t, 10<<20)
+	want := sha256.Sum256(body)
+	st, _ := e.startAsync(t, key, "echo", "echo", string(body))
+	got := other.readCall(t, key, st.ID, "the call ends", ended)
+	if got.status != http.StatusOK || got.header.Get(edge.HeaderCallStatus) != string(calls.Completed) ||
+		sha256.Sum256(got.body) != want || got.header.Get("Content-Length") != strconv.Itoa(len(body)) {
+		t.Fatalf("read through another edge: %d (%s), %d bytes, sha256 equal %v: %.200s", got.status,
+			got.header.Get(edge.HeaderCallStatus), len(got.body), sha256.Sum256(got.body) == want, got.body)
+	}
+	js, err := jetstream.New(e.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := js.ObjectStore(testenv.Context(t), calls.AnswerBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := obj.GetInfo(testenv.Context(t), st.ID); err != nil || info.Size != uint64(len(body)) {
+		t.Fatalf("the answer's object: %+v, %v", info, err)
+	}
+	e.do(http.MethodGet, "/calls/"+st.ID, "", "SERVICE_API_KEY", stranger).expect(t, http.StatusNotFound, gateway.CodeCallNotFound)
+
 	// JSON escapes '<' in six bytes: the envelope of this error is several times the
 	// tool's reply, which the bus carried.
 	data := []byte(`"` + strings.Repeat("<", 400_000) + `"`)
-	e.serve(echoTool, func(_ string, m *nats.Msg) {
+	e.serve(registry.Tool{ID: "bouncer", Methods: []registry.Method{{Name: "echo"}}}, func(_ string, m *nats.Msg) {
 		_ = m.RespondMsg(wire.ErrorReply(m.Reply, &wire.ToolError{Code: "big", Message: "too much", Data: data}))
 	})
-	e.connect("acme", "echo")
-	sync := e.call(key, "echo", "echo", `{}`)
+	e.connect("acme", "bouncer")
+	sync := e.call(key, "bouncer", "echo", `{}`)
 	sync.expect(t, http.StatusBadGateway, edge.CodeToolError)
 	if len(sync.body) <= int(e.nc.MaxPayload()) {
-		t.Fatalf("the envelope has %d bytes, no more than a record keeps", len(sync.body))
+		t.Fatalf("the envelope has %d bytes, no more than a message", len(sync.body))
 	}
-	r := e.call(key, "echo", "echo", `{}`, "Prefer", "respond-async")
-	st := decode[edge.CallStatus](t, r)
-	got := failedCall(t, e.readCall(t, key, st.ID, "the call ends", ended), http.StatusBadGateway, calls.Failed,
-		gateway.CodeResultTooLarge, r.header.Get("X-Request-Id"))
-	if !strings.Contains(got.Message, "Prefer: respond-async") {
-		t.Fatalf("message %q does not say how to have the answer", got.Message)
+	r := e.call(key, "bouncer", "echo", `{}`, "Prefer", "respond-async")
+	st = decode[edge.CallStatus](t, r)
+	failed := other.readCall(t, key, st.ID, "the call ends", ended)
+	failedCall(t, failed, http.StatusBadGateway, calls.Failed, edge.CodeToolError, r.header.Get("X-Request-Id"))
+	if len(failed.body) != len(sync.body) {
+		t.Fatalf("the envelope read back has %d bytes, the synchronous one %d", len(failed.body), len(sync.body))
 	}
 }
 

@@ -18,8 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/toolgate/toolgate/bus"
-	"github.com/toolgate/toolgate/bus/wire"
-	"github.com/toolgate/toolgate/calls"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/oauth"
 	"github.com/toolgate/toolgate/registry"
@@ -147,9 +145,7 @@ func (e *Edge) routes() *gin.Engine {
 		api.DELETE("/calls/:id", e.cancelCall)
 		// A call another edge ran, and left working when it died, is finished here
 		// from its stored answer, as that edge would have.
-		e.cfg.Calls.Adopt(nil, "", func(rec *calls.Record, reply *wire.Reply, err error) (calls.Outcome, bool) {
-			return e.callOutcome(reply, err, rec.RequestID), true
-		})
+		e.cfg.Calls.Adopt(nil, "", e.adoptedOutcome)
 	}
 
 	if e.cfg.MCP != nil {

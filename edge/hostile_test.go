@@ -18,9 +18,10 @@ import (
 	"github.com/toolgate/toolgate/registry"
 )
 
-// trickle opens a connection to the edge and sends the headers of a POST to path that
-// declares a body of declared bytes, and the first bytes of it, but nothing more. Its
-// Content-Type is JSON unless headers (name, value pairs) name another.
+// trickle opens a connection to the edge and sends the headers of a POST to path (or
+// of another method, when path begins with it: "PUT /x") that declares a body of
+// declared bytes, and the first bytes of it, but nothing more. Its Content-Type is JSON
+// unless headers (name, value pairs) name another.
 func (e *env) trickle(path string, declared int, first string, headers ...string) net.Conn {
 	e.t.Helper()
 	conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
@@ -29,7 +30,11 @@ func (e *env) trickle(path string, declared int, first string, headers ...string
 	}
 	e.t.Cleanup(func() { conn.Close() })
 	var b strings.Builder
-	fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: edge\r\nContent-Length: %d\r\n", path, declared)
+	method := http.MethodPost
+	if m, p, ok := strings.Cut(path, " "); ok {
+		method, path = m, p
+	}
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: edge\r\nContent-Length: %d\r\n", method, path, declared)
 	typed := false
 	for i := 0; i+1 < len(headers); i += 2 {
 		fmt.Fprintf(&b, "%s: %s\r\n", headers[i], headers[i+1])
@@ -60,14 +65,15 @@ func goroutinesIn(fn string) int {
 	return strings.Count(string(buf[:runtime.Stack(buf, true)]), fn+"(")
 }
 
-// TestDeclaredBodiesCostOnlyWhatArrives: callers who declare a body of a megabyte and
-// send a few bytes of it cost the edge what arrived and a bounded step more, not what
-// they declared.
+// TestDeclaredBodiesCostOnlyWhatArrives: a thousand callers who declare a body of a
+// megabyte, or of the 64 MiB a call's body may have (past one message, such a body
+// goes to the payloads bucket as it arrives), and send a few bytes of it cost the edge
+// what arrived and a bounded step more, not what they declared: no buffer, and no
+// write to the payloads bucket, is begun ahead of the bytes.
 func TestDeclaredBodiesCostOnlyWhatArrives(t *testing.T) {
 	const (
-		callers  = 250
-		declared = 1_000_000
-		perConn  = 64 << 10 // the bound each such caller may cost the edge's heap
+		callers = 1000
+		perConn = 64 << 10 // the bound each such caller may cost the edge's heap and stacks
 	)
 	e := newEnv(t, withEdge(func(c *edge.Config) { c.ReadBodyTimeout = 10 * time.Minute }))
 	key := e.account("acme", registry.Limits{})
@@ -79,56 +85,81 @@ func TestDeclaredBodiesCostOnlyWhatArrives(t *testing.T) {
 	}
 	e.client.CloseIdleConnections()
 
-	heap0, stack0 := heapInUse()
-	conns := make([]net.Conn, callers)
-	for i := range conns {
-		conns[i] = e.trickle("/tool-call/echo/echo", declared, `{"pad":"xxxxxx`, "SERVICE_API_KEY", key)
-	}
-	testenv.WaitFor(t, "every caller's body is being read", func() bool {
-		return goroutinesIn("github.com/toolgate/toolgate/edge.readBodyUpTo") == callers
-	})
-	heap1, stack1 := heapInUse()
-	heapEach := (int64(heap1) - int64(heap0)) / callers
-	stackEach := (int64(stack1) - int64(stack0)) / callers
-	t.Logf("%d callers declaring %d bytes and sending 14: heap %+d bytes each, goroutine stacks %+d bytes each",
-		callers, declared, heapEach, stackEach)
-	if heapEach > perConn {
-		t.Fatalf("each caller grew the edge's heap by %d bytes, want at most %d", heapEach, perConn)
-	}
-	for _, c := range conns {
-		c.Close()
+	for _, declared := range []int{1_000_000, int(edge.DefaultMaxPayloadBytes)} {
+		heap0, stack0 := heapInUse()
+		conns := make([]net.Conn, callers)
+		for i := range conns {
+			conns[i] = e.trickle("/tool-call/echo/echo", declared, `{"pad":"xxxxxx`, "SERVICE_API_KEY", key)
+		}
+		testenv.WaitFor(t, "every caller's body is being read", func() bool {
+			return goroutinesIn("github.com/toolgate/toolgate/edge.readBodyUpTo") == callers
+		})
+		heap1, stack1 := heapInUse()
+		heapEach := (int64(heap1) - int64(heap0)) / callers
+		stackEach := (int64(stack1) - int64(stack0)) / callers
+		t.Logf("%d callers declaring %d bytes and sending 14: heap %+d bytes each, goroutine stacks %+d bytes each",
+			callers, declared, heapEach, stackEach)
+		if heapEach+stackEach > perConn {
+			t.Fatalf("declaring %d bytes, each caller grew the edge's heap by %d bytes and its stacks by %d, want at most %d in all",
+				declared, heapEach, stackEach, perConn)
+		}
+		if writes := goroutinesIn("github.com/toolgate/toolgate/payloads.(*Store).Write"); writes != 0 {
+			t.Fatalf("declaring %d bytes, %d callers have a payload being written before their bytes came", declared, writes)
+		}
+		for _, c := range conns {
+			c.Close()
+		}
+		testenv.WaitFor(t, "the callers are gone", func() bool {
+			return goroutinesIn("github.com/toolgate/toolgate/edge.readBodyUpTo") == 0
+		})
 	}
 }
 
 // TestRefusedBeforeTheBody: a request refused before its body is read (its key, link or
 // sign-in form fails) is answered at once and its connection closed, without waiting
-// for the body it declared, on every route that takes a body. A request whose body
-// was read keeps its connection.
+// for the body it declared, on every route that takes a body, whatever length up to
+// the route's limit it declares. The authorization server's routes read their form to
+// authenticate the client (or, registering one, take anyone's): their bodies are held
+// to the edge's small body limit, and one declared past it is refused at once so. A
+// request whose body was read keeps its connection.
 func TestRefusedBeforeTheBody(t *testing.T) {
-	e := newEnv(t, withMCP(), withDashboard(), withEdge(func(c *edge.Config) { c.ReadBodyTimeout = 10 * time.Minute }))
+	e := newEnv(t, withMCP(), withDashboard(), withSignIn(), withEdge(func(c *edge.Config) { c.ReadBodyTimeout = 10 * time.Minute }))
 	key := e.account("acme", registry.Limits{})
 	e.serve(echoTool, echo)
 	e.connect("acme", "echo")
 	const badKey = "tg_not-a-key"
+	small := []int{1_000, 1_000_000}
+	payload := []int{1_000, 1_000_000, int(edge.DefaultMaxPayloadBytes)} // a call's body, up to the payload limit
+	pastSmall := []int{int(edge.DefaultMaxBodyBytes) + 1, 50_000_000}
+	form := []string{"Content-Type", "application/x-www-form-urlencoded"}
 	routes := []struct {
-		name    string
-		path    string
-		status  int
-		headers []string
+		name     string
+		path     string
+		status   int
+		declared []int
+		headers  []string
 	}{
-		{"a tool call with a bad key", "/tool-call/echo/echo", http.StatusUnauthorized, []string{"SERVICE_API_KEY", badKey}},
-		{"a tool call with no key", "/tool-call/echo/echo", http.StatusUnauthorized, nil},
-		{"the direct API with a bad key", "/tools/echo/echo", http.StatusUnauthorized, []string{"Authorization", "Bearer " + badKey}},
-		{"MCP with a bad key", "/tools/echo/mcp", http.StatusUnauthorized, []string{"SERVICE_API_KEY", badKey}},
-		{"legacy MCP messages with a bad key", "/tools/echo/sse/messages?sessionId=x", http.StatusUnauthorized, []string{"SERVICE_API_KEY", badKey}},
-		{"MCP through an unknown link", "/mcp/tgl_unknown", http.StatusNotFound, nil},
-		{"legacy MCP messages through an unknown link", "/mcp/tgl_unknown/messages?sessionId=x", http.StatusNotFound, nil},
-		{"the admin API with a bad key", "/admin/accounts", http.StatusUnauthorized, []string{"Authorization", "Bearer " + badKey}},
-		{"a dashboard sign-in without its form's cookie", "/dashboard/signin", http.StatusForbidden, []string{"Content-Type", "application/x-www-form-urlencoded"}},
-		{"a dashboard form without a session", "/dashboard/keys", http.StatusSeeOther, []string{"Content-Type", "application/x-www-form-urlencoded"}},
+		{"a tool call with a bad key", "/tool-call/echo/echo", http.StatusUnauthorized, payload, []string{"SERVICE_API_KEY", badKey}},
+		{"a tool call with no key", "/tool-call/echo/echo", http.StatusUnauthorized, payload, nil},
+		{"the direct API with a bad key", "/tools/echo/echo", http.StatusUnauthorized, payload, []string{"Authorization", "Bearer " + badKey}},
+		{"MCP with a bad key", "/tools/echo/mcp", http.StatusUnauthorized, payload, []string{"SERVICE_API_KEY", badKey}},
+		{"legacy MCP messages with a bad key", "/tools/echo/sse/messages?sessionId=x", http.StatusUnauthorized, payload, []string{"SERVICE_API_KEY", badKey}},
+		{"MCP through an unknown link", "/mcp/tgl_unknown", http.StatusNotFound, payload, nil},
+		{"legacy MCP messages through an unknown link", "/mcp/tgl_unknown/messages?sessionId=x", http.StatusNotFound, payload, nil},
+		{"the admin API with a bad key", "/admin/accounts", http.StatusUnauthorized, small, []string{"Authorization", "Bearer " + badKey}},
+		{"an approval's decision with a bad key", "/admin/approvals/apr_x", http.StatusUnauthorized, small, []string{"Authorization", "Bearer " + badKey}},
+		{"a connection's credentials with a bad key", "PUT /admin/connections/acme/echo/credentials", http.StatusUnauthorized, small, []string{"Authorization", "Bearer " + badKey}},
+		{"a connection's credentials patched with a bad key", "PATCH /admin/connections/acme/echo/credentials", http.StatusUnauthorized, small, []string{"Authorization", "Bearer " + badKey}},
+		{"a dashboard sign-in without its form's cookie", "/dashboard/signin", http.StatusForbidden, small, form},
+		{"a dashboard form without a session", "/dashboard/keys", http.StatusSeeOther, small, form},
+		{"a consent's answer without a session", "/dashboard/oauth/consent", http.StatusSeeOther, small, form},
+		{"a token request past the small limit", "/oauth/token", http.StatusRequestEntityTooLarge, pastSmall, form},
+		{"a revocation past the small limit", "/revoke", http.StatusRequestEntityTooLarge, pastSmall, form},
+		{"a client's registration past the small limit", "/oauth/register", http.StatusRequestEntityTooLarge, pastSmall, nil},
+		{"a tool call past the payload limit", "/tool-call/echo/echo", http.StatusRequestEntityTooLarge, []int{int(edge.DefaultMaxPayloadBytes) + 1}, []string{"SERVICE_API_KEY", key}},
 	}
 	for _, rt := range routes {
-		for _, declared := range []int{1_000, 1_000_000} {
+		for _, declared := range rt.declared {
 			t.Run(fmt.Sprintf("%s, declaring %d bytes", rt.name, declared), func(t *testing.T) {
 				const callers = 10
 				var wg sync.WaitGroup

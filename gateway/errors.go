@@ -102,7 +102,6 @@ const (
 	CodeToolUnavailable      = "tool_unavailable"
 	CodeToolTimeout          = "tool_timeout"
 	CodeCallNotFound         = "call_not_found"
-	CodeResultTooLarge       = "result_too_large"
 	CodeApprovalDenied       = "approval_denied"
 	CodeApprovalExpired      = "approval_expired"
 	CodeSignInRequired       = "sign_in_required"
@@ -176,10 +175,6 @@ var (
 	// expired, or was made by another key, alike.
 	KindCallNotFound = &Kind{Code: CodeCallNotFound, Status: http.StatusNotFound, RPC: RPCInvalidParams,
 		Text: "no such call: it does not exist, it expired, or another key made it"}
-	// An answer larger than a call's record can keep: the call ran, and its answer is
-	// not kept.
-	KindResultTooLarge = &Kind{Code: CodeResultTooLarge, Status: http.StatusBadGateway, RPC: RPCInternalError, InResult: true,
-		Text: "the call's answer is larger than a call's record keeps"}
 	// A call the account's rules hold for a person's approval (package approvals):
 	// the person denied it, or nobody decided before its approval expired.
 	KindApprovalDenied = &Kind{Code: CodeApprovalDenied, Status: http.StatusForbidden, RPC: RPCApprovalDenied, InResult: true,
@@ -207,7 +202,7 @@ var Kinds = []*Kind{
 	KindForbidden, KindToolNotFound, KindMethodNotFound, KindRPCMethodNotFound, KindSessionNotFound, KindNotFound,
 	KindMethodNotAllowed, KindConflict, KindPayloadTooLarge, KindUnsupportedMediaType,
 	KindRateLimited, KindQuotaExceeded, KindSessionLimit, KindCanceled, KindInternal, KindToolError,
-	KindToolUnavailable, KindCallLost, KindToolTimeout, KindCallNotFound, KindResultTooLarge, KindConnectionRequired,
+	KindToolUnavailable, KindCallLost, KindToolTimeout, KindCallNotFound, KindConnectionRequired,
 	KindApprovalDenied, KindApprovalExpired, KindAuditUnavailable,
 	KindSignInRequired, KindInvalidToken, KindInsufficientScope,
 }

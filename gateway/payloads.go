@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -85,10 +86,32 @@ func (g *Gateway) TakeReply(ctx context.Context, c *Call, reply *wire.Reply) (*w
 	return g.takeReply(ctx, c, reply)
 }
 
+// PeekReply is TakeReply leaving the payload in the bucket: for a reply read by an
+// edge other than the one whose call it answers (the end of a call whose edge may have
+// died, recorded by whichever edge reads it first), as that edge removes the payload
+// once it took it, or the bucket's TTL does.
+// It fails with ErrPayloadUnread when the payload cannot be read (the edge running the
+// call took it), for its reader to leave the reply to that edge.
+func (g *Gateway) PeekReply(ctx context.Context, c *Call, reply *wire.Reply) (*wire.Reply, error) {
+	r, err := g.readReply(ctx, c, reply, false)
+	if te, ok := errors.AsType[*wire.ToolError](err); ok && te.Code == wire.CodeBadReply {
+		return nil, fmt.Errorf("%w: %s", ErrPayloadUnread, te.Message)
+	}
+	return r, err
+}
+
+// ErrPayloadUnread is PeekReply's failure to read the payload a reply names.
+var ErrPayloadUnread = errors.New("gateway: the reply's payload could not be read")
+
 // takeReply checks a reply that names a payload against the caller's limit, and,
 // unless its caller streams it (c.StreamReply), reads it whole into the reply and
 // removes it. A streamed reply's payload is its caller's to remove (Payloads().Delete).
 func (g *Gateway) takeReply(ctx context.Context, c *Call, reply *wire.Reply) (*wire.Reply, error) {
+	return g.readReply(ctx, c, reply, true)
+}
+
+// readReply is takeReply, which removes the payload it read only when remove is set.
+func (g *Gateway) readReply(ctx context.Context, c *Call, reply *wire.Reply, remove bool) (*wire.Reply, error) {
 	p, ok, err := wire.PayloadOf(reply.Header)
 	if !ok {
 		if g.payloads != nil && int64(len(reply.Data)) > g.PayloadLimit(c.Principal.Account) {
@@ -100,14 +123,18 @@ func (g *Gateway) takeReply(ctx context.Context, c *Call, reply *wire.Reply) (*w
 		return nil, &wire.ToolError{Code: wire.CodeBadReply, Message: fmt.Sprintf("tool sent a payload it cannot send: %v", err)}
 	}
 	if limit := g.PayloadLimit(c.Principal.Account); p.Size > limit {
-		g.payloads.Delete(context.WithoutCancel(ctx), c.Tool, p)
+		if remove {
+			g.payloads.Delete(context.WithoutCancel(ctx), c.Tool, p)
+		}
 		return nil, TooLarge("reply", p.Size, limit)
 	}
 	reply.Payload = &p
 	if c.StreamReply {
 		return reply, nil
 	}
-	defer g.payloads.Delete(context.WithoutCancel(ctx), c.Tool, p)
+	if remove {
+		defer g.payloads.Delete(context.WithoutCancel(ctx), c.Tool, p)
+	}
 	if reply.Data, err = g.payloads.Read(ctx, c.Tool, p); err != nil {
 		return nil, &wire.ToolError{Code: wire.CodeBadReply, Message: fmt.Sprintf("the reply's payload could not be read: %v", err)}
 	}

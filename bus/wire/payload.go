@@ -19,6 +19,10 @@ import (
 // PayloadBucket is the object store that holds the payloads past a message's size.
 const PayloadBucket = "tg-payloads"
 
+// AnswerBucket is the object store that holds the answers of calls that outlive their
+// request past a message's size (package calls), as long as their records.
+const AnswerBucket = "tg-call-answers"
+
 // HeaderPayload marks a message whose body is in PayloadBucket: "<id> <size> <parts>",
 // the payload's id (a token), its size in bytes and the number of its parts.
 const HeaderPayload = "Tg-Payload"

@@ -179,7 +179,13 @@ func retryHeader(base nats.Header, state string, answers map[string]json.RawMess
 // client for input ends nothing, since only the edge running the task could call the
 // tool again.
 func (s *Server) adoptKeptTasks() {
-	s.cfg.Tasks.Adopt(s.storedAnswer, calls.ProtocolMCP, func(rec *calls.Record, reply *wire.Reply, err error) (calls.Outcome, bool) {
+	s.cfg.Tasks.Adopt(s.storedAnswer, calls.ProtocolMCP, func(ctx context.Context, rec *calls.Record, reply *wire.Reply, err error) (calls.Outcome, bool) {
+		if err == nil { // a large answer names its payload, read whole here
+			c := &gateway.Call{Tool: rec.Tool, Principal: registry.Principal{Account: rec.Account}}
+			if reply, err = s.gw.PeekReply(ctx, c, reply); errors.Is(err, gateway.ErrPayloadUnread) {
+				return calls.Outcome{}, false // gone: the edge running the task took it
+			}
+		}
 		if _, asks := askedInput(reply, err); asks {
 			return calls.Outcome{}, false
 		}
