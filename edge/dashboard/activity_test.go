@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -89,7 +90,7 @@ func TestActivityPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor("the scoped key", func(s *registry.Snapshot) bool { return len(s.Account(testAccount).ID) > 0 })
+	e.waitFor("the scoped key", func(s *registry.Snapshot) bool { _, err := s.AuthenticateKey(scoped, time.Now()); return err == nil })
 	limited := e.user()
 	limited.signIn(scoped)
 	for _, rel := range []string{"calls", "usage"} {
