@@ -3,10 +3,12 @@ package audit
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolgate/toolgate/bus/wire"
@@ -70,6 +72,35 @@ func (f Filter) subject(s wire.Subjects) string {
 // Read returns the records f picks, oldest first, through an ephemeral consumer of
 // the stream that the server filters by subject.
 func (t *Trail) Read(ctx context.Context, f Filter) (Page, error) {
+	return readAgain(ctx, func() (Page, error) { return t.read(ctx, f) })
+}
+
+// ReadAttempts bounds how often a read of the trail is tried when JetStream had no
+// responder for one of its requests, as happens for a moment while a server of the
+// cluster comes or goes; ReadPause is the wait between two tries. A read changes
+// nothing, so trying it again is safe.
+const (
+	ReadAttempts = 5
+	ReadPause    = 200 * time.Millisecond
+)
+
+// readAgain runs read until it succeeds, fails otherwise than for want of a
+// responder, or has been tried ReadAttempts times.
+func readAgain(ctx context.Context, read func() (Page, error)) (Page, error) {
+	for attempt := 1; ; attempt++ {
+		page, err := read()
+		if err == nil || !errors.Is(err, nats.ErrNoResponders) || attempt == ReadAttempts {
+			return page, err
+		}
+		select {
+		case <-ctx.Done():
+			return Page{}, err
+		case <-time.After(ReadPause):
+		}
+	}
+}
+
+func (t *Trail) read(ctx context.Context, f Filter) (Page, error) {
 	limit := f.limit()
 	cfg := jetstream.ConsumerConfig{
 		FilterSubject:     f.subject(t.opts.Subjects),
@@ -144,6 +175,10 @@ func (f Filter) limit() int {
 // at a time, each window further back and four times as long as the last, until it
 // has a record more than the page holds or has reached the stream's first record.
 func (t *Trail) ReadBack(ctx context.Context, f Filter) (Page, error) {
+	return readAgain(ctx, func() (Page, error) { return t.readBack(ctx, f) })
+}
+
+func (t *Trail) readBack(ctx context.Context, f Filter) (Page, error) {
 	limit := f.limit()
 	st, err := t.js.Stream(ctx, t.stream)
 	if err != nil {
