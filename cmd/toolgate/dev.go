@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -254,7 +255,10 @@ func serveDev(ctx context.Context, cfg devConfig, st *devState, natsURL string, 
 // printDevBanner says what a newcomer needs: where everything is, the key, and a
 // first call to make; or, when the key in the data directory no longer works, that it
 // does not and how to make a new one.
-func printDevBanner(out io.Writer, cfg devConfig, st *devState, base, natsURL string) {
+func printDevBanner(w io.Writer, cfg devConfig, st *devState, base, natsURL string) {
+	// One write, so that a reader never sees the banner without its key.
+	out := &bytes.Buffer{}
+	defer func() { _, _ = w.Write(out.Bytes()) }()
 	fmt.Fprintf(out, `
 toolgate dev is running.
 
