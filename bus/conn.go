@@ -96,11 +96,11 @@ const (
 	MaxPingsOut  = 2
 )
 
-// DialTimeout bounds opening the TCP connection to one server address: an address
-// that does not answer (a node cut off the network, or one that moved) is left for
-// the next within it, so a client reconnecting tries every node in seconds. The
-// handshake after it (TLS, the server's check of the credentials) has the client's
-// own timeout, 5 seconds.
+// DialTimeout bounds opening the TCP connection to one server address, the lookup of
+// its name included: an address that does not answer (a node cut off the network, or
+// one that moved) is left for the next within it, so a client reconnecting tries every
+// node in seconds. The handshake after it (TLS, the server's check of the credentials)
+// has the client's own timeout, 5 seconds.
 const DialTimeout = time.Second
 
 // Connect dials NATS with the options every toolgate role wants: reconnect forever
@@ -129,6 +129,11 @@ func Connect(url, name string, log *slog.Logger, extra ...nats.Option) (*nats.Co
 		nats.Timeout(5 * time.Second),
 		nats.PingInterval(PingInterval),
 		nats.MaxPingsOutstanding(MaxPingsOut),
+		// The client would look a server's name up itself, with no deadline: a
+		// lookup the DNS server drops (as a container network's resolver does while
+		// it reloads, when a node leaves the network) holds the reconnect for the
+		// resolver's 5 seconds. Left to the dialer, the lookup is part of DialTimeout.
+		nats.SkipHostLookup(),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				log.Warn("nats disconnected", "err", err)

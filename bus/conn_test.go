@@ -2,12 +2,15 @@ package bus_test
 
 import (
 	"bufio"
+	"context"
 	"errors"
+	"io"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,3 +144,62 @@ func TestAConnectionLeavesAServerThatStopsAnswering(t *testing.T) {
 		t.Fatalf("the connection on the other node: %v", err)
 	}
 }
+
+// TestALookupTheDNSServerDropsCostsOneDial: while a container network's DNS server
+// reloads (a node has just left the network) it drops queries, and a client that
+// waited the resolver's own 5 seconds for one would be that long without a node. A
+// connection's lookups are part of its dial, bounded by DialTimeout, after which the
+// next address is tried. Here the DNS server never answers at all: a lookup without
+// the dial's deadline would hold Connect for good.
+func TestALookupTheDNSServerDropsCostsOneDial(t *testing.T) {
+	var mu sync.Mutex
+	var opened []net.Conn
+	saved := net.DefaultResolver
+	net.DefaultResolver = &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
+		asked, server := net.Pipe()
+		go func() { _, _ = io.Copy(io.Discard, server) }() // takes every query, answers none
+		mu.Lock()
+		opened = append(opened, asked, server)
+		mu.Unlock()
+		return deaf{asked}, nil
+	}}
+	t.Cleanup(func() {
+		net.DefaultResolver = saved
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range opened {
+			_ = c.Close()
+		}
+	})
+
+	srv := testenv.Server(t)
+	_, port, _ := net.SplitHostPort(srv.Addr().String())
+	done := make(chan *nats.Conn, 1)
+	go func() {
+		nc, err := bus.Connect("nats://unanswered.invalid:"+port+","+srv.ClientURL(), "test", testenv.Logger(t), nats.DontRandomize())
+		if err != nil {
+			t.Error(err)
+		}
+		done <- nc
+	}()
+	select {
+	case nc := <-done:
+		if nc == nil {
+			return
+		}
+		defer nc.Close()
+		if nc.ConnectedUrl() != srv.ClientURL() {
+			t.Errorf("connected to %s", nc.ConnectedUrl())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Connect is still waiting on a lookup the DNS server never answers")
+	}
+}
+
+// deaf is a connection to a DNS server that ignores the deadlines the resolver sets,
+// so a lookup ends only when its caller stops waiting.
+type deaf struct{ net.Conn }
+
+func (deaf) SetDeadline(time.Time) error      { return nil }
+func (deaf) SetReadDeadline(time.Time) error  { return nil }
+func (deaf) SetWriteDeadline(time.Time) error { return nil }
