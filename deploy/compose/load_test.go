@@ -34,9 +34,9 @@ type tally struct {
 	fails []failure
 	// origin is the moment failures are told from (the fault's); zero prints none.
 	origin time.Time
-	// slowest is, for keys, the longest an edge took to accept a new key or refuse a
-	// revoked one.
-	slowest time.Duration
+	// slowestMade and slowestRevoked are, for keys, the longest an edge took to
+	// accept a new key, and to refuse a revoked one after its DELETE was answered.
+	slowestMade, slowestRevoked time.Duration
 }
 
 type failure struct {
@@ -106,8 +106,9 @@ func (c *tally) String() string {
 		n += v
 	}
 	s := fmt.Sprintf("sent %d, answered %d, failed %d {%s}, hung %d", c.sent, c.answered, n, strings.Join(kinds, " "), c.hung)
-	if c.slowest > 0 {
-		s += fmt.Sprintf(", slowest to take effect on the edge %s", c.slowest.Round(100*time.Millisecond))
+	if c.slowestMade > 0 || c.slowestRevoked > 0 {
+		s += fmt.Sprintf(", slowest on the edge: a new key accepted after %s, a revoked one refused after %s",
+			c.slowestMade.Round(100*time.Millisecond), c.slowestRevoked.Round(100*time.Millisecond))
 	}
 	if c.retried > 0 {
 		s += fmt.Sprintf(", resent after connection errors %d", c.retried)
@@ -279,7 +280,7 @@ func (l *adminLoad) cycle(edge string) string {
 	if !until(keyTakesEffect, func() bool { s, _ := get(edge+"/get-tools", k.Key); return s == http.StatusOK }) {
 		return "new-key-refused"
 	}
-	l.add(func(c *tally) { c.slowest = max(c.slowest, time.Since(madeAt)) })
+	l.add(func(c *tally) { c.slowestMade = max(c.slowestMade, time.Since(madeAt)) })
 	if status, _ := l.do(http.MethodDelete, edge+"/admin/keys/"+k.ID, ""); status != http.StatusNoContent && status != http.StatusOK {
 		return fmt.Sprintf("revoke-%d", status)
 	}
@@ -287,7 +288,7 @@ func (l *adminLoad) cycle(edge string) string {
 	if !until(keyTakesEffect, func() bool { s, _ := get(edge+"/get-tools", k.Key); return s == http.StatusUnauthorized }) {
 		return "revoked-key-works"
 	}
-	l.add(func(c *tally) { c.slowest = max(c.slowest, time.Since(revokedAt)) })
+	l.add(func(c *tally) { c.slowestRevoked = max(c.slowestRevoked, time.Since(revokedAt)) })
 	return ""
 }
 
