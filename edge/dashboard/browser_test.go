@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // The browser tests drive headless Chromium through the dashboard as a person would,
@@ -23,17 +24,7 @@ import (
 // says where.
 
 // chromium finds a Chromium or Chrome binary: $TOOLGATE_CHROMIUM, or one on PATH.
-func chromium() (string, bool) {
-	if p := os.Getenv("TOOLGATE_CHROMIUM"); p != "" {
-		return p, true
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p, true
-		}
-	}
-	return "", false
-}
+func chromium() (string, bool) { return testenv.ChromiumPath() }
 
 type viewport struct {
 	name          string
@@ -73,24 +64,7 @@ type browser struct {
 }
 
 func newBrowser(t *testing.T, bin string, vp viewport) *browser {
-	profile := t.TempDir()
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(bin),
-		chromedp.UserDataDir(profile),
-		// The network here is closed: without these, Chromium waits on connections
-		// that never come.
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(int(vp.width), int(vp.height)),
-	}
+	opts := append(testenv.ChromiumOptions(bin, t.TempDir()), chromedp.WindowSize(int(vp.width), int(vp.height)))
 	ctx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancelAlloc)
 	ctx, cancelBrowser := chromedp.NewContext(ctx, chromedp.WithLogf(t.Logf))
