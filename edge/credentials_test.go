@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
 	"github.com/toolgate/toolgate/bus/wire"
@@ -50,6 +49,7 @@ func mailTool(key nkeys.KeyPair) registry.Tool {
 // reaches the tool's workers with the values sealed to the tool's key.
 func TestConnectionCredentials(t *testing.T) {
 	const canary = "canary-7f3a9c-secret-value"
+	spans() // the edge's spans are kept, to be searched for the value
 	e := newEnv(t, withCredentials(testKeyring(t)))
 	toolKey, _ := nkeys.CreateCurveKeys()
 	tool := mailTool(toolKey)
@@ -137,29 +137,21 @@ func TestConnectionCredentials(t *testing.T) {
 // for value.
 func assertNoPlaintext(t *testing.T, e *env, value string) {
 	t.Helper()
-	js, _ := jetstream.New(e.nc)
-	ctx := testenv.Context(t)
-	st, err := js.Stream(ctx, "KV_"+credentials.Bucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, _ := st.Info(ctx)
-	raw := 0
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
-		m, err := st.GetMsg(ctx, seq)
-		if err != nil {
-			continue
-		}
-		raw++
-		if bytes.Contains(m.Data, []byte(value)) {
-			t.Errorf("the credentials bucket's message %d holds the value in plaintext", seq)
-		}
-	}
-	if raw == 0 {
-		t.Fatal("the credentials bucket holds no message to search")
+	if read := testenv.SearchStreams(t, e.nc, value); read["KV_"+credentials.Bucket] == 0 {
+		t.Fatalf("the credentials bucket holds no message to search (read %v)", read)
 	}
 	if strings.Contains(e.logs.String(), value) {
 		t.Error("the edge's log holds the value")
+	}
+	ended, err := json.Marshal(spans().GetSpans())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(ended, []byte("/tool-call/:tool/:method")) {
+		t.Fatal("no span of a tool call to search")
+	}
+	if bytes.Contains(ended, []byte(value)) {
+		t.Error("a span holds the value")
 	}
 }
 
