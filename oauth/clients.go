@@ -137,9 +137,10 @@ type errBadRegistration struct{ code, desc string }
 
 func (e *errBadRegistration) Error() string { return e.code + ": " + e.desc }
 
-// register stores a new client from reg and answers with its id (and secret, for a
-// confidential one: only its hash is kept).
-func (s *Server) register(ctx context.Context, reg Registration) (Registration, error) {
+// register stores a new client from reg, registered from source, and answers with
+// its id (and secret, for a confidential one: only its hash is kept). A request the
+// limits refuse, or a bad one, changes nothing.
+func (s *Server) register(ctx context.Context, reg Registration, source string) (Registration, error) {
 	if len(reg.RedirectURIs) == 0 || len(reg.RedirectURIs) > 10 {
 		return reg, &errBadRegistration{"invalid_redirect_uri", "give between 1 and 10 redirect_uris"}
 	}
@@ -156,6 +157,9 @@ func (s *Server) register(ctx context.Context, reg Registration) (Registration, 
 	}
 	if !slices.Contains([]oidc.AuthMethod{oidc.AuthMethodNone, oidc.AuthMethodBasic, oidc.AuthMethodPost}, reg.Method) {
 		return reg, &errBadRegistration{"invalid_client_metadata", "token_endpoint_auth_method must be none, client_secret_basic or client_secret_post"}
+	}
+	if err := s.admitRegistration(ctx, source); err != nil {
+		return Registration{}, err
 	}
 	c := &client{ID: registry.NewID("tgc_"), Name: reg.ClientName, Redirects: reg.RedirectURIs, Method: reg.Method, RegisteredAt: time.Now().UTC()}
 	reg.ClientID, reg.ClientIDIssued = c.ID, c.RegisteredAt.Unix()

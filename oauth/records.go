@@ -109,6 +109,7 @@ func toolScopesOf(scopes []string) []string {
 type records struct {
 	requests, grants jetstream.KeyValue
 	js               jetstream.JetStream
+	requestStream    jetstream.Stream // requests' keys are removed from it whole
 }
 
 func openRecords(ctx context.Context, store *registry.Store) (*records, error) {
@@ -124,7 +125,11 @@ func openRecords(ctx context.Context, store *registry.Store) (*records, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oauth: grant bucket: %w", err)
 	}
-	return &records{requests: req, grants: gr, js: store.JetStream()}, nil
+	rs := &records{requests: req, grants: gr, js: store.JetStream()}
+	if rs.requestStream, err = rs.js.Stream(ctx, "KV_"+RequestBucket); err != nil {
+		return nil, fmt.Errorf("oauth: request bucket: %w", err)
+	}
+	return rs, nil
 }
 
 // errNotFound: no such record (or it expired).
@@ -154,7 +159,15 @@ func (rs *records) write(ctx context.Context, kv jetstream.KeyValue, key string,
 	return nil
 }
 
+// remove forgets key. A request's key leaves no purge marker, so that the requests
+// counted against Limits.MaxPending are the ones in progress.
 func (rs *records) remove(ctx context.Context, kv jetstream.KeyValue, key string) error {
+	if kv == rs.requests {
+		if err := rs.requestStream.Purge(ctx, jetstream.WithPurgeSubject("$KV."+RequestBucket+"."+key)); err != nil {
+			return fmt.Errorf("oauth: remove %s: %w", key, err)
+		}
+		return nil
+	}
 	if err := kv.Purge(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("oauth: remove %s: %w", key, err)
 	}

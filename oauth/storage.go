@@ -47,6 +47,9 @@ func (st storage) CreateAuthRequest(ctx context.Context, ar *oidc.AuthRequest, _
 	if len(scopes) == 0 && !params.noScope {
 		return nil, oidc.ErrInvalidScope().WithDescription("ask for <tool>:list and <tool>:call, as the resource's metadata names them")
 	}
+	if err := st.s.admitRequest(ctx); err != nil {
+		return nil, err
+	}
 	r := &request{
 		ID: registry.NewID("ar"), ClientID: ar.ClientID, RedirectURI: ar.RedirectURI, State: ar.State, Nonce: ar.Nonce,
 		Scopes: append(scopes, oidc.ScopeOfflineAccess), ResponseType: ar.ResponseType, ResponseMode: ar.ResponseMode,
