@@ -16,6 +16,7 @@ var edgeBuckets = []string{
 	wire.BucketTools, "tg-accounts", "tg-keys", "tg-connections", "tg-links",
 	wire.BucketPresence, wire.BucketSessions, "tg-rates", "tg-quotas", "tg-dashboard-sessions", "tg-calls", "tg-approvals",
 	"tg-credentials", "tg-oauth", "tg-oauth-keys", "tg-oauth-requests", "tg-oauth-grants",
+	"tg-oauth-clients",
 }
 
 func prefix(s wire.Subjects) string {

@@ -20,8 +20,9 @@ import (
 )
 
 // client is an OAuth client as the provider sees it: one that names itself by the
-// URL of its metadata document (a client ID metadata document), or one that
-// registered (RFC 7591) and is kept in the grants' bucket.
+// URL of its metadata document (a client ID metadata document), one that registered
+// (RFC 7591) and is kept in the grants' bucket, or one the operator registered, kept
+// in the clients' bucket (preregistered.go).
 type client struct {
 	ID           string          `json:"client_id"`
 	Name         string          `json:"client_name,omitempty"`
@@ -186,7 +187,11 @@ func (s *Server) client(ctx context.Context, id string) (*client, error) {
 		}
 	} else {
 		c = &client{}
-		if err := s.records.read(ctx, s.records.grants, clientKey(id), c); err != nil {
+		err := s.records.read(ctx, s.records.clients, clientKey(id), c) // pre-registered
+		if errors.Is(err, errNotFound) {
+			err = s.records.read(ctx, s.records.grants, clientKey(id), c) // registered dynamically
+		}
+		if err != nil {
 			return nil, fmt.Errorf("oauth: unknown client %q: %w", id, err)
 		}
 	}

@@ -107,9 +107,9 @@ func toolScopesOf(scopes []string) []string {
 
 // records are the buckets.
 type records struct {
-	requests, grants jetstream.KeyValue
-	js               jetstream.JetStream
-	requestStream    jetstream.Stream // requests' keys are removed from it whole
+	requests, grants, clients jetstream.KeyValue
+	js                        jetstream.JetStream
+	requestStream             jetstream.Stream // requests' keys are removed from it whole
 }
 
 func openRecords(ctx context.Context, store *registry.Store) (*records, error) {
@@ -125,7 +125,13 @@ func openRecords(ctx context.Context, store *registry.Store) (*records, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oauth: grant bucket: %w", err)
 	}
-	rs := &records{requests: req, grants: gr, js: store.JetStream()}
+	cl, err := store.OpenBucket(ctx, jetstream.KeyValueConfig{
+		Bucket: ClientBucket, Description: "toolgate OAuth clients the operator registered", History: 1,
+	}, false)
+	if err != nil {
+		return nil, fmt.Errorf("oauth: client bucket: %w", err)
+	}
+	rs := &records{requests: req, grants: gr, clients: cl, js: store.JetStream()}
 	if rs.requestStream, err = rs.js.Stream(ctx, "KV_"+RequestBucket); err != nil {
 		return nil, fmt.Errorf("oauth: request bucket: %w", err)
 	}
@@ -155,6 +161,18 @@ func (rs *records) write(ctx context.Context, kv jetstream.KeyValue, key string,
 	}
 	if _, err := kv.Put(ctx, key, b); err != nil {
 		return fmt.Errorf("oauth: write %s: %w", key, err)
+	}
+	return nil
+}
+
+// create writes key unless it exists (jetstream.ErrKeyExists).
+func (rs *records) create(ctx context.Context, kv jetstream.KeyValue, key string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if _, err := kv.Create(ctx, key, b); err != nil {
+		return fmt.Errorf("oauth: create %s: %w", key, err)
 	}
 	return nil
 }
