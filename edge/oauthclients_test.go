@@ -2,7 +2,6 @@ package edge_test
 
 import (
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -65,25 +64,7 @@ func TestPreRegisteredClients(t *testing.T) {
 	}
 
 	ctx := testenv.Context(t)
-	signIn := func(cfg oauth2.Config) *oauth2.Token {
-		t.Helper()
-		verifier := oauth2.GenerateVerifier()
-		browse(t, e, cfg.AuthCodeURL("st4te", oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", link)), key)
-		var got url.Values
-		select {
-		case got = <-app.responses:
-		case <-time.After(testenv.Patience):
-			t.Fatal("no authorization response reached the client")
-		}
-		if got.Get("state") != "st4te" || got.Get("iss") != e.url || got.Get("code") == "" {
-			t.Fatalf("authorization response %v", got)
-		}
-		tok, err := cfg.Exchange(ctx, got.Get("code"), oauth2.VerifierOption(verifier), oauth2.SetAuthURLParam("resource", link))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tok
-	}
+	signIn := func(cfg oauth2.Config) *oauth2.Token { t.Helper(); return signInAs(t, e, app, cfg, key, link) }
 	endpoint := oauth2.Endpoint{AuthURL: e.url + "/authorize", TokenURL: e.url + "/oauth/token", AuthStyle: oauth2.AuthStyleInHeader}
 	cfg := oauth2.Config{ClientID: "acme-desktop", ClientSecret: added.Secret, RedirectURL: callback, Scopes: []string{"kit:list", "kit:call"}, Endpoint: endpoint}
 	tok := signIn(cfg)

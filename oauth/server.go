@@ -314,18 +314,8 @@ func (s *Server) Grants(ctx context.Context, account string) ([]Grant, error) {
 // RevokeGrant removes a grant of account: its refresh token stops working, and its
 // access tokens are refused from then on, by every edge once it is announced.
 func (s *Server) RevokeGrant(ctx context.Context, account, id string) error {
-	key := grantKey(account, id)
-	var g Grant
-	if err := s.records.read(ctx, s.records.grants, key, &g); err != nil {
-		return err
-	}
-	if g.RefreshHash != "" {
-		if err := s.records.remove(ctx, s.records.grants, "refresh."+g.RefreshHash); err != nil {
-			return err
-		}
-	}
-	if err := s.records.remove(ctx, s.records.grants, key); err != nil {
-		return err
-	}
-	return s.announce(ctx, key)
+	return s.revoke(ctx, func(ctx context.Context) (*Grant, error) {
+		var g Grant
+		return &g, s.records.read(ctx, s.records.grants, grantKey(account, id), &g)
+	})
 }
