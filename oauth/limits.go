@@ -35,6 +35,21 @@ func DefaultLimits() Limits {
 	return Limits{MaxClients: 10000, RegistrationsPerMinute: 10, MaxPending: 10000}
 }
 
+// orDefaults is l with each zero limit DefaultLimits' own.
+func (l Limits) orDefaults() Limits {
+	d := DefaultLimits()
+	if l.MaxClients == 0 {
+		l.MaxClients = d.MaxClients
+	}
+	if l.RegistrationsPerMinute == 0 {
+		l.RegistrationsPerMinute = d.RegistrationsPerMinute
+	}
+	if l.MaxPending == 0 {
+		l.MaxPending = d.MaxPending
+	}
+	return l
+}
+
 // Validate names the first limit that is wrong.
 func (l Limits) Validate() error {
 	switch {

@@ -51,8 +51,8 @@ type ServerConfig struct {
 	// LoopbackDocuments lets a client name itself by an http URL on a loopback
 	// address (a test's, or a development stack's own machine); off, only https ones.
 	LoopbackDocuments bool
-	// Limits bound the clients and authorization requests strangers can make
-	// (zero: DefaultLimits).
+	// Limits bound the clients and authorization requests strangers can make (a
+	// zero limit: DefaultLimits' own).
 	Limits Limits
 }
 
@@ -61,9 +61,7 @@ func NewServer(ctx context.Context, store *registry.Store, is *Issuer, cfg Serve
 	if cfg.TokenTTL <= 0 || cfg.LoginURL == nil {
 		return nil, errors.New("oauth: a token lifetime and a login page are required")
 	}
-	if cfg.Limits == (Limits{}) {
-		cfg.Limits = DefaultLimits()
-	}
+	cfg.Limits = cfg.Limits.orDefaults()
 	if err := cfg.Limits.Validate(); err != nil {
 		return nil, fmt.Errorf("oauth: %w", err)
 	}
