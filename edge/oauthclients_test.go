@@ -2,6 +2,7 @@ package edge_test
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -98,6 +99,10 @@ func TestPreRegisteredClients(t *testing.T) {
 	}
 	if _, err := cfg.TokenSource(ctx, &oauth2.Token{RefreshToken: fresh.RefreshToken}).Token(); err == nil {
 		t.Fatal("a deleted client refreshed its token")
+	}
+	grants, err := e.authServer.Grants(ctx, "acme")
+	if err != nil || !slices.ContainsFunc(grants, func(g oauth.Grant) bool { return g.Client == "acme-desktop" }) {
+		t.Fatalf("after the client's deletion acme's grants are %+v (%v): want the deleted client's still listed", grants, err)
 	}
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := noRedirect.Get(cfg.AuthCodeURL("s", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()), oauth2.SetAuthURLParam("resource", link)))
