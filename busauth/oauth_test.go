@@ -7,7 +7,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolgate/toolgate/busauth"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/oauth"
 )
@@ -17,12 +16,7 @@ import (
 // bucket holds and removes an ended request whole from the requests' stream; it may
 // purge no other OAuth bucket.
 func TestEdgeRunsTheAuthorizationServer(t *testing.T) {
-	sec := testenv.NewSecurity(t)
-	srv := testenv.SecureServer(t, sec, true)
-	admin := testenv.SecureConn(t, srv.ClientURL(), sec.Client(sec.Deployment.CredsFile(busauth.RoleAdmin), true))
-	testenv.Store(t, admin, 1)
-	errs := make(violations, 64)
-	edge := testenv.SecureConn(t, srv.ClientURL(), sec.Client(sec.Deployment.CredsFile(busauth.RoleEdge), true), errs.handler())
+	_, edge, errs := securedEdge(t)
 	store := testenv.Store(t, edge, 1)
 	ctx := testenv.Context(t)
 
