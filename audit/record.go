@@ -98,6 +98,10 @@ const (
 	ActionSetCredentials   = "set-credentials"
 	ActionClearCredentials = "clear-credentials"
 	ActionRotateKey        = "rotate-credentials-key"
+	// An OAuth client the operator registered with the authorization server, or
+	// removed.
+	ActionAddOAuthClient    = "add-oauth-client"
+	ActionRemoveOAuthClient = "remove-oauth-client"
 )
 
 // subject is where r is written.

@@ -18,7 +18,7 @@ func TestEdgeBucketsAreTheRegistrys(t *testing.T) {
 	want := []string{
 		registry.BucketTools, registry.BucketAccounts, registry.BucketKeys, registry.BucketConnections, registry.BucketLinks,
 		registry.BucketPresence, registry.BucketSessions, registry.BucketRates, registry.BucketQuotas, dashboard.SessionBucket, calls.Bucket,
-		credentials.Bucket, credentials.OAuthBucket, approvals.Bucket, oauth.KeyBucket, oauth.RequestBucket, oauth.GrantBucket,
+		credentials.Bucket, credentials.OAuthBucket, approvals.Bucket, oauth.KeyBucket, oauth.RequestBucket, oauth.GrantBucket, oauth.ClientBucket,
 	}
 	slices.Sort(want)
 	got := slices.Sorted(slices.Values(edgeBuckets))

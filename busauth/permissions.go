@@ -16,6 +16,7 @@ var edgeBuckets = []string{
 	wire.BucketTools, "tg-accounts", "tg-keys", "tg-connections", "tg-links",
 	wire.BucketPresence, wire.BucketSessions, "tg-rates", "tg-quotas", "tg-dashboard-sessions", "tg-calls", "tg-approvals",
 	"tg-credentials", "tg-oauth", "tg-oauth-keys", "tg-oauth-requests", "tg-oauth-grants",
+	"tg-oauth-clients",
 }
 
 func prefix(s wire.Subjects) string {
@@ -98,6 +99,9 @@ func EdgePermissions(s wire.Subjects) jwt.Permissions {
 			"$JS.API.CONSUMER.CREATE."+st+".>", "$JS.API.CONSUMER.DELETE."+st+".*", "$JS.API.CONSUMER.MSG.NEXT."+st+".*",
 		)
 	}
+	// The OAuth authorization requests: one ended is removed whole, leaving no purge
+	// marker, so that counting the requests in progress counts only those.
+	p.Pub.Allow.Add("$JS.API.STREAM.PURGE.KV_tg-oauth-requests")
 	// The tools' state buckets, for the asks of their workers (package asks): a
 	// subject permission cannot say "the streams named KV_tg-state-*", so these name
 	// every stream, for reading (from the stream's leader too), writing keys and

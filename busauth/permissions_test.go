@@ -362,16 +362,24 @@ func TestWorkerCredentialsRefuseEverythingElse(t *testing.T) {
 	})
 }
 
+// securedEdge is a secured server with the registry's buckets made by the admin
+// role, its admin connection, an edge's connection and the violations the server
+// sends the edge.
+func securedEdge(t *testing.T) (admin, edge *nats.Conn, errs violations) {
+	sec := testenv.NewSecurity(t)
+	srv := testenv.SecureServer(t, sec, true)
+	admin = testenv.SecureConn(t, srv.ClientURL(), sec.Client(sec.Deployment.CredsFile(busauth.RoleAdmin), true))
+	testenv.Store(t, admin, 1)
+	errs = make(violations, 64)
+	edge = testenv.SecureConn(t, srv.ClientURL(), sec.Client(sec.Deployment.CredsFile(busauth.RoleEdge), true), errs.handler())
+	return admin, edge, errs
+}
+
 // TestEdgeCredentialsRefuseWhatEdgesDoNotDo: an edge calls tools but never takes
 // their calls, never reads a worker's inbox, and cannot delete or purge what it
 // uses, touch other streams, or speak for the system account.
 func TestEdgeCredentialsRefuseWhatEdgesDoNotDo(t *testing.T) {
-	sec := testenv.NewSecurity(t)
-	srv := testenv.SecureServer(t, sec, true)
-	admin := testenv.SecureConn(t, srv.ClientURL(), sec.Client(sec.Deployment.CredsFile(busauth.RoleAdmin), true))
-	testenv.Store(t, admin, 1)
-	errs := make(violations, 64)
-	edge := testenv.SecureConn(t, srv.ClientURL(), sec.Client(sec.Deployment.CredsFile(busauth.RoleEdge), true), errs.handler())
+	admin, edge, errs := securedEdge(t)
 
 	for _, c := range []struct{ name, subject, queue string }{
 		{"a tool's calls", "tg.call.alpha.>", "tg.alpha"},

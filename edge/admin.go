@@ -89,6 +89,7 @@ func (e *Edge) adminRoutes(g *gin.RouterGroup) {
 	g.POST("/links/:account/:tool/rotate", e.rotateLink)
 	e.credentialRoutes(g)
 	e.oauthRoutes(g)
+	e.oauthClientRoutes(g)
 	e.approvalRoutes(g)
 }
 

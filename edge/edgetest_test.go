@@ -77,6 +77,7 @@ type envOptions struct {
 	tokenTTL     time.Duration // the access tokens' lifetime, withSignIn
 	docs         *http.Client  // what fetches client ID metadata documents, withSignIn
 	base         string        // the deployment's URL, when another edge's (asEdgeOf)
+	oauthLimits  oauth.Limits  // the authorization server's limits, withSignIn (zero: its defaults)
 }
 
 type option func(*envOptions)
@@ -100,6 +101,7 @@ func asEdgeOf(url string) option               { return func(o *envOptions) { o.
 func withPayloadLimit(n int64) option          { return func(o *envOptions) { o.payloadLimit = n } }
 func withSignIn() option                       { return withTokenTTL(time.Hour) }
 func withDocumentClient(c *http.Client) option { return func(o *envOptions) { o.docs = c } }
+func withOAuthLimits(l oauth.Limits) option    { return func(o *envOptions) { o.oauthLimits = l } }
 func withTokenTTL(d time.Duration) option {
 	return func(o *envOptions) { o.signIn, o.tokenTTL = true, d }
 }
@@ -186,6 +188,7 @@ func newEnv(t testing.TB, opts ...option) *env {
 		if e.authServer, err = oauth.NewServer(testenv.Context(t), e.store, e.issuer, oauth.ServerConfig{
 			TokenTTL: e.tokenTTL, LoginURL: func(id string) string { return login + id }, HTTPClient: o.docs,
 			LoopbackDocuments: true, // the tests' clients serve their documents on 127.0.0.1
+			Limits:            o.oauthLimits,
 		}); err != nil {
 			t.Fatal(err)
 		}

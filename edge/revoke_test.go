@@ -69,6 +69,13 @@ type revocable struct {
 	load    func(e *env, secret string) // a call with the credential, unmeasured
 	refused func(r result) bool
 	revoke  func(a *env, id string) result
+	// mint makes the credential through edge a once acme is connected to echo: its
+	// secret and what revoke is given.
+	mint func(t *testing.T, a *env) (secret, id string)
+	// onA and onB are what the two edges run beyond MCP (b is another edge of a's
+	// deployment).
+	onA []option
+	onB func(a *env) []option
 }
 
 // probeClient sends the requests the race measures: bounded, so that a request held
@@ -97,6 +104,14 @@ func probe(e *env, method, path string, headers ...string) (result, error) {
 var revokeKey = revocable{
 	name:   "key",
 	bucket: registry.BucketKeys,
+	mint: func(t *testing.T, a *env) (string, string) {
+		r := a.admin(http.MethodPost, "/keys", `{"account":"acme"}`)
+		if r.status != http.StatusCreated {
+			t.Fatalf("POST /keys: %d %s", r.status, r.body)
+		}
+		k := decode[edge.NewKey](t, r)
+		return k.Secret, k.ID
+	},
 	use: func(e *env, secret string) (result, error) {
 		return probe(e, http.MethodGet, "/tools/echo", "Authorization", "Bearer "+secret)
 	},
@@ -112,6 +127,13 @@ var revokeKey = revocable{
 var rotateLink = revocable{
 	name:   "link",
 	bucket: registry.BucketLinks,
+	mint: func(t *testing.T, a *env) (string, string) {
+		c, err := a.store.Connection(testenv.Context(t), "acme", "echo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.signer.Token("acme", "echo", c.LinkNonce), ""
+	},
 	use: func(e *env, token string) (result, error) {
 		// Any answer but the link's 404 passed the link's check.
 		return probe(e, http.MethodGet, "/mcp/"+token)
@@ -125,12 +147,12 @@ var rotateLink = revocable{
 }
 
 var deleteAccount = revocable{
-	name: "key", bucket: registry.BucketAccounts, use: revokeKey.use, load: revokeKey.load, refused: revokeKey.refused,
+	name: "key", bucket: registry.BucketAccounts, mint: revokeKey.mint, use: revokeKey.use, load: revokeKey.load, refused: revokeKey.refused,
 	revoke: func(a *env, _ string) result { return a.admin(http.MethodDelete, "/accounts/acme", "") },
 }
 
 var disconnect = revocable{
-	name: "link", bucket: registry.BucketConnections, use: rotateLink.use, load: rotateLink.load, refused: rotateLink.refused,
+	name: "link", bucket: registry.BucketConnections, mint: rotateLink.mint, use: rotateLink.use, load: rotateLink.load, refused: rotateLink.refused,
 	revoke: func(a *env, _ string) result { return a.admin(http.MethodDelete, "/connections/acme/echo", "") },
 }
 
@@ -155,13 +177,17 @@ func revocationRace(t *testing.T, kind revocable, fault bool) {
 		t.Skip("starts a 3-node cluster")
 	}
 	cluster := startNodes(t)
-	a := newEnv(t, onCluster(cluster.urls[0]), withMCP())
+	a := newEnv(t, append([]option{onCluster(cluster.urls[0]), withMCP()}, kind.onA...)...)
 	a.serve(echoTool, echo)
 	// The node to kill holds the leader of the revoked credential's bucket, and
 	// edge b is connected to it: the revocation's write waits for a new leader, and
 	// b loses its connection and its followers' consumers at once.
 	victim := cluster.leaderAwayFrom(t, "KV_"+kind.bucket, 0)
-	b := newEnv(t, onCluster(cluster.urls[victim]), withMCP())
+	bOpts := []option{onCluster(cluster.urls[victim]), withMCP()}
+	if kind.onB != nil {
+		bOpts = append(bOpts, kind.onB(a)...)
+	}
+	b := newEnv(t, bOpts...)
 
 	for _, step := range []struct{ path, body string }{
 		{"/accounts", `{"id":"acme"}`},
@@ -171,21 +197,7 @@ func revocationRace(t *testing.T, kind revocable, fault bool) {
 			t.Fatalf("POST %s: %d %s", step.path, r.status, r.body)
 		}
 	}
-	secret, id := "", ""
-	if kind.name == "key" {
-		r := a.admin(http.MethodPost, "/keys", `{"account":"acme"}`)
-		if r.status != http.StatusCreated {
-			t.Fatalf("POST /keys: %d %s", r.status, r.body)
-		}
-		k := decode[edge.NewKey](t, r)
-		secret, id = k.Secret, k.ID
-	} else {
-		c, err := a.store.Connection(testenv.Context(t), "acme", "echo")
-		if err != nil {
-			t.Fatal(err)
-		}
-		secret = a.signer.Token("acme", "echo", c.LinkNonce)
-	}
+	secret, id := kind.mint(t, a)
 	for _, e := range []*env{a, b} {
 		testenv.WaitFor(t, "each edge takes the "+kind.name, func() bool {
 			r, err := kind.use(e, secret)

@@ -2,6 +2,7 @@ package oauth_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -50,4 +51,41 @@ func BenchmarkVerify(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Run("with the view's announcements", run) // no revocation heard: accepted without a read
+}
+
+// BenchmarkCountPending is what admitting an authorization request adds to it: the
+// count of the requests in progress, by the stream's leader (one local NATS server),
+// with 0, 1,000 and 10,000 (the default limit) held.
+func BenchmarkCountPending(b *testing.B) {
+	srv := testenv.Server(b)
+	nc := testenv.Conn(b, srv.ClientURL())
+	store := testenv.Store(b, nc, 1)
+	ctx := testenv.Context(b)
+	keys, err := oauth.OpenKeys(ctx, store, time.Hour, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := oauth.NewServer(ctx, store, oauth.NewIssuer("https://gw.example", keys), oauth.ServerConfig{TokenTTL: time.Hour, LoginURL: func(string) string { return "" }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	kv, err := store.JetStream().KeyValue(ctx, oauth.RequestBucket)
+	if err != nil {
+		b.Fatal(err)
+	}
+	held := 0
+	for _, n := range []int{0, 1000, 10000} {
+		for ; held < n; held++ {
+			if _, err := kv.Put(ctx, fmt.Sprintf("req.r%d", held), []byte(`{}`)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run(fmt.Sprintf("%d held", n), func(b *testing.B) {
+			for b.Loop() {
+				if got, err := s.Pending(context.Background()); err != nil || got != n {
+					b.Fatalf("counted %d (%v), want %d", got, err, n)
+				}
+			}
+		})
+	}
 }

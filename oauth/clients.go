@@ -20,8 +20,9 @@ import (
 )
 
 // client is an OAuth client as the provider sees it: one that names itself by the
-// URL of its metadata document (a client ID metadata document), or one that
-// registered (RFC 7591) and is kept in the grants' bucket.
+// URL of its metadata document (a client ID metadata document), one that registered
+// (RFC 7591) and is kept in the grants' bucket, or one the operator registered, kept
+// in the clients' bucket (preregistered.go).
 type client struct {
 	ID           string          `json:"client_id"`
 	Name         string          `json:"client_name,omitempty"`
@@ -137,9 +138,10 @@ type errBadRegistration struct{ code, desc string }
 
 func (e *errBadRegistration) Error() string { return e.code + ": " + e.desc }
 
-// register stores a new client from reg and answers with its id (and secret, for a
-// confidential one: only its hash is kept).
-func (s *Server) register(ctx context.Context, reg Registration) (Registration, error) {
+// register stores a new client from reg, registered from source, and answers with
+// its id (and secret, for a confidential one: only its hash is kept). A request the
+// limits refuse, or a bad one, changes nothing.
+func (s *Server) register(ctx context.Context, reg Registration, source string) (Registration, error) {
 	if len(reg.RedirectURIs) == 0 || len(reg.RedirectURIs) > 10 {
 		return reg, &errBadRegistration{"invalid_redirect_uri", "give between 1 and 10 redirect_uris"}
 	}
@@ -156,6 +158,9 @@ func (s *Server) register(ctx context.Context, reg Registration) (Registration, 
 	}
 	if !slices.Contains([]oidc.AuthMethod{oidc.AuthMethodNone, oidc.AuthMethodBasic, oidc.AuthMethodPost}, reg.Method) {
 		return reg, &errBadRegistration{"invalid_client_metadata", "token_endpoint_auth_method must be none, client_secret_basic or client_secret_post"}
+	}
+	if err := s.admitRegistration(ctx, source); err != nil {
+		return Registration{}, err
 	}
 	c := &client{ID: registry.NewID("tgc_"), Name: reg.ClientName, Redirects: reg.RedirectURIs, Method: reg.Method, RegisteredAt: time.Now().UTC()}
 	reg.ClientID, reg.ClientIDIssued = c.ID, c.RegisteredAt.Unix()
@@ -182,7 +187,11 @@ func (s *Server) client(ctx context.Context, id string) (*client, error) {
 		}
 	} else {
 		c = &client{}
-		if err := s.records.read(ctx, s.records.grants, clientKey(id), c); err != nil {
+		err := s.records.read(ctx, s.records.clients, clientKey(id), c) // pre-registered
+		if errors.Is(err, errNotFound) {
+			err = s.records.read(ctx, s.records.grants, clientKey(id), c) // registered dynamically
+		}
+		if err != nil {
 			return nil, fmt.Errorf("oauth: unknown client %q: %w", id, err)
 		}
 	}

@@ -107,8 +107,9 @@ func toolScopesOf(scopes []string) []string {
 
 // records are the buckets.
 type records struct {
-	requests, grants jetstream.KeyValue
-	js               jetstream.JetStream
+	requests, grants, clients jetstream.KeyValue
+	js                        jetstream.JetStream
+	requestStream             jetstream.Stream // requests' keys are removed from it whole
 }
 
 func openRecords(ctx context.Context, store *registry.Store) (*records, error) {
@@ -124,7 +125,17 @@ func openRecords(ctx context.Context, store *registry.Store) (*records, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oauth: grant bucket: %w", err)
 	}
-	return &records{requests: req, grants: gr, js: store.JetStream()}, nil
+	cl, err := store.OpenBucket(ctx, jetstream.KeyValueConfig{
+		Bucket: ClientBucket, Description: "toolgate OAuth clients the operator registered", History: 1,
+	}, false)
+	if err != nil {
+		return nil, fmt.Errorf("oauth: client bucket: %w", err)
+	}
+	rs := &records{requests: req, grants: gr, clients: cl, js: store.JetStream()}
+	if rs.requestStream, err = rs.js.Stream(ctx, "KV_"+RequestBucket); err != nil {
+		return nil, fmt.Errorf("oauth: request bucket: %w", err)
+	}
+	return rs, nil
 }
 
 // errNotFound: no such record (or it expired).
@@ -154,7 +165,27 @@ func (rs *records) write(ctx context.Context, kv jetstream.KeyValue, key string,
 	return nil
 }
 
+// create writes key unless it exists (jetstream.ErrKeyExists).
+func (rs *records) create(ctx context.Context, kv jetstream.KeyValue, key string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if _, err := kv.Create(ctx, key, b); err != nil {
+		return fmt.Errorf("oauth: create %s: %w", key, err)
+	}
+	return nil
+}
+
+// remove forgets key. A request's key leaves no purge marker, so that the requests
+// counted against Limits.MaxPending are the ones in progress.
 func (rs *records) remove(ctx context.Context, kv jetstream.KeyValue, key string) error {
+	if kv == rs.requests {
+		if err := rs.requestStream.Purge(ctx, jetstream.WithPurgeSubject("$KV."+RequestBucket+"."+key)); err != nil {
+			return fmt.Errorf("oauth: remove %s: %w", key, err)
+		}
+		return nil
+	}
 	if err := kv.Purge(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("oauth: remove %s: %w", key, err)
 	}

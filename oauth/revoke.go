@@ -67,6 +67,33 @@ func (is *Issuer) revoked(ctx context.Context, grant string, iat, now time.Time)
 	return errors.Is(is.records.read(ctx, is.records.grants, grant, &g), errNotFound)
 }
 
+// revoke removes the grant find finds, and announces its revocation. It is tried as
+// the registry's revocations are (registry.Store.Revoking), through a stream's loss
+// of its leader: the grant found once is the one removed, whatever the next attempts
+// read, and its removal and announcement are made again until they succeed.
+func (s *Server) revoke(ctx context.Context, find func(ctx context.Context) (*Grant, error)) error {
+	var g *Grant
+	return s.store.Revoking(ctx, func(ctx context.Context) error {
+		if g == nil {
+			found, err := find(ctx)
+			if err != nil {
+				return err
+			}
+			g = found
+		}
+		if g.RefreshHash != "" {
+			if err := s.records.remove(ctx, s.records.grants, "refresh."+g.RefreshHash); err != nil {
+				return err
+			}
+		}
+		key := grantKey(g.Account, g.ID)
+		if err := s.records.remove(ctx, s.records.grants, key); err != nil {
+			return err
+		}
+		return s.announce(ctx, key)
+	})
+}
+
 // announce tells every edge that grant (its record's key) was revoked; its tokens
 // live ttl at most. A failed announcement leaves the edges to the leader's record,
 // which they read for the tokens their view cannot answer for.

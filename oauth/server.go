@@ -35,6 +35,8 @@ type Server struct {
 	// loopback address.
 	loopbackDocuments bool
 	store             *registry.Store // where a grant's revocation is announced
+	limits            Limits
+	registrations     window // per source address, on this edge
 }
 
 // ServerConfig sets up a Server.
@@ -49,6 +51,9 @@ type ServerConfig struct {
 	// LoopbackDocuments lets a client name itself by an http URL on a loopback
 	// address (a test's, or a development stack's own machine); off, only https ones.
 	LoopbackDocuments bool
+	// Limits bound the clients and authorization requests strangers can make (a
+	// zero limit: DefaultLimits' own).
+	Limits Limits
 }
 
 // NewServer makes the authorization server of is, its records in store.
@@ -56,12 +61,16 @@ func NewServer(ctx context.Context, store *registry.Store, is *Issuer, cfg Serve
 	if cfg.TokenTTL <= 0 || cfg.LoginURL == nil {
 		return nil, errors.New("oauth: a token lifetime and a login page are required")
 	}
+	cfg.Limits = cfg.Limits.orDefaults()
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("oauth: %w", err)
+	}
 	rs, err := openRecords(ctx, store)
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{issuer: is, records: rs, http: cfg.HTTPClient, tokenTTL: cfg.TokenTTL, loginURL: cfg.LoginURL,
-		loopbackDocuments: cfg.LoopbackDocuments, store: store}
+		loopbackDocuments: cfg.LoopbackDocuments, store: store, limits: cfg.Limits}
 	if s.http == nil {
 		s.http = &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
@@ -158,9 +167,12 @@ func (s *Server) registration(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_client_metadata", "error_description": "the body is not a JSON object"})
 		return
 	}
-	out, err := s.register(r.Context(), reg)
+	out, err := s.register(r.Context(), reg, sourceOf(r))
 	var bad *errBadRegistration
+	var tooMany *errTooMany
 	switch {
+	case errors.As(err, &tooMany):
+		tooMany.write(w)
 	case errors.As(err, &bad):
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": bad.code, "error_description": bad.desc})
 	case err != nil:
@@ -300,18 +312,8 @@ func (s *Server) Grants(ctx context.Context, account string) ([]Grant, error) {
 // RevokeGrant removes a grant of account: its refresh token stops working, and its
 // access tokens are refused from then on, by every edge once it is announced.
 func (s *Server) RevokeGrant(ctx context.Context, account, id string) error {
-	key := grantKey(account, id)
-	var g Grant
-	if err := s.records.read(ctx, s.records.grants, key, &g); err != nil {
-		return err
-	}
-	if g.RefreshHash != "" {
-		if err := s.records.remove(ctx, s.records.grants, "refresh."+g.RefreshHash); err != nil {
-			return err
-		}
-	}
-	if err := s.records.remove(ctx, s.records.grants, key); err != nil {
-		return err
-	}
-	return s.announce(ctx, key)
+	return s.revoke(ctx, func(ctx context.Context) (*Grant, error) {
+		var g Grant
+		return &g, s.records.read(ctx, s.records.grants, grantKey(account, id), &g)
+	})
 }

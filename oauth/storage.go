@@ -47,6 +47,9 @@ func (st storage) CreateAuthRequest(ctx context.Context, ar *oidc.AuthRequest, _
 	if len(scopes) == 0 && !params.noScope {
 		return nil, oidc.ErrInvalidScope().WithDescription("ask for <tool>:list and <tool>:call, as the resource's metadata names them")
 	}
+	if err := st.s.admitRequest(ctx); err != nil {
+		return nil, err
+	}
 	r := &request{
 		ID: registry.NewID("ar"), ClientID: ar.ClientID, RedirectURI: ar.RedirectURI, State: ar.State, Nonce: ar.Nonce,
 		Scopes: append(scopes, oidc.ScopeOfflineAccess), ResponseType: ar.ResponseType, ResponseMode: ar.ResponseMode,
@@ -128,14 +131,27 @@ func (st storage) CreateAccessAndRefreshTokens(ctx context.Context, tr op.TokenR
 
 // refreshGrant finds the grant a refresh token is the current one of.
 func (st storage) refreshGrant(ctx context.Context, token string) (*Grant, error) {
+	g, err := st.currentGrant(ctx, token)
+	if err != nil {
+		return nil, op.ErrInvalidRefreshToken
+	}
+	return g, nil
+}
+
+// currentGrant is refreshGrant with the registry's error: errNotFound when the token
+// is no grant's current one.
+func (st storage) currentGrant(ctx context.Context, token string) (*Grant, error) {
 	var key string
 	h := registry.Hash(token)
 	if err := st.s.records.read(ctx, st.s.records.grants, "refresh."+h, &key); err != nil {
-		return nil, op.ErrInvalidRefreshToken
+		return nil, err
 	}
 	g := &Grant{}
-	if err := st.s.records.read(ctx, st.s.records.grants, key, g); err != nil || subtle.ConstantTimeCompare([]byte(g.RefreshHash), []byte(h)) != 1 {
-		return nil, op.ErrInvalidRefreshToken
+	if err := st.s.records.read(ctx, st.s.records.grants, key, g); err != nil {
+		return nil, err
+	}
+	if subtle.ConstantTimeCompare([]byte(g.RefreshHash), []byte(h)) != 1 {
+		return nil, errNotFound
 	}
 	return g, nil
 }
@@ -147,34 +163,39 @@ func (st storage) TokenRequestByRefreshToken(ctx context.Context, token string) 
 func (st storage) TerminateSession(context.Context, string, string) error { return nil }
 
 // RevokeToken revokes the grant a token came from (RFC 7009): its refresh token
-// and every access token it gave.
+// and every access token it gave. The token is an access token's id
+// (account/grant/nonce, see tokenID) or a refresh token; op names the account as
+// userID for both.
 func (st storage) RevokeToken(ctx context.Context, token, userID, clientID string) *oidc.Error {
-	var account, id string
-	if userID != "" { // an access token's id
-		parts := strings.Split(token, "/")
-		if len(parts) != 3 || parts[0] != userID {
-			return nil // not one of ours: nothing to revoke (RFC 7009 §2.2)
+	err := st.s.revoke(ctx, func(ctx context.Context) (*Grant, error) {
+		g := &Grant{}
+		var err error
+		if parts := strings.Split(token, "/"); len(parts) == 3 {
+			if parts[0] != userID {
+				return nil, errNotFound
+			}
+			err = st.s.records.read(ctx, st.s.records.grants, grantKey(parts[0], parts[1]), g)
+		} else {
+			g, err = st.currentGrant(ctx, token)
 		}
-		account, id = parts[0], parts[1]
-	} else {
-		g, err := st.refreshGrant(ctx, token)
-		if err != nil {
-			return nil
+		if err == nil && g.Client != clientID {
+			err = errOtherClient
 		}
-		account, id = g.Account, g.ID
-	}
-	g := &Grant{}
-	if err := st.s.records.read(ctx, st.s.records.grants, grantKey(account, id), g); err != nil {
-		return nil
-	}
-	if g.Client != clientID {
+		return g, err
+	})
+	switch {
+	case errors.Is(err, errNotFound):
+		return nil // not one of ours, or revoked already: nothing to revoke (RFC 7009 §2.2)
+	case errors.Is(err, errOtherClient):
 		return oidc.ErrInvalidClient().WithDescription("the token was issued to another client")
-	}
-	if err := st.s.RevokeGrant(ctx, account, id); err != nil {
+	case err != nil:
 		return oidc.ErrServerError()
 	}
 	return nil
 }
+
+// errOtherClient: a client asked to revoke another client's token.
+var errOtherClient = errors.New("oauth: the token was issued to another client")
 
 func (st storage) GetRefreshTokenInfo(ctx context.Context, _ string, token string) (string, string, error) {
 	g, err := st.refreshGrant(ctx, token)

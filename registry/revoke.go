@@ -136,3 +136,11 @@ func (s *Store) revokingDelete(ctx context.Context, kv jetstream.KeyValue, key, 
 	s.revoked(ctx, kind, id, kv, rev)
 	return nil
 }
+
+// Revoking runs op, a revocation kept beside the registry (an OAuth grant's), as the
+// store's own are tried: an attempt of Options.RevokeAttempt at a time, for up to
+// WriteWait, while a stream has no leader. op must bear being run again after an
+// attempt that did part of it.
+func (s *Store) Revoking(ctx context.Context, op func(ctx context.Context) error) error {
+	return s.lastingEvery(ctx, s.opts.RevokeAttempt, func(ctx context.Context, _ bool) error { return op(ctx) })
+}

@@ -242,6 +242,9 @@ exported when the standard OTEL_* variables ask for it.`,
 			if err := flagsFromEnv(cmd.Flags(), signInEnv); err != nil {
 				return err
 			}
+			if err := flagsFromEnv(cmd.Flags(), oauthLimitsEnv); err != nil {
+				return err
+			}
 			log, flush := telemetry.Logger(os.Stderr) // a line per request: written in batches
 			defer flush()
 			return runEdge(cmd.Context(), o, cmd.OutOrStdout(), log)
@@ -290,6 +293,7 @@ exported when the standard OTEL_* variables ask for it.`,
 	addAuditFlags(f, &o)
 	addApprovalFlags(f, &o.Approvals)
 	addSignInFlags(f, &o.SignIn)
+	addOAuthLimitFlags(f, &o.SignIn.Limits)
 	return cmd
 }
 

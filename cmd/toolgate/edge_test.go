@@ -223,10 +223,17 @@ func TestEdgeCommandRefusesBadConfig(t *testing.T) {
 		{[]string{"edge", "--link-secret-file", "x", "--oauth-token-ttl", "999ms"}, "edge: oauth-token-ttl: must be between 1s and 24h0m0s"},
 		{[]string{"edge", "--link-secret-file", "x", "--oauth-token-ttl", "24h1s"}, "edge: oauth-token-ttl: must be between 1s and 24h0m0s"},
 		{[]string{"edge", "--link-secret-file", "x", "--oauth-key-rotation", "59m59s"}, "edge: oauth-key-rotation: must be at least 1h0m0s"},
+		{[]string{"edge", "--link-secret-file", "x", "--oauth-max-clients", "0"}, "edge: oauth-max-clients: must be at least 1"},
+		{[]string{"edge", "--link-secret-file", "x", "--oauth-registrations-per-minute", "0"}, "edge: oauth-registrations-per-minute: must be at least 1"},
+		{[]string{"edge", "--link-secret-file", "x", "--oauth-max-pending", "0"}, "edge: oauth-max-pending: must be at least 1"},
 	} {
 		if _, err := run(t, context.Background(), tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("toolgate %s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)
 		}
+	}
+	t.Setenv("TOOLGATE_OAUTH_MAX_PENDING", "0")
+	if _, err := run(t, context.Background(), "edge", "--link-secret-file", "x"); err == nil || !strings.Contains(err.Error(), "edge: oauth-max-pending: must be at least 1") {
+		t.Errorf("TOOLGATE_OAUTH_MAX_PENDING=0: %v", err)
 	}
 	t.Setenv("TOOLGATE_MAX_BODY_BYTES", "lots")
 	if _, err := run(t, context.Background(), "edge"); err == nil || !strings.Contains(err.Error(), "TOOLGATE_MAX_BODY_BYTES") {

@@ -43,6 +43,7 @@ func newRootCmd() *cobra.Command {
 		newKeysCmd(),
 		newToolsCmd(),
 		newLinksCmd(),
+		newOAuthClientsCmd(),
 		newAuditCmd(),
 		newApprovalsCmd(),
 		newInstallCmd(),

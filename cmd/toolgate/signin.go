@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -23,10 +24,11 @@ type signInOptions struct {
 	Off         bool          // links stay bearer URLs whatever an account says
 	KeyRotation time.Duration // how long a signing key signs before the next replaces it
 	TokenTTL    time.Duration // how long an access token is good for
+	Limits      oauth.Limits  // what strangers may make the authorization server keep
 }
 
 func defaultSignInOptions() signInOptions {
-	return signInOptions{KeyRotation: 30 * 24 * time.Hour, TokenTTL: time.Hour}
+	return signInOptions{KeyRotation: 30 * 24 * time.Hour, TokenTTL: time.Hour, Limits: oauth.DefaultLimits()}
 }
 
 // signInEnv maps the sign-in flags to the variables that set them.
@@ -51,6 +53,9 @@ func (o signInOptions) validate() error {
 	}
 	if o.TokenTTL < time.Second || o.TokenTTL > 24*time.Hour {
 		return errors.New("edge: oauth-token-ttl: must be between 1s and 24h0m0s")
+	}
+	if err := o.Limits.Validate(); err != nil {
+		return fmt.Errorf("edge: %w", err)
 	}
 	return nil
 }
@@ -82,6 +87,7 @@ func openSignIn(ctx context.Context, o signInOptions, store *registry.Store, vie
 	srv, err := oauth.NewServer(ctx, store, is, oauth.ServerConfig{
 		TokenTTL: o.TokenTTL,
 		LoginURL: func(id string) string { return login + url.QueryEscape(id) },
+		Limits:   o.Limits,
 	})
 	if err != nil {
 		return nil, nil, err
