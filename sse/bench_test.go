@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
@@ -51,6 +52,7 @@ func BenchmarkToolsCall(b *testing.B) {
 			}
 			id := 1
 			b.ReportAllocs()
+			cpu0 := testenv.CPUTime(b)
 			for b.Loop() {
 				id++
 				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(call(id)))
@@ -68,6 +70,7 @@ func BenchmarkToolsCall(b *testing.B) {
 					b.Fatalf("tools/call: %d %s", resp.StatusCode, body)
 				}
 			}
+			reportCPU(b, cpu0)
 		})
 	}
 
@@ -81,6 +84,7 @@ func BenchmarkToolsCall(b *testing.B) {
 		messages := ed.url + stream.endpoint
 		id := 1
 		b.ReportAllocs()
+		cpu0 := testenv.CPUTime(b)
 		for b.Loop() {
 			id++
 			req, _ := http.NewRequest(http.MethodPost, messages, bytes.NewReader(call(id)))
@@ -104,7 +108,14 @@ func BenchmarkToolsCall(b *testing.B) {
 				}
 			}
 		}
+		reportCPU(b, cpu0)
 	})
+}
+
+// reportCPU reports the process's CPU per call since cpu0 (callers, edge, NATS
+// server and worker, all in the test process).
+func reportCPU(b *testing.B, cpu0 time.Duration) {
+	b.ReportMetric(float64((testenv.CPUTime(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 }
 
 func statelessCalls(b *testing.B, url, capabilities string, want []byte) {
