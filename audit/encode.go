@@ -15,7 +15,10 @@ import (
 func (r *Record) encode() ([]byte, error) {
 	if _, offset := r.Time.Zone(); r.Arguments != nil || r.Result != nil ||
 		r.Time.Year() < 0 || r.Time.Year() > 9999 || offset <= -24*60*60 || offset >= 24*60*60 {
-		return json.Marshal(r)
+		// A copy: r itself, handed to encoding/json, would escape, and every caller's
+		// record would be moved to the heap for the few that take this way.
+		c := *r
+		return json.Marshal(&c)
 	}
 	b := append(make([]byte, 0, 512), '{')
 	if r.ID != "" {
