@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
@@ -56,7 +55,7 @@ func BenchmarkMCPToolsCall(b *testing.B) {
 				b.Fatalf("tools/call: %d %s", resp.StatusCode, body)
 			}
 		}
-		reportCPU(b, cpu0)
+		testenv.ReportCPU(b, cpu0)
 	})
 
 	b.Run("legacy HTTP+SSE", func(b *testing.B) {
@@ -81,7 +80,7 @@ func BenchmarkMCPToolsCall(b *testing.B) {
 				b.Fatalf("tools/call answered %s", data)
 			}
 		}
-		reportCPU(b, cpu0)
+		testenv.ReportCPU(b, cpu0)
 	})
 }
 
@@ -115,9 +114,4 @@ func openLegacy(b *testing.B, base string) (*bufio.Reader, string) {
 		b.Fatalf("initialized: %d", r.StatusCode)
 	}
 	return stream, endpoint
-}
-
-// reportCPU reports the process's CPU per call since cpu0.
-func reportCPU(b *testing.B, cpu0 time.Duration) {
-	b.ReportMetric(float64((testenv.CPUTime(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 }

@@ -57,5 +57,5 @@ func benchmarkToolCall(b *testing.B, tool registry.Tool, opts ...option) {
 			b.Fatalf("status %d", resp.StatusCode)
 		}
 	}
-	reportCPU(b, cpu0)
+	testenv.ReportCPU(b, cpu0)
 }

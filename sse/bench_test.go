@@ -9,7 +9,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
@@ -70,7 +69,7 @@ func BenchmarkToolsCall(b *testing.B) {
 					b.Fatalf("tools/call: %d %s", resp.StatusCode, body)
 				}
 			}
-			reportCPU(b, cpu0)
+			testenv.ReportCPU(b, cpu0)
 		})
 	}
 
@@ -108,14 +107,8 @@ func BenchmarkToolsCall(b *testing.B) {
 				}
 			}
 		}
-		reportCPU(b, cpu0)
+		testenv.ReportCPU(b, cpu0)
 	})
-}
-
-// reportCPU reports the process's CPU per call since cpu0 (callers, edge, NATS
-// server and worker, all in the test process).
-func reportCPU(b *testing.B, cpu0 time.Duration) {
-	b.ReportMetric(float64((testenv.CPUTime(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 }
 
 func statelessCalls(b *testing.B, url, capabilities string, want []byte) {

@@ -17,3 +17,9 @@ func CPUTime(tb testing.TB) time.Duration {
 	}
 	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
 }
+
+// ReportCPU reports the process's CPU per operation since cpu0 (CPUTime) as
+// cpu-µs/op.
+func ReportCPU(b *testing.B, cpu0 time.Duration) {
+	b.ReportMetric(float64((CPUTime(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+}
