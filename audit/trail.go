@@ -3,7 +3,6 @@ package audit
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -96,7 +95,7 @@ func (t *Trail) publish(r *Record) (jetstream.PubAckFuture, error) {
 	if r.ID == "" {
 		r.ID = nuid.Next()
 	}
-	data, err := json.Marshal(r)
+	data, err := r.encode()
 	if err != nil {
 		t.fail(err)
 		return nil, fmt.Errorf("audit: record %s: %w", r.ID, err)

@@ -6,13 +6,15 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
 )
 
 // BenchmarkToolCall measures one tool call through a real edge over TCP, the schema
 // check, NATS request-reply to a responder and back: the path every HTTP call takes;
 // for a tool whose workers name the calls they hold (as the SDK's do), the edge also
-// watches each call until its answer.
+// watches each call until its answer. cpu-µs/op is the whole process's CPU per call
+// (callers, edge, NATS server and worker).
 func BenchmarkToolCall(b *testing.B) {
 	for _, holding := range []bool{false, true} {
 		name := map[bool]string{false: "a tool", true: "a tool whose workers name their calls"}[holding]
@@ -40,6 +42,7 @@ func benchmarkToolCall(b *testing.B, tool registry.Tool, opts ...option) {
 	url := e.url + "/tool-call/email/send_email"
 
 	b.ReportAllocs()
+	cpu0 := testenv.CPUTime(b)
 	for b.Loop() {
 		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 		req.Header.Set("SERVICE_API_KEY", key)
@@ -54,4 +57,5 @@ func benchmarkToolCall(b *testing.B, tool registry.Tool, opts ...option) {
 			b.Fatalf("status %d", resp.StatusCode)
 		}
 	}
+	testenv.ReportCPU(b, cpu0)
 }

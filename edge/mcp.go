@@ -14,7 +14,7 @@ func (e *Edge) authLink(c *gin.Context) {
 	snap := e.view.Snapshot()
 	p, err := snap.AuthenticateLink(c.Param("link"))
 	if err == nil {
-		err = e.view.Confirm(c.Request.Context(), registry.RevokedLink, registry.Hash(c.Param("link")))
+		err = e.view.ConfirmSecret(c.Request.Context(), registry.RevokedLink, c.Param("link"))
 	}
 	if err != nil {
 		e.fail(c, errLinkNotFound)

@@ -279,7 +279,7 @@ func (e *Edge) authKey(c *gin.Context) {
 	secret := apiKey(c.Request)
 	p, err := e.view.Snapshot().AuthenticateKey(secret, time.Now())
 	if err == nil {
-		err = e.view.Confirm(c.Request.Context(), registry.RevokedKey, registry.Hash(secret))
+		err = e.view.ConfirmSecret(c.Request.Context(), registry.RevokedKey, secret)
 	}
 	if err != nil {
 		e.fail(c, err)

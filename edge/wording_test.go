@@ -123,7 +123,7 @@ func checkMCPFailure(t *testing.T, transport string, answer []byte, method strin
 
 // mcpPost sends one MCP message and returns the JSON-RPC answer in its body, a JSON
 // body or the first message event of a stream.
-func mcpPost(t *testing.T, url string, header map[string]string, body string) (*http.Response, []byte) {
+func mcpPost(t testing.TB, url string, header map[string]string, body string) (*http.Response, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
@@ -147,7 +147,7 @@ func mcpPost(t *testing.T, url string, header map[string]string, body string) (*
 }
 
 // nextData reads a stream up to its next event's data.
-func nextData(t *testing.T, r *bufio.Reader) []byte {
+func nextData(t testing.TB, r *bufio.Reader) []byte {
 	t.Helper()
 	for {
 		line, err := r.ReadString('\n')

@@ -149,6 +149,15 @@ func (c *currency) behind() bool {
 	return false
 }
 
+// ConfirmSecret is Confirm of a key or link by the secret itself, hashed only when
+// the view is behind: a current view, every request's case, needs no hash.
+func (v *View) ConfirmSecret(ctx context.Context, kind, secret string) error {
+	if !v.current.behind() {
+		return nil
+	}
+	return v.Confirm(ctx, kind, Hash(secret))
+}
+
 // Confirm checks a key (kind RevokedKey) or link (RevokedLink) the view just
 // accepted, by its hash, against the leader of its bucket's stream, when one of the
 // view's followers is behind (its consumer lost or being made again): a revocation

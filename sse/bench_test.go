@@ -51,6 +51,7 @@ func BenchmarkToolsCall(b *testing.B) {
 			}
 			id := 1
 			b.ReportAllocs()
+			cpu0 := testenv.CPUTime(b)
 			for b.Loop() {
 				id++
 				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(call(id)))
@@ -68,6 +69,7 @@ func BenchmarkToolsCall(b *testing.B) {
 					b.Fatalf("tools/call: %d %s", resp.StatusCode, body)
 				}
 			}
+			testenv.ReportCPU(b, cpu0)
 		})
 	}
 
@@ -81,6 +83,7 @@ func BenchmarkToolsCall(b *testing.B) {
 		messages := ed.url + stream.endpoint
 		id := 1
 		b.ReportAllocs()
+		cpu0 := testenv.CPUTime(b)
 		for b.Loop() {
 			id++
 			req, _ := http.NewRequest(http.MethodPost, messages, bytes.NewReader(call(id)))
@@ -104,6 +107,7 @@ func BenchmarkToolsCall(b *testing.B) {
 				}
 			}
 		}
+		testenv.ReportCPU(b, cpu0)
 	})
 }
 
