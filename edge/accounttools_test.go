@@ -3,6 +3,7 @@ package edge_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -17,6 +18,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
+	"github.com/toolgate/toolgate/bus"
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/credentials"
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -121,7 +124,8 @@ func methodNamesOf(info edge.ToolInfo) []string {
 // OpenID provider). Each account sees exactly the tools its own token lists, in
 // get-tools, GET /tools/{tool}, the dashboard and an MCP client's tools/list through
 // its link, and calls them; a tool only the other account's token lists is
-// method_not_found for it, over HTTP and MCP, and never reaches the server. When the
+// method_not_found for it, over HTTP and MCP, and never reaches the server, even sent
+// straight on the bus past the edge (the bridge checks the account's own list). When the
 // server then refuses one account's token (the provider revoked its grant), its
 // call gets connection_required with the connect URL, the connection shows
 // needs_reauthorization, and its later calls are refused before the server; the
@@ -174,6 +178,19 @@ func TestBridgedOAuthToolPerAccount(t *testing.T) {
 		}
 		e.call(a.key, "calendar", a.other, "{}").expect(t, http.StatusNotFound, edge.CodeMethodNotFound)
 		assertOwnToolsOverMCP(t, a.link, want, a.own, a.other)
+	}
+	// Straight on the bus, past the edge's check, with acme's own sealed token: the
+	// bridge refuses a tool acme's upstream session did not list, before the server.
+	sealed, _, err := e.vault.Seal(testenv.Context(t), "acme", e.view.Snapshot().RawTool("calendar").Tool)
+	if err != nil || sealed == "" {
+		t.Fatalf("seal acme's token: %q %v", sealed, err)
+	}
+	req := &wire.Request{Tool: "calendar", Method: "only_two", CallID: "acme-straight", Account: "acme", Data: []byte("{}")}
+	req.MCPContext.Header = nats.Header{wire.HeaderCredentials: {sealed}}
+	_, err = bus.Do(testenv.Context(t), e.nc, wire.DefaultSubjects, req)
+	var te *wire.ToolError
+	if !errors.As(err, &te) || te.Code != wire.CodeMethodNotFound {
+		t.Fatalf("acme's call of only_two straight on the bus: %v; want the bridge's method_not_found", err)
 	}
 	for _, name := range []string{"only_one", "only_two"} {
 		if n := hits[name].Load(); n != 2 {
