@@ -122,14 +122,14 @@ func methodNamesOf(info edge.ToolInfo) []string {
 // TestBridgedOAuthToolPerAccount: a remote MCP server that requires OAuth, bridged
 // with --oauth, lists different tools to two accounts' tokens (two users of a real
 // OpenID provider). Each account sees exactly the tools its own token lists, in
-// get-tools, GET /tools/{tool}, the dashboard and an MCP client's tools/list through
-// its link, and calls them; a tool only the other account's token lists is
-// method_not_found for it, over HTTP and MCP, and never reaches the server, even sent
-// straight on the bus past the edge (the bridge checks the account's own list). When the
-// server then refuses one account's token (the provider revoked its grant), its
-// call gets connection_required with the connect URL, the connection shows
-// needs_reauthorization, and its later calls are refused before the server; the
-// other account is untouched.
+// get-tools, GET /tools/{tool}, its OpenAPI document, the dashboard and an MCP
+// client's tools/list through its link, and calls them; a tool only the other
+// account's token lists is method_not_found for it, over HTTP and MCP, and never
+// reaches the server, even sent straight on the bus past the edge (the bridge checks
+// the account's own list). When the server then refuses one account's token (the
+// provider revoked its grant), its call gets connection_required with the connect
+// URL, the connection shows needs_reauthorization, and its later calls are refused
+// before the server; the other account is untouched.
 func TestBridgedOAuthToolPerAccount(t *testing.T) {
 	e := newEnv(t, withCredentials(testKeyring(t)), withDashboard(), withMCP())
 	idp := testidp.Start(t, testidp.Options{ClientID: "toolgate", ClientSecret: "client-secret-77b1", RedirectURI: e.url + edge.OAuthCallbackPath})
@@ -177,6 +177,11 @@ func TestBridgedOAuthToolPerAccount(t *testing.T) {
 			t.Fatalf("%s calls %s: %d %s", a.id, a.own, r.status, r.body)
 		}
 		e.call(a.key, "calendar", a.other, "{}").expect(t, http.StatusNotFound, edge.CodeMethodNotFound)
+		info := decode[edge.ToolInfo](t, e.do(http.MethodGet, "/tools/calendar", "", "SERVICE_API_KEY", a.key))
+		if doc := e.do(http.MethodGet, strings.TrimPrefix(info.OpenAPIURL, e.url), "", "SERVICE_API_KEY", a.key); doc.status != http.StatusOK ||
+			!strings.Contains(string(doc.body), a.own) || strings.Contains(string(doc.body), a.other) {
+			t.Fatalf("%s's OpenAPI document: %d, names %s or not %s:\n%s", a.id, doc.status, a.other, a.own, doc.body)
+		}
 		assertOwnToolsOverMCP(t, a.link, want, a.own, a.other)
 	}
 	// Straight on the bus, past the edge's check, with acme's own sealed token: the
