@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -79,8 +80,8 @@ func perUserServer(t *testing.T, idp *testidp.Provider) (serverURL string, hits 
 
 // runOAuthBridge runs `toolgate worker mcp --url serverURL --oauth` as tool
 // calendar, keeping lists accounts' tool lists, on a connection of its own, until
-// the test ends.
-func runOAuthBridge(t *testing.T, e *env, serverURL string, lists int) {
+// the test ends or stop is called.
+func runOAuthBridge(t *testing.T, e *env, serverURL string, lists int) (stop func()) {
 	t.Helper()
 	nc, err := nats.Connect(e.srv.ClientURL())
 	if err != nil {
@@ -94,11 +95,15 @@ func runOAuthBridge(t *testing.T, e *env, serverURL string, lists int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		nc.Close()
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			nc.Close()
+		})
+	}
+	t.Cleanup(stop)
 	select {
 	case <-b.Ready():
 	case err := <-done:
@@ -106,6 +111,7 @@ func runOAuthBridge(t *testing.T, e *env, serverURL string, lists int) {
 	case <-time.After(testenv.Patience):
 		t.Fatal("the bridge did not start")
 	}
+	return stop
 }
 
 // methodNamesOf are the names of a tool's methods as an account's key sees them on
@@ -272,7 +278,8 @@ func assertOwnToolsOverMCP(t *testing.T, link string, want []string, own, other 
 // (--account-lists 1) forgets the first account's once the second's is read: the
 // first then sees no method; its get-tools has the edge ask the bridge for its list
 // again, after which it sees its own tools, and an MCP client through its link lists
-// and calls them; the second account's list is forgotten in turn.
+// and calls them; the second account's list is forgotten in turn. A bridge started
+// again has the first account's list back the same way.
 func TestBridgedOAuthAccountListsBound(t *testing.T) {
 	e := newEnv(t, withCredentials(testKeyring(t)), withMCP())
 	idp := testidp.Start(t, testidp.Options{ClientID: "toolgate", ClientSecret: "client-secret-41c9", RedirectURI: e.url + edge.OAuthCallbackPath})
@@ -280,7 +287,7 @@ func TestBridgedOAuthAccountListsBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	serverURL, _ := perUserServer(t, idp)
-	runOAuthBridge(t, e, serverURL, 1)
+	stop := runOAuthBridge(t, e, serverURL, 1)
 	testenv.WaitFor(t, "the edge sees the tool", func() bool { return e.view.Snapshot().RawTool("calendar") != nil })
 	if r := e.admin(http.MethodPut, "/tools/calendar/oauth-client", `{"client_secret":"client-secret-41c9"}`); r.status != http.StatusNoContent {
 		t.Fatalf("PUT oauth-client: %d %s", r.status, r.body)
@@ -307,4 +314,14 @@ func TestBridgedOAuthAccountListsBound(t *testing.T) {
 		t.Fatalf("the record's lists: %+v; want acme's alone, globex's forgotten", raw)
 	}
 	assertOwnToolsOverMCP(t, links["acme"], []string{"only_one", "shared"}, "only_one", "only_two")
+
+	// A bridge started again knows no account's list: acme's next look at the tool
+	// has it listed again.
+	stop()
+	runOAuthBridge(t, e, serverURL, 1)
+	testenv.WaitFor(t, "the new bridge's record, with no list", func() bool {
+		raw := e.view.Snapshot().RawTool("calendar")
+		return raw != nil && raw.Tool.AccountMethods != nil && len(raw.Tool.AccountMethods.Accounts) == 0
+	})
+	testenv.WaitFor(t, "acme's list after the restart", func() bool { return slices.Equal(methods(keys["acme"]), []string{"only_one", "shared"}) })
 }
