@@ -148,7 +148,7 @@ func (v *Vault) refreshHeld(ctx context.Context, account string, t *wire.Tool) e
 	refreshToken := values[grantRefresh]
 	clear(values)
 	if refreshToken == "" {
-		return v.refuse(ctx, r, rev, "no refresh token: the provider granted none")
+		return v.refuse(ctx, r, rev, "no refresh token: the provider granted none", nil)
 	}
 	cfg, err := v.config(ctx, t)
 	if err != nil {
@@ -168,7 +168,7 @@ func (v *Vault) refreshHeld(ctx context.Context, account string, t *wire.Tool) e
 		if why == "" {
 			why = refused.Response.Status
 		}
-		return v.refuse(ctx, r, rev, why)
+		return v.refuse(ctx, r, rev, why, nil)
 	}
 	if err != nil {
 		return fmt.Errorf("credentials: oauth: refresh %s/%s: %w", account, t.ID, err)
@@ -176,8 +176,9 @@ func (v *Vault) refreshHeld(ctx context.Context, account string, t *wire.Tool) e
 	return v.storeGrant(ctx, account, t.ID, tok, false)
 }
 
-// refuse marks r's grant refused (why), compare-and-set, its tokens dropped.
-func (v *Vault) refuse(ctx context.Context, r *Record, rev uint64, why string) error {
+// refuse marks r's grant refused (why), compare-and-set, its tokens dropped; after
+// another writer's write, only if still holds of the record read again (nil: always).
+func (v *Vault) refuse(ctx context.Context, r *Record, rev uint64, why string, still func(*Record) bool) error {
 	for {
 		values, err := v.keys.open(&r.Envelope, r.Account, r.Tool)
 		if err != nil {
@@ -192,10 +193,29 @@ func (v *Vault) refuse(ctx context.Context, r *Record, rev uint64, why string) e
 		if err := v.write(ctx, r, values, rev); !errors.Is(err, errConflict) {
 			return err
 		}
-		if r, rev, err = v.Read(ctx, r.Account, r.Tool); err != nil || r.Grant == nil {
+		if r, rev, err = v.Read(ctx, r.Account, r.Tool); err != nil || r.Grant == nil || (still != nil && !still(r)) {
 			return err
 		}
 	}
+}
+
+// RefuseGrant marks account's grant for t refused (why), as a refused refresh does,
+// when the server behind t refused the access token of a call sealed at sealedAt:
+// unless the grant was authorized again or refreshed since (its token is another),
+// the account must authorize t again. A connection without a grant is left alone.
+func (v *Vault) RefuseGrant(ctx context.Context, account string, t *wire.Tool, sealedAt time.Time, why string) error {
+	sameGrant := func(r *Record) bool {
+		g := r.Grant
+		return g != nil && g.Refused == "" && !g.GrantedAt.After(sealedAt) && !g.RefreshedAt.After(sealedAt)
+	}
+	r, rev, err := v.Read(ctx, account, t.ID)
+	if errors.Is(err, registry.ErrNotFound) || (err == nil && !sameGrant(r)) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return v.refuse(ctx, r, rev, why, sameGrant)
 }
 
 func (v *Vault) log() *slog.Logger { return slog.Default() }

@@ -103,17 +103,24 @@ func (e *Edge) connectionState(c *gin.Context, account string, t *registry.Tool)
 
 // stateOf is the state of a connection to t whose record is r (nil: none).
 func (e *Edge) stateOf(t *registry.Tool, r *credentials.Record) ConnectionState {
+	st := StateOf(t, r)
+	if slices.Contains(st.Missing, credentials.MissingOAuth) {
+		st.ConnectURL = e.connectURL(t.ID)
+	}
+	return st
+}
+
+// StateOf is the state of a connection to t whose record is r (nil: none), without
+// its connect URL.
+func StateOf(t *registry.Tool, r *credentials.Record) ConnectionState {
 	st := ConnectionState{State: ConnectionReady, Missing: []string{}}
 	missing := credentials.Missing(t.Connection, r)
 	if len(missing) == 0 {
 		return st
 	}
 	st.State, st.Missing = ConnectionNeedsCredentials, missing
-	if slices.Contains(missing, credentials.MissingOAuth) {
-		st.ConnectURL = e.connectURL(t.ID)
-		if credentials.Reauthorize(r) {
-			st.State = ConnectionNeedsReauth
-		}
+	if slices.Contains(missing, credentials.MissingOAuth) && credentials.Reauthorize(r) {
+		st.State = ConnectionNeedsReauth
 	}
 	return st
 }

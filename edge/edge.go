@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -62,10 +63,13 @@ type Edge struct {
 	// maxPayload bounds a call's body: the deployment's payload limit with a payloads
 	// bucket, the body's limit without one.
 	maxPayload int64
-	adminHash  []byte
-	metrics    *metrics
-	router     *gin.Engine
-	draining   atomic.Bool
+	// relisting: the connections (account.tool) whose tools the edge is asking a
+	// tool with per-account methods for (relist).
+	relisting sync.Map
+	adminHash []byte
+	metrics   *metrics
+	router    *gin.Engine
+	draining  atomic.Bool
 }
 
 // New builds an edge that runs calls through gw, administers store, and shows links

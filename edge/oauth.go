@@ -225,14 +225,15 @@ func (e *Edge) oauthCallback(c *gin.Context) {
 	c.String(http.StatusOK, "The tool %s is connected. You may close this page.\n", tool)
 }
 
-// listWithGrant asks a tool whose record names no methods yet for its tools, with
-// the grant account has just connected: a bridged remote server that requires OAuth
-// lists its tools only to an account's token. The request carries the account's
-// sealed token, as each of its requests does, and the bridge makes what the server
-// lists the tool's methods.
+// listWithGrant asks a tool whose record names no methods yet, or whose methods
+// differ per account, for its tools, with the grant account has just connected: a
+// bridged remote server that requires OAuth lists its tools only to an account's
+// token, and each account's own. The request carries the account's sealed token, as
+// each of its requests does, and the bridge makes what the server lists the
+// account's methods.
 func (e *Edge) listWithGrant(account, tool string) {
 	entry := e.view.Snapshot().RawTool(tool)
-	if entry == nil || len(entry.Tool.Methods) > 0 || !entry.Tool.Capabilities.SessionTools {
+	if entry == nil || !entry.Tool.Capabilities.SessionTools || (len(entry.Tool.Methods) > 0 && entry.Tool.AccountMethods == nil) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), e.gw.Timeout(nil, 0))
@@ -240,4 +241,23 @@ func (e *Edge) listWithGrant(account, tool string) {
 	if _, err := e.gw.Forward(ctx, &gateway.Call{Principal: registry.Principal{Account: account}, Tool: tool, Method: "tools/list"}); err != nil {
 		e.log.Warn("edge: the tool did not list its tools with the account's new grant", "tool", tool, "err", err)
 	}
+}
+
+// relist asks a tool whose methods differ per account for account's tools, in the
+// background and once at a time per connection, when the connection is ready but the
+// record holds no list of the account's: the bridge forgot it (its --account-lists)
+// or restarted. The account sees the tool's methods once the bridge put them.
+func (e *Edge) relist(snap *registry.Snapshot, account, tool string, st ConnectionState) {
+	raw := snap.RawTool(tool)
+	if raw == nil || raw.Tool.AccountMethods == nil || st.State != ConnectionReady || raw.Tool.AccountMethods.Of(account) != nil {
+		return
+	}
+	key := account + "." + tool
+	if _, busy := e.relisting.LoadOrStore(key, true); busy {
+		return
+	}
+	go func() {
+		defer e.relisting.Delete(key)
+		e.listWithGrant(account, tool)
+	}()
 }

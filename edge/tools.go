@@ -157,6 +157,7 @@ func (e *Edge) accountToolInfo(c *gin.Context, snap *registry.Snapshot, account 
 	info := e.toolInfo(snap, t, snap.Connection(account, t.ID))
 	st := e.connectionState(c, account, t)
 	info.Connection = &st
+	e.relist(snap, account, t.ID, st)
 	return info
 }
 
@@ -193,7 +194,7 @@ func (e *Edge) toolCall(c *gin.Context) {
 	// it may not see from how its body is judged.
 	var err error
 	if call.Entry, err = e.view.Snapshot().Method(call.Principal, tool, method); err != nil {
-		refuse(err)
+		refuse(e.gw.Unlisted(c.Request.Context(), call, err))
 		return
 	}
 	if !jsonContentType(c.Request.Header.Get("Content-Type")) {

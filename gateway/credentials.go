@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/registry"
 )
 
 // Credentials are an account's values for its connections to tools, as the gateway
@@ -20,6 +22,11 @@ type Credentials interface {
 	// value, "" when t needs none), or the names of the fields t requires that the
 	// account has not set.
 	Seal(ctx context.Context, account string, t *wire.Tool) (header string, missing []string, err error)
+	// RefuseGrant marks account's OAuth grant for t refused (why), as a refused
+	// refresh does, when the server behind t refused the access token of a call
+	// sealed at sealedAt, unless the account authorized t again (or the grant was
+	// refreshed) since: the connection then needs authorizing again.
+	RefuseGrant(ctx context.Context, account string, t *wire.Tool, sealedAt time.Time, why string) error
 }
 
 // WithCredentials sends each call of a tool whose connection needs values with the
@@ -88,6 +95,7 @@ func (g *Gateway) sealCredentials(ctx context.Context, c *Call, t *wire.Tool, re
 	if g.creds == nil || !t.Connection.Needs() {
 		return nil
 	}
+	c.sealedAt = time.Now()
 	header, missing, err := g.creds.Seal(ctx, c.Principal.Account, t)
 	if err != nil {
 		return fmt.Errorf("gateway: credentials of %s: %w", t.ID, err)
@@ -103,6 +111,27 @@ func (g *Gateway) sealCredentials(ctx context.Context, c *Call, t *wire.Tool, re
 	return nil
 }
 
+// Unlisted is err, the lookup of c's method, unless that found no such method of a
+// tool whose methods differ per account (a bridged server that requires OAuth) for
+// an account that has no list of them yet and whose connection lacks what the tool
+// requires: until it connects, the account cannot know which methods its connection
+// opens, and gets the connection_required that says where to connect.
+func (g *Gateway) Unlisted(ctx context.Context, c *Call, err error) error {
+	if !errors.Is(err, registry.ErrMethodNotFound) || g.creds == nil {
+		return err
+	}
+	snap := g.view.Snapshot()
+	entry, terr := snap.Tool(c.Principal, c.Tool)
+	raw := snap.RawTool(c.Tool)
+	if terr != nil || raw == nil || raw.Tool.AccountMethods == nil || raw.Tool.AccountMethods.Of(c.Principal.Account) != nil {
+		return err
+	}
+	if cerr := g.sealCredentials(ctx, c, entry.Tool, true); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
 // withSealed is h with the call's sealed values added, h itself left as it is.
 func withSealed(h nats.Header, sealed string) nats.Header {
 	if sealed == "" {
@@ -113,12 +142,20 @@ func withSealed(h nats.Header, sealed string) nats.Header {
 
 // refusedGrant is err, unless it is the tool's connection_required for an OAuth
 // tool: the server behind the tool refused the account's token (a bridged remote
-// server that requires OAuth), and the account connects again, at the connect URL
-// this gateway names, never one the tool sent.
-func (g *Gateway) refusedGrant(t *wire.Tool, err error) error {
+// server that requires OAuth: 401, or 403 for a scope the grant lacks). The grant is
+// then marked refused, so the connection shows needs_reauthorization and the
+// account's later calls are refused before they reach the tool; and the account
+// connects again, at the connect URL this gateway names, never one the tool sent.
+func (g *Gateway) refusedGrant(ctx context.Context, c *Call, t *wire.Tool, err error) error {
 	var te *wire.ToolError
 	if !errors.As(err, &te) || te.Code != CodeConnectionRequired || t.Connection == nil || t.Connection.OAuth == nil {
 		return err
+	}
+	if g.creds != nil && !c.sealedAt.IsZero() {
+		why := "the server behind the tool refused the access token"
+		if rerr := g.creds.RefuseGrant(context.WithoutCancel(ctx), c.Principal.Account, t, c.sealedAt, why); rerr != nil {
+			g.log.Warn("gateway: the refused grant is not marked", "account", c.Principal.Account, "tool", t.ID, "err", rerr)
+		}
 	}
 	cr := &ConnectionRequiredError{Tool: t.ID, Missing: []string{wire.MissingOAuth}}
 	if g.connectURL != nil {

@@ -426,6 +426,10 @@ func classifyTool(err error) (Failure, bool) {
 	case errors.As(err, &te) && te.Code == wire.CodePayloadTooLarge:
 		// The SDK's refusal of a reply past the caller's limit (wire.HeaderPayloadLimit).
 		return ofText(KindPayloadTooLarge, te.Message), true
+	case errors.As(err, &te) && te.Code == wire.CodeMethodNotFound:
+		// The worker has no such method (any more, or for the calling account): the
+		// caller gets what it gets when the edge finds none.
+		return ofText(KindMethodNotFound, te.Message), true
 	case errors.As(err, &te):
 		f := of(KindToolError)
 		if te.Status >= 400 && te.Status <= 599 {

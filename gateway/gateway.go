@@ -224,6 +224,9 @@ type Call struct {
 	StreamReply bool
 
 	sealed string // the account's connection values sealed to the tool (WithCredentials)
+	// sealedAt is when the values were read to be sealed: a grant the tool's server
+	// refuses is marked refused only if it was not renewed since.
+	sealedAt time.Time
 	// hold is what the call holds of its quotas' calls at once, from Check until it
 	// is answered (Call, Forward, Refuse, Answered).
 	hold *quotaHold
@@ -238,7 +241,7 @@ func (g *Gateway) Check(ctx context.Context, c *Call) (*registry.MethodEntry, er
 	if m == nil {
 		var err error
 		if m, err = g.view.Snapshot().Method(c.Principal, c.Tool, c.Method); err != nil {
-			return nil, err
+			return nil, g.Unlisted(ctx, c, err)
 		}
 	}
 	if c.Payload == nil {
@@ -303,7 +306,7 @@ func (g *Gateway) call(ctx context.Context, c *Call) (*wire.Reply, error) {
 // trail's record of it is its caller's (Answered).
 func (g *Gateway) Send(ctx context.Context, c *Call, m *registry.MethodEntry, timeout time.Duration) (*wire.Reply, error) {
 	reply, err := g.send(ctx, c, false, timeout, m.Tool.Holding)
-	return reply, g.refusedGrant(m.Tool, err)
+	return reply, g.refusedGrant(ctx, c, m.Tool, err)
 }
 
 // Forward sends an MCP request other than a tool call to the tool's workers, on its
@@ -358,7 +361,7 @@ func (g *Gateway) forward(ctx context.Context, c *Call) (*wire.Reply, error) {
 		f.RequestID = f.CallID // the request has no id of its own
 	}
 	reply, err := g.send(ctx, &f, true, g.Timeout(nil, c.Timeout), t.Tool.Holding)
-	return reply, g.refusedGrant(t.Tool, err)
+	return reply, g.refusedGrant(ctx, &f, t.Tool, err)
 }
 
 // send puts a checked call on the bus, naming it when the caller did not.

@@ -71,6 +71,7 @@ func (s *Snapshot) AuthenticateLink(token string) (Principal, error) {
 
 // Tool returns the tool id as p may see it: ErrToolNotFound when it does not exist or
 // is not connected to p's account, ErrForbidden when p's key is scoped away from it.
+// Of a tool whose methods differ per account, p's account sees only its own.
 func (s *Snapshot) Tool(p Principal, id string) (*ToolEntry, error) {
 	t := s.tools[id]
 	if t == nil || s.conns[p.Account][id] == nil || (p.Tool != "" && p.Tool != id) || s.revokedAccount(p.Account, id) {
@@ -79,7 +80,7 @@ func (s *Snapshot) Tool(p Principal, id string) (*ToolEntry, error) {
 	if p.Key != nil && !p.Key.Allows(id) {
 		return nil, ErrForbidden
 	}
-	return t, nil
+	return t.forAccount(p.Account), nil
 }
 
 // Method returns a method of a tool as p may see it.

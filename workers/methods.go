@@ -21,6 +21,13 @@ import (
 // endpoint stays in nats micro discovery until the worker stops, since micro cannot
 // remove one endpoint. Between Run's start and Ready, SetMethods waits for Ready.
 func (w *Worker) SetMethods(ctx context.Context, methods []Method) error {
+	return w.SetAccountMethods(ctx, methods, nil)
+}
+
+// SetAccountMethods is SetMethods for a tool whose methods differ per account: each
+// account sees and calls only those of methods its list in per names (an account
+// without one, none); nil per: every account all of them.
+func (w *Worker) SetAccountMethods(ctx context.Context, methods []Method, per *wire.AccountMethods) error {
 	w.setMu.Lock()
 	defer w.setMu.Unlock()
 	w.mu.Lock()
@@ -28,6 +35,7 @@ func (w *Worker) SetMethods(ctx context.Context, methods []Method) error {
 	if !started {
 		w.methods = slices.Clone(methods)
 	}
+	w.accountMethods = per
 	w.mu.Unlock()
 	if !started {
 		return nil
@@ -119,6 +127,9 @@ func (w *Worker) record(methods []Method, hasMCP bool) (wire.Tool, error) {
 		Owner: w.tool.Owner, Capabilities: w.tool.Capabilities, Methods: []wire.Method{},
 		Holding: true, // see announceHolding
 	}
+	w.mu.Lock()
+	rec.AccountMethods = w.accountMethods
+	w.mu.Unlock()
 	var err error
 	if rec.Connection, err = w.connection(); err != nil {
 		return fail("%v", err)

@@ -95,16 +95,18 @@ type Worker struct {
 	log   *slog.Logger
 	inbox *inbox // while Run runs
 
-	mu         sync.Mutex
-	methods    []Method
-	mcp        MCPHandler
-	sessionEnd func(session string)
-	started    bool
-	svc        micro.Service      // while serving
-	mcpMethod  *Method            // the MCP handler's, while serving
-	direct     *nats.Subscription // the instance's own requests (Capabilities.SessionState)
-	served     map[string]bool    // method names with an endpoint
-	stopping   bool
+	mu      sync.Mutex
+	methods []Method
+	mcp     MCPHandler
+	// accountMethods: which methods each account may see and call (SetAccountMethods).
+	accountMethods *wire.AccountMethods
+	sessionEnd     func(session string)
+	started        bool
+	svc            micro.Service      // while serving
+	mcpMethod      *Method            // the MCP handler's, while serving
+	direct         *nats.Subscription // the instance's own requests (Capabilities.SessionState)
+	served         map[string]bool    // method names with an endpoint
+	stopping       bool
 
 	table atomic.Pointer[map[string]*Method] // the methods calls are dispatched to, by name
 	setMu sync.Mutex                         // one SetMethods at a time

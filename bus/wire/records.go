@@ -26,7 +26,10 @@ type Tool struct {
 	// Connection is what an account's connection to the tool needs (its fields, the
 	// key its values are sealed to on each call); nil: nothing.
 	Connection *Connection `json:"connection,omitempty"`
-	UpdatedAt  time.Time   `json:"updated_at"`
+	// AccountMethods, when set, says which of Methods each account may see and
+	// call; nil: every account all of them.
+	AccountMethods *AccountMethods `json:"account_methods,omitempty"`
+	UpdatedAt      time.Time       `json:"updated_at"`
 }
 
 // Method is one callable method of a tool.
@@ -122,6 +125,11 @@ func CheckTool(t *Tool) error {
 	if t.Connection != nil {
 		if err := CheckConnection(t.Connection); err != nil {
 			return fmt.Errorf("tool %s: %w", t.ID, err)
+		}
+	}
+	if t.AccountMethods != nil {
+		if err := checkAccountMethods(t); err != nil {
+			return err
 		}
 	}
 	if mcp := bytes.TrimSpace(t.Capabilities.MCP); len(mcp) > 0 && (mcp[0] != '{' || !json.Valid(mcp)) {

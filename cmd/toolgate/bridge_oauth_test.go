@@ -95,7 +95,8 @@ func (o *oauthServer) verifier(idp *testidp.Provider) auth.TokenVerifier {
 // authorization server). The bridge finds the provider and declares it as the tool's
 // connection; two accounts connect, as two users of the provider; the edge that
 // completes a connection has the server's tools listed with the account's token,
-// which makes them the tool's methods; every account's
+// which makes them that account's methods (one that has not connected sees none);
+// every account's
 // calls (REST and MCP) reach the server with that account's own token (the server
 // answers with its subject). An account that has not connected gets
 // connection_required with the connect URL; a token the server refuses (401) gets
@@ -135,11 +136,16 @@ func TestBridgeOAuth(t *testing.T) {
 	}
 
 	// The edge that completed a connection asked the tool for its tools with the
-	// account's token: they are the tool's methods.
-	testenv.Eventually(t, 30*time.Second, "the server's tools are the tool's methods", func() bool {
-		_, body := call(t, http.MethodGet, s.url+"/get-tools", keys["initech"], "")
-		return strings.Contains(body, `"whoami"`)
-	})
+	// account's token: they are that account's methods, and no one else's.
+	for _, account := range []string{"acme", "globex"} {
+		testenv.Eventually(t, 30*time.Second, "the server's tools are "+account+"'s methods", func() bool {
+			_, body := call(t, http.MethodGet, s.url+"/get-tools", keys[account], "")
+			return strings.Contains(body, `"whoami"`)
+		})
+	}
+	if _, body := call(t, http.MethodGet, s.url+"/get-tools", keys["initech"], ""); strings.Contains(body, `"whoami"`) || !strings.Contains(body, `"needs_credentials"`) {
+		t.Fatalf("initech, never connected, lists %s; want no method and needs_credentials", body)
+	}
 	if got := mcpWhoami(t, s.url, keys["acme"]); got != "id1" {
 		t.Errorf("acme over MCP is %q, want the provider's subject id1", got)
 	}

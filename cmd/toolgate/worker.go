@@ -211,6 +211,7 @@ func newWorkerMCPCmd() *cobra.Command {
 	f.StringVar(&oauthClient.ClientID, "oauth-client-id", "", "with --oauth: the client the deployment registered at the server's authorization server, for one that takes no client document (default: register one)")
 	f.IntVar(&bridge.AccountSessions, "account-sessions", bridge.AccountSessions, "most upstream sessions (for a command, processes) held at once for accounts, when --env or --header names a {field}")
 	f.DurationVar(&bridge.AccountIdle, "account-idle", bridge.AccountIdle, "end an account's upstream session that took no call for this long")
+	f.IntVar(&bridge.AccountLists, "account-lists", bridge.AccountLists, "with --oauth: most accounts whose tool lists are kept (each account sees and calls only what the server lists to its token); past it the least recently listed is forgotten until that account lists again")
 	f.DurationVar(&bridge.CallTimeout, "call-timeout", 0, "the timeout of the server's tools (default: the gateway's)")
 	f.StringToStringVar(&bridge.TaskSupport, "task-support", nil, "for a server that knows nothing of tasks, whose tasks the gateway keeps: NAME=required (its clients must call the tool as a task) or NAME=forbidden (never a task), repeatable; the others are optional")
 	f.DurationVar(&bridge.StartTimeout, "start-timeout", bridge.StartTimeout, "how long the server may take to start and list its tools")

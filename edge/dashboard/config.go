@@ -32,7 +32,8 @@ type Config struct {
 	// when BaseURL is https.
 	SecureCookie bool
 	// Connector begins an account's authorization of a tool at the tool's OAuth
-	// provider (credentials.Vault); nil: no tool page offers to connect.
+	// provider, and sets its connection's fields (credentials.Vault); nil: no tool
+	// page offers to connect or set them.
 	Connector Connector
 	// Approvals, when set, serves the approvals page: the account's calls waiting for
 	// a person's approval, which its key holder approves or denies.
@@ -42,12 +43,14 @@ type Config struct {
 	SignIn *oauth.Server
 }
 
-// Connector begins OAuth authorizations and reads the connections' records
-// (credentials.Vault).
+// Connector begins OAuth authorizations, reads the connections' records and sets
+// their fields (credentials.Vault).
 type Connector interface {
 	OAuth() bool
 	BeginOAuth(ctx context.Context, account string, t *wire.Tool, browser string) (string, error)
 	Lookup(ctx context.Context, account string, t *wire.Tool) (*credentials.Record, uint64, error)
+	// Update sets values of account's connection to tool (credentials.Vault.Update).
+	Update(ctx context.Context, account, tool string, conn *wire.Connection, values map[string]*string, replace bool) (*credentials.Record, error)
 }
 
 // DefaultConfig serves /dashboard/ for the edge of `toolgate dev`, with sessions of

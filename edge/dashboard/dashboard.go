@@ -110,6 +110,7 @@ func (d *Dashboard) routes() http.Handler {
 	mux.HandleFunc("GET "+p+"tools/{tool}/connect", d.signedIn(d.connectTool))
 	mux.HandleFunc("GET "+p+"tools/{tool}/{tab}", d.signedIn(d.toolPage))
 	mux.HandleFunc("POST "+p+"tools/{tool}/sse/rotate", d.signedIn(d.rotateLink))
+	mux.HandleFunc("POST "+p+"tools/{tool}/credentials", d.signedIn(d.setCredentials))
 	mux.HandleFunc("POST "+p+"tools/{tool}/install/{client}", d.signedIn(d.mintInstallKey))
 	mux.HandleFunc("POST "+p+"tools/{tool}/api/{method}", d.signedIn(d.tryCall))
 	mux.HandleFunc("GET "+p+"keys", d.signedIn(d.keysPage))

@@ -71,6 +71,17 @@ var emailTool = registry.Tool{
 
 func newEnv(t *testing.T, edit func(*dashboard.Config), with ...func(*env) gateway.Option) *env {
 	t.Helper()
+	return newEnvWith(t, func(_ *env, cfg *dashboard.Config) {
+		if edit != nil {
+			edit(cfg)
+		}
+	}, with...)
+}
+
+// newEnvWith is newEnv whose edit of the dashboard's configuration has the env, its
+// registry ready.
+func newEnvWith(t *testing.T, edit func(*env, *dashboard.Config), with ...func(*env) gateway.Option) *env {
+	t.Helper()
 	ns := testenv.Server(t)
 	e := &env{t: t, account: testAccount}
 	e.nc = testenv.Conn(t, ns.ClientURL())
@@ -115,9 +126,7 @@ func newEnv(t *testing.T, edit func(*dashboard.Config), with ...func(*env) gatew
 	e.base = "http://" + ln.Addr().String()
 	e.cfg = dashboard.DefaultConfig()
 	e.cfg.BaseURL = e.base
-	if edit != nil {
-		edit(&e.cfg)
-	}
+	edit(e, &e.cfg)
 	d, err := dashboard.New(e.cfg, gw, e.store, e.signer, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)

@@ -46,6 +46,9 @@ type toolView struct {
 	// Authorization is the state of the account's authorization at the provider:
 	// "connected", "not connected" or "needs reauthorization".
 	Authorization string
+	// Credentials is the account's connection, for a tool whose connection needs
+	// fields it sets here.
+	Credentials *credentialsView
 
 	Installs []installLine
 	Minted   *mintedKey // a key just made for one client's command
@@ -131,6 +134,10 @@ func (d *Dashboard) toolPage(w http.ResponseWriter, r *http.Request, v *visit) {
 	if d.connects(t.Tool) {
 		tv.ConnectURL = d.cfg.Prefix + "tools/" + t.Tool.ID + "/connect"
 		tv.Authorization = d.authorization(r.Context(), v.principal.Account, t.Tool)
+	}
+	if d.sets(t.Tool) {
+		tv.Credentials = d.credentials(r.Context(), v.principal.Account, t.Tool)
+		tv.Credentials.Saved = r.URL.Query().Has("saved")
 	}
 	d.render(w, http.StatusOK, "tool", d.page(v, toolTitle(t.Tool), "tools", tv))
 }

@@ -78,6 +78,6 @@ func (b *Bridge) acquireAccount(ctx context.Context, c *workers.Call, values map
 	return b.acquireHeld(ctx, c, b.accounts, accountKey(c.Account, values), b.cfg.AccountSessions,
 		"accounts (its account-sessions setting)", func() *session {
 			accountSessionsStarted.WithLabelValues(b.cfg.Tool).Inc()
-			return &session{idx: -1, account: c.Account, caps: everyCapability(), values: values}
+			return &session{idx: -1, account: c.Account, acting: c.Account, caps: everyCapability(), values: values}
 		})
 }

@@ -108,6 +108,10 @@ type session struct {
 	// account is the account whose calls (without an MCP session) it serves, for a
 	// server that acts per account; "" for a client's or a shared one.
 	account string
+	// acting is the account whose values a client's or an account's session runs
+	// with: for a server that requires OAuth, the account whose token its tools/list
+	// is read with; "" for a shared one.
+	acting string
 	// values are the account's values of the connection's fields, with which a
 	// server that acts per account is started (Config.Env, Header); nil for none.
 	values map[string]string
@@ -165,7 +169,7 @@ func New(nc *nats.Conn, cfg Config, log *slog.Logger, opts ...workers.Option) *B
 		dropped:  map[string]bool{},
 	}
 	if cfg.OAuth != nil {
-		b.oauth = &oauthState{refused: map[[32]byte]refusal{}, known: &session{idx: -1}}
+		b.oauth = &oauthState{refused: map[[32]byte]refusal{}, lists: map[string]listed{}}
 	}
 	if b.perAccount = cfg.templated() || cfg.OAuth != nil; b.perAccount {
 		b.registerMetrics()
@@ -243,7 +247,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 	w := workers.New(b.nc, tool, b.opts...)
 	b.w = w
 	w.OnSessionEnd(func(id string) { go b.endClient(id, nil, "the client's session ended") })
-	if err := w.SetMethods(ctx, b.methods()); err != nil {
+	methods, perAccount := b.methods()
+	if err := w.SetAccountMethods(ctx, methods, perAccount); err != nil {
 		return err
 	}
 	w.HandleMCP(b.serveMCP)
@@ -332,9 +337,9 @@ func (b *Bridge) onToolListChanged(_ context.Context, req *mcp.ToolListChangedRe
 		return
 	}
 	b.onListChanged(req.Session, wire.ListTools)
-	if s.client != "" || s.revision != "" {
-		// A client's session, or the stateless one, is listed again at once; it
-		// has no keep loop.
+	if s.client != "" || s.account != "" || s.revision != "" {
+		// A client's or an account's session, or the stateless one, is listed
+		// again at once; it has no keep loop.
 		go func() {
 			ctx, cancel := context.WithTimeout(b.life, b.cfg.StartTimeout)
 			defer cancel()
@@ -376,7 +381,8 @@ func (b *Bridge) follow(ctx context.Context, w *workers.Worker) {
 			return
 		case <-b.changed:
 			b.stepUp()
-			if err := w.SetMethods(ctx, b.methods()); err != nil && ctx.Err() == nil {
+			methods, perAccount := b.methods()
+			if err := w.SetAccountMethods(ctx, methods, perAccount); err != nil && ctx.Err() == nil {
 				b.log.Warn("the tool's methods could not be updated", "err", err)
 			}
 		}
@@ -384,34 +390,18 @@ func (b *Bridge) follow(ctx context.Context, w *workers.Worker) {
 }
 
 // methods are the tool's methods: every tool some session has listed, as the session
-// that listed it last describes it, in name order.
-func (b *Bridge) methods() []workers.Method {
+// that listed it last describes it, in name order. For a server that requires OAuth,
+// the tools each account's sessions listed, and which of them each account may see
+// and call (nil for any other server: all of them).
+func (b *Bridge) methods() ([]workers.Method, *wire.AccountMethods) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	sessions := slices.Clone(b.sessions)
-	for _, c := range b.clients {
-		// A tool a server offers one client only (one it added on that client's
-		// session) is a method too; other clients' lists leave it out.
-		sessions = append(sessions, c)
-	}
-	if b.statelessOpen != nil {
-		sessions = append(sessions, b.statelessOpen)
-	}
+	var tools map[string]*mcp.Tool
+	var perAccount map[string]map[string]*mcp.Tool
 	if b.oauth != nil {
-		// Only an account's sessions list the tools of a server that requires OAuth.
-		for _, a := range b.accounts {
-			sessions = append(sessions, a)
-		}
-	}
-	sort.SliceStable(sessions, func(i, j int) bool { return sessions[i].listedAt.After(sessions[j].listedAt) })
-	sessions = b.knownTools(sessions)
-	tools := map[string]*mcp.Tool{}
-	for _, s := range sessions {
-		for name, t := range s.tools {
-			if tools[name] == nil {
-				tools[name] = t
-			}
-		}
+		tools, perAccount = b.accountLists()
+	} else {
+		tools = b.listedTools()
 	}
 	names := methodNames(slices.Collect(func(yield func(string) bool) {
 		for name := range tools {
@@ -446,7 +436,31 @@ func (b *Bridge) methods() []workers.Method {
 		out = append(out, m)
 	}
 	slices.SortFunc(out, func(a, b workers.Method) int { return cmp.Compare(a.Name, b.Name) })
-	return out
+	return out, accountMethods(perAccount, names)
+}
+
+// listedTools are the tools every session of a server that takes no OAuth listed
+// last, each as the session that listed it last describes it. b.mu is held.
+func (b *Bridge) listedTools() map[string]*mcp.Tool {
+	sessions := slices.Clone(b.sessions)
+	for _, c := range b.clients {
+		// A tool a server offers one client only (one it added on that client's
+		// session) is a method too; other clients' lists leave it out.
+		sessions = append(sessions, c)
+	}
+	if b.statelessOpen != nil {
+		sessions = append(sessions, b.statelessOpen)
+	}
+	sort.SliceStable(sessions, func(i, j int) bool { return sessions[i].listedAt.After(sessions[j].listedAt) })
+	tools := map[string]*mcp.Tool{}
+	for _, s := range sessions {
+		for name, t := range s.tools {
+			if tools[name] == nil {
+				tools[name] = t
+			}
+		}
+	}
+	return tools
 }
 
 // rawJSON is v as JSON, or nil for nothing.

@@ -31,6 +31,9 @@ func (b *Bridge) callTool(name string) workers.Handler {
 			return nil, err
 		}
 		defer b.release(in)
+		if err := b.offers(ctx, in, name); err != nil {
+			return nil, err
+		}
 		params := &mcp.CallToolParams{Name: name, Arguments: argumentsOf(c)}
 		if in.token != "" {
 			params.SetProgressToken(in.token)

@@ -83,7 +83,7 @@ func (b *Bridge) acquireClient(ctx context.Context, c *workers.Call) (*inflight,
 		b.endClient(c.Session, s, "the account's connection values changed")
 	}
 	return b.acquireHeld(ctx, c, b.clients, c.Session, b.cfg.ClientSessions, "client sessions (its client-sessions setting)", func() *session {
-		return &session{idx: -1, client: c.Session, caps: clientCapabilities(c), level: c.LogLevel, values: values}
+		return &session{idx: -1, client: c.Session, acting: c.Account, caps: clientCapabilities(c), level: c.LogLevel, values: values}
 	})
 }
 

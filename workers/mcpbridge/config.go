@@ -45,6 +45,11 @@ type Config struct {
 	// AccountIdle ends an account's upstream session that has taken no call for this
 	// long.
 	AccountIdle time.Duration
+	// AccountLists bounds the accounts whose tool lists a server that requires
+	// OAuth keeps at once (each account sees and calls only what the server lists to
+	// its token); past it the least recently listed is forgotten, and that account
+	// sees no method until its next tools/list.
+	AccountLists int
 
 	// Sessions is how many shared upstream sessions there are (for a stdio server,
 	// child processes): the calls that come without an MCP session (the HTTP API)
@@ -98,6 +103,7 @@ func DefaultConfig() Config {
 		ClientSessionIdle: 30 * time.Minute,
 		AccountSessions:   DefaultAccountSessions,
 		AccountIdle:       DefaultAccountIdle,
+		AccountLists:      DefaultAccountLists,
 		StartTimeout:      time.Minute,
 		RestartMin:        100 * time.Millisecond,
 		RestartMax:        30 * time.Second,
@@ -105,12 +111,17 @@ func DefaultConfig() Config {
 	}
 }
 
-// DefaultAccountSessions and DefaultAccountIdle are Config's AccountSessions and
-// AccountIdle by default.
+// DefaultAccountSessions, DefaultAccountIdle and DefaultAccountLists are Config's
+// AccountSessions, AccountIdle and AccountLists by default.
 const (
 	DefaultAccountSessions = 64
 	DefaultAccountIdle     = 10 * time.Minute
+	DefaultAccountLists    = 10000
 )
+
+// MaxAccountLists is the most AccountLists may be: the lists travel in the tool's
+// record.
+const MaxAccountLists = 100000
 
 // MaxClientSessions is the most ClientSessions (and AccountSessions) may be.
 const MaxClientSessions = 4096
@@ -161,6 +172,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("mcp: account-sessions: must be from 1 to %d", MaxClientSessions)
 	case c.AccountIdle <= 0:
 		return errors.New("mcp: account-idle: must be positive")
+	case c.AccountLists < 1 || c.AccountLists > MaxAccountLists:
+		return fmt.Errorf("mcp: account-lists: must be from 1 to %d", MaxAccountLists)
 	case c.CallTimeout < 0:
 		return errors.New("mcp: call-timeout: must not be negative")
 	case badTaskSupport(c.TaskSupport) != "":

@@ -39,6 +39,10 @@ func TestConfigValidate(t *testing.T) {
 			c.Command, c.URL, c.OAuth = nil, "https://mcp.example.com/mcp", &mcpbridge.OAuthClient{GatewayURL: "https://gw.example.com"}
 			c.Header = http.Header{"X-Key": {"{key}"}}
 		}, "mcp: oauth:"},
+		{"one account's list is taken", func(c *mcpbridge.Config) { c.AccountLists = 1 }, ""},
+		{"no account's list is refused", func(c *mcpbridge.Config) { c.AccountLists = 0 }, "mcp: account-lists:"},
+		{"the most accounts' lists are taken", func(c *mcpbridge.Config) { c.AccountLists = mcpbridge.MaxAccountLists }, ""},
+		{"more accounts' lists are refused", func(c *mcpbridge.Config) { c.AccountLists = mcpbridge.MaxAccountLists + 1 }, "mcp: account-lists:"},
 		{"no sessions is refused", func(c *mcpbridge.Config) { c.Sessions = 0 }, "mcp: sessions:"},
 		{"the pool of sessions at its most is taken", func(c *mcpbridge.Config) { c.Sessions = 64 }, ""},
 		{"a pool beyond 64 sessions is refused", func(c *mcpbridge.Config) { c.Sessions = 65 }, "mcp: sessions:"},

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/toolgate/toolgate/bus/wire"
@@ -23,11 +24,16 @@ import (
 // methods at start as it does for other servers. It declares the server's OAuth
 // provider as the tool's connection instead, with no methods, and opens no shared
 // session. Every request of an account then goes to an upstream session of that
-// account's own, whose every HTTP request carries the account's access token; the
-// first such session that lists the server's tools (an MCP client's tools/list,
-// which edges send to the bridge with the account's sealed token) makes the tools
-// the tool's methods, and the latest list any account's session read stays so after
-// the session ends.
+// account's own, whose every HTTP request carries the account's access token.
+//
+// What the server lists differs per token: each account sees and calls only the
+// tools the server listed to its own. The bridge keeps, per account, the latest
+// list one of its sessions read (an MCP client's tools/list, or the one edges send
+// with the account's sealed token once it connects), up to Config.AccountLists
+// accounts; the tool's methods are every tool some kept list holds, and its record
+// says which of them each account's list names (wire.AccountMethods), so that edges
+// show and take an account's calls of its own only. A call of a tool its session's
+// list lacks is refused here too, before it reaches the server.
 
 // CodeConnectionRequired is the error code of a call whose account's token the
 // server refused: 401, or 403 for a scope the token lacks. The gateway answers it as
@@ -49,8 +55,14 @@ type oauthState struct {
 	mu       sync.Mutex
 	refused  map[[32]byte]refusal // by the token's hash
 	provider *wire.OAuthProvider
-	asked    []string // scopes the server asked for (403 insufficient_scope), not yet declared
-	known    *session // holds the latest tools an account's session listed
+	asked    []string          // scopes the server asked for (403 insufficient_scope), not yet declared
+	lists    map[string]listed // by account; under the Bridge's mu
+}
+
+// listed is the latest tools/list one of an account's sessions read.
+type listed struct {
+	tools map[string]*mcp.Tool
+	at    time.Time
 }
 
 // startOAuth finds the server's provider and makes the tool that declares it as its
@@ -156,21 +168,84 @@ func oauthHeader(h http.Header, values map[string]string) {
 	}
 }
 
-// knownTools keeps, for a server that requires OAuth, the latest list an account's
-// session read among sessions (sorted newest first) as a session of its own, so that
-// the tool keeps its methods once that session ends; it returns sessions with it.
-func (b *Bridge) knownTools(sessions []*session) []*session {
-	if b.oauth == nil {
-		return sessions
-	}
-	known := b.oauth.known
-	for _, s := range sessions {
-		if s != known && s.tools != nil && s.listedAt.After(known.listedAt) {
-			known.tools, known.listedAt = s.tools, s.listedAt
-			break
+// accountLists keeps, per account, the latest list its sessions read, forgetting
+// the least recently listed accounts past Config.AccountLists, and returns every
+// tool a kept list holds (as the newest such list describes it) and each account's
+// tools. b.mu is held.
+func (b *Bridge) accountLists() (map[string]*mcp.Tool, map[string]map[string]*mcp.Tool) {
+	o := b.oauth
+	for _, held := range []map[string]*session{b.clients, b.accounts} {
+		for _, s := range held {
+			if l, ok := o.lists[s.acting]; s.acting != "" && s.tools != nil && (!ok || s.listedAt.After(l.at)) {
+				o.lists[s.acting] = listed{tools: s.tools, at: s.listedAt}
+			}
 		}
 	}
-	return append(sessions, known)
+	for len(o.lists) > b.cfg.AccountLists {
+		oldest := ""
+		for account, l := range o.lists {
+			if oldest == "" || l.at.Before(o.lists[oldest].at) {
+				oldest = account
+			}
+		}
+		delete(o.lists, oldest)
+	}
+	tools, newest := map[string]*mcp.Tool{}, map[string]time.Time{}
+	per := make(map[string]map[string]*mcp.Tool, len(o.lists))
+	for account, l := range o.lists {
+		per[account] = l.tools
+		for name, t := range l.tools {
+			if l.at.After(newest[name]) {
+				tools[name], newest[name] = t, l.at
+			}
+		}
+	}
+	return tools, per
+}
+
+// accountMethods is, for a server that requires OAuth (per is not nil), which
+// methods each account may see and call: the names (names, by MCP name) of the
+// tools its list holds, each distinct list filed once.
+func accountMethods(per map[string]map[string]*mcp.Tool, names map[string]string) *wire.AccountMethods {
+	if per == nil {
+		return nil
+	}
+	a := &wire.AccountMethods{Lists: map[string][]string{}, Accounts: make(map[string]string, len(per))}
+	for account, tools := range per {
+		list := make([]string, 0, len(tools))
+		for name := range tools {
+			list = append(list, names[name])
+		}
+		slices.Sort(list)
+		key := wire.ListKey(list)
+		a.Lists[key], a.Accounts[account] = list, key
+	}
+	return a
+}
+
+// offers refuses a call of tool (an MCP name) on in's session, for a server that
+// requires OAuth, unless the server listed it to that session's token: another
+// account's list may hold it, this one's not. A session that has not listed its
+// tools yet lists them first.
+func (b *Bridge) offers(ctx context.Context, in *inflight, tool string) error {
+	if b.oauth == nil {
+		return nil
+	}
+	b.mu.Lock()
+	listedYet := in.s.tools != nil
+	b.mu.Unlock()
+	if !listedYet {
+		if err := b.list(ctx, in.s); err != nil {
+			return b.oauthAcquired(in.s.values, rpcError(ctx, err))
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if in.s.tools[tool] == nil {
+		return &workers.Error{Code: workers.CodeMethodNotFound, Status: http.StatusNotFound,
+			Message: "the server does not offer this tool to the account's connection"}
+	}
+	return nil
 }
 
 // oauthAcquired is acquire's error for an OAuth server's account: the server's
@@ -184,7 +259,8 @@ func (b *Bridge) oauthAcquired(values map[string]string, err error) error {
 
 // accountTools answers a tools/list without an MCP session, for a server that
 // requires OAuth: the tools the account's session lists, with its token, which
-// become the tool's methods (the edge that completed the account's connection asks).
+// become the account's methods (the edge that completed the account's connection
+// asks, and one whose record holds no list of a ready account's).
 func (b *Bridge) accountTools(ctx context.Context, c *workers.Call) (any, error) {
 	in, err := b.acquire(ctx, c, "")
 	if err != nil {

@@ -170,9 +170,11 @@ func (b *Bridge) sessionTools(ctx context.Context, c *workers.Call) (any, error)
 		}
 		params = &mcp.ListToolsParams{Cursor: res.NextCursor}
 	}
-	// What the session lists counts among the tool's methods (see methods).
+	// What the session lists counts among the tool's methods (see methods); for a
+	// server that requires OAuth, even the same list again: it keeps its account's
+	// list, which may have been forgotten (Config.AccountLists).
 	b.mu.Lock()
-	changed := !sameTools(in.s.tools, typed)
+	changed := !sameTools(in.s.tools, typed) || b.oauth != nil
 	in.s.tools, in.s.listedAt = typed, time.Now()
 	b.mu.Unlock()
 	if changed {
