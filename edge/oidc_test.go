@@ -45,8 +45,10 @@ func newIdPSetup(t *testing.T, idpOpts testidp.Options, cfg oauth.ExternalConfig
 	s := &idpSetup{app: newClientApp(t)}
 	idpOpts.ClientID, idpOpts.ClientSecret, idpOpts.RedirectURI = idpClient, idpSecret, s.app.url+"/callback"
 	idpOpts.JWTAccessTokens = true
-	idpOpts.Claims = map[string]map[string]any{
-		testidp.Subject: {"toolgate_account": "acme"}, testidp.SecondSubject: {"toolgate_account": "globex"}}
+	if idpOpts.Claims == nil {
+		idpOpts.Claims = map[string]map[string]any{
+			testidp.Subject: {"toolgate_account": "acme"}, testidp.SecondSubject: {"toolgate_account": "globex"}}
+	}
 	s.idp = testidp.Start(t, idpOpts)
 	cfg.Issuer, cfg.AccountClaim, cfg.UserClaim = s.idp.Issuer, "toolgate_account", "sub"
 	if cfg.KeysMaxAge == 0 {
@@ -190,8 +192,8 @@ func TestTheTypeScriptClientSignsInAtTheIdP(t *testing.T) {
 	if got := s.idp.Resources("auth"); len(got) != 1 || got[0] != s.link {
 		t.Fatalf("the SDK sent the provider the resources %v: want the link", got)
 	}
-	if !strings.Contains(s.e.logs.String(), `"account":"acme","oauth_client":"`+idpClient+`"`) {
-		t.Fatalf("the access log names no OAuth client:\n%s", s.e.logs.String())
+	if !strings.Contains(s.e.logs.String(), `"account":"acme","oauth_client":"`+idpClient+`","user":"`+testidp.Subject+`"`) {
+		t.Fatalf("the access log names no OAuth client and user:\n%s", s.e.logs.String())
 	}
 }
 
@@ -206,7 +208,7 @@ func mustMetadataURL(t *testing.T, resource string) string {
 
 // TestIdPTokens: the provider's tokens are taken where their audience and account
 // say, and only there: another account's token at acme's link, one for another
-// resource, one of another issuer, an expired one → 401; one without the call scope
+// resource, one of another issuer, one naming no account, an expired one → 401; one without the call scope
 // → 403 naming it; a token for kit's MCP endpoint reaches it as its account.
 func TestIdPTokens(t *testing.T) {
 	const ttl = 8 * time.Second
@@ -231,6 +233,12 @@ func TestIdPTokens(t *testing.T) {
 		RedirectURI: s.app.url + "/callback", JWTAccessTokens: true, ResourceAudience: true,
 		Claims: map[string]map[string]any{testidp.Subject: {"toolgate_account": "acme"}}})}
 	expectRefused(t, "another issuer's token", s.link, stranger.token(t, stranger.idp.Username(), s.link, full...),
+		initialize, 401, gateway.CodeInvalidToken, "invalid_token")
+
+	// A provider whose tokens name the account in another claim than the one configured.
+	unnamed := newIdPSetup(t, testidp.Options{ResourceAudience: true, Claims: map[string]map[string]any{testidp.Subject: {"tenant": "acme"}}},
+		oauth.ExternalConfig{KeysMinRefetch: time.Second})
+	expectRefused(t, "a token naming no account", unnamed.link, unnamed.token(t, unnamed.idp.Username(), unnamed.link, full...),
 		initialize, 401, gateway.CodeInvalidToken, "invalid_token")
 
 	expiring := s.token(t, s.idp.Username(), s.link, full...)
