@@ -137,9 +137,12 @@ func expectTaken(t *testing.T, name, url, token string) {
 // TypeScript SDK's OAuth flow finds the provider in the link's own metadata
 // document, sends the user to its login page, which headless Chromium fills in, and
 // lists and calls with the provider's token, whose audience is the link (the SDK
-// sends the link as its resource indicator; this provider honours RFC 8707).
+// sends the link as its resource indicator; this provider honours RFC 8707); once
+// the token expired, it refreshes at the provider and calls again.
 func TestTheTypeScriptClientSignsInAtTheIdP(t *testing.T) {
-	s := newIdPSetup(t, testidp.Options{ResourceAudience: true}, oauth.ExternalConfig{KeysMinRefetch: time.Second})
+	const ttl = 3 * time.Second
+	s := newIdPSetup(t, testidp.Options{ResourceAudience: true, RefreshTokens: true, AccessTokenLifetime: ttl},
+		oauth.ExternalConfig{KeysMinRefetch: time.Second})
 	resp, _ := mcpPost(t, s.link, nil, initialize)
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("bare link: %d, want 401", resp.StatusCode)
@@ -189,6 +192,13 @@ func TestTheTypeScriptClientSignsInAtTheIdP(t *testing.T) {
 	if got, err := c.Do(ctx, map[string]any{"op": "call", "name": "echo", "args": map[string]any{"x": 1}}); err != nil || strings.Contains(string(got), `"isError":true`) {
 		t.Fatalf("call: %s %v", got, err)
 	}
+	time.Sleep(ttl + time.Second) // the access token expires: the SDK refreshes it at the provider
+	if got, err := c.Do(ctx, map[string]any{"op": "call", "name": "echo", "args": map[string]any{}}); err != nil || strings.Contains(string(got), `"isError":true`) {
+		t.Fatalf("call after the token expired: %s %v\n%s", got, err, c.Stderr())
+	}
+	if s.idp.Refreshes() == 0 {
+		t.Fatal("the SDK did not refresh at the provider")
+	}
 	if got := s.idp.Resources("auth"); len(got) != 1 || got[0] != s.link {
 		t.Fatalf("the SDK sent the provider the resources %v: want the link", got)
 	}
@@ -218,6 +228,17 @@ func TestIdPTokens(t *testing.T) {
 	expectTaken(t, "acme's token for its link", s.link, s.token(t, s.idp.Username(), s.link, full...))
 	expectTaken(t, "globex's token for its link", s.globexLink, s.token(t, testidp.SecondUsername, s.globexLink, full...))
 	expectTaken(t, "acme's token for kit's endpoint", s.api, s.token(t, s.idp.Username(), s.api, full...))
+	// The legacy SSE transport of the link takes the link's token too.
+	req, _ := http.NewRequestWithContext(testenv.Context(t), http.MethodGet, s.link+"/sse", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+s.token(t, s.idp.Username(), s.link, full...))
+	sseCtx, cancel := context.WithCancel(req.Context())
+	resp, err := http.DefaultClient.Do(req.WithContext(sseCtx))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("legacy SSE with the link's token: %v %v", resp, err)
+	}
+	cancel()
+	resp.Body.Close()
 
 	expectRefused(t, "globex's user with a token for acme's link", s.link, s.token(t, testidp.SecondUsername, s.link, full...),
 		initialize, 401, gateway.CodeInvalidToken, "invalid_token")

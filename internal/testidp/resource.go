@@ -6,6 +6,7 @@ import (
 	"crypto/rsa"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -167,6 +168,9 @@ type audiencedRefresh struct {
 func (a audiencedRefresh) GetAudience() []string { return []string{a.resource} }
 
 func (s *tokens) CreateAuthRequest(ctx context.Context, req *oidc.AuthRequest, user string) (op.AuthRequest, error) {
+	if s.opts.RefreshTokens && !slices.Contains(req.Scopes, oidc.ScopeOfflineAccess) {
+		req.Scopes = append(req.Scopes, oidc.ScopeOfflineAccess)
+	}
 	ar, err := s.Storage.CreateAuthRequest(ctx, req, user)
 	if res, ok := ctx.Value(resourceKey{}).(string); ok && err == nil && s.opts.ResourceAudience {
 		s.mu.Lock()

@@ -39,6 +39,9 @@ type Options struct {
 	// ResourceAudience makes an access token's audience the resource indicator its
 	// authorization request carried (RFC 8707); without it, the client id.
 	ResourceAudience bool
+	// RefreshTokens gives every code grant a refresh token, as providers that need no
+	// offline_access scope for one do (op's example storage needs it).
+	RefreshTokens bool
 }
 
 // Provider is a running OpenID provider.
