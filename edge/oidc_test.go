@@ -38,6 +38,7 @@ type idpSetup struct {
 	idp                   *testidp.Provider
 	app                   *clientApp
 	link, globexLink, api string // acme's link, globex's link, kit's MCP endpoint
+	acmeKey               string // an API key of acme's
 }
 
 func newIdPSetup(t *testing.T, idpOpts testidp.Options, cfg oauth.ExternalConfig, opts ...option) *idpSetup {
@@ -60,7 +61,7 @@ func newIdPSetup(t *testing.T, idpOpts testidp.Options, cfg oauth.ExternalConfig
 	}
 	s.e = newEnv(t, append([]option{withMCP(), withEdge(func(c *edge.Config) { c.IdP = x })}, opts...)...)
 	e := s.e
-	e.account("acme", registry.Limits{})
+	s.acmeKey = e.account("acme", registry.Limits{})
 	e.account("globex", registry.Limits{})
 	e.serve(registry.Tool{ID: "kit", Title: "Kit", Methods: []registry.Method{{Name: "echo"}}}, func(method string, m *nats.Msg) { echo(method, m) })
 	s.link = e.url + "/mcp/" + e.signer.Token("acme", "kit", e.connect("acme", "kit").LinkNonce)
@@ -219,7 +220,8 @@ func mustMetadataURL(t *testing.T, resource string) string {
 // TestIdPTokens: the provider's tokens are taken where their audience and account
 // say, and only there: another account's token at acme's link, one for another
 // resource, one of another issuer, one naming no account, an expired one → 401; one without the call scope
-// → 403 naming it; a token for kit's MCP endpoint reaches it as its account.
+// → 403 naming it; a token for kit's MCP endpoint reaches it as its account; the
+// account's API key still opens its link.
 func TestIdPTokens(t *testing.T) {
 	const ttl = 8 * time.Second
 	s := newIdPSetup(t, testidp.Options{ResourceAudience: true, AccessTokenLifetime: ttl}, oauth.ExternalConfig{KeysMinRefetch: time.Second})
@@ -228,6 +230,7 @@ func TestIdPTokens(t *testing.T) {
 	expectTaken(t, "acme's token for its link", s.link, s.token(t, s.idp.Username(), s.link, full...))
 	expectTaken(t, "globex's token for its link", s.globexLink, s.token(t, testidp.SecondUsername, s.globexLink, full...))
 	expectTaken(t, "acme's token for kit's endpoint", s.api, s.token(t, s.idp.Username(), s.api, full...))
+	expectTaken(t, "acme's API key at its link", s.link, s.acmeKey)
 	// The legacy SSE transport of the link takes the link's token too.
 	req, _ := http.NewRequestWithContext(testenv.Context(t), http.MethodGet, s.link+"/sse", nil)
 	req.Header.Set("Accept", "text/event-stream")
