@@ -223,7 +223,7 @@ func mustMetadataURL(t *testing.T, resource string) string {
 // → 403 naming it; a token for kit's MCP endpoint reaches it as its account; the
 // account's API key still opens its link.
 func TestIdPTokens(t *testing.T) {
-	const ttl = 8 * time.Second
+	const ttl = 12 * time.Second // long enough for a loaded machine to use a token before it expires
 	s := newIdPSetup(t, testidp.Options{ResourceAudience: true, AccessTokenLifetime: ttl}, oauth.ExternalConfig{KeysMinRefetch: time.Second})
 	full := oauth.ToolScopes("kit")
 
@@ -328,9 +328,12 @@ func TestIdPKeyRotation(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		expectTaken(t, "the first key's token, from the set fetched before", s.link, old)
+		fetches := s.idp.KeyFetches()
 		time.Sleep(maxAge + 500*time.Millisecond)
 		expectRefused(t, "the dropped key's token", s.link, old, initialize, 401, gateway.CodeInvalidToken, "invalid_token")
+		if got := s.idp.KeyFetches(); got <= fetches {
+			t.Fatalf("key set fetches %d → %d: want the set fetched anew past its age, the minimum notwithstanding", fetches, got)
+		}
 		expectTaken(t, "the current key's token", s.link, s.token(t, s.idp.Username(), s.link, full...))
 	})
 }
