@@ -80,6 +80,10 @@ type Config struct {
 	// (package oauth); nil leaves them bearer URLs and API-key routes as before, and
 	// an account's require_sign_in without effect.
 	SignIn *oauth.Issuer
+	// IdP, when set, checks the access tokens of links and MCP endpoints instead of
+	// SignIn: the deployment's own OpenID provider issues them, and the resources'
+	// metadata names it (oauth.External).
+	IdP *oauth.External
 	// AuthServer is the deployment's own authorization server, served at
 	// oauth.Paths; nil: none (tokens come only from elsewhere).
 	AuthServer *oauth.Server

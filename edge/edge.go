@@ -163,7 +163,7 @@ func (e *Edge) routes() *gin.Engine {
 		}
 		tools.GET("/sse", e.mcpSSE)
 		tools.POST("/sse/messages", e.mcpMessages)
-		if e.cfg.SignIn != nil {
+		if e.tokens() != nil {
 			r.GET(oauth.ResourceWellKnown+"/*path", e.resourceMetadata)
 		}
 	}

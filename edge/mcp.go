@@ -20,7 +20,7 @@ func (e *Edge) authLink(c *gin.Context) {
 		e.fail(c, errLinkNotFound)
 		return
 	}
-	if a := snap.Account(p.Account); e.cfg.SignIn != nil && a != nil && a.RequireSignIn {
+	if a := snap.Account(p.Account); e.tokens() != nil && a != nil && a.RequireSignIn {
 		tool := p.Tool
 		if p, err = e.signIn(c, snap, p.Account, tool); err != nil {
 			e.failSignIn(c, tool, err)

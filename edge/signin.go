@@ -2,6 +2,7 @@ package edge
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -26,6 +27,26 @@ var (
 	errSignInRequired = newHTTPError(gateway.KindSignInRequired, "")
 	errInvalidToken   = newHTTPError(gateway.KindInvalidToken, "")
 )
+
+// tokenChecker checks the access tokens of protected resources and names their
+// issuer: the deployment's own (oauth.Issuer) or its identity provider
+// (oauth.External).
+type tokenChecker interface {
+	Verify(ctx context.Context, raw, resource string, now time.Time) (oauth.Token, error)
+	Identifier() string
+}
+
+// tokens is the edge's token checker: the identity provider when it has one, else
+// its own issuer; nil when links and endpoints are no protected resources.
+func (e *Edge) tokens() tokenChecker {
+	switch {
+	case e.cfg.IdP != nil:
+		return e.cfg.IdP
+	case e.cfg.SignIn != nil:
+		return e.cfg.SignIn
+	}
+	return nil
+}
 
 // scopeError is a token's missing scope: the 403 that names it.
 type scopeError struct{ scope string }
@@ -62,7 +83,7 @@ func (e *Edge) signIn(c *gin.Context, snap *registry.Snapshot, account, tool str
 		p.Tool = tool
 		return p, nil
 	}
-	tok, err := e.cfg.SignIn.Verify(c.Request.Context(), secret, e.resourceURL(c), now)
+	tok, err := e.tokens().Verify(c.Request.Context(), secret, e.resourceURL(c), now)
 	if err != nil || (account != "" && tok.Account != account) || snap.Account(tok.Account) == nil {
 		return registry.Principal{}, errInvalidToken
 	}
@@ -119,7 +140,7 @@ func (e *Edge) authToolCaller(c *gin.Context) {
 	snap := e.view.Snapshot()
 	secret := apiKey(c.Request)
 	p, err := snap.AuthenticateKey(secret, time.Now())
-	if err != nil && e.cfg.SignIn != nil {
+	if err != nil && e.tokens() != nil {
 		if p, err = e.signIn(c, snap, "", c.Param("tool")); errors.Is(err, errSignInRequired) {
 			err = newHTTPError(gateway.KindUnauthenticated, "an API key or an access token for this endpoint is required")
 		}
@@ -161,7 +182,7 @@ func (e *Edge) resourceMetadata(c *gin.Context) {
 	c.Header("Access-Control-Allow-Origin", "*")
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, oauth.ResourceMetadata{
-		Resource: resource, AuthorizationServers: []string{e.cfg.SignIn.URL},
+		Resource: resource, AuthorizationServers: []string{e.tokens().Identifier()},
 		ScopesSupported: oauth.ToolScopes(tool), BearerMethodsSupported: []string{"header"},
 		ResourceName: "toolgate: " + tool,
 	})

@@ -161,17 +161,7 @@ func TestLinksRequireSignIn(t *testing.T) {
 
 	refused := func(name, token string, status int, code, errCode string) map[string]string {
 		t.Helper()
-		resp, body := mcpPost(t, link, map[string]string{"Authorization": "Bearer " + token}, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
-		var env struct{ Error struct{ Code string } }
-		_ = json.Unmarshal(body, &env)
-		if resp.StatusCode != status || env.Error.Code != code {
-			t.Fatalf("%s: %d %s, want %d %s", name, resp.StatusCode, body, status, code)
-		}
-		ch := challenge(t, resp)
-		if ch["error"] != errCode {
-			t.Fatalf("%s: challenge %v, want error=%s", name, ch, errCode)
-		}
-		return ch
+		return expectRefused(t, name, link, token, callEcho, status, code, errCode)
 	}
 	refused("a token for another link", mint(otherLink, oauth.ToolScopes("other"), time.Now(), time.Hour), 401, gateway.CodeInvalidToken, "invalid_token")
 	refused("an expired token", mint(link, oauth.ToolScopes("kit"), time.Now().Add(-2*time.Hour), time.Hour), 401, gateway.CodeInvalidToken, "invalid_token")

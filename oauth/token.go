@@ -117,3 +117,6 @@ func (is *Issuer) Verify(ctx context.Context, raw, resource string, now time.Tim
 	t.Resource, t.Expiry, t.IssuedAt = resource, std.Expiry.Time(), std.IssuedAt.Time()
 	return t, nil
 }
+
+// Identifier is the issuer a resource's metadata names.
+func (is *Issuer) Identifier() string { return is.URL }

@@ -245,6 +245,9 @@ exported when the standard OTEL_* variables ask for it.`,
 			if err := flagsFromEnv(cmd.Flags(), oauthLimitsEnv); err != nil {
 				return err
 			}
+			if err := flagsFromEnv(cmd.Flags(), oidcEnv); err != nil {
+				return err
+			}
 			log, flush := telemetry.Logger(os.Stderr) // a line per request: written in batches
 			defer flush()
 			return runEdge(cmd.Context(), o, cmd.OutOrStdout(), log)
@@ -442,6 +445,10 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 		}
 	}
 	if o.Edge.SignIn, o.Edge.AuthServer, err = openSignIn(ctx, o.SignIn, store, view, o.credentialKeys, o.Edge.BaseURL, o.Dashboard, log); err != nil {
+		ln.Close()
+		return err
+	}
+	if o.Edge.IdP, err = openIdP(ctx, o.SignIn.IdP); err != nil {
 		ln.Close()
 		return err
 	}

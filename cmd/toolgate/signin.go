@@ -25,10 +25,11 @@ type signInOptions struct {
 	KeyRotation time.Duration // how long a signing key signs before the next replaces it
 	TokenTTL    time.Duration // how long an access token is good for
 	Limits      oauth.Limits  // what strangers may make the authorization server keep
+	IdP         oidcOptions   // the deployment's OpenID provider instead (oidc.go)
 }
 
 func defaultSignInOptions() signInOptions {
-	return signInOptions{KeyRotation: 30 * 24 * time.Hour, TokenTTL: time.Hour, Limits: oauth.DefaultLimits()}
+	return signInOptions{KeyRotation: 30 * 24 * time.Hour, TokenTTL: time.Hour, Limits: oauth.DefaultLimits(), IdP: defaultOIDCOptions()}
 }
 
 // signInEnv maps the sign-in flags to the variables that set them.
@@ -42,9 +43,13 @@ func addSignInFlags(f *pflag.FlagSet, o *signInOptions) {
 	f.BoolVar(&o.Off, "no-sign-in", o.Off, "no OAuth: links stay bearer URLs (an account's require_sign_in has no effect) and /tools/{tool}/mcp takes API keys only")
 	f.DurationVar(&o.KeyRotation, "oauth-key-rotation", o.KeyRotation, "how long a token signing key signs before a new one replaces it (the previous one still verifies); the same on every edge")
 	f.DurationVar(&o.TokenTTL, "oauth-token-ttl", o.TokenTTL, "how long an access token the deployment issues is good for (a client refreshes it after)")
+	addOIDCFlags(f, &o.IdP)
 }
 
 func (o signInOptions) validate() error {
+	if err := o.IdP.validate(o.Off); err != nil {
+		return err
+	}
 	if o.Off {
 		return nil
 	}
@@ -62,11 +67,12 @@ func (o signInOptions) validate() error {
 
 // openSignIn is the edge's token issuer and authorization server (whose sign-in and
 // consent pages are the dashboard's: none without it), nil when sign-in is off.
+// Behind the deployment's OpenID provider (--oidc-issuer) there is neither.
 // Its signing keys are stored sealed under the credentials keyring when the edge has
 // one (nil: plain, with a warning).
 func openSignIn(ctx context.Context, o signInOptions, store *registry.Store, view *registry.View, keyring *credentials.Keyring,
 	baseURL string, dashboardOn bool, log *slog.Logger) (*oauth.Issuer, *oauth.Server, error) {
-	if o.Off {
+	if o.Off || o.IdP.Issuer != "" {
 		return nil, nil, nil
 	}
 	if keyring == nil {

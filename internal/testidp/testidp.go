@@ -31,6 +31,17 @@ type Options struct {
 	RedirectURI  string
 	// AccessTokenLifetime is how long an access token lives (0: the example's 5 minutes).
 	AccessTokenLifetime time.Duration
+	// JWTAccessTokens makes the provider one a resource server trusts (resource.go):
+	// JWT access tokens with any scope asked for, Claims in them, a rotating key.
+	JWTAccessTokens bool
+	// Claims are added to the access tokens of the user whose subject keys them.
+	Claims map[string]map[string]any
+	// ResourceAudience makes an access token's audience the resource indicator its
+	// authorization request carried (RFC 8707); without it, the client id.
+	ResourceAudience bool
+	// RefreshTokens gives every code grant a refresh token, as providers that need no
+	// offline_access scope for one do (op's example storage needs it).
+	RefreshTokens bool
 }
 
 // Provider is a running OpenID provider.
@@ -39,9 +50,10 @@ type Provider struct {
 	opts   Options
 	store  *tokens
 	// refreshes counts token requests with grant_type=refresh_token.
-	refreshes atomic.Int64
-	mu        sync.Mutex
-	resources map[string][]string // by endpoint ("auth", "code", "refresh"): the resource indicators sent
+	refreshes  atomic.Int64
+	keyFetches atomic.Int64
+	mu         sync.Mutex
+	resources  map[string][]string // by endpoint ("auth", "code", "refresh"): the resource indicators sent
 }
 
 // Resources are the resource indicators (RFC 8707) the provider was sent at endpoint:
@@ -71,21 +83,35 @@ func (p *Provider) RevokeAll() error {
 	return p.store.TerminateSession(context.Background(), userID, p.opts.ClientID)
 }
 
-// tokens is the example storage with access tokens of the chosen lifetime.
+// tokens is the example storage with access tokens of the chosen lifetime, and
+// what resource.go adds.
 type tokens struct {
 	*storage.Storage
 	lifetime time.Duration
+	opts     Options
+	ring     ring
+	mu       sync.Mutex
+	// resources are the resource indicators of authorization requests (by id) and
+	// of refresh tokens ("refresh:" and the token).
+	resources map[string]string
 }
 
 func (s *tokens) CreateAccessAndRefreshTokens(ctx context.Context, req op.TokenRequest, current string) (string, string, time.Time, error) {
+	req, res := unwrap(req)
 	id, refresh, exp, err := s.Storage.CreateAccessAndRefreshTokens(ctx, req, current)
 	if err == nil && s.lifetime > 0 {
 		exp = time.Now().Add(s.lifetime)
+	}
+	if err == nil && res != "" {
+		s.mu.Lock()
+		s.resources["refresh:"+refresh] = res
+		s.mu.Unlock()
 	}
 	return id, refresh, exp, err
 }
 
 func (s *tokens) CreateAccessToken(ctx context.Context, req op.TokenRequest) (string, time.Time, error) {
+	req, _ = unwrap(req)
 	id, exp, err := s.Storage.CreateAccessToken(ctx, req)
 	if err == nil && s.lifetime > 0 {
 		exp = time.Now().Add(s.lifetime)
@@ -103,7 +129,13 @@ func Start(t testing.TB, opts Options) *Provider {
 	p := &Provider{Issuer: "http://" + ln.Addr().String(), opts: opts}
 	client := storage.WebClient(opts.ClientID, opts.ClientSecret, opts.RedirectURI)
 	p.store = &tokens{Storage: storage.NewStorageWithClients(storage.NewUserStore(p.Issuer),
-		map[string]*storage.Client{opts.ClientID: client}), lifetime: opts.AccessTokenLifetime}
+		map[string]*storage.Client{opts.ClientID: client}), lifetime: opts.AccessTokenLifetime,
+		opts: opts, resources: map[string]string{}}
+	if opts.JWTAccessTokens {
+		if err := p.store.ring.rotate(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	router := exampleop.SetupServer(p.Issuer, p.store, nil, false)
 	srv := &http.Server{Handler: p.count(router), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
@@ -127,6 +159,9 @@ func (p *Provider) count(next http.Handler) http.Handler {
 		switch {
 		case r.URL.Path == "/auth":
 			p.saw("auth", r.URL.Query()["resource"])
+			r = withResource(r)
+		case r.URL.Path == "/keys":
+			p.keyFetches.Add(1)
 		case r.Method == http.MethodPost && r.URL.Path == "/oauth/token" && r.ParseForm() == nil:
 			switch r.PostForm.Get("grant_type") {
 			case "refresh_token":

@@ -5,13 +5,15 @@
 //
 // node client.mjs SDK_DIR http URL [PROTOCOL_VERSION]
 // node client.mjs SDK_DIR stdio PROTOCOL_VERSION|"" COMMAND ARGS...
-// node client.mjs SDK_DIR oauth URL CLIENT_METADATA_URL|"" REDIRECT_URL
+// node client.mjs SDK_DIR oauth URL CLIENT_METADATA_URL|"" REDIRECT_URL [CLIENT_ID CLIENT_SECRET]
 //
 // In oauth mode the client signs in with the SDK's own OAuth flow (an
 // OAuthClientProvider kept in memory): when the server asks it to, it says
 // {"event":"authorize","message":URL} and waits for {"op":"finish","code":CODE}, the
 // code the browser brought back to REDIRECT_URL; it says {"event":"registered"} when
-// it registered itself and {"event":"tokens"} each time it got tokens.
+// it registered itself and {"event":"tokens"} each time it got tokens. With
+// CLIENT_ID (and CLIENT_SECRET) it is a client registered beforehand, as at an
+// identity provider that registers none itself.
 //
 // Commands: {"id":1,"op":"tools"}, {"op":"ping"}, {"id":2,"op":"call","name":"echo","args":{},"progress":true},
 // {"id":3,"op":"start","name":"wait"} (answered at once; the call runs on),
@@ -49,10 +51,10 @@ let transport;
 let oauth;
 let negotiated = '';
 if (mode === 'oauth') {
-  const [url, metadataUrl, redirect] = rest;
+  const [url, metadataUrl, redirect, clientId, clientSecret] = rest;
   const { StreamableHTTPClientTransport } = await sdk('client/streamableHttp.js');
   const { UnauthorizedError } = await sdk('client/auth.js');
-  const store = {};
+  const store = clientId ? { client: { client_id: clientId, client_secret: clientSecret || undefined } } : {};
   const provider = {
     get redirectUrl() { return redirect; },
     clientMetadataUrl: metadataUrl || undefined,

@@ -81,6 +81,12 @@ func OAuth(t testing.TB, url, metadataURL, redirect string, authorize func(url s
 	return startWith(t, authorize, "oauth", url, metadataURL, redirect)
 }
 
+// OAuthRegistered is OAuth with a client registered at the authorization server
+// beforehand (its id and secret), as at an identity provider without registration.
+func OAuthRegistered(t testing.TB, url, clientID, clientSecret, redirect string, authorize func(url string) (code string)) *Client {
+	return startWith(t, authorize, "oauth", url, "", redirect, clientID, clientSecret)
+}
+
 func start(t testing.TB, args ...string) *Client {
 	t.Helper()
 	return startWith(t, nil, args...)

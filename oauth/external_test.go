@@ -1,0 +1,49 @@
+package oauth_test
+
+import (
+	"encoding/base64"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/zitadel/oidc/v3/pkg/oidc"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/testidp"
+	"github.com/toolgate/toolgate/oauth"
+)
+
+// TestExternalTakesOnlyPublicKeySignatures: a token with the provider's claims but
+// signed with a shared secret (HS256), or not signed (none), is refused for its
+// algorithm, before any key is looked for.
+func TestExternalTakesOnlyPublicKeySignatures(t *testing.T) {
+	idp := testidp.Start(t, testidp.Options{ClientID: "c", ClientSecret: "s", RedirectURI: "http://127.0.0.1/cb", JWTAccessTokens: true})
+	x, err := oauth.DiscoverExternal(testenv.Context(t), oauth.ExternalConfig{Issuer: idp.Issuer, AccountClaim: "toolgate_account",
+		UserClaim: "sub", KeysMinRefetch: time.Second, KeysMaxAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const resource = "https://gw.example.com/mcp/tgl_x"
+	now := time.Now()
+	claims := map[string]any{"iss": idp.Issuer, "sub": testidp.Subject, "aud": resource, "exp": now.Add(time.Hour).Unix(),
+		"iat": now.Unix(), "toolgate_account": "acme", "scope": "kit:list kit:call"}
+	sig, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: []byte("a secret of thirty-two bytes....")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := jwt.Signed(sig).Claims(claims).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// alg none: its header, the same claims, and an empty signature.
+	none := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none"}`)) + "." + strings.Split(hs, ".")[1] + "."
+	for name, raw := range map[string]string{"HS256": hs, "none": none} {
+		_, err := x.Verify(testenv.Context(t), raw, resource, now)
+		if !errors.Is(err, oauth.ErrInvalidToken) || !errors.Is(err, oidc.ErrSignatureUnsupportedAlg) {
+			t.Errorf("%s: %v, want an invalid token for its algorithm", name, err)
+		}
+	}
+}
