@@ -115,20 +115,7 @@ func TestPendingAuthorizationRequestsAreLimited(t *testing.T) {
 	cfg := oauth2.Config{ClientID: app.url + "/client.json", RedirectURL: app.url + "/callback", Scopes: []string{"kit:list", "kit:call"},
 		Endpoint: oauth2.Endpoint{AuthURL: e.url + "/authorize", TokenURL: e.url + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
 	c := fromAddress("127.0.0.1")
-	begin := func(verifier string) *url.URL {
-		t.Helper()
-		resp, err := c.Get(cfg.AuthCodeURL("s", oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", link)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		loc, err := resp.Location()
-		if err != nil {
-			t.Fatalf("authorization request: %d without a Location", resp.StatusCode)
-		}
-		return loc
-	}
-	toSignIn := func(loc *url.URL) bool { return strings.Contains(loc.Path, "/dashboard/") }
+	begin := func(verifier string) *url.URL { return beginAuthorization(t, c, cfg, link, verifier) }
 	verifiers := []string{oauth2.GenerateVerifier(), oauth2.GenerateVerifier()}
 	var ids []string
 	for i, v := range verifiers {
@@ -147,7 +134,40 @@ func TestPendingAuthorizationRequestsAreLimited(t *testing.T) {
 	}
 
 	// The first ends: approved for acme, its code exchanged; it counts no more.
-	callback, err := e.authServer.Approve(testenv.Context(t), ids[0], "acme", "kit")
+	tok := approveAndExchange(t, e, c, cfg, ids[0], verifiers[0])
+	if _, err := e.issuer.Verify(testenv.Context(t), tok.AccessToken, link, time.Now()); err != nil {
+		t.Fatalf("the token of the first request: %v", err)
+	}
+	if loc := begin(oauth2.GenerateVerifier()); !toSignIn(loc) {
+		t.Fatalf("a request once one of the two ended: led to %s, not the sign-in page", loc)
+	}
+	_ = key
+}
+
+// beginAuthorization makes an authorization request for link from c, and returns
+// where the server sends the browser.
+func beginAuthorization(t *testing.T, c *http.Client, cfg oauth2.Config, link, verifier string) *url.URL {
+	t.Helper()
+	resp, err := c.Get(cfg.AuthCodeURL("s", oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", link)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc, err := resp.Location()
+	if err != nil {
+		t.Fatalf("authorization request: %d without a Location", resp.StatusCode)
+	}
+	return loc
+}
+
+// toSignIn reports whether an authorization request led to the sign-in page.
+func toSignIn(loc *url.URL) bool { return strings.Contains(loc.Path, "/dashboard/") }
+
+// approveAndExchange approves the request id for acme's kit, follows the callback
+// from c and exchanges the code: the token the client then holds.
+func approveAndExchange(t *testing.T, e *env, c *http.Client, cfg oauth2.Config, id, verifier string) *oauth2.Token {
+	t.Helper()
+	callback, err := e.authServer.Approve(testenv.Context(t), id, "acme", "kit")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,15 +180,9 @@ func TestPendingAuthorizationRequestsAreLimited(t *testing.T) {
 	if err != nil || answer.Query().Get("code") == "" {
 		t.Fatalf("the callback answered %d at %v", resp.StatusCode, answer)
 	}
-	tok, err := cfg.Exchange(testenv.Context(t), answer.Query().Get("code"), oauth2.VerifierOption(verifiers[0]))
+	tok, err := cfg.Exchange(testenv.Context(t), answer.Query().Get("code"), oauth2.VerifierOption(verifier))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.issuer.Verify(testenv.Context(t), tok.AccessToken, link, time.Now()); err != nil {
-		t.Fatalf("the token of the first request: %v", err)
-	}
-	if loc := begin(oauth2.GenerateVerifier()); !toSignIn(loc) {
-		t.Fatalf("a request once one of the two ended: led to %s, not the sign-in page", loc)
-	}
-	_ = key
+	return tok
 }

@@ -123,7 +123,7 @@ func (s *Server) Handler() http.Handler {
 // read of it. A request without a scope is given offline_access, which op asks for
 // and which names no tool: consent then grants the resource's tool scopes.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
-	p := authorizeParams{resource: r.FormValue("resource"), noScope: r.FormValue("scope") == ""}
+	p := authorizeParams{resource: r.FormValue("resource"), noScope: r.FormValue("scope") == "", source: sourceOf(r)}
 	if p.noScope {
 		r.Form.Set("scope", oidc.ScopeOfflineAccess) // parsed by FormValue, and read so by op
 	}
@@ -230,7 +230,7 @@ type Consent struct {
 // Request finds an authorization request that awaits consent.
 func (s *Server) Request(ctx context.Context, id string) (Consent, error) {
 	r := &request{}
-	if err := s.records.read(ctx, s.records.requests, "req."+id, r); err != nil || r.Approved {
+	if err := s.records.read(ctx, s.records.requests, requestKey(id), r); err != nil || r.Approved {
 		return Consent{}, errNotFound
 	}
 	c := Consent{ID: r.ID, Client: r.ClientID, Resource: r.Resource, Scopes: toolScopesOf(r.Scopes), RedirectURI: r.RedirectURI}
@@ -245,7 +245,7 @@ func (s *Server) Request(ctx context.Context, id string) (Consent, error) {
 // provider's callback, which answers the client with a code.
 func (s *Server) Approve(ctx context.Context, id, account, tool string) (string, error) {
 	r := &request{}
-	if err := s.records.read(ctx, s.records.requests, "req."+id, r); err != nil || r.Approved {
+	if err := s.records.read(ctx, s.records.requests, requestKey(id), r); err != nil || r.Approved {
 		return "", errNotFound
 	}
 	scopes := slices.DeleteFunc(toolScopesOf(r.Scopes), func(sc string) bool { return !slices.Contains(ToolScopes(tool), sc) })
@@ -263,7 +263,7 @@ func (s *Server) Approve(ctx context.Context, id, account, tool string) (string,
 	}
 	r.Account, r.Grant, r.Approved, r.AuthTime = account, g.ID, true, g.CreatedAt
 	r.Scopes = append(scopes, oidc.ScopeOfflineAccess)
-	if err := s.records.write(ctx, s.records.requests, "req."+id, r); err != nil {
+	if err := s.records.write(ctx, s.records.requests, requestKey(id), r); err != nil {
 		return "", err
 	}
 	return op.AuthCallbackURL(s.provider)(op.ContextWithIssuer(ctx, s.issuer.URL), id), nil
@@ -273,10 +273,10 @@ func (s *Server) Approve(ctx context.Context, id, account, tool string) (string,
 // redirect with access_denied.
 func (s *Server) Deny(ctx context.Context, id string) (string, error) {
 	r := &request{}
-	if err := s.records.read(ctx, s.records.requests, "req."+id, r); err != nil {
+	if err := s.records.read(ctx, s.records.requests, requestKey(id), r); err != nil {
 		return "", errNotFound
 	}
-	_ = s.records.remove(ctx, s.records.requests, "req."+id)
+	_ = s.records.remove(ctx, s.records.requests, requestKey(id))
 	u, err := url.Parse(r.RedirectURI)
 	if err != nil {
 		return "", err
