@@ -48,8 +48,8 @@ func registerClient(t *testing.T, c *http.Client, e *env, body string) oauthAnsw
 	return a
 }
 
-// keysIn lists the keys of an OAuth bucket under filter, from the test's side.
-func keysIn(t *testing.T, e *env, bucket, filter string) []string {
+// oauthBucket opens an OAuth bucket from the test's side.
+func oauthBucket(t *testing.T, e *env, bucket string) jetstream.KeyValue {
 	t.Helper()
 	js, err := jetstream.New(e.nc)
 	if err != nil {
@@ -59,7 +59,13 @@ func keysIn(t *testing.T, e *env, bucket, filter string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lister, err := kv.ListKeysFiltered(testenv.Context(t), filter)
+	return kv
+}
+
+// keysIn lists the keys of an OAuth bucket under filter, from the test's side.
+func keysIn(t *testing.T, e *env, bucket, filter string) []string {
+	t.Helper()
+	lister, err := oauthBucket(t, e, bucket).ListKeysFiltered(testenv.Context(t), filter)
 	if err != nil {
 		t.Fatal(err)
 	}

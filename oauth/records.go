@@ -17,7 +17,8 @@ import (
 
 // The authorization server's records live in two buckets: what lasts minutes (an
 // authorization request and its code) and what lasts until it is revoked or left
-// unused for RefreshLifetime (grants, their refresh tokens, registered clients). A
+// unused for RefreshLifetime (grants, their refresh tokens, registered clients: the
+// bucket's TTL counts from a record's last write, and each use writes it again). A
 // code and a refresh token are filed under their sha256 only.
 const (
 	RequestBucket = "tg-oauth-requests"
@@ -25,7 +26,9 @@ const (
 )
 
 // RequestLifetime bounds an authorization request, its sign-in and consent, and its
-// code; RefreshLifetime is how long a grant lives unused (each refresh renews it).
+// code; RefreshLifetime is how long a grant or a registered client lives unused
+// (each token issued for it renews it), unless ServerConfig.UnusedLifetime says
+// otherwise.
 const (
 	RequestLifetime = 10 * time.Minute
 	RefreshLifetime = 30 * 24 * time.Hour
@@ -112,7 +115,7 @@ type records struct {
 	requestStream             jetstream.Stream // requests' keys are removed from it whole
 }
 
-func openRecords(ctx context.Context, store *registry.Store) (*records, error) {
+func openRecords(ctx context.Context, store *registry.Store, unused time.Duration) (*records, error) {
 	req, err := store.OpenBucket(ctx, jetstream.KeyValueConfig{
 		Bucket: RequestBucket, Description: "toolgate OAuth authorization requests and codes", TTL: RequestLifetime, History: 1,
 	}, false)
@@ -120,7 +123,7 @@ func openRecords(ctx context.Context, store *registry.Store) (*records, error) {
 		return nil, fmt.Errorf("oauth: request bucket: %w", err)
 	}
 	gr, err := store.OpenBucket(ctx, jetstream.KeyValueConfig{
-		Bucket: GrantBucket, Description: "toolgate OAuth grants, refresh tokens (hashed) and registered clients", TTL: RefreshLifetime, History: 1,
+		Bucket: GrantBucket, Description: "toolgate OAuth grants, refresh tokens (hashed) and registered clients", TTL: unused, History: 1,
 	}, false)
 	if err != nil {
 		return nil, fmt.Errorf("oauth: grant bucket: %w", err)

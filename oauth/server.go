@@ -54,6 +54,11 @@ type ServerConfig struct {
 	// Limits bound the clients and authorization requests strangers can make (a
 	// zero limit: DefaultLimits' own).
 	Limits Limits
+	// UnusedLifetime is how long a grant, its refresh token and a dynamically
+	// registered client are kept with no token issued for them: the TTL of
+	// GrantBucket (zero: RefreshLifetime). Tests shorten it; a deployment whose
+	// bucket has another TTL is refused, as the registry refuses any bucket's.
+	UnusedLifetime time.Duration
 }
 
 // NewServer makes the authorization server of is, its records in store.
@@ -65,7 +70,10 @@ func NewServer(ctx context.Context, store *registry.Store, is *Issuer, cfg Serve
 	if err := cfg.Limits.Validate(); err != nil {
 		return nil, fmt.Errorf("oauth: %w", err)
 	}
-	rs, err := openRecords(ctx, store)
+	if cfg.UnusedLifetime == 0 {
+		cfg.UnusedLifetime = RefreshLifetime
+	}
+	rs, err := openRecords(ctx, store, cfg.UnusedLifetime)
 	if err != nil {
 		return nil, err
 	}

@@ -106,14 +106,21 @@ func (st storage) CreateAccessToken(ctx context.Context, tr op.TokenRequest) (st
 	if err != nil {
 		return "", time.Time{}, err
 	}
+	if err := st.s.renewClient(ctx, g.Client); err != nil {
+		return "", time.Time{}, err
+	}
 	return tokenID(g), time.Now().Add(st.s.tokenTTL), nil
 }
 
 // CreateAccessAndRefreshTokens issues a new refresh token for the grant and
-// forgets the one it replaces: a refresh token works once.
+// forgets the one it replaces: a refresh token works once. Writing the grant again
+// renews it, and its client is renewed too (renewClient).
 func (st storage) CreateAccessAndRefreshTokens(ctx context.Context, tr op.TokenRequest, current string) (string, string, time.Time, error) {
 	g, err := st.grantOf(ctx, tr)
 	if err != nil {
+		return "", "", time.Time{}, err
+	}
+	if err := st.s.renewClient(ctx, g.Client); err != nil {
 		return "", "", time.Time{}, err
 	}
 	if current != "" {
