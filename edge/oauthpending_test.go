@@ -70,3 +70,30 @@ func TestPendingAuthorizationRequestsArePerSource(t *testing.T) {
 		t.Fatalf("a request once one of the address's two ended: led to %s, not the sign-in page", loc)
 	}
 }
+
+// TestRequestIDsAreNotPatterns: an authorization request's id comes back from the
+// browser (the consent page's query, the callback's), and one that is a subject
+// pattern finds no request and ends none, while a real one is found.
+func TestRequestIDsAreNotPatterns(t *testing.T) {
+	e := newEnv(t, withMCP(), withDashboard(), withSignIn())
+	e.account("acme", registry.Limits{})
+	e.deploy(registry.Tool{ID: "kit", Title: "Kit", Methods: []registry.Method{{Name: "echo"}}})
+	link := e.url + "/mcp/" + e.signer.Token("acme", "kit", e.connect("acme", "kit").LinkNonce)
+	app := newClientApp(t)
+	cfg := oauth2.Config{ClientID: app.url + "/client.json", RedirectURL: app.url + "/callback", Scopes: []string{"kit:list", "kit:call"},
+		Endpoint: oauth2.Endpoint{AuthURL: e.url + "/authorize", TokenURL: e.url + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
+	loc := beginAuthorization(t, fromAddress("127.0.0.1"), cfg, link, oauth2.GenerateVerifier())
+	id := loc.Query().Get("id")
+	ctx := testenv.Context(t)
+	for _, p := range []string{">", "*", "*.*", id[:strings.Index(id, ".")] + ".*"} {
+		if c, err := e.authServer.Request(ctx, p); err == nil {
+			t.Errorf("the request %q found %+v", p, c)
+		}
+		if _, err := e.authServer.Deny(ctx, p); err == nil {
+			t.Errorf("the request %q was denied", p)
+		}
+	}
+	if c, err := e.authServer.Request(ctx, id); err != nil || c.Resource != link {
+		t.Fatalf("the real request %s: %+v, %v", id, c, err)
+	}
+}

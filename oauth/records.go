@@ -144,9 +144,17 @@ func openRecords(ctx context.Context, store *registry.Store, unused time.Duratio
 // errNotFound: no such record (or it expired).
 var errNotFound = errors.New("oauth: not found")
 
+// pattern reports whether a key holds a subject wildcard: ids come from requests
+// (a consent page's query, a callback's, a path), and a read of the last message of
+// "req.>" would answer some other request, a purge of it remove them all.
+func pattern(key string) bool { return strings.ContainsAny(key, "*> ") }
+
 // read decodes the record key of bucket from the stream's leader: it may have been
 // written a moment ago through another edge.
 func (rs *records) read(ctx context.Context, kv jetstream.KeyValue, key string, v any) error {
+	if pattern(key) {
+		return errNotFound
+	}
 	b, _, err := registry.ReadLatest(ctx, rs.js, kv.Bucket(), key)
 	if errors.Is(err, registry.ErrNotFound) {
 		return errNotFound
@@ -183,6 +191,9 @@ func (rs *records) create(ctx context.Context, kv jetstream.KeyValue, key string
 // remove forgets key. A request's key leaves no purge marker, so that the requests
 // counted against Limits.MaxPending are the ones in progress.
 func (rs *records) remove(ctx context.Context, kv jetstream.KeyValue, key string) error {
+	if pattern(key) {
+		return errNotFound
+	}
 	if kv == rs.requests {
 		if err := rs.requestStream.Purge(ctx, jetstream.WithPurgeSubject("$KV."+RequestBucket+"."+key)); err != nil {
 			return fmt.Errorf("oauth: remove %s: %w", key, err)
