@@ -114,12 +114,7 @@ func TestRegistrationsAreLimited(t *testing.T) {
 // exchange, a new one is taken again.
 func TestPendingAuthorizationRequestsAreLimited(t *testing.T) {
 	e := newEnv(t, withMCP(), withDashboard(), withSignIn(), withOAuthLimits(oauth.Limits{MaxClients: 10, RegistrationsPerMinute: 10, MaxPending: 2}))
-	key := e.account("acme", registry.Limits{})
-	e.deploy(registry.Tool{ID: "kit", Title: "Kit", Methods: []registry.Method{{Name: "echo"}}})
-	link := e.url + "/mcp/" + e.signer.Token("acme", "kit", e.connect("acme", "kit").LinkNonce)
-	app := newClientApp(t)
-	cfg := oauth2.Config{ClientID: app.url + "/client.json", RedirectURL: app.url + "/callback", Scopes: []string{"kit:list", "kit:call"},
-		Endpoint: oauth2.Endpoint{AuthURL: e.url + "/authorize", TokenURL: e.url + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
+	link, cfg := kitLink(t, e)
 	c := fromAddress("127.0.0.1")
 	begin := func(verifier string) *url.URL { return beginAuthorization(t, c, cfg, link, verifier) }
 	verifiers := []string{oauth2.GenerateVerifier(), oauth2.GenerateVerifier()}
@@ -147,7 +142,6 @@ func TestPendingAuthorizationRequestsAreLimited(t *testing.T) {
 	if loc := begin(oauth2.GenerateVerifier()); !toSignIn(loc) {
 		t.Fatalf("a request once one of the two ended: led to %s, not the sign-in page", loc)
 	}
-	_ = key
 }
 
 // beginAuthorization makes an authorization request for link from c, and returns
@@ -191,4 +185,16 @@ func approveAndExchange(t *testing.T, e *env, c *http.Client, cfg oauth2.Config,
 		t.Fatal(err)
 	}
 	return tok
+}
+
+// kitLink gives account acme the tool kit and returns its link, and the client of
+// a metadata document that asks for kit's scopes at e.
+func kitLink(t *testing.T, e *env) (string, oauth2.Config) {
+	t.Helper()
+	e.account("acme", registry.Limits{})
+	e.deploy(registry.Tool{ID: "kit", Title: "Kit", Methods: []registry.Method{{Name: "echo"}}})
+	link := e.url + "/mcp/" + e.signer.Token("acme", "kit", e.connect("acme", "kit").LinkNonce)
+	app := newClientApp(t)
+	return link, oauth2.Config{ClientID: app.url + "/client.json", RedirectURL: app.url + "/callback", Scopes: []string{"kit:list", "kit:call"},
+		Endpoint: oauth2.Endpoint{AuthURL: e.url + "/authorize", TokenURL: e.url + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/oauth"
-	"github.com/toolgate/toolgate/registry"
 )
 
 // TestPendingAuthorizationRequestsArePerSource: with room for ten requests in
@@ -21,12 +20,7 @@ import (
 func TestPendingAuthorizationRequestsArePerSource(t *testing.T) {
 	e := newEnv(t, withMCP(), withDashboard(), withSignIn(),
 		withOAuthLimits(oauth.Limits{MaxClients: 10, RegistrationsPerMinute: 10, MaxPending: 10, MaxPendingPerSource: 2}))
-	e.account("acme", registry.Limits{})
-	e.deploy(registry.Tool{ID: "kit", Title: "Kit", Methods: []registry.Method{{Name: "echo"}}})
-	link := e.url + "/mcp/" + e.signer.Token("acme", "kit", e.connect("acme", "kit").LinkNonce)
-	app := newClientApp(t)
-	cfg := oauth2.Config{ClientID: app.url + "/client.json", RedirectURL: app.url + "/callback", Scopes: []string{"kit:list", "kit:call"},
-		Endpoint: oauth2.Endpoint{AuthURL: e.url + "/authorize", TokenURL: e.url + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
+	link, cfg := kitLink(t, e)
 	stranger, other := fromAddress("127.0.0.1"), fromAddress("127.0.0.2")
 
 	verifiers := []string{oauth2.GenerateVerifier(), oauth2.GenerateVerifier()}
@@ -76,12 +70,7 @@ func TestPendingAuthorizationRequestsArePerSource(t *testing.T) {
 // pattern finds no request and ends none, while a real one is found.
 func TestRequestIDsAreNotPatterns(t *testing.T) {
 	e := newEnv(t, withMCP(), withDashboard(), withSignIn())
-	e.account("acme", registry.Limits{})
-	e.deploy(registry.Tool{ID: "kit", Title: "Kit", Methods: []registry.Method{{Name: "echo"}}})
-	link := e.url + "/mcp/" + e.signer.Token("acme", "kit", e.connect("acme", "kit").LinkNonce)
-	app := newClientApp(t)
-	cfg := oauth2.Config{ClientID: app.url + "/client.json", RedirectURL: app.url + "/callback", Scopes: []string{"kit:list", "kit:call"},
-		Endpoint: oauth2.Endpoint{AuthURL: e.url + "/authorize", TokenURL: e.url + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
+	link, cfg := kitLink(t, e)
 	loc := beginAuthorization(t, fromAddress("127.0.0.1"), cfg, link, oauth2.GenerateVerifier())
 	id := loc.Query().Get("id")
 	ctx := testenv.Context(t)
