@@ -78,6 +78,7 @@ type envOptions struct {
 	docs         *http.Client  // what fetches client ID metadata documents, withSignIn
 	base         string        // the deployment's URL, when another edge's (asEdgeOf)
 	oauthLimits  oauth.Limits  // the authorization server's limits, withSignIn (zero: its defaults)
+	oauthUnused  time.Duration // how long the authorization server keeps what goes unused (zero: its default)
 }
 
 type option func(*envOptions)
@@ -102,6 +103,9 @@ func withPayloadLimit(n int64) option          { return func(o *envOptions) { o.
 func withSignIn() option                       { return withTokenTTL(time.Hour) }
 func withDocumentClient(c *http.Client) option { return func(o *envOptions) { o.docs = c } }
 func withOAuthLimits(l oauth.Limits) option    { return func(o *envOptions) { o.oauthLimits = l } }
+func withOAuthUnusedLifetime(d time.Duration) option {
+	return func(o *envOptions) { o.oauthUnused = d }
+}
 func withTokenTTL(d time.Duration) option {
 	return func(o *envOptions) { o.signIn, o.tokenTTL = true, d }
 }
@@ -180,16 +184,18 @@ func newEnv(t testing.TB, opts ...option) *env {
 			t.Fatal(err)
 		}
 		e.issuer = oauth.NewIssuer(cfg.BaseURL, keys)
-		if err := e.issuer.CheckRevocations(testenv.Context(t), e.store, e.view); err != nil {
-			t.Fatal(err)
-		}
 		cfg.SignIn = e.issuer
 		login := e.url + edge.DashboardPath + dashboard.ConsentPath + "?id="
+		// The server first: it makes the grants' bucket with its lifetime, which
+		// the issuer's revocation check then reads.
 		if e.authServer, err = oauth.NewServer(testenv.Context(t), e.store, e.issuer, oauth.ServerConfig{
 			TokenTTL: e.tokenTTL, LoginURL: func(id string) string { return login + id }, HTTPClient: o.docs,
 			LoopbackDocuments: true, // the tests' clients serve their documents on 127.0.0.1
-			Limits:            o.oauthLimits,
+			Limits:            o.oauthLimits, UnusedLifetime: o.oauthUnused,
 		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.issuer.CheckRevocations(testenv.Context(t), e.store, e.view); err != nil {
 			t.Fatal(err)
 		}
 		cfg.AuthServer = e.authServer

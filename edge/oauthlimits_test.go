@@ -48,8 +48,8 @@ func registerClient(t *testing.T, c *http.Client, e *env, body string) oauthAnsw
 	return a
 }
 
-// keysIn lists the keys of an OAuth bucket under filter, from the test's side.
-func keysIn(t *testing.T, e *env, bucket, filter string) []string {
+// oauthBucket opens an OAuth bucket from the test's side.
+func oauthBucket(t *testing.T, e *env, bucket string) jetstream.KeyValue {
 	t.Helper()
 	js, err := jetstream.New(e.nc)
 	if err != nil {
@@ -59,7 +59,13 @@ func keysIn(t *testing.T, e *env, bucket, filter string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lister, err := kv.ListKeysFiltered(testenv.Context(t), filter)
+	return kv
+}
+
+// keysIn lists the keys of an OAuth bucket under filter, from the test's side.
+func keysIn(t *testing.T, e *env, bucket, filter string) []string {
+	t.Helper()
+	lister, err := oauthBucket(t, e, bucket).ListKeysFiltered(testenv.Context(t), filter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,27 +114,9 @@ func TestRegistrationsAreLimited(t *testing.T) {
 // exchange, a new one is taken again.
 func TestPendingAuthorizationRequestsAreLimited(t *testing.T) {
 	e := newEnv(t, withMCP(), withDashboard(), withSignIn(), withOAuthLimits(oauth.Limits{MaxClients: 10, RegistrationsPerMinute: 10, MaxPending: 2}))
-	key := e.account("acme", registry.Limits{})
-	e.deploy(registry.Tool{ID: "kit", Title: "Kit", Methods: []registry.Method{{Name: "echo"}}})
-	link := e.url + "/mcp/" + e.signer.Token("acme", "kit", e.connect("acme", "kit").LinkNonce)
-	app := newClientApp(t)
-	cfg := oauth2.Config{ClientID: app.url + "/client.json", RedirectURL: app.url + "/callback", Scopes: []string{"kit:list", "kit:call"},
-		Endpoint: oauth2.Endpoint{AuthURL: e.url + "/authorize", TokenURL: e.url + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
+	link, cfg := kitLink(t, e)
 	c := fromAddress("127.0.0.1")
-	begin := func(verifier string) *url.URL {
-		t.Helper()
-		resp, err := c.Get(cfg.AuthCodeURL("s", oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", link)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		loc, err := resp.Location()
-		if err != nil {
-			t.Fatalf("authorization request: %d without a Location", resp.StatusCode)
-		}
-		return loc
-	}
-	toSignIn := func(loc *url.URL) bool { return strings.Contains(loc.Path, "/dashboard/") }
+	begin := func(verifier string) *url.URL { return beginAuthorization(t, c, cfg, link, verifier) }
 	verifiers := []string{oauth2.GenerateVerifier(), oauth2.GenerateVerifier()}
 	var ids []string
 	for i, v := range verifiers {
@@ -147,7 +135,39 @@ func TestPendingAuthorizationRequestsAreLimited(t *testing.T) {
 	}
 
 	// The first ends: approved for acme, its code exchanged; it counts no more.
-	callback, err := e.authServer.Approve(testenv.Context(t), ids[0], "acme", "kit")
+	tok := approveAndExchange(t, e, c, cfg, ids[0], verifiers[0])
+	if _, err := e.issuer.Verify(testenv.Context(t), tok.AccessToken, link, time.Now()); err != nil {
+		t.Fatalf("the token of the first request: %v", err)
+	}
+	if loc := begin(oauth2.GenerateVerifier()); !toSignIn(loc) {
+		t.Fatalf("a request once one of the two ended: led to %s, not the sign-in page", loc)
+	}
+}
+
+// beginAuthorization makes an authorization request for link from c, and returns
+// where the server sends the browser.
+func beginAuthorization(t *testing.T, c *http.Client, cfg oauth2.Config, link, verifier string) *url.URL {
+	t.Helper()
+	resp, err := c.Get(cfg.AuthCodeURL("s", oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", link)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc, err := resp.Location()
+	if err != nil {
+		t.Fatalf("authorization request: %d without a Location", resp.StatusCode)
+	}
+	return loc
+}
+
+// toSignIn reports whether an authorization request led to the sign-in page.
+func toSignIn(loc *url.URL) bool { return strings.Contains(loc.Path, "/dashboard/") }
+
+// approveAndExchange approves the request id for acme's kit, follows the callback
+// from c and exchanges the code: the token the client then holds.
+func approveAndExchange(t *testing.T, e *env, c *http.Client, cfg oauth2.Config, id, verifier string) *oauth2.Token {
+	t.Helper()
+	callback, err := e.authServer.Approve(testenv.Context(t), id, "acme", "kit")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,15 +180,21 @@ func TestPendingAuthorizationRequestsAreLimited(t *testing.T) {
 	if err != nil || answer.Query().Get("code") == "" {
 		t.Fatalf("the callback answered %d at %v", resp.StatusCode, answer)
 	}
-	tok, err := cfg.Exchange(testenv.Context(t), answer.Query().Get("code"), oauth2.VerifierOption(verifiers[0]))
+	tok, err := cfg.Exchange(testenv.Context(t), answer.Query().Get("code"), oauth2.VerifierOption(verifier))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.issuer.Verify(testenv.Context(t), tok.AccessToken, link, time.Now()); err != nil {
-		t.Fatalf("the token of the first request: %v", err)
-	}
-	if loc := begin(oauth2.GenerateVerifier()); !toSignIn(loc) {
-		t.Fatalf("a request once one of the two ended: led to %s, not the sign-in page", loc)
-	}
-	_ = key
+	return tok
+}
+
+// kitLink gives account acme the tool kit and returns its link, and the client of
+// a metadata document that asks for kit's scopes at e.
+func kitLink(t *testing.T, e *env) (string, oauth2.Config) {
+	t.Helper()
+	e.account("acme", registry.Limits{})
+	e.deploy(registry.Tool{ID: "kit", Title: "Kit", Methods: []registry.Method{{Name: "echo"}}})
+	link := e.url + "/mcp/" + e.signer.Token("acme", "kit", e.connect("acme", "kit").LinkNonce)
+	app := newClientApp(t)
+	return link, oauth2.Config{ClientID: app.url + "/client.json", RedirectURL: app.url + "/callback", Scopes: []string{"kit:list", "kit:call"},
+		Endpoint: oauth2.Endpoint{AuthURL: e.url + "/authorize", TokenURL: e.url + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/zitadel/oidc/v3/pkg/oidc"
@@ -30,6 +31,7 @@ type client struct {
 	Method       oidc.AuthMethod `json:"token_endpoint_auth_method"`
 	SecretHash   string          `json:"secret_hash,omitempty"`
 	RegisteredAt time.Time       `json:"registered_at,omitzero"`
+	UsedAt       time.Time       `json:"used_at,omitzero"` // a registered one's last token
 	loginURL     func(string) string
 }
 
@@ -162,7 +164,7 @@ func (s *Server) register(ctx context.Context, reg Registration, source string) 
 	if err := s.admitRegistration(ctx, source); err != nil {
 		return Registration{}, err
 	}
-	c := &client{ID: registry.NewID("tgc_"), Name: reg.ClientName, Redirects: reg.RedirectURIs, Method: reg.Method, RegisteredAt: time.Now().UTC()}
+	c := &client{ID: registry.NewID(registeredPrefix), Name: reg.ClientName, Redirects: reg.RedirectURIs, Method: reg.Method, RegisteredAt: time.Now().UTC()}
 	reg.ClientID, reg.ClientIDIssued = c.ID, c.RegisteredAt.Unix()
 	reg.GrantTypes, reg.ResponseTypes = []string{"authorization_code", "refresh_token"}, []string{"code"}
 	if reg.Method != oidc.AuthMethodNone {
@@ -176,6 +178,25 @@ func (s *Server) register(ctx context.Context, reg Registration, source string) 
 	}
 	return reg, nil
 }
+
+// renewClient writes a dynamically registered client's record again, with the time
+// of its use, so that GrantBucket's TTL counts from now: a client lives while tokens
+// are issued for it, and expires only after ServerConfig.UnusedLifetime unused.
+// Other clients (a metadata document's, a pre-registered one's) have no record there.
+func (s *Server) renewClient(ctx context.Context, id string) error {
+	if !strings.HasPrefix(id, registeredPrefix) {
+		return nil
+	}
+	c := &client{}
+	if err := s.records.read(ctx, s.records.grants, clientKey(id), c); err != nil {
+		return fmt.Errorf("oauth: renew client %s: %w", id, err)
+	}
+	c.UsedAt = time.Now().UTC()
+	return s.records.write(ctx, s.records.grants, clientKey(id), c)
+}
+
+// registeredPrefix begins the id of each dynamically registered client.
+const registeredPrefix = "tgc_"
 
 // client finds the client id names: its metadata document, or its registration.
 func (s *Server) client(ctx context.Context, id string) (*client, error) {

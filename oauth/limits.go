@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
+
+	"github.com/toolgate/toolgate/registry"
 )
 
 // Limits bound what a stranger can make the authorization server keep: anyone may
@@ -28,11 +30,16 @@ type Limits struct {
 	// awaiting sign-in, consent or their code's exchange, each for RequestLifetime at
 	// most. Past it a new request is answered temporarily_unavailable.
 	MaxPending int
+	// MaxPendingPerSource bounds the authorization requests in progress begun from
+	// one source address (sourceOf), across the deployment, so that one stranger
+	// cannot take all of MaxPending. Past it that source's new requests are answered
+	// temporarily_unavailable; other sources' are not.
+	MaxPendingPerSource int
 }
 
 // DefaultLimits are the limits of a deployment that sets none.
 func DefaultLimits() Limits {
-	return Limits{MaxClients: 10000, RegistrationsPerMinute: 10, MaxPending: 10000}
+	return Limits{MaxClients: 10000, RegistrationsPerMinute: 10, MaxPending: 10000, MaxPendingPerSource: 100}
 }
 
 // orDefaults is l with each zero limit DefaultLimits' own.
@@ -47,6 +54,9 @@ func (l Limits) orDefaults() Limits {
 	if l.MaxPending == 0 {
 		l.MaxPending = d.MaxPending
 	}
+	if l.MaxPendingPerSource == 0 {
+		l.MaxPendingPerSource = d.MaxPendingPerSource
+	}
 	return l
 }
 
@@ -59,6 +69,8 @@ func (l Limits) Validate() error {
 		return fmt.Errorf("oauth-registrations-per-minute: must be at least 1")
 	case l.MaxPending < 1:
 		return fmt.Errorf("oauth-max-pending: must be at least 1")
+	case l.MaxPendingPerSource < 1:
+		return fmt.Errorf("oauth-max-pending-per-source: must be at least 1")
 	}
 	return nil
 }
@@ -116,11 +128,20 @@ func (s *Server) admitRegistration(ctx context.Context, source string) error {
 	return nil
 }
 
-// admitRequest checks a new authorization request against MaxPending. The answer
-// goes back to the client's redirect URI (RFC 6749 §4.1.2.1).
-func (s *Server) admitRequest(ctx context.Context) error {
-	n, err := s.records.count(ctx, s.records.requests, "req.>")
+// admitRequest checks a new authorization request from the source tagged tag
+// (sourceTag) against MaxPendingPerSource, then MaxPending. The answer goes
+// back to the client's redirect URI (RFC 6749 §4.1.2.1). Two requests counted at
+// once may both be taken: a bound is exceeded by at most the requests in flight.
+func (s *Server) admitRequest(ctx context.Context, tag string) error {
+	n, err := s.records.count(ctx, s.records.requests, requestKeys(tag))
 	if err != nil {
+		return oidc.ErrServerError().WithParent(err)
+	}
+	if n >= s.limits.MaxPendingPerSource {
+		return &oidc.Error{ErrorType: "temporarily_unavailable",
+			Description: fmt.Sprintf("your address holds its limit of %d authorization requests in progress: finish or abandon one, or try again in a few minutes", s.limits.MaxPendingPerSource)}
+	}
+	if n, err = s.records.count(ctx, s.records.requests, "req.>"); err != nil {
 		return oidc.ErrServerError().WithParent(err)
 	}
 	if n >= s.limits.MaxPending {
@@ -130,7 +151,21 @@ func (s *Server) admitRequest(ctx context.Context) error {
 	return nil
 }
 
-// sourceOf is the address a request came from: the edge trusts no proxy's headers.
+// An authorization request's id begins with the tag of the source that made it,
+// so that its key, req.<tag>.<random>, is counted with that source's: the tag is
+// a hash of the address, a key's token whatever the address's form.
+func sourceTag(source string) string { return registry.Hash(source)[:16] }
+
+func newRequestID(tag string) string { return tag + "." + registry.NewID("ar") }
+
+func requestKey(id string) string { return "req." + id }
+
+// requestKeys is the filter of the requests of the source tagged tag.
+func requestKeys(tag string) string { return "req." + tag + ".*" }
+
+// sourceOf is the address a request came from, the TCP peer's: the edge trusts no
+// proxy's headers (it sets no trusted proxies), so behind a proxy every request is
+// the proxy's. Registrations and authorization requests are counted by it.
 func sourceOf(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {

@@ -72,7 +72,7 @@ func checkClient(c Client) []Violation {
 	switch {
 	case !clientIDPattern.MatchString(c.ID):
 		vs = append(vs, Violation{"/client_id", "must be letters, digits, '.', '_' and '-', starting with a letter or digit, at most 100"})
-	case strings.HasPrefix(c.ID, "tgc_"):
+	case strings.HasPrefix(c.ID, registeredPrefix):
 		vs = append(vs, Violation{"/client_id", "must not begin with tgc_, the prefix of dynamically registered clients"})
 	}
 	if len(c.Name) > 200 {

@@ -17,7 +17,8 @@ import (
 
 // The authorization server's records live in two buckets: what lasts minutes (an
 // authorization request and its code) and what lasts until it is revoked or left
-// unused for RefreshLifetime (grants, their refresh tokens, registered clients). A
+// unused for RefreshLifetime (grants, their refresh tokens, registered clients: the
+// bucket's TTL counts from a record's last write, and each use writes it again). A
 // code and a refresh token are filed under their sha256 only.
 const (
 	RequestBucket = "tg-oauth-requests"
@@ -25,7 +26,9 @@ const (
 )
 
 // RequestLifetime bounds an authorization request, its sign-in and consent, and its
-// code; RefreshLifetime is how long a grant lives unused (each refresh renews it).
+// code; RefreshLifetime is how long a grant or a registered client lives unused
+// (each token issued for it renews it), unless ServerConfig.UnusedLifetime says
+// otherwise.
 const (
 	RequestLifetime = 10 * time.Minute
 	RefreshLifetime = 30 * 24 * time.Hour
@@ -112,7 +115,7 @@ type records struct {
 	requestStream             jetstream.Stream // requests' keys are removed from it whole
 }
 
-func openRecords(ctx context.Context, store *registry.Store) (*records, error) {
+func openRecords(ctx context.Context, store *registry.Store, unused time.Duration) (*records, error) {
 	req, err := store.OpenBucket(ctx, jetstream.KeyValueConfig{
 		Bucket: RequestBucket, Description: "toolgate OAuth authorization requests and codes", TTL: RequestLifetime, History: 1,
 	}, false)
@@ -120,7 +123,7 @@ func openRecords(ctx context.Context, store *registry.Store) (*records, error) {
 		return nil, fmt.Errorf("oauth: request bucket: %w", err)
 	}
 	gr, err := store.OpenBucket(ctx, jetstream.KeyValueConfig{
-		Bucket: GrantBucket, Description: "toolgate OAuth grants, refresh tokens (hashed) and registered clients", TTL: RefreshLifetime, History: 1,
+		Bucket: GrantBucket, Description: "toolgate OAuth grants, refresh tokens (hashed) and registered clients", TTL: unused, History: 1,
 	}, false)
 	if err != nil {
 		return nil, fmt.Errorf("oauth: grant bucket: %w", err)
@@ -141,9 +144,17 @@ func openRecords(ctx context.Context, store *registry.Store) (*records, error) {
 // errNotFound: no such record (or it expired).
 var errNotFound = errors.New("oauth: not found")
 
+// pattern reports whether a key holds a subject wildcard: ids come from requests
+// (a consent page's query, a callback's, a path), and a read of the last message of
+// "req.>" would answer some other request, a purge of it remove them all.
+func pattern(key string) bool { return strings.ContainsAny(key, "*> ") }
+
 // read decodes the record key of bucket from the stream's leader: it may have been
 // written a moment ago through another edge.
 func (rs *records) read(ctx context.Context, kv jetstream.KeyValue, key string, v any) error {
+	if pattern(key) {
+		return errNotFound
+	}
 	b, _, err := registry.ReadLatest(ctx, rs.js, kv.Bucket(), key)
 	if errors.Is(err, registry.ErrNotFound) {
 		return errNotFound
@@ -180,6 +191,9 @@ func (rs *records) create(ctx context.Context, kv jetstream.KeyValue, key string
 // remove forgets key. A request's key leaves no purge marker, so that the requests
 // counted against Limits.MaxPending are the ones in progress.
 func (rs *records) remove(ctx context.Context, kv jetstream.KeyValue, key string) error {
+	if pattern(key) {
+		return errNotFound
+	}
 	if kv == rs.requests {
 		if err := rs.requestStream.Purge(ctx, jetstream.WithPurgeSubject("$KV."+RequestBucket+"."+key)); err != nil {
 			return fmt.Errorf("oauth: remove %s: %w", key, err)

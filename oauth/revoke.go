@@ -35,12 +35,17 @@ const leaderWait = registry.DefaultConfirmWait
 
 // CheckRevocations makes Verify refuse the tokens of revoked grants: by what view
 // heard announced, and by the grant's record in store where the view cannot tell.
+// The records are the authorization server's when it was made first (with its
+// ServerConfig.UnusedLifetime), or opened here.
 func (is *Issuer) CheckRevocations(ctx context.Context, store *registry.Store, view *registry.View) error {
-	rs, err := openRecords(ctx, store)
-	if err != nil {
-		return err
+	if is.records == nil {
+		rs, err := openRecords(ctx, store, RefreshLifetime)
+		if err != nil {
+			return err
+		}
+		is.records = rs
 	}
-	is.records, is.view = rs, view
+	is.view = view
 	return nil
 }
 

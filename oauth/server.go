@@ -54,6 +54,11 @@ type ServerConfig struct {
 	// Limits bound the clients and authorization requests strangers can make (a
 	// zero limit: DefaultLimits' own).
 	Limits Limits
+	// UnusedLifetime is how long a grant, its refresh token and a dynamically
+	// registered client are kept with no token issued for them: the TTL of
+	// GrantBucket (zero: RefreshLifetime). Tests shorten it; a deployment whose
+	// bucket has another TTL is refused, as the registry refuses any bucket's.
+	UnusedLifetime time.Duration
 }
 
 // NewServer makes the authorization server of is, its records in store.
@@ -65,7 +70,10 @@ func NewServer(ctx context.Context, store *registry.Store, is *Issuer, cfg Serve
 	if err := cfg.Limits.Validate(); err != nil {
 		return nil, fmt.Errorf("oauth: %w", err)
 	}
-	rs, err := openRecords(ctx, store)
+	if cfg.UnusedLifetime == 0 {
+		cfg.UnusedLifetime = RefreshLifetime
+	}
+	rs, err := openRecords(ctx, store, cfg.UnusedLifetime)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +131,7 @@ func (s *Server) Handler() http.Handler {
 // read of it. A request without a scope is given offline_access, which op asks for
 // and which names no tool: consent then grants the resource's tool scopes.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
-	p := authorizeParams{resource: r.FormValue("resource"), noScope: r.FormValue("scope") == ""}
+	p := authorizeParams{resource: r.FormValue("resource"), noScope: r.FormValue("scope") == "", source: sourceOf(r)}
 	if p.noScope {
 		r.Form.Set("scope", oidc.ScopeOfflineAccess) // parsed by FormValue, and read so by op
 	}
@@ -230,7 +238,7 @@ type Consent struct {
 // Request finds an authorization request that awaits consent.
 func (s *Server) Request(ctx context.Context, id string) (Consent, error) {
 	r := &request{}
-	if err := s.records.read(ctx, s.records.requests, "req."+id, r); err != nil || r.Approved {
+	if err := s.records.read(ctx, s.records.requests, requestKey(id), r); err != nil || r.Approved {
 		return Consent{}, errNotFound
 	}
 	c := Consent{ID: r.ID, Client: r.ClientID, Resource: r.Resource, Scopes: toolScopesOf(r.Scopes), RedirectURI: r.RedirectURI}
@@ -245,7 +253,7 @@ func (s *Server) Request(ctx context.Context, id string) (Consent, error) {
 // provider's callback, which answers the client with a code.
 func (s *Server) Approve(ctx context.Context, id, account, tool string) (string, error) {
 	r := &request{}
-	if err := s.records.read(ctx, s.records.requests, "req."+id, r); err != nil || r.Approved {
+	if err := s.records.read(ctx, s.records.requests, requestKey(id), r); err != nil || r.Approved {
 		return "", errNotFound
 	}
 	scopes := slices.DeleteFunc(toolScopesOf(r.Scopes), func(sc string) bool { return !slices.Contains(ToolScopes(tool), sc) })
@@ -263,7 +271,7 @@ func (s *Server) Approve(ctx context.Context, id, account, tool string) (string,
 	}
 	r.Account, r.Grant, r.Approved, r.AuthTime = account, g.ID, true, g.CreatedAt
 	r.Scopes = append(scopes, oidc.ScopeOfflineAccess)
-	if err := s.records.write(ctx, s.records.requests, "req."+id, r); err != nil {
+	if err := s.records.write(ctx, s.records.requests, requestKey(id), r); err != nil {
 		return "", err
 	}
 	return op.AuthCallbackURL(s.provider)(op.ContextWithIssuer(ctx, s.issuer.URL), id), nil
@@ -273,10 +281,10 @@ func (s *Server) Approve(ctx context.Context, id, account, tool string) (string,
 // redirect with access_denied.
 func (s *Server) Deny(ctx context.Context, id string) (string, error) {
 	r := &request{}
-	if err := s.records.read(ctx, s.records.requests, "req."+id, r); err != nil {
+	if err := s.records.read(ctx, s.records.requests, requestKey(id), r); err != nil {
 		return "", errNotFound
 	}
-	_ = s.records.remove(ctx, s.records.requests, "req."+id)
+	_ = s.records.remove(ctx, s.records.requests, requestKey(id))
 	u, err := url.Parse(r.RedirectURI)
 	if err != nil {
 		return "", err

@@ -21,10 +21,12 @@ type storage struct{ s *Server }
 type resourceKey struct{}
 
 // authorizeParams are what an authorization request says that op's request type has
-// no field for: its resource (RFC 8707), and whether it named no scope at all.
+// no field for: its resource (RFC 8707), whether it named no scope at all, and
+// where it came from.
 type authorizeParams struct {
 	resource string
 	noScope  bool
+	source   string // the address it came from (sourceOf)
 }
 
 // withResource carries them to CreateAuthRequest.
@@ -47,20 +49,21 @@ func (st storage) CreateAuthRequest(ctx context.Context, ar *oidc.AuthRequest, _
 	if len(scopes) == 0 && !params.noScope {
 		return nil, oidc.ErrInvalidScope().WithDescription("ask for <tool>:list and <tool>:call, as the resource's metadata names them")
 	}
-	if err := st.s.admitRequest(ctx); err != nil {
+	tag := sourceTag(params.source)
+	if err := st.s.admitRequest(ctx, tag); err != nil {
 		return nil, err
 	}
 	r := &request{
-		ID: registry.NewID("ar"), ClientID: ar.ClientID, RedirectURI: ar.RedirectURI, State: ar.State, Nonce: ar.Nonce,
+		ID: newRequestID(tag), ClientID: ar.ClientID, RedirectURI: ar.RedirectURI, State: ar.State, Nonce: ar.Nonce,
 		Scopes: append(scopes, oidc.ScopeOfflineAccess), ResponseType: ar.ResponseType, ResponseMode: ar.ResponseMode,
 		Challenge: ar.CodeChallenge, Method: ar.CodeChallengeMethod, Resource: resource,
 	}
-	return r, st.s.records.write(ctx, st.s.records.requests, "req."+r.ID, r)
+	return r, st.s.records.write(ctx, st.s.records.requests, requestKey(r.ID), r)
 }
 
 func (st storage) AuthRequestByID(ctx context.Context, id string) (op.AuthRequest, error) {
 	r := &request{}
-	return r, st.s.records.read(ctx, st.s.records.requests, "req."+id, r)
+	return r, st.s.records.read(ctx, st.s.records.requests, requestKey(id), r)
 }
 
 func (st storage) AuthRequestByCode(ctx context.Context, code string) (op.AuthRequest, error) {
@@ -76,7 +79,7 @@ func (st storage) SaveAuthCode(ctx context.Context, id, code string) error {
 }
 
 func (st storage) DeleteAuthRequest(ctx context.Context, id string) error {
-	return st.s.records.remove(ctx, st.s.records.requests, "req."+id)
+	return st.s.records.remove(ctx, st.s.records.requests, requestKey(id))
 }
 
 // tokenID is an access token's jti: it names its grant, so that revoking the token
@@ -103,14 +106,21 @@ func (st storage) CreateAccessToken(ctx context.Context, tr op.TokenRequest) (st
 	if err != nil {
 		return "", time.Time{}, err
 	}
+	if err := st.s.renewClient(ctx, g.Client); err != nil {
+		return "", time.Time{}, err
+	}
 	return tokenID(g), time.Now().Add(st.s.tokenTTL), nil
 }
 
 // CreateAccessAndRefreshTokens issues a new refresh token for the grant and
-// forgets the one it replaces: a refresh token works once.
+// forgets the one it replaces: a refresh token works once. Writing the grant again
+// renews it, and its client is renewed too (renewClient).
 func (st storage) CreateAccessAndRefreshTokens(ctx context.Context, tr op.TokenRequest, current string) (string, string, time.Time, error) {
 	g, err := st.grantOf(ctx, tr)
 	if err != nil {
+		return "", "", time.Time{}, err
+	}
+	if err := st.s.renewClient(ctx, g.Client); err != nil {
 		return "", "", time.Time{}, err
 	}
 	if current != "" {

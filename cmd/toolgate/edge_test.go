@@ -226,6 +226,7 @@ func TestEdgeCommandRefusesBadConfig(t *testing.T) {
 		{[]string{"edge", "--link-secret-file", "x", "--oauth-max-clients", "0"}, "edge: oauth-max-clients: must be at least 1"},
 		{[]string{"edge", "--link-secret-file", "x", "--oauth-registrations-per-minute", "0"}, "edge: oauth-registrations-per-minute: must be at least 1"},
 		{[]string{"edge", "--link-secret-file", "x", "--oauth-max-pending", "0"}, "edge: oauth-max-pending: must be at least 1"},
+		{[]string{"edge", "--link-secret-file", "x", "--oauth-max-pending-per-source", "0"}, "edge: oauth-max-pending-per-source: must be at least 1"},
 	} {
 		if _, err := run(t, context.Background(), tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("toolgate %s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)
@@ -234,6 +235,10 @@ func TestEdgeCommandRefusesBadConfig(t *testing.T) {
 	t.Setenv("TOOLGATE_OAUTH_MAX_PENDING", "0")
 	if _, err := run(t, context.Background(), "edge", "--link-secret-file", "x"); err == nil || !strings.Contains(err.Error(), "edge: oauth-max-pending: must be at least 1") {
 		t.Errorf("TOOLGATE_OAUTH_MAX_PENDING=0: %v", err)
+	}
+	t.Setenv("TOOLGATE_OAUTH_MAX_PENDING_PER_SOURCE", "0")
+	if _, err := run(t, context.Background(), "edge", "--link-secret-file", "x", "--oauth-max-pending", "5"); err == nil || !strings.Contains(err.Error(), "edge: oauth-max-pending-per-source: must be at least 1") {
+		t.Errorf("TOOLGATE_OAUTH_MAX_PENDING_PER_SOURCE=0: %v", err)
 	}
 	t.Setenv("TOOLGATE_MAX_BODY_BYTES", "lots")
 	if _, err := run(t, context.Background(), "edge"); err == nil || !strings.Contains(err.Error(), "TOOLGATE_MAX_BODY_BYTES") {
