@@ -62,9 +62,21 @@ if [[ -n "$client_secret" ]]; then
 fi
 
 # The account's connection, headlessly: the connect URL, followed to the callback.
+# Connecting again, it waits (2 s at most) for a connect URL that differs from the
+# last one but for its state and PKCE challenge: the tool's record then declares
+# what the server asked for (a larger scope, another authorization server).
+connect_url() { curl -sf -X POST "$base/admin/connections/dev/remote/authorize" "${admin[@]}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["connect_url"])'; }
+asks() { python3 -c 'import sys,urllib.parse as u; p=u.urlsplit(sys.argv[1]); q=sorted((k,v) for k,v in u.parse_qsl(p.query) if k not in ("state","code_challenge")); print(p.netloc+p.path, q)' "$1"; }
+last=""
 connect() {
 	local connect
-	connect=$(curl -sf -X POST "$base/admin/connections/dev/remote/authorize" "${admin[@]}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["connect_url"])')
+	connect=$(connect_url)
+	for _ in $(seq 10); do
+		[[ -z "$last" || "$(asks "$connect")" != "$(asks "$last")" ]] && break
+		sleep 0.2
+		connect=$(connect_url)
+	done
+	last=$connect
 	curl -sfL -c "$work/jar" -b "$work/jar" -o "$work/connected" "$connect" || { echo "conformance-client: the authorization failed" >&2; cat "$work/bridge.log" "$work/dev.log" >&2; exit 1; }
 }
 connect
@@ -89,7 +101,6 @@ for m in $methods; do
 		code=$(curl -s -o "$work/answer" -w '%{http_code}' -X POST "$base/tool-call/remote/$m" "${key[@]}" -H 'Content-Type: application/json' -d '{}')
 		echo "conformance-client: $m: $code $(head -c 300 "$work/answer")"
 		[[ "$code" == 409 && $attempt -lt 3 ]] && grep -q connection_required "$work/answer" || break
-		sleep 1 # the tool's record takes the scope the server asked for
 		connect
 	done
 	[[ "$code" == 200 ]] || status=1

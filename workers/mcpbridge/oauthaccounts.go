@@ -51,6 +51,7 @@ type oauthState struct {
 	provider *wire.OAuthProvider
 	asked    []string // scopes the server asked for (403 insufficient_scope), not yet declared
 	known    *session // holds the latest tools an account's session listed
+	moving            // the provider found again after a refusal (oauthmove.go)
 }
 
 // startOAuth finds the server's provider and makes the tool that declares it as its
@@ -93,6 +94,9 @@ func (b *Bridge) noteRefusal(values map[string]string, res *http.Response) {
 		clear(o.refused)
 	}
 	o.refused[sha256.Sum256([]byte(tokenOf(values)))] = r
+	if r.status == http.StatusUnauthorized {
+		b.rediscover()
+	}
 	if r.scope != "" {
 		b.log.Warn("the server asks for a larger scope; the account must connect again", "scope", r.scope)
 		o.asked = append(o.asked, strings.Fields(r.scope)...)
@@ -114,6 +118,7 @@ func (b *Bridge) stepUp() {
 	o := b.oauth
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.move()
 	scopes := slices.Clone(o.provider.Scopes)
 	for _, s := range o.asked {
 		if !slices.Contains(scopes, s) {
