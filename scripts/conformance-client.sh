@@ -62,17 +62,23 @@ if [[ -n "$client_secret" ]]; then
 fi
 
 # The account's connection, headlessly: the connect URL, followed to the callback.
-# Connecting again, it waits (2 s at most) for a connect URL that differs from the
-# last one but for its state and PKCE challenge: the tool's record then declares
-# what the server asked for (a larger scope, another authorization server).
+# Connecting again after a refusal, it waits (2 s at most) until the tool's record
+# declares what the server asked for: the connect URL asks for the scope named
+# (none named: it differs from the last one but for its state and PKCE challenge,
+# as when the server moved to another authorization server).
 connect_url() { curl -sf -X POST "$base/admin/connections/dev/remote/authorize" "${admin[@]}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["connect_url"])'; }
 asks() { python3 -c 'import sys,urllib.parse as u; p=u.urlsplit(sys.argv[1]); q=sorted((k,v) for k,v in u.parse_qsl(p.query) if k not in ("state","code_challenge")); print(p.netloc+p.path, q)' "$1"; }
+scope_of() { python3 -c 'import sys,urllib.parse as u; print(" "+dict(u.parse_qsl(u.urlsplit(sys.argv[1]).query)).get("scope","")+" ")' "$1"; }
 last=""
 connect() {
 	local connect
 	connect=$(connect_url)
 	for _ in $(seq 10); do
-		[[ -z "$last" || "$(asks "$connect")" != "$(asks "$last")" ]] && break
+		if [[ -n "${1:-}" ]]; then
+			[[ "$(scope_of "$connect")" == *" $1 "* ]] && break
+		elif [[ -z "$last" || "$(asks "$connect")" != "$(asks "$last")" ]]; then
+			break
+		fi
 		sleep 0.2
 		connect=$(connect_url)
 	done
@@ -84,6 +90,7 @@ connect
 # The tools the server lists to the account's token become the tool's methods. A
 # server that refuses the list for a scope the token lacks gets one more connection.
 refusals() { grep -c 'did not list its tools.*connection_required' "$work/dev.log" || true; }
+asked() { grep -o 'requires the scope [^ ,]*' "$1" | tail -1 | cut -d' ' -f4; } # the scope of the last refusal in a file
 methods=""
 for attempt in 1 2; do
 	for _ in $(seq 100); do
@@ -92,7 +99,7 @@ for attempt in 1 2; do
 		(($(refusals) >= attempt)) && break
 		sleep 0.1
 	done
-	(($(refusals) >= attempt)) && [[ $attempt == 1 ]] && connect || break
+	(($(refusals) >= attempt)) && [[ $attempt == 1 ]] && connect "$(asked "$work/dev.log")" || break
 done
 [[ -n "$methods" ]] || { echo "conformance-client: the server listed no tools" >&2; cat "$work/bridge.log" >&2; exit 1; }
 status=0
@@ -101,7 +108,7 @@ for m in $methods; do
 		code=$(curl -s -o "$work/answer" -w '%{http_code}' -X POST "$base/tool-call/remote/$m" "${key[@]}" -H 'Content-Type: application/json' -d '{}')
 		echo "conformance-client: $m: $code $(head -c 300 "$work/answer")"
 		[[ "$code" == 409 && $attempt -lt 3 ]] && grep -q connection_required "$work/answer" || break
-		connect
+		connect "$(asked "$work/answer")"
 	done
 	[[ "$code" == 200 ]] || status=1
 done
