@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -26,7 +27,7 @@ type OAuthClient struct {
 	GatewayURL string
 	// ClientID is a client the deployment registered at the authorization server
 	// beforehand, used where it takes no client ID metadata document; without one,
-	// the bridge registers a client there (dynamic client registration).
+	// the edges register a client there (dynamic client registration).
 	ClientID string
 	// MetadataURL is where the deployment publishes its client ID metadata
 	// document when not at the gateway ({GatewayURL}/oauth/client): an address the
@@ -110,32 +111,22 @@ func (c OAuthClient) legacy(ctx context.Context, serverURL string, challenges []
 
 // challenge asks the server for what an unauthorized client gets: a 401 and its
 // WWW-Authenticate challenges (none from a server that names no metadata there).
+// A server may take the initialize from anyone and require a token from the next
+// request on: it is asked the tools/list a client sends next.
 func challenge(ctx context.Context, serverURL string, hc *http.Client) ([]oauthex.Challenge, error) {
-	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"toolgate","version":"1"}}}`
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, serverURL, strings.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("mcp: oauth: %w", err)
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"toolgate","version":"1"}}}`
+	res, err := ask(ctx, hc, serverURL, initialize, nil)
+	if err == nil && res.StatusCode != http.StatusUnauthorized {
+		list := `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"` +
+			StatelessRevision + `","io.modelcontextprotocol/clientCapabilities":{}}}}`
+		h := http.Header{"Mcp-Protocol-Version": {StatelessRevision}}
+		if id := res.Header.Get("Mcp-Session-Id"); id != "" {
+			h.Set("Mcp-Session-Id", id)
+		}
+		res, err = ask(ctx, hc, serverURL, list, h)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	res, err := ask(hc, req)
 	if err != nil {
 		return nil, fmt.Errorf("mcp: oauth: ask %s: %w", serverURL, err)
-	}
-	if res.StatusCode != http.StatusUnauthorized {
-		// A server may take the initialize from anyone and require a token from
-		// the next request on: the tools/list a client sends next.
-		list := `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"` + StatelessRevision + `","io.modelcontextprotocol/clientCapabilities":{}}}}`
-		req, _ = http.NewRequestWithContext(ctx, http.MethodPost, serverURL, strings.NewReader(list))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", StatelessRevision)
-		if id := res.Header.Get("Mcp-Session-Id"); id != "" {
-			req.Header.Set("Mcp-Session-Id", id)
-		}
-		if res, err = ask(hc, req); err != nil {
-			return nil, fmt.Errorf("mcp: oauth: ask %s: %w", serverURL, err)
-		}
 	}
 	if res.StatusCode != http.StatusUnauthorized {
 		return nil, fmt.Errorf("mcp: oauth: %s answers %s without a token, not 401: it asks for no authorization", serverURL, res.Status)
@@ -143,8 +134,16 @@ func challenge(ctx context.Context, serverURL string, hc *http.Client) ([]oauthe
 	return oauthex.ParseWWWAuthenticate(res.Header.Values("WWW-Authenticate"))
 }
 
-// ask sends req and reads the answer's body away.
-func ask(hc *http.Client, req *http.Request) (*http.Response, error) {
+// ask posts the JSON-RPC request body to serverURL with header h, and reads the
+// answer's body away.
+func ask(ctx context.Context, hc *http.Client, serverURL, body string, h http.Header) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, serverURL, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(req.Header, h)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
 	res, err := hc.Do(req)
 	if err != nil {
 		return nil, err
