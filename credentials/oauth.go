@@ -125,7 +125,7 @@ func (o *oauth) endpoint(ctx context.Context, p *wire.OAuthProvider) (oauth2.End
 	return ep, nil
 }
 
-// config is the oauth2 client of t's provider, with the deployment's client secret.
+// config is the oauth2 client of t's provider: the gateway's client there (clientOf).
 func (v *Vault) config(ctx context.Context, t *wire.Tool) (*oauth2.Config, error) {
 	if v.oauth == nil || t.Connection == nil || t.Connection.OAuth == nil {
 		return nil, ErrNoOAuth
@@ -135,15 +135,12 @@ func (v *Vault) config(ctx context.Context, t *wire.Tool) (*oauth2.Config, error
 	if err != nil {
 		return nil, err
 	}
-	secret, err := v.ClientSecret(ctx, t.ID)
+	c, err := v.clientOf(ctx, t)
 	if err != nil {
 		return nil, err
 	}
-	if secret == "" {
-		// A public client names itself in the form, with no secret (PKCE proves it).
-		ep.AuthStyle = oauth2.AuthStyleInParams
-	}
-	return &oauth2.Config{ClientID: p.ClientID, ClientSecret: secret, Endpoint: ep,
+	ep.AuthStyle = c.authStyle(p.TokenAuthMethods)
+	return &oauth2.Config{ClientID: c.id, ClientSecret: c.secret, Endpoint: ep,
 		RedirectURL: v.oauth.cfg.RedirectURL, Scopes: p.Scopes}, nil
 }
 

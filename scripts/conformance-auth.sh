@@ -20,14 +20,17 @@ for v in $versions; do
 	suite="$cache/suite-$v/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 	[[ -f "$suite" ]] || { echo "conformance-auth: suite $v is not installed (run scripts/conformance.sh)" >&2; exit 1; }
 	for s in $(node "$suite" list | grep -o 'auth/[a-z0-9-]*' | sort -u); do
-		verdict=$(timeout "${AUTH_SCENARIO_TIMEOUT:-90}" node "$suite" client --command "$PWD/scripts/conformance-client.sh" \
-			--scenario "$s" -o "$out" 2>&1 | grep -o 'OVERALL: [A-Z]*' || true)
+		timeout "${AUTH_SCENARIO_TIMEOUT:-90}" node "$suite" client --command "$PWD/scripts/conformance-client.sh" \
+			--scenario "$s" -o "$out" >"$out/suite.log" 2>&1 || true
+		verdict=$(grep -o 'OVERALL: [A-Z]*' "$out/suite.log" || true)
 		if [[ "$verdict" == "OVERALL: PASSED" ]]; then
 			echo "ok      $v $s"
 		elif grep -q "^$v $s " "$known" 2>/dev/null; then
 			echo "known   $v $s: $(grep "^$v $s " "$known" | cut -d' ' -f3-)"
 		else
 			echo "FAILED  $v $s (${verdict:-no verdict within the timeout})"
+			# What the suite says went wrong: its failed checks, or that the client timed out.
+			grep -E '^  - |TIMED OUT|timed out' "$out/suite.log" | sed 's/^/        /' || true
 			failed+=("$v $s")
 		fi
 	done

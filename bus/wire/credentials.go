@@ -71,6 +71,14 @@ type OAuthProvider struct {
 	// (RFC 9207), which the callback then requires. A callback that brings another
 	// issuer is refused either way.
 	IssResponse bool `json:"iss_response,omitempty"`
+	// RegistrationURL is where the gateway registers a client of its own (RFC 7591)
+	// when the record names no ClientID; the registration, its secret included, is
+	// kept enveloped by the edges, never in the record.
+	RegistrationURL string `json:"registration_url,omitempty"`
+	// TokenAuthMethods are the ways the token endpoint takes a client's
+	// authentication (RFC 8414 token_endpoint_auth_methods_supported); none said:
+	// client_secret_basic.
+	TokenAuthMethods []string `json:"token_auth_methods,omitempty"`
 }
 
 // Needs reports whether an account's connection to the tool needs anything: values
@@ -233,8 +241,8 @@ func ParseSealKey(creds []byte, tool string) (nkeys.KeyPair, error) {
 
 // checkOAuth returns why p cannot be a connection's provider, or nil.
 func checkOAuth(p *OAuthProvider) error {
-	if p.ClientID == "" {
-		return errors.New("connection: oauth: client_id: required")
+	if p.ClientID == "" && p.RegistrationURL == "" {
+		return errors.New("connection: oauth: client_id or registration_url: required")
 	}
 	if p.Issuer == "" && (p.AuthorizationURL == "" || p.TokenURL == "") {
 		return errors.New("connection: oauth: an issuer, or both authorization_url and token_url, required")
@@ -242,7 +250,7 @@ func checkOAuth(p *OAuthProvider) error {
 	if p.IssResponse && p.Issuer == "" {
 		return errors.New("connection: oauth: iss_response: the issuer is required to check it")
 	}
-	for name, raw := range map[string]string{"issuer": p.Issuer, "authorization_url": p.AuthorizationURL, "token_url": p.TokenURL, "resource": p.Resource} {
+	for name, raw := range map[string]string{"issuer": p.Issuer, "authorization_url": p.AuthorizationURL, "token_url": p.TokenURL, "resource": p.Resource, "registration_url": p.RegistrationURL} {
 		if raw == "" {
 			continue
 		}

@@ -209,6 +209,7 @@ func newWorkerMCPCmd() *cobra.Command {
 	f.BoolVar(&oauth, "oauth", false, "the --url server requires OAuth: each account connects at the server's authorization server (found from the server), and its calls carry its own access token")
 	f.StringVar(&oauthClient.GatewayURL, "base-url", oauthClient.GatewayURL, "with --oauth: the gateway's public URL, its edges' --base-url, where the authorization server redirects and finds the client document (env TOOLGATE_BASE_URL)")
 	f.StringVar(&oauthClient.ClientID, "oauth-client-id", "", "with --oauth: the client the deployment registered at the server's authorization server, for one that takes no client document (default: register one)")
+	f.StringVar(&oauthClient.MetadataURL, "oauth-client-metadata-url", "", "with --oauth: where the deployment publishes its client ID metadata document, for authorization servers that cannot fetch the gateway's ({base-url}/oauth/client)")
 	f.IntVar(&bridge.AccountSessions, "account-sessions", bridge.AccountSessions, "most upstream sessions (for a command, processes) held at once for accounts, when --env or --header names a {field}")
 	f.DurationVar(&bridge.AccountIdle, "account-idle", bridge.AccountIdle, "end an account's upstream session that took no call for this long")
 	f.IntVar(&bridge.AccountLists, "account-lists", bridge.AccountLists, "with --oauth: most accounts whose tool lists are kept (each account sees and calls only what the server lists to its token); past it the least recently listed is forgotten until that account lists again")

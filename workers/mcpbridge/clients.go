@@ -166,7 +166,7 @@ func (b *Bridge) openHeld(s *session) {
 	close(s.opened)
 	b.mu.Unlock()
 	if err != nil {
-		b.log.Warn("upstream session of a client session or account did not start", s.whose()...)
+		b.log.Warn("upstream session of a client session or account did not start", append(s.whose(), "err", err)...)
 		return
 	}
 	select {

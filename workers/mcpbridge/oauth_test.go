@@ -1,8 +1,10 @@
 package mcpbridge_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -88,5 +90,42 @@ func TestDiscoverOAuth(t *testing.T) {
 	t.Cleanup(open.Close)
 	if _, err := mcpbridge.DiscoverOAuth(ctx, open.URL, client); err == nil || errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "not 401") {
 		t.Fatalf("a server that asks for no token: %v", err)
+	}
+}
+
+// TestDiscoverOAuthAfterAnOpenInitialize: a server that answers initialize without
+// a token and requires one from the next request on is found through the challenge
+// to the tools/list a client sends next; the provider carries the ways the
+// authorization server's token endpoint takes clients.
+func TestDiscoverOAuthAfterAnOpenInitialize(t *testing.T) {
+	idp := testidp.Start(t, testidp.Options{ClientID: "toolgate", ClientSecret: "s", RedirectURI: "http://127.0.0.1:9/oauth/callback"})
+	ctx := testenv.Context(t)
+	mux := http.NewServeMux()
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	server := mcp.NewServer(&mcp.Implementation{Name: "calendar", Version: "1"}, nil)
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	refuse := func(context.Context, string, *http.Request) (*auth.TokenInfo, error) {
+		return nil, auth.ErrInvalidToken
+	}
+	guarded := auth.RequireBearerToken(refuse, &auth.RequireBearerTokenOptions{ResourceMetadataURL: srv.URL + "/meta"})(handler)
+	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(`"initialize"`)) {
+			handler.ServeHTTP(w, r)
+			return
+		}
+		guarded.ServeHTTP(w, r)
+	})
+	mux.Handle("/meta", auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{Resource: srv.URL + "/mcp",
+		AuthorizationServers: []string{idp.Issuer}}))
+	client := mcpbridge.OAuthClient{GatewayURL: "http://127.0.0.1:9", ClientID: "toolgate", HTTP: &http.Client{Timeout: testenv.Patience}}
+	p, err := mcpbridge.DiscoverOAuth(ctx, srv.URL+"/mcp", client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Issuer != idp.Issuer || p.ClientID != "toolgate" || p.Resource != srv.URL+"/mcp" || len(p.TokenAuthMethods) == 0 {
+		t.Fatalf("discovered %+v", p)
 	}
 }

@@ -57,6 +57,7 @@ type oauthState struct {
 	provider *wire.OAuthProvider
 	asked    []string          // scopes the server asked for (403 insufficient_scope), not yet declared
 	lists    map[string]listed // by account; under the Bridge's mu
+	moving                     // the provider found again after a refusal (oauthmove.go)
 }
 
 // listed is the latest tools/list one of an account's sessions read.
@@ -105,6 +106,9 @@ func (b *Bridge) noteRefusal(values map[string]string, res *http.Response) {
 		clear(o.refused)
 	}
 	o.refused[sha256.Sum256([]byte(tokenOf(values)))] = r
+	if r.status == http.StatusUnauthorized {
+		b.rediscover()
+	}
 	if r.scope != "" {
 		b.log.Warn("the server asks for a larger scope; the account must connect again", "scope", r.scope)
 		o.asked = append(o.asked, strings.Fields(r.scope)...)
@@ -126,6 +130,7 @@ func (b *Bridge) stepUp() {
 	o := b.oauth
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.move()
 	scopes := slices.Clone(o.provider.Scopes)
 	for _, s := range o.asked {
 		if !slices.Contains(scopes, s) {

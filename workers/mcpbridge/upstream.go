@@ -68,6 +68,18 @@ func (b *Bridge) connect(ctx context.Context, s *session, transport mcp.Transpor
 	if err == nil || b.cfg.URL == "" || b.sse() || ctx.Err() != nil {
 		return cs, err
 	}
+	if s.revision != StatelessRevision {
+		// A server of StatelessRevision alone refuses an older revision's initialize.
+		mcs, merr := b.newClient(s.caps, true).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.cfg.URL, HTTPClient: b.httpClient(s)},
+			&mcp.ClientSessionOptions{ProtocolVersion: StatelessRevision})
+		if merr == nil {
+			b.mu.Lock()
+			s.revision = StatelessRevision
+			b.mu.Unlock()
+			return mcs, nil
+		}
+		err = errors.Join(err, fmt.Errorf("and at %s: %w", StatelessRevision, merr))
+	}
 	sseCS, sseErr := client.Connect(ctx, &mcp.SSEClientTransport{Endpoint: b.cfg.URL, HTTPClient: b.httpClient(s)}, opts)
 	if sseErr != nil {
 		return nil, errors.Join(err, fmt.Errorf("and as HTTP+SSE: %w", sseErr))
