@@ -133,8 +133,8 @@ func TestConnectionCredentials(t *testing.T) {
 	}
 }
 
-// assertNoPlaintext searches the credentials bucket's raw stream and the edge's log
-// for value.
+// assertNoPlaintext searches every stream on the bus, the edge's log and the spans
+// ended so far (the test calls spans() before its edges start) for value.
 func assertNoPlaintext(t *testing.T, e *env, value string) {
 	t.Helper()
 	if read := testenv.SearchStreams(t, e.nc, value); read["KV_"+credentials.Bucket] == 0 {

@@ -78,6 +78,7 @@ type whoami struct{ Sub, Token, Values string }
 // provider revokes the grant, the connection needs authorizing again and calls get
 // connection_required with where to connect.
 func TestOAuthConnection(t *testing.T) {
+	spans() // the edges' spans are kept, to be searched for the client's secret
 	keys := testKeyring(t)
 	a := newEnv(t, withCredentials(keys), withDashboard())
 	b := newEnv(t, withCredentials(keys), withDashboard(), onServer(a.srv.ClientURL()))
