@@ -426,6 +426,14 @@ func classifyTool(err error) (Failure, bool) {
 	case errors.As(err, &te) && te.Code == wire.CodePayloadTooLarge:
 		// The SDK's refusal of a reply past the caller's limit (wire.HeaderPayloadLimit).
 		return ofText(KindPayloadTooLarge, te.Message), true
+	case errors.As(err, &te) && te.Code == wire.CodeSchemaViolation:
+		// The SDK's check of a request past one message against the input schema,
+		// which the edge makes of a smaller one: answered the same.
+		var vs []registry.Violation
+		if json.Unmarshal(te.Data, &vs) == nil && len(vs) > 0 {
+			return classifyOwn(&registry.ValidationError{Violations: vs})
+		}
+		return of(KindInvalidParams), true
 	case errors.As(err, &te):
 		f := of(KindToolError)
 		if te.Status >= 400 && te.Status <= 599 {
