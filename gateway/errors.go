@@ -430,6 +430,14 @@ func classifyTool(err error) (Failure, bool) {
 		// The worker has no such method (any more, or for the calling account): the
 		// caller gets what it gets when the edge finds none.
 		return ofText(KindMethodNotFound, te.Message), true
+	case errors.As(err, &te) && te.Code == wire.CodeSchemaViolation:
+		// The SDK's check of a request past one message against the input schema,
+		// which the edge makes of a smaller one: answered the same.
+		var vs []registry.Violation
+		if json.Unmarshal(te.Data, &vs) == nil && len(vs) > 0 {
+			return classifyOwn(&registry.ValidationError{Violations: vs})
+		}
+		return of(KindInvalidParams), true
 	case errors.As(err, &te):
 		f := of(KindToolError)
 		if te.Status >= 400 && te.Status <= 599 {

@@ -4,12 +4,16 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"net"
 	"net/http"
 	"testing"
 	"time"
 
+	mcpgo "github.com/mark3labs/mcp-go/client"
+	mcpgotransport "github.com/mark3labs/mcp-go/client/transport"
+	mcpgotypes "github.com/mark3labs/mcp-go/mcp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -83,5 +87,32 @@ func TestBridgedImageOfTenMiB(t *testing.T) {
 	doc, ok := res.Content[0].(*mcp.EmbeddedResource)
 	if !ok || doc.Resource == nil || doc.Resource.URI != "file:///scan.pdf" || sha256.Sum256(doc.Resource.Blob) != sha256.Sum256(img) {
 		t.Fatalf("the embedded resource came back changed: %T", res.Content[0])
+	}
+
+	// In a session (mcp-go at 2025-11-25), where the server's own result is copied
+	// into the response as it is read from the bucket, not decoded.
+	c.mcp = links.MCPURL
+	tr, err := mcpgotransport.NewStreamableHTTP(c.mcp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := mcpgo.NewClient(tr, mcpgo.WithProtocolVersion("2025-11-25"))
+	if err := cl.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.Initialize(ctx, mcpgotypes.InitializeRequest{Params: mcpgotypes.InitializeParams{
+		ProtocolVersion: "2025-11-25", ClientInfo: mcpgotypes.Implementation{Name: "payloads-test", Version: "1"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	got2, err := cl.CallTool(ctx, mcpgotypes.CallToolRequest{Params: mcpgotypes.CallToolParams{Name: "picture", Arguments: map[string]any{}}})
+	if err != nil || got2.IsError || len(got2.Content) != 1 {
+		t.Fatalf("picture in a session: %v", err)
+	}
+	pic, ok := got2.Content[0].(mcpgotypes.ImageContent)
+	data, derr := base64.StdEncoding.DecodeString(pic.Data)
+	if !ok || derr != nil || pic.MIMEType != "image/png" || sha256.Sum256(data) != sha256.Sum256(img) {
+		t.Fatalf("the image came back changed in a session: %T %v", got2.Content[0], derr)
 	}
 }

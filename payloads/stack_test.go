@@ -143,3 +143,17 @@ func (s *stack) resetPeak() {
 		s.t.Fatalf("resetting the edge's peak RSS: %v", err)
 	}
 }
+
+// boundPeak runs relay, which relays what, and fails the test when the edge's peak RSS
+// grew by 16 MiB or more meanwhile (the bound for a 50 MiB reply).
+func (s *stack) boundPeak(t *testing.T, what string, relay func()) {
+	t.Helper()
+	s.resetPeak()
+	before := s.memory("VmRSS")
+	relay()
+	peak := s.memory("VmHWM")
+	t.Logf("relaying %s: edge RSS %.1f MiB before, peak %.1f MiB, grown %.1f MiB", what, mib(before), mib(peak), mib(peak-before))
+	if peak-before >= 16<<20 {
+		t.Errorf("the edge's peak RSS grew by %.1f MiB relaying %s, want less than 16", mib(peak-before), what)
+	}
+}

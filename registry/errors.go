@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/toolgate/toolgate/bus/wire"
 )
 
 // Errors a caller of the View or Store can meet; edge and sse map them to HTTP and
@@ -27,10 +29,7 @@ var (
 )
 
 // Violation is one way a parameter object fails its method's input schema.
-type Violation struct {
-	Pointer string `json:"pointer"` // JSON pointer into the parameters; "" is the whole object
-	Message string `json:"message"`
-}
+type Violation = wire.Violation
 
 // ValidationError lists every violation of an input schema.
 type ValidationError struct {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/bus/wire"
 )
 
 // Record is one event of a stream, as the log keeps it.
@@ -19,6 +21,9 @@ type Record struct {
 	Seq    uint64
 	Header nats.Header
 	Data   []byte
+	// Large names the payload of a record past one message, for a follower that
+	// leaves such records to be streamed (Follower.LeaveLarge); Data is then nil.
+	Large *wire.Payload
 }
 
 // liveBuffer is how many republished records a follower holds before its stream
@@ -31,12 +36,16 @@ const liveBuffer = 64
 // came before it followed and for what the live feed lost (a stream that fell
 // behind, a reconnect to NATS, a republish lost to a change of stream leader).
 type Follower struct {
-	log      *EventLog
-	subject  string
-	live     chan *nats.Msg
-	Next     uint64     // the sequence of the first record not yet delivered
-	unfollow func()     // ends the following
-	lost     func() int // how many records the live feed dropped so far
+	log     *EventLog
+	subject string
+	live    chan *nats.Msg
+	Next    uint64 // the sequence of the first record not yet delivered
+	// LeaveLarge delivers a record past one message as the payload it names
+	// (Record.Large), for a reader that writes it to its client as it is read
+	// (EventLog.WriteLarge), rather than its bytes whole.
+	LeaveLarge bool
+	unfollow   func()     // ends the following
+	lost       func() int // how many records the live feed dropped so far
 
 	reconnects uint64 // the connection's, when last checked
 	lostSeen   int    // lost(), when last checked
@@ -73,11 +82,11 @@ func (f *Follower) Stored(ctx context.Context, deliver func(Record) bool) (bool,
 			return false, fmt.Errorf("registry: event log: read %s from %d: %w", f.subject, f.Next, err)
 		}
 		f.Next = m.Sequence + 1
-		data, err := f.log.whole(ctx, m.Header, m.Data)
+		rec, err := f.record(ctx, m.Sequence, m.Header, m.Data)
 		if err != nil {
 			return false, err
 		}
-		if deliver(Record{Seq: m.Sequence, Header: m.Header, Data: data}) {
+		if deliver(rec) {
 			return true, nil
 		}
 	}
@@ -95,12 +104,12 @@ func (f *Follower) Take(ctx context.Context, m *nats.Msg, deliver func(Record) b
 	if prev >= f.Next {
 		return f.Stored(ctx, deliver)
 	}
-	data, err := f.log.whole(ctx, m.Header, m.Data)
+	rec, err := f.record(ctx, seq, m.Header, m.Data)
 	if err != nil {
 		return false, err
 	}
 	f.Next = seq + 1
-	return deliver(Record{Seq: seq, Header: m.Header, Data: data}), nil
+	return deliver(rec), nil
 }
 
 // MayHaveLost reports whether the live feed may have lost records since the last

@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 
 	"github.com/nats-io/nats.go"
@@ -56,4 +57,42 @@ func (l *EventLog) whole(ctx context.Context, h nats.Header, data []byte) ([]byt
 		return nil, fmt.Errorf("registry: event log: a large record: %w", err)
 	}
 	return b, nil
+}
+
+// StoreLarge stores what r holds, to its end, as the payload of a large record (a
+// large tool result framed as its response, written as it is read): the record
+// appended with the reference in its header (wire.HeaderPayload: p.String()) and no
+// data is then that message. Nothing of it is held whole.
+func (l *EventLog) StoreLarge(ctx context.Context, r io.Reader) (wire.Payload, error) {
+	if l.large == nil {
+		return wire.Payload{}, fmt.Errorf("registry: event log: no payloads bucket for a large record")
+	}
+	p, err := l.large.Write(ctx, eventsOwner, nil, r, math.MaxInt64)
+	if err != nil {
+		return wire.Payload{}, fmt.Errorf("registry: event log: a large record: %w", err)
+	}
+	return p, nil
+}
+
+// WriteLarge writes the bytes of a large record (Record.Large) to w as they are read.
+func (l *EventLog) WriteLarge(ctx context.Context, w io.Writer, p wire.Payload) error {
+	if l.large == nil {
+		return fmt.Errorf("registry: event log: no payloads bucket for a large record")
+	}
+	if err := l.large.WriteTo(ctx, w, eventsOwner, p); err != nil {
+		return fmt.Errorf("registry: event log: a large record: %w", err)
+	}
+	return nil
+}
+
+// record is the record of seq delivered to f: its bytes whole, or, for a follower
+// that leaves large records to be streamed (LeaveLarge), the payload a large one names.
+func (f *Follower) record(ctx context.Context, seq uint64, h nats.Header, data []byte) (Record, error) {
+	if f.LeaveLarge && f.log.large != nil {
+		if p, ok, err := wire.PayloadOf(h); ok && err == nil {
+			return Record{Seq: seq, Header: h, Large: &p}, nil
+		}
+	}
+	data, err := f.log.whole(ctx, h, data)
+	return Record{Seq: seq, Header: h, Data: data}, err
 }

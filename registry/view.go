@@ -110,7 +110,7 @@ func (m *MethodEntry) Validate(params []byte) error {
 		return &ValidationError{Violations: []Violation{{Message: "not JSON: " + err.Error()}}}
 	}
 	if err := s.Validate(inst); err != nil {
-		return &ValidationError{Violations: violations(err)}
+		return &ValidationError{Violations: wire.SchemaViolations(err)}
 	}
 	return nil
 }

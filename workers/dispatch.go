@@ -92,4 +92,5 @@ type inbound struct {
 	reply   string
 	data    []byte
 	header  nats.Header
+	payload bool // data was read from a payload: the edge did not check its schema
 }

@@ -43,7 +43,11 @@ func (w *Worker) toolCall(m *Method, st *methodStats, in inbound) {
 	ctx, scope := w.scope(ctx, c, m.Timeout)
 	defer scope.end()
 
-	result, err := w.execute(ctx, m, c, readErr)
+	var result any
+	err := m.input.check(in, readErr)
+	if err == nil {
+		result, err = w.execute(ctx, m, c, readErr)
+	}
 	msg, err := w.answer(ctx, reply, c, in.reply, result, err)
 	st.count(start, err)
 	if err != nil {

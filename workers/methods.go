@@ -74,6 +74,9 @@ func (w *Worker) serveMethods(methods []Method) error {
 	}
 	table := make(map[string]*Method, len(methods))
 	for i := range methods {
+		if methods[i].input == nil {
+			methods[i].input = &inputSchema{raw: methods[i].InputSchema, url: wire.SchemaURL(w.tool.ID, methods[i].Name)}
+		}
 		table[methods[i].Name] = &methods[i]
 	}
 	w.table.Store(&table)

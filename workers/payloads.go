@@ -40,7 +40,7 @@ func (w *Worker) takePayload(ctx context.Context, in *inbound) error {
 	if int64(len(data)) != p.Size {
 		return fmt.Errorf("workers: the request's payload holds %d bytes, not the %d named", len(data), p.Size)
 	}
-	in.data = data
+	in.data, in.payload = data, true
 	delete(in.header, wire.HeaderPayload)
 	return nil
 }

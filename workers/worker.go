@@ -83,8 +83,9 @@ type Method struct {
 	Timeout time.Duration
 	Handler Handler
 
-	err error // why Func could not build the method; reported by Run
-	mcp bool  // the tool's MCP endpoint: c.Method is the MCP method, errors are JSON-RPC errors
+	err   error        // why Func could not build the method; reported by Run
+	input *inputSchema // InputSchema compiled, for the requests the SDK checks (input.go)
+	mcp   bool         // the tool's MCP endpoint: c.Method is the MCP method, errors are JSON-RPC errors
 }
 
 // Worker serves one instance of a tool.

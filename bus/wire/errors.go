@@ -15,6 +15,11 @@ const (
 	CodePayloadTooLarge = "payload_too_large" // the reply is past the caller's limit (HeaderPayloadLimit)
 	CodeMethodNotFound  = "method_not_found"  // the method was declared, and is no more
 	CodeBadRequest      = "bad_request"       // the request breaks this contract
+	// CodeSchemaViolation: the parameters of a request past one message (a payload,
+	// which the edge does not hold whole) break the method's input schema, which the
+	// SDK checked before the handler; the body is the violations ([]Violation), which
+	// the edge answers as it answers a small request's.
+	CodeSchemaViolation = "schema_violation"
 	// CodeBadReply is the edge's own: a reply that breaks this contract.
 	CodeBadReply = "bad_reply"
 )

@@ -141,7 +141,7 @@ func (c *Client) read(stdout io.Reader, ready chan<- map[string]string) {
 	defer close(c.done)
 	defer func() { _ = c.cmd.Wait() }()
 	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	sc.Buffer(make([]byte, 1<<20), 256<<20) // a line holds a whole result: tests send up to 64 MiB
 	for sc.Scan() {
 		var m struct {
 			ID       *int            `json:"id"`

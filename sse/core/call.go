@@ -32,6 +32,17 @@ func (s *Server) callTool(ctx context.Context, r *Request) (any, error) {
 	if err != nil || !r.Stateless {
 		return res, err
 	}
+	if lr, ok := res.(*largeResult); ok {
+		if !lr.raw {
+			lr.extra = s.statelessExtra(r)
+			return lr, nil
+		}
+		// A worker's own result may be a task or ask for input, and has members of
+		// its own where this revision adds some: read whole.
+		if res, err = lr.whole(ctx); err != nil {
+			return nil, err
+		}
+	}
 	params, _ := r.callParams()
 	if res, err = s.sealTask(r, params.Name, res, r.answeredBy); err != nil {
 		return nil, err
@@ -193,6 +204,9 @@ func (s *Server) startToolCall(ctx context.Context, r *Request, t *registry.Tool
 	c.call = gateway.Call{
 		Principal: r.Principal, Tool: r.Tool, Method: m.Name, Params: args, Entry: t.Method(m.Name),
 		CallID: callID, RequestID: callID, MCPContext: mc, Transport: r.Transport,
+		// A reply past one message stays in the bucket for the transport to write as
+		// it reads it (a call handed over to its client's retry reads it whole: run).
+		StreamReply: r.LargeAnswers,
 	}
 	return c, nil
 }
@@ -246,7 +260,13 @@ func (c *toolCall) run() {
 	reply, err := s.gw.Call(c.ctx, &c.call)
 	s.pin(c.ctx, c.r, instance, reply)
 	if c.rd != nil && c.handoff.finish() {
-		// Nobody here waits: the client's retry does, on any edge.
+		// Nobody here waits: the client's retry does, on any edge, and its answer is
+		// stored whole.
+		if err == nil && reply.Payload != nil {
+			whole := c.call
+			whole.StreamReply = false
+			reply, err = s.gw.TakeReply(c.ctx, &whole, reply)
+		}
 		s.storeAnswer(c.r, c.rd, c.m, reply, err)
 	}
 	c.done <- toolOutcome{reply, err}
@@ -297,5 +317,10 @@ wait:
 // answer is the call's tools/call result.
 func (c *toolCall) answer(out toolOutcome) (any, error) {
 	c.r.answeredBy = replyInstance(out.reply)
+	if out.reply != nil {
+	}
+	if out.err == nil && out.reply != nil && out.reply.Payload != nil {
+		return c.s.largeAnswer(c.r.Tool, c.m, out.reply), nil
+	}
 	return toolAnswer(c.r.Tool, c.m, out.reply, out.err)
 }

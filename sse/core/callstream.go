@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -139,6 +140,34 @@ func (cs *callStream) send(msg []byte, final bool) {
 	_ = cs.ew.Event(id, "message", msg)
 }
 
+// sendLarge is send for the response of rr, whose result is large: written into a
+// payload of the log as it is read, the record naming it, and the event written to
+// the client from there. A response that cannot be stored is the failure's.
+func (cs *callStream) sendLarge(rr *Request) {
+	_, hdr, err := cs.s.ResponseRecord(rr, nil)
+	if err != nil {
+		cs.s.log.Error("storing a large result", "session", cs.sess.ID, "err", err)
+		cs.send(EncodeError(rr.RPC.ID, RPCError(err)), true)
+		return
+	}
+	ctx, cancel := cs.s.detached()
+	hdr.Set(headerOrigin, originEdge)
+	hdr.Set(headerFinal, "1")
+	seq, err := cs.s.events.Append(ctx, cs.subject, nil, hdr, "")
+	cancel()
+	if err != nil {
+		cs.s.log.Error("logging a call event", "session", cs.sess.ID, "err", err)
+	}
+	id := ""
+	if seq != 0 {
+		id = EventID{Session: cs.sess.ID, Post: cs.post, Seq: seq}.String()
+	}
+	p, _, _ := wire.PayloadOf(hdr)
+	if err := cs.s.largeEvent(cs.s.ctx, cs.ew, id, p); err != nil {
+		cs.s.log.Warn("a large result not sent whole", "session", cs.sess.ID, "err", err)
+	}
+}
+
 // watch keeps the stream alive while its client is there, until finished is closed;
 // once the client's connection breaks, it waits for the client to resume the stream
 // and, if it does not, marks the call abandoned and cancels it.
@@ -189,6 +218,8 @@ func (cs *callStream) answer(rr *Request, h handled, abandoned bool) {
 		// Cancelled by the client: no answer is owed.
 	case err != nil:
 		cs.send(EncodeError(rr.RPC.ID, RPCError(err)), true)
+	case rr.large != nil:
+		cs.sendLarge(rr)
 	default:
 		cs.send(EncodeResult(rr.RPC.ID, result), true)
 	}

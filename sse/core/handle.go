@@ -36,6 +36,12 @@ type Request struct {
 	// Transport names the door the request came in by, for the audit trail (audit's
 	// Transport names).
 	Transport string
+	// LargeAnswers says the transport writes a tools/call result past one message as
+	// it is read from the payloads bucket (AnswerRequest, ResultEvent,
+	// ResponseRecord): Handle then returns no result bytes for it.
+	LargeAnswers bool
+
+	large *largeResult // the result of a tools/call, when it is large (LargeAnswers)
 
 	call    *mcp.CallToolParamsRaw // the params of a tools/call, once read
 	callErr error
@@ -95,6 +101,10 @@ func (s *Server) Handle(ctx context.Context, r *Request) (json.RawMessage, error
 		result, err = s.listTools(ctx, r)
 	case MethodToolsCall:
 		result, err = s.callTool(ctx, r)
+		if lr, ok := result.(*largeResult); ok && err == nil {
+			r.large = lr // written by the transport as it is read
+			return nil, nil
+		}
 	case methodSetLevel:
 		result, err = s.setLevel(ctx, r)
 	default:

@@ -47,6 +47,7 @@ func (s *Server) HoldStandalone(w http.ResponseWriter, r *http.Request, sess *re
 		done(EndRefused)
 		return
 	}
+	f.LeaveLarge = true
 	instance := registry.NewID("")
 	openSeq, err := s.events.Append(ctx, subject, nil, nats.Header{headerEvent: {eventOpen}, headerInstance: {instance}}, "")
 	if err != nil {
@@ -79,7 +80,7 @@ func (s *Server) HoldStandalone(w http.ResponseWriter, r *http.Request, sess *re
 		return s.pump(ctx, ew, sess, f, f.Next <= openSeq, true, ended, func(rec registry.Record) (bool, StreamEnd) {
 			switch rec.Header.Get(headerEvent) {
 			case "":
-				if ew.Event(EventID{Session: sess.ID, Seq: rec.Seq}.String(), "message", rec.Data) != nil {
+				if s.recordEvent(ctx, ew, EventID{Session: sess.ID, Seq: rec.Seq}.String(), rec) != nil {
 					return true, EndClient
 				}
 			case eventOpen:

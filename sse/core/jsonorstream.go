@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// CallJSONOrStream runs a session's tools/call whose client takes either type. An
+// CallJSONOrStream runs a session's tools/call whose client takes either type (its
+// Request.LargeAnswers may be set: both answers write a large result as it is read). An
 // answer that comes first within StreamAfter is plain JSON, with nothing in the event
 // log. The call turns into a stream (primed with an event id; its client resumes it
 // with Last-Event-ID should the connection break while the call runs on) when it runs
@@ -103,7 +104,7 @@ func (s *Server) CallJSONOrStream(reqCtx context.Context, w http.ResponseWriter,
 	if reqCtx.Err() != nil {
 		return // nobody to answer
 	}
-	s.Answer(w, accept, rr.RPC.ID, result, err)
+	s.AnswerRequest(w, accept, rr, result, err)
 }
 
 // errCallPanicked answers, on its stream, a call whose handling panicked.

@@ -25,7 +25,7 @@ func (s *Server) ReplayPost(w http.ResponseWriter, r *http.Request, sess *regist
 		return
 	}
 	defer f.Stop()
-	f.Next = after.Seq + 1
+	f.Next, f.LeaveLarge = after.Seq+1, true
 	// The edge running the call waits a while for the client to come back before
 	// taking its absence for cancellation: tell it the client is back.
 	if _, err := s.events.Append(ctx, subject, nil, nats.Header{headerEvent: {eventResume}}, ""); err != nil {
@@ -46,7 +46,7 @@ func (s *Server) ReplayPost(w http.ResponseWriter, r *http.Request, sess *regist
 			return false, 0
 		}
 		id := EventID{Session: sess.ID, Post: after.Post, Seq: rec.Seq}
-		if ew.Event(id.String(), "message", rec.Data) != nil {
+		if s.recordEvent(ctx, ew, id.String(), rec) != nil {
 			return true, EndClient
 		}
 		return rec.Header.Get(headerFinal) != "", EndClient

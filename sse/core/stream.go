@@ -3,6 +3,7 @@ package core
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -144,6 +145,71 @@ func (e *EventWriter) Event(id, name string, data []byte) error {
 	}
 	b.WriteByte('\n')
 	return e.write(b.Bytes())
+}
+
+// EventFrom writes one event whose data write writes, as it goes: a message too large
+// to hold (a large tool result). Nothing else is written to the stream meanwhile. Its
+// newlines start data lines, as Event's do; a carriage return is left out (in JSON it
+// can only be whitespace). A write that fails leaves the event without its end, so
+// the client never takes a part of it for the whole.
+func (e *EventWriter) EventFrom(id, name string, write func(io.Writer) error) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err != nil {
+		return e.err
+	}
+	head := ""
+	if id != "" {
+		head = "id: " + id + "\n"
+	}
+	if name != "" {
+		head += "event: " + name + "\n"
+	}
+	d := &dataLines{e: e, buf: append(make([]byte, 0, 32<<10), head+"data: "...)}
+	if err := write(d); err != nil {
+		if e.err == nil {
+			e.err = err
+		}
+		return err
+	}
+	d.buf = append(d.buf, "\n\n"...)
+	return d.flush()
+}
+
+// dataLines is the writer of an event's data (EventFrom): lines after the first
+// begin "data: ", and what it holds goes out in pieces of about 32 KiB.
+type dataLines struct {
+	e   *EventWriter
+	buf []byte
+}
+
+func (d *dataLines) Write(p []byte) (int, error) {
+	for _, b := range p {
+		switch b {
+		case '\r':
+		case '\n':
+			d.buf = append(d.buf, "\ndata: "...)
+		default:
+			d.buf = append(d.buf, b)
+		}
+		if len(d.buf) >= 32<<10 {
+			if err := d.flush(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return len(p), nil
+}
+
+// flush sends what d holds; the caller holds e.mu.
+func (d *dataLines) flush() error {
+	if d.e.err != nil {
+		return d.e.err
+	}
+	d.e.err = d.e.send(d.buf)
+	d.e.lastOut = time.Now()
+	d.buf = d.buf[:0]
+	return d.e.err
 }
 
 // Prime writes an event with an id and no data, and the reconnection delay: a client

@@ -11,6 +11,7 @@ import (
 	"net/url"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/nats-io/nats.go"
 
 	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/registry"
@@ -139,7 +140,8 @@ func (t *Transport) ServeMessages(w http.ResponseWriter, r *http.Request, p regi
 			s.Notification(rr)
 			break
 		}
-		rr.Notify = func(b []byte) { t.sendToSession(sess, b) }
+		rr.Notify = func(b []byte) { t.sendToSession(sess, b, nil) }
+		rr.LargeAnswers = true
 		s.Outlive()
 		t.runners.Go(func() {
 			defer s.Outlived()
@@ -150,10 +152,18 @@ func (t *Transport) ServeMessages(w http.ResponseWriter, r *http.Request, p regi
 				return // a cancelled request is not answered
 			}
 			if err != nil {
-				t.sendToSession(sess, core.EncodeError(m.ID, core.RPCError(err)))
+				t.sendToSession(sess, core.EncodeError(m.ID, core.RPCError(err)), nil)
 				return
 			}
-			t.sendToSession(sess, core.EncodeResult(m.ID, result))
+			// The session's stream is kept in the event log, each event for a client
+			// that reconnects: a large result is written into a payload of the log as
+			// it is read, and the record names it.
+			data, hdr, err := s.ResponseRecord(rr, result)
+			if err != nil {
+				s.Log().Error("storing a large result", "session", sess.ID, "err", err)
+				data, hdr = core.EncodeError(m.ID, core.RPCError(err)), nil
+			}
+			t.sendToSession(sess, data, hdr)
 		})
 	}
 	w.WriteHeader(http.StatusAccepted)
@@ -162,9 +172,9 @@ func (t *Transport) ServeMessages(w http.ResponseWriter, r *http.Request, p regi
 // sendToSession appends a message to a session's standalone stream, waiting out a
 // log that cannot take it for a while (EventLog.AppendSure): the client has no other way to
 // get it.
-func (t *Transport) sendToSession(sess *registry.Session, msg []byte) {
+func (t *Transport) sendToSession(sess *registry.Session, msg []byte, hdr nats.Header) {
 	s := t.core
-	if _, err := s.Events().AppendSure(s.Context(), s.Events().StandaloneSubject(sess.Tool, sess.ID), msg, nil); err != nil {
+	if _, err := s.Events().AppendSure(s.Context(), s.Events().StandaloneSubject(sess.Tool, sess.ID), msg, hdr); err != nil {
 		s.Log().Error("sending to session", "session", sess.ID, "err", err)
 	}
 }

@@ -80,6 +80,7 @@ func (t *Transport) ServePost(w http.ResponseWriter, r *http.Request, p registry
 		ew := core.DeferEvents(w)
 		stopKeepAlive := s.KeepAlive(ew)
 		rr.Notify = func(msg []byte) { _ = ew.Event("", "message", msg) }
+		rr.LargeAnswers = true
 		result, err := s.Handle(ctx, rr)
 		stopKeepAlive()
 		switch {
@@ -90,11 +91,12 @@ func (t *Transport) ServePost(w http.ResponseWriter, r *http.Request, p registry
 		case err != nil:
 			_ = ew.Event("", "message", core.EncodeError(req.ID, core.RPCError(err)))
 		default:
-			_ = ew.Event("", "message", core.EncodeResult(req.ID, result))
+			_ = s.ResultEvent(ew, rr, result)
 		}
 	default:
+		rr.LargeAnswers = true
 		result, err := s.Handle(ctx, rr)
-		s.Answer(w, accept, req.ID, result, err)
+		s.AnswerRequest(w, accept, rr, result, err)
 	}
 }
 

@@ -206,6 +206,7 @@ func (t *Transport) servePost(w http.ResponseWriter, r *http.Request, p registry
 	}
 	defer s.Sustain(sess)()
 	if req.Method == core.MethodToolsCall && accept.Events {
+		rr.LargeAnswers = true // a large result is written as it is read, as JSON or on the stream
 		if !accept.JSON {
 			s.StreamCall(ctx, w, rr, raw)
 			return
@@ -213,6 +214,7 @@ func (t *Transport) servePost(w http.ResponseWriter, r *http.Request, p registry
 		s.CallJSONOrStream(ctx, w, accept, rr, raw)
 		return
 	}
+	rr.LargeAnswers = true // a JSON-only client's tools/call
 	result, err := s.Handle(ctx, rr)
-	s.Answer(w, accept, req.ID, result, err)
+	s.AnswerRequest(w, accept, rr, result, err)
 }

@@ -1,0 +1,56 @@
+package workers
+
+import (
+	"bytes"
+	"encoding/json"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/toolgate/toolgate/bus/wire"
+)
+
+// The edge checks a call's parameters against its method's input schema before it
+// sends the call, when it holds them whole. A request past one message it streams
+// into the payloads bucket instead, checking only that it is one JSON object; the SDK
+// reads such a request whole before its handler runs anyway, and checks it there,
+// against the schema the edge would have used, compiled the same way
+// (wire.CompileSchema). A request that breaks it is answered CodeSchemaViolation with
+// the violations, which the edge answers as it answers a small request's
+// (invalid_params), and the handler never runs.
+
+// inputSchema is a method's input schema, compiled on the first request it checks.
+type inputSchema struct {
+	raw       json.RawMessage
+	url       string
+	once      sync.Once
+	s         *jsonschema.Schema
+	anyObject bool
+}
+
+// check checks the parameters of in when they came as a payload: nil when they match
+// the schema, or were checked by the edge, or could not be read (readErr, the
+// handler's to answer).
+func (is *inputSchema) check(in inbound, readErr error) error {
+	if is == nil || !in.payload || readErr != nil || len(is.raw) == 0 {
+		return nil
+	}
+	is.once.Do(func() {
+		// A schema that does not compile kept the worker from starting.
+		is.s, _ = wire.CompileSchema(is.raw, is.url)
+		is.anyObject = wire.AcceptsAnyObject(is.raw)
+	})
+	if is.s == nil || is.anyObject {
+		return nil // the edge checked that the parameters are one JSON object
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(in.data))
+	var vs []wire.Violation
+	if err != nil {
+		vs = []wire.Violation{{Message: "not JSON: " + err.Error()}}
+	} else if err := is.s.Validate(inst); err != nil {
+		vs = wire.SchemaViolations(err)
+	} else {
+		return nil
+	}
+	return &Error{Code: wire.CodeSchemaViolation, Status: 400, Message: "the parameters do not match the method's input schema", Data: vs}
+}
