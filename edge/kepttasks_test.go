@@ -12,7 +12,7 @@ import (
 
 // TestTasksBelongToTheirKey: an MCP task of a tool that knows nothing of tasks is
 // the record of a call that outlives its request, and reads only for the key that
-// made it: through MCP (tasks/get, tasks/cancel) another key of the same account and
+// made it: through MCP (tasks/get, tasks/cancel, subscriptions/listen) another key of the same account and
 // a key of another account get -32602, through HTTP (GET and DELETE /calls/{id})
 // 404; the key that made it reads it both ways.
 func TestTasksBelongToTheirKey(t *testing.T) {
@@ -55,6 +55,10 @@ func TestTasksBelongToTheirKey(t *testing.T) {
 			if r := mcp(key, m, id, `"taskId":"`+id+`"`); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), `"code":-32602`) {
 				t.Fatalf("%s's %s: %d %s, want 400 and -32602", who, m, r.status, r.body)
 			}
+		}
+		// Nor may it follow the task's status.
+		if r := mcp(key, "subscriptions/listen", "", `"notifications":{"taskIds":["`+id+`"]}`); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), `"code":-32602`) {
+			t.Fatalf("%s's subscriptions/listen of the task: %d %s, want 400 and -32602", who, r.status, r.body)
 		}
 		for _, m := range []string{http.MethodGet, http.MethodDelete} {
 			if r := e.do(m, "/calls/"+id, "", "SERVICE_API_KEY", key); r.status != http.StatusNotFound {

@@ -18,12 +18,18 @@ import (
 func taskCall2026(t *testing.T, url, method, name, params string) exchange {
 	t.Helper()
 	h, body := rev20260728(method, params)
-	body = strings.Replace(body, `"io.modelcontextprotocol/clientCapabilities":{}`,
-		`"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}`, 1)
+	body = withTasksExtension(body)
 	if name != "" {
 		h["Mcp-Name"] = name
 	}
 	return do(t, "POST", url, h, body)
+}
+
+// withTasksExtension is a 2026-07-28 request body whose client declares the tasks
+// extension.
+func withTasksExtension(body string) string {
+	return strings.Replace(body, `"io.modelcontextprotocol/clientCapabilities":{}`,
+		`"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}`, 1)
 }
 
 // rpcResult reads the result of a JSON response, or of a stream's last event.

@@ -208,6 +208,7 @@ var edgeEnv = map[string]string{
 	"read-body-timeout":         "TOOLGATE_READ_BODY_TIMEOUT",
 	"dashboard":                 "TOOLGATE_DASHBOARD",
 	"mcp-keep-alive":            "TOOLGATE_MCP_KEEP_ALIVE",
+	"mcp-listen-tasks":          "TOOLGATE_MCP_LISTEN_TASKS",
 	"mcp-max-sessions":          "TOOLGATE_MCP_MAX_SESSIONS",
 	"mcp-session-idle":          "TOOLGATE_MCP_SESSION_IDLE",
 	"mcp-event-retention":       "TOOLGATE_MCP_EVENT_RETENTION",
@@ -289,6 +290,7 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.DurationVar(&o.MCP.KeepAlive, "mcp-keep-alive", o.MCP.KeepAlive, "how often an idle MCP stream gets a keep-alive comment")
 	f.IntVar(&o.MCP.MaxSessionsPerAccount, "mcp-max-sessions", o.MCP.MaxSessionsPerAccount, "MCP sessions one account may hold at once (an account's limits override it)")
 	f.DurationVar(&o.MCP.SessionIdle, "mcp-session-idle", o.MCP.SessionIdle, "how long an MCP session lives after its last request while its client holds no stream (one that holds a stream lives while it does)")
+	f.IntVar(&o.MCP.MaxListenTasks, "mcp-listen-tasks", o.MCP.MaxListenTasks, "task ids one MCP subscriptions/listen stream (2026-07-28, tasks extension) may follow")
 	f.DurationVar(&o.MCP.StreamAfter, "mcp-stream-after", o.MCP.StreamAfter, "how long an MCP call may run before its answer, to a client that takes JSON or a stream, becomes a resumable stream")
 	f.DurationVar(&o.MCP.EventRetention, "mcp-event-retention", o.MCP.EventRetention, "how long MCP stream events are kept for clients that reconnect; unset, as the shared event log keeps them (10m when creating it), and a value that differs from the log's stops the edge unless --update-registry")
 	f.StringSliceVar(&o.MCP.AllowedOrigins, "mcp-allowed-origins", nil, "browser origins allowed to use MCP links besides the edge's own (\"*\" for any)")

@@ -60,6 +60,9 @@ type Config struct {
 	// Tasks keeps the tasks of tools whose servers know nothing of tasks (kepttasks.go),
 	// in the records of the calls that outlive their request; nil keeps none.
 	Tasks *calls.Calls
+	// MaxListenTasks bounds the task ids one subscriptions/listen stream follows
+	// (the tasks extension's taskIds): each is a key the stream watches in tg-calls.
+	MaxListenTasks int
 	// Approvals holds the kept tasks an account's rules keep for a person's approval
 	// (their records await it); nil refuses them, as the gateway refuses a held call
 	// on an edge without approvals.
@@ -78,6 +81,9 @@ const DefaultSessionIdle = 5 * time.Minute
 // call through the bus costs, well below what a person notices.
 const DefaultStreamAfter = 100 * time.Millisecond
 
+// DefaultMaxListenTasks is Config.MaxListenTasks unless told otherwise.
+const DefaultMaxListenTasks = 64
+
 // DefaultConfig: keep-alives every 15 s, sessions without a stream ending 5 min
 // after their last request, the registry's session TTL, 100 sessions per account, the
 // event log's retention as it is, 4 MiB messages, clients told to reconnect after 1 s,
@@ -92,6 +98,7 @@ func DefaultConfig() Config {
 		RetryAfter:            time.Second,
 		ResumeGrace:           10 * time.Second,
 		StreamAfter:           DefaultStreamAfter,
+		MaxListenTasks:        DefaultMaxListenTasks,
 		ServerName:            "toolgate",
 		ServerVersion:         "dev",
 	}
@@ -120,6 +127,8 @@ func (c Config) Validate() error {
 		return errors.New("sse: resume-grace: must be at least retry-after, or no client could resume in time")
 	case c.StreamAfter <= 0:
 		return errors.New("sse: stream-after: must be positive")
+	case c.MaxListenTasks < 1:
+		return errors.New("sse: listen-tasks: must be at least 1")
 	case c.ServerName == "":
 		return errors.New("sse: server-name: required")
 	case c.ServerVersion == "":

@@ -6,18 +6,15 @@
 package stateless
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/audit"
-	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/internal/mcphttp"
 	"github.com/toolgate/toolgate/registry"
@@ -142,89 +139,6 @@ func checkStatelessHeaders(h http.Header, req *jsonrpc.Request) (core.RequestMet
 			"params._meta needs "+mcp.MetaKeyClientCapabilities+" (an empty object declares none)", nil)
 	}
 	return meta, nil
-}
-
-// listen serves subscriptions/listen: a stream that carries the change notifications
-// the client opted into until the client closes it. Of those, a link has the lists of
-// its tool: its tools, which the registry says change, and its prompts and resources
-// where its server declared their changes (core.ListChangesOf), which its workers pass on
-// (wire.Subjects.ListChanged). Each notification names the stream's subscriptionId.
-func (t *Transport) listen(w http.ResponseWriter, r *http.Request, rr *core.Request) {
-	s := t.core
-	var params mcp.SubscriptionsListenParams
-	if err := json.Unmarshal(rr.RPC.Params, &params); err != nil {
-		core.WriteRPCError(w, rr.RPC.ID, core.InvalidParams("subscriptions/listen: %v", err))
-		return
-	}
-	var granted mcp.NotificationSubscriptions
-	if n := params.Notifications; n != nil {
-		granted.ToolsListChanged = n.ToolsListChanged
-		if t, err := s.View().Snapshot().Tool(rr.Principal, rr.Tool); err == nil {
-			prompts, resources := core.ListChangesOf(t.Tool)
-			granted.PromptsListChanged = n.PromptsListChanged && prompts
-			granted.ResourcesListChanged = n.ResourcesListChanged && resources
-		}
-	}
-	wanted := map[string]string{} // wire list -> its notification
-	if granted.ToolsListChanged {
-		wanted[wire.ListTools] = core.NotifyToolsChanged
-	}
-	if granted.PromptsListChanged {
-		wanted[wire.ListPrompts] = core.NotifyPromptsChanged
-	}
-	if granted.ResourcesListChanged {
-		wanted[wire.ListResources] = core.NotifyResourcesChanged
-	}
-	subID := mcp.Meta{mcp.MetaKeySubscriptionID: rr.RPC.ID.Raw()}
-	ack := core.EncodeNotification(core.NotifySubscriptionAck, &mcp.SubscriptionsAcknowledgedParams{Meta: subID, Notifications: granted})
-	finish := func(ew *core.EventWriter) {
-		if res, err := s.MarshalResult(&mcp.SubscriptionsListenResult{Meta: subID}, rr); err == nil {
-			_ = ew.Event("", "message", core.EncodeResult(rr.RPC.ID, res))
-		}
-	}
-	if len(wanted) == 0 {
-		// Nothing to deliver: the acknowledgement and the result, at once.
-		ew := core.StartEvents(w, http.StatusOK)
-		if ew.Event("", "message", ack) == nil {
-			finish(ew)
-		}
-		return
-	}
-	ln, release := s.Listen(rr.Tool)
-	s.ServeStream(w, r, func(ctx context.Context, ew *core.EventWriter) core.StreamEnd {
-		defer release()
-		if ew.Event("", "message", ack) != nil {
-			return core.EndClient
-		}
-		keepAlive := time.NewTicker(s.Config().KeepAlive)
-		defer keepAlive.Stop()
-		for {
-			select {
-			case <-ln.Wake:
-				changed := ln.Take()
-				for _, list := range []string{wire.ListTools, wire.ListPrompts, wire.ListResources} {
-					method := wanted[list]
-					if method == "" || !changed[list] {
-						continue
-					}
-					if ew.Event("", "message", core.EncodeNotification(method, struct {
-						Meta mcp.Meta `json:"_meta"`
-					}{subID})) != nil {
-						return core.EndClient
-					}
-				}
-			case <-keepAlive.C:
-				if ew.KeepAlive(s.Config().KeepAlive) != nil {
-					return core.EndClient
-				}
-			case <-s.Draining():
-				finish(ew)
-				return core.EndServer
-			case <-ctx.Done():
-				return core.EndClient
-			}
-		}
-	}, func(core.StreamEnd) {})
 }
 
 // checkParamHeaders checks the Mcp-Param headers of a tools/call against its
