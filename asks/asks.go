@@ -48,7 +48,10 @@ type Server struct {
 	log  *slog.Logger
 	subs []*nats.Subscription
 	sem  chan struct{}
-	wg   sync.WaitGroup
+	wg   sync.WaitGroup // the asks taken; Add only through enter
+
+	stopMu  sync.Mutex
+	stopped bool // Stop began: no ask is taken after
 
 	working, peak atomic.Int64 // asks worked on now, and the most at once
 
@@ -89,7 +92,23 @@ func (s *Server) Stop() {
 	for _, sub := range s.subs {
 		_ = sub.Unsubscribe()
 	}
+	// A callback may still be running after Unsubscribe returns: it takes no ask
+	// once stopped is set, so no Add races the Wait.
+	s.stopMu.Lock()
+	s.stopped = true
+	s.stopMu.Unlock()
 	s.wg.Wait()
+}
+
+// enter counts an ask in, unless Stop began.
+func (s *Server) enter() bool {
+	s.stopMu.Lock()
+	defer s.stopMu.Unlock()
+	if s.stopped {
+		return false
+	}
+	s.wg.Add(1)
+	return true
 }
 
 func (s *Server) take(m *nats.Msg) {
@@ -105,7 +124,10 @@ func (s *Server) take(m *nats.Msg) {
 		return
 	}
 	s.sem <- struct{}{}
-	s.wg.Add(1)
+	if !s.enter() {
+		<-s.sem
+		return
+	}
 	s.began()
 	go func() {
 		defer func() { s.working.Add(-1); <-s.sem; s.wg.Done() }()
