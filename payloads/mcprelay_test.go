@@ -103,7 +103,12 @@ func TestLargeMCPResultsRelayedAsRead(t *testing.T) {
 		}},
 	} {
 		t.Run(door.name, func(t *testing.T) {
-			s := startStack(t)
+			// The tool runs in this test's process, race detector on, making 50 MiB
+			// answers: on a loaded machine its word on the call it holds (every
+			// 250ms) can come later than the default second, and the call would be
+			// given up as lost. What is measured here is the relay, so the edge waits
+			// longer, as --call-lost-after lets a deployment with such workers do.
+			s := startStack(t, "--call-lost-after", "15s")
 			c := blobsClient(t, s)
 			for i, n := range []int{50 << 20, 1 << 20, 10 << 20} {
 				seed := uint64(i + 1)
