@@ -3,6 +3,7 @@ package edge_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -52,6 +53,7 @@ func newIdPSetup(t *testing.T, idpOpts testidp.Options, cfg oauth.ExternalConfig
 	}
 	s.idp = testidp.Start(t, idpOpts)
 	cfg.Issuer, cfg.AccountClaim, cfg.UserClaim = s.idp.Issuer, "toolgate_account", "sub"
+	cfg.AcceptJWTTyp = true // zitadel's provider labels its access tokens JWT
 	if cfg.KeysMaxAge == 0 {
 		cfg.KeysMaxAge = time.Hour
 	}
@@ -79,6 +81,12 @@ func newIdPSetup(t *testing.T, idpOpts testidp.Options, cfg oauth.ExternalConfig
 // golang.org/x/oauth2 does: the access token.
 func (s *idpSetup) token(t *testing.T, username, resource string, scopes ...string) string {
 	t.Helper()
+	return s.grant(t, username, resource, scopes...).AccessToken
+}
+
+// grant is token's whole answer, with the ID token where openid was asked for.
+func (s *idpSetup) grant(t *testing.T, username, resource string, scopes ...string) *oauth2.Token {
+	t.Helper()
 	cfg := oauth2.Config{ClientID: idpClient, ClientSecret: idpSecret, RedirectURL: s.app.url + "/callback", Scopes: scopes,
 		Endpoint: oauth2.Endpoint{AuthURL: s.idp.Issuer + "/auth", TokenURL: s.idp.Issuer + "/oauth/token", AuthStyle: oauth2.AuthStyleInHeader}}
 	verifier := oauth2.GenerateVerifier()
@@ -97,7 +105,7 @@ func (s *idpSetup) token(t *testing.T, username, resource string, scopes ...stri
 	if err != nil {
 		t.Fatalf("exchange: %v", err)
 	}
-	return tok.AccessToken
+	return tok
 }
 
 const callEcho = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}}`
@@ -284,6 +292,32 @@ func TestIdPWithoutResourceIndicators(t *testing.T) {
 	tok := s.token(t, s.idp.Username(), s.link, oauth.ToolScopes("kit")...)
 	expectTaken(t, "a token for the configured audience", s.link, tok)
 	expectRefused(t, "acme's token at globex's link", s.globexLink, tok, initialize, 401, gateway.CodeInvalidToken, "invalid_token")
+}
+
+// TestIdPIDTokenIsNoAccessToken: where the configured audience is the client id (a
+// provider without RFC 8707), the provider's ID token carries that audience and the
+// account claim too; it is refused at the link for being an ID token (typ JWT with
+// at_hash), while the access token of the same grant is taken; and an edge that does
+// not accept the JWT label (no --oidc-accept-jwt-typ) refuses that access token.
+func TestIdPIDTokenIsNoAccessToken(t *testing.T) {
+	s := newIdPSetup(t, testidp.Options{Claims: map[string]map[string]any{testidp.Subject: {"toolgate_account": "acme"}}},
+		oauth.ExternalConfig{Audience: idpClient, KeysMinRefetch: time.Second})
+	g := s.grant(t, s.idp.Username(), s.link, append(oauth.ToolScopes("kit"), "openid")...)
+	id, _ := g.Extra("id_token").(string)
+	if id == "" {
+		t.Fatal("the provider sent no ID token")
+	}
+	expectRefused(t, "the ID token", s.link, id, initialize, 401, gateway.CodeInvalidToken, "invalid_token")
+	expectTaken(t, "the access token of the same grant", s.link, g.AccessToken)
+
+	strict, err := oauth.DiscoverExternal(testenv.Context(t), oauth.ExternalConfig{Issuer: s.idp.Issuer, AccountClaim: "toolgate_account",
+		UserClaim: "sub", Audience: idpClient, KeysMinRefetch: time.Second, KeysMaxAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := strict.Verify(testenv.Context(t), g.AccessToken, s.link, time.Now()); !errors.Is(err, oauth.ErrInvalidToken) {
+		t.Fatalf("a JWT-labelled access token without --oidc-accept-jwt-typ: %v, want refused", err)
+	}
 }
 
 // TestIdPKeyRotation: the provider rotates its signing key; a token signed with the
