@@ -371,3 +371,24 @@ func TestIdPKeyRotation(t *testing.T) {
 		expectTaken(t, "the current key's token", s.link, s.token(t, s.idp.Username(), s.link, full...))
 	})
 }
+
+// TestIdPDashboardNamesTheProvider: behind a provider the built-in authorization
+// server is off, and the dashboard says where MCP clients sign in instead: its
+// consent page is 404 naming the provider, the keys page names it in place of the
+// list of signed-in clients, and the tool page sends clients to it rather than to
+// this dashboard's API-key sign-in.
+func TestIdPDashboardNamesTheProvider(t *testing.T) {
+	s := newIdPSetup(t, testidp.Options{ResourceAudience: true}, oauth.ExternalConfig{KeysMinRefetch: time.Second}, withDashboard())
+	want := "MCP clients sign in at this deployment&#39;s identity provider, " + s.idp.Issuer
+	if status, page := dashboardGet(t, s.e, s.acmeKey, "oauth/consent?id=any"); status != http.StatusNotFound || !strings.Contains(page, want) {
+		t.Fatalf("consent page: %d, want 404 naming the provider:\n%s", status, page)
+	}
+	if status, page := dashboardGet(t, s.e, s.acmeKey, "keys"); status != http.StatusOK || !strings.Contains(page, `id="grants-at-idp"`) ||
+		!strings.Contains(page, s.idp.Issuer) || strings.Contains(page, "No MCP client has signed in") {
+		t.Fatalf("keys page: %d, want the provider in place of the grants:\n%s", status, page)
+	}
+	if status, page := dashboardGet(t, s.e, s.acmeKey, "tools/kit/sse"); status != http.StatusOK || !strings.Contains(page, `id="signin-idp"`) ||
+		strings.Contains(page, "where you sign in with an API key and allow the client") {
+		t.Fatalf("tool page: %d, want clients sent to the provider:\n%s", status, page)
+	}
+}
