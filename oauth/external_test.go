@@ -51,8 +51,8 @@ func TestExternalTakesOnlyPublicKeySignatures(t *testing.T) {
 // TestExternalChecksTheTokenType: signed with the provider's own key and otherwise
 // alike, a token labelled an access token (at+jwt, application/at+jwt) or not
 // labelled is taken; one labelled anything else is refused (RFC 9068 §4), JWT too
-// unless the deployment accepts it (AcceptJWTTyp), and then still when it carries an
-// ID token's nonce or at_hash.
+// unless the deployment accepts it (AcceptJWTTyp); a JWT or unlabelled one that
+// carries an ID token's nonce or at_hash is refused.
 func TestExternalChecksTheTokenType(t *testing.T) {
 	idp := testidp.Start(t, testidp.Options{ClientID: "c", ClientSecret: "s", RedirectURI: "http://127.0.0.1/cb", JWTAccessTokens: true})
 	const resource = "https://gw.example.com/mcp/tgl_x"
@@ -79,6 +79,7 @@ func TestExternalChecksTheTokenType(t *testing.T) {
 			{"at+jwt", nil, true}, {"application/at+jwt", nil, true}, {"AT+JWT", nil, true}, {"", nil, true},
 			{"JWT", nil, accept},
 			{"JWT", map[string]any{"at_hash": "abc"}, false}, {"JWT", map[string]any{"nonce": "n"}, false},
+			{"", map[string]any{"at_hash": "abc"}, false},
 			{"id_token+jwt", nil, false}, {"dpop+jwt", nil, false}, {"logout+jwt", nil, false},
 		} {
 			raw, err := idp.Sign(claims(c.extra), c.typ)
