@@ -190,6 +190,7 @@ func TestBridgedOAuthToolPerAccount(t *testing.T) {
 		}
 		assertOwnToolsOverMCP(t, a.link, want, a.own, a.other)
 	}
+	assertNeverConnectedRefused(t, e)
 	// Straight on the bus, past the edge's check, with acme's own sealed token: the
 	// bridge refuses a tool acme's upstream session did not list, before the server.
 	sealed, _, err := e.vault.Seal(testenv.Context(t), "acme", e.view.Snapshot().RawTool("calendar").Tool)
@@ -324,4 +325,32 @@ func TestBridgedOAuthAccountListsBound(t *testing.T) {
 		return raw != nil && raw.Tool.AccountMethods != nil && len(raw.Tool.AccountMethods.Accounts) == 0
 	})
 	testenv.WaitFor(t, "acme's list after the restart", func() bool { return slices.Equal(methods(keys["acme"]), []string{"only_one", "shared"}) })
+}
+
+// assertNeverConnectedRefused: an account that never connected the bridged OAuth
+// tool, whose methods it therefore cannot know, gets connection_required with the
+// connect URL for a call over REST (409), and the same, as an isError result, for a
+// tools/call of an MCP client (the go-sdk's) through its link, not the unknown tool
+// error; neither reaches the server.
+func assertNeverConnectedRefused(t *testing.T, e *env) {
+	t.Helper()
+	key := e.accountKey("initech", registry.Limits{}, nil)
+	link := e.url + "/mcp/" + e.signer.Token("initech", "calendar", e.connect("initech", "calendar").LinkNonce)
+	connectURL := edge.ConnectURL(e.url, "calendar")
+	if r := e.call(key, "calendar", "shared", "{}").expect(t, http.StatusConflict, "connection_required"); !strings.Contains(r.Message, connectURL) {
+		t.Fatalf("initech's REST call: %q; want the connect URL", r.Message)
+	}
+	ctx := testenv.Context(t)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "accounttools-test", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: link}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "shared", Arguments: map[string]any{}})
+	if err != nil || !res.IsError || len(res.Content) != 1 {
+		t.Fatalf("initech's MCP call: %+v %v; want an isError result", res, err)
+	}
+	if text, _ := res.Content[0].(*mcp.TextContent); text == nil || !strings.Contains(text.Text, connectURL) || !strings.Contains(text.Text, "needs "+wire.MissingOAuth) {
+		t.Fatalf("initech's MCP call: %+v; want connection_required naming the connect URL", res.Content[0])
+	}
 }

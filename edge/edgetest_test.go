@@ -223,6 +223,9 @@ func newEnv(t testing.TB, opts ...option) *env {
 			dcfg.Connector = e.vault
 		}
 		dcfg.SignIn = e.authServer
+		if cfg.IdP != nil {
+			dcfg.IdP = cfg.IdP.URL
+		}
 		if cfg.Dashboard, err = dashboard.New(dcfg, e.gw, e.store, e.signer, log); err != nil {
 			t.Fatal(err)
 		}

@@ -203,18 +203,25 @@ func TestOAuthConnection(t *testing.T) {
 // returns the page at rel.
 func dashboardPage(t *testing.T, e *env, key, rel string) string {
 	t.Helper()
+	_, page := dashboardGet(t, e, key, rel)
+	return page
+}
+
+// dashboardGet is dashboardPage with the page's status.
+func dashboardGet(t *testing.T, e *env, key, rel string) (int, string) {
+	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	client := &http.Client{Jar: jar, Timeout: testenv.Patience}
-	get := func(u string) string {
+	get := func(u string) (int, string) {
 		res, err := client.Get(u)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer res.Body.Close()
 		b, _ := io.ReadAll(res.Body)
-		return string(b)
+		return res.StatusCode, string(b)
 	}
-	form := get(e.url + edge.DashboardPath + "signin")
+	_, form := get(e.url + edge.DashboardPath + "signin")
 	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(form)
 	if m == nil {
 		t.Fatalf("the sign-in page has no form token:\n%s", form)

@@ -3,6 +3,7 @@ package edge_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -52,6 +53,7 @@ func newIdPSetup(t *testing.T, idpOpts testidp.Options, cfg oauth.ExternalConfig
 	}
 	s.idp = testidp.Start(t, idpOpts)
 	cfg.Issuer, cfg.AccountClaim, cfg.UserClaim = s.idp.Issuer, "toolgate_account", "sub"
+	cfg.AcceptJWTTyp = true // zitadel's provider labels its access tokens JWT
 	if cfg.KeysMaxAge == 0 {
 		cfg.KeysMaxAge = time.Hour
 	}
@@ -79,6 +81,12 @@ func newIdPSetup(t *testing.T, idpOpts testidp.Options, cfg oauth.ExternalConfig
 // golang.org/x/oauth2 does: the access token.
 func (s *idpSetup) token(t *testing.T, username, resource string, scopes ...string) string {
 	t.Helper()
+	return s.grant(t, username, resource, scopes...).AccessToken
+}
+
+// grant is token's whole answer, with the ID token where openid was asked for.
+func (s *idpSetup) grant(t *testing.T, username, resource string, scopes ...string) *oauth2.Token {
+	t.Helper()
 	cfg := oauth2.Config{ClientID: idpClient, ClientSecret: idpSecret, RedirectURL: s.app.url + "/callback", Scopes: scopes,
 		Endpoint: oauth2.Endpoint{AuthURL: s.idp.Issuer + "/auth", TokenURL: s.idp.Issuer + "/oauth/token", AuthStyle: oauth2.AuthStyleInHeader}}
 	verifier := oauth2.GenerateVerifier()
@@ -97,7 +105,7 @@ func (s *idpSetup) token(t *testing.T, username, resource string, scopes ...stri
 	if err != nil {
 		t.Fatalf("exchange: %v", err)
 	}
-	return tok.AccessToken
+	return tok
 }
 
 const callEcho = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}}`
@@ -286,6 +294,32 @@ func TestIdPWithoutResourceIndicators(t *testing.T) {
 	expectRefused(t, "acme's token at globex's link", s.globexLink, tok, initialize, 401, gateway.CodeInvalidToken, "invalid_token")
 }
 
+// TestIdPIDTokenIsNoAccessToken: where the configured audience is the client id (a
+// provider without RFC 8707), the provider's ID token carries that audience and the
+// account claim too; it is refused at the link for being an ID token (typ JWT with
+// at_hash), while the access token of the same grant is taken; and an edge that does
+// not accept the JWT label (no --oidc-accept-jwt-typ) refuses that access token.
+func TestIdPIDTokenIsNoAccessToken(t *testing.T) {
+	s := newIdPSetup(t, testidp.Options{Claims: map[string]map[string]any{testidp.Subject: {"toolgate_account": "acme"}}},
+		oauth.ExternalConfig{Audience: idpClient, KeysMinRefetch: time.Second})
+	g := s.grant(t, s.idp.Username(), s.link, append(oauth.ToolScopes("kit"), "openid")...)
+	id, _ := g.Extra("id_token").(string)
+	if id == "" {
+		t.Fatal("the provider sent no ID token")
+	}
+	expectRefused(t, "the ID token", s.link, id, initialize, 401, gateway.CodeInvalidToken, "invalid_token")
+	expectTaken(t, "the access token of the same grant", s.link, g.AccessToken)
+
+	strict, err := oauth.DiscoverExternal(testenv.Context(t), oauth.ExternalConfig{Issuer: s.idp.Issuer, AccountClaim: "toolgate_account",
+		UserClaim: "sub", Audience: idpClient, KeysMinRefetch: time.Second, KeysMaxAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := strict.Verify(testenv.Context(t), g.AccessToken, s.link, time.Now()); !errors.Is(err, oauth.ErrInvalidToken) {
+		t.Fatalf("a JWT-labelled access token without --oidc-accept-jwt-typ: %v, want refused", err)
+	}
+}
+
 // TestIdPKeyRotation: the provider rotates its signing key; a token signed with the
 // new key is taken once the edge fetched the key set again, which a token naming an
 // unknown key makes it do (at most once per KeysMinRefetch: within it, such a token
@@ -336,4 +370,25 @@ func TestIdPKeyRotation(t *testing.T) {
 		}
 		expectTaken(t, "the current key's token", s.link, s.token(t, s.idp.Username(), s.link, full...))
 	})
+}
+
+// TestIdPDashboardNamesTheProvider: behind a provider the built-in authorization
+// server is off, and the dashboard says where MCP clients sign in instead: its
+// consent page is 404 naming the provider, the keys page names it in place of the
+// list of signed-in clients, and the tool page sends clients to it rather than to
+// this dashboard's API-key sign-in.
+func TestIdPDashboardNamesTheProvider(t *testing.T) {
+	s := newIdPSetup(t, testidp.Options{ResourceAudience: true}, oauth.ExternalConfig{KeysMinRefetch: time.Second}, withDashboard())
+	want := "MCP clients sign in at this deployment&#39;s identity provider, " + s.idp.Issuer
+	if status, page := dashboardGet(t, s.e, s.acmeKey, "oauth/consent?id=any"); status != http.StatusNotFound || !strings.Contains(page, want) {
+		t.Fatalf("consent page: %d, want 404 naming the provider:\n%s", status, page)
+	}
+	if status, page := dashboardGet(t, s.e, s.acmeKey, "keys"); status != http.StatusOK || !strings.Contains(page, `id="grants-at-idp"`) ||
+		!strings.Contains(page, s.idp.Issuer) || strings.Contains(page, "No MCP client has signed in") {
+		t.Fatalf("keys page: %d, want the provider in place of the grants:\n%s", status, page)
+	}
+	if status, page := dashboardGet(t, s.e, s.acmeKey, "tools/kit/sse"); status != http.StatusOK || !strings.Contains(page, `id="signin-idp"`) ||
+		strings.Contains(page, "where you sign in with an API key and allow the client") {
+		t.Fatalf("tool page: %d, want clients sent to the provider:\n%s", status, page)
+	}
 }

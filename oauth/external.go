@@ -39,6 +39,9 @@ type ExternalConfig struct {
 	KeysMinRefetch time.Duration
 	// KeysMaxAge is how long a fetched key set is trusted before it is fetched anew.
 	KeysMaxAge time.Duration
+	// AcceptJWTTyp takes tokens whose typ header is "JWT" as access tokens, for
+	// providers that label them so instead of RFC 9068's "at+jwt" (externaltyp.go).
+	AcceptJWTTyp bool
 	// Client is the HTTP client for discovery and the key set (nil: a 10 s one).
 	Client *http.Client
 }
@@ -81,12 +84,15 @@ func DiscoverExternal(ctx context.Context, cfg ExternalConfig) (*External, error
 func (x *External) Identifier() string { return x.URL }
 
 // Verify checks raw as an access token for resource at now: signed by one of the
-// provider's keys, issued by it, for resource (or the configured audience), not
+// provider's keys, labelled an access token, issued by it, for resource (or the configured audience), not
 // expired, naming an account. Every failure wraps ErrInvalidToken.
 func (x *External) Verify(ctx context.Context, raw, resource string, now time.Time) (Token, error) {
 	claims, err := op.VerifyAccessToken[*oidc.AccessTokenClaims](ctx, raw, x.verifier)
 	if err != nil {
 		return Token{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	if err := x.checkType(raw, claims); err != nil {
+		return Token{}, err
 	}
 	exp := claims.GetExpiration()
 	if !now.Before(exp) {

@@ -241,8 +241,16 @@ func (st storage) KeySet(ctx context.Context) ([]op.Key, error) {
 	return keys, nil
 }
 
+// GetClientByClientID finds a client; one whose registration is gone (removed, or
+// expired unused) is invalid_client (RFC 6749 §5.2: client authentication failed,
+// an unknown client), answered 401 before its refresh token is read, so a refresh
+// for it changes nothing. Any other failure stays a server error.
 func (st storage) GetClientByClientID(ctx context.Context, id string) (op.Client, error) {
-	return st.s.client(ctx, id)
+	c, err := st.s.client(ctx, id)
+	if errors.Is(err, errNotFound) {
+		return nil, oidc.ErrInvalidClient().WithDescription("the client is not registered (its registration may have expired: register again)").WithParent(err)
+	}
+	return c, err
 }
 
 func (st storage) AuthorizeClientIDSecret(ctx context.Context, id, secret string) error {

@@ -458,6 +458,9 @@ func serveEdge(ctx context.Context, o edgeOptions, nc *nats.Conn, store *registr
 		dcfg := dashboard.DefaultConfig()
 		dcfg.Prefix, dcfg.BaseURL, dcfg.Approvals = edge.DashboardPath, o.Edge.BaseURL, o.Edge.Approvals
 		dcfg.SignIn = o.Edge.AuthServer
+		if o.Edge.IdP != nil {
+			dcfg.IdP = o.Edge.IdP.URL
+		}
 		if o.Edge.Credentials != nil {
 			dcfg.Connector = o.Edge.Credentials
 		}

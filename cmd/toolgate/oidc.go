@@ -34,6 +34,7 @@ var oidcEnv = map[string]string{
 	"oidc-keys-min-refetch": "TOOLGATE_OIDC_KEYS_MIN_REFETCH",
 	"oidc-keys-max-age":     "TOOLGATE_OIDC_KEYS_MAX_AGE",
 	"oidc-discover-wait":    "TOOLGATE_OIDC_DISCOVER_WAIT",
+	"oidc-accept-jwt-typ":   "TOOLGATE_OIDC_ACCEPT_JWT_TYP",
 }
 
 func addOIDCFlags(f *pflag.FlagSet, o *oidcOptions) {
@@ -43,6 +44,7 @@ func addOIDCFlags(f *pflag.FlagSet, o *oidcOptions) {
 	f.StringVar(&o.Audience, "oidc-audience", o.Audience, "an audience an access token may carry instead of the resource's URL, for a provider without resource indicators (RFC 8707) (empty: the resource's URL only)")
 	f.DurationVar(&o.KeysMinRefetch, "oidc-keys-min-refetch", o.KeysMinRefetch, "how long after a fetch of the provider's key set a token naming a key it lacks may make the edge fetch it again (such tokens are refused until then)")
 	f.DurationVar(&o.KeysMaxAge, "oidc-keys-max-age", o.KeysMaxAge, "how long the edge trusts a fetched key set before it fetches it anew (a key the provider removed is refused after)")
+	f.BoolVar(&o.AcceptJWTTyp, "oidc-accept-jwt-typ", o.AcceptJWTTyp, "take access tokens whose typ header is JWT, for a provider that labels them so instead of at+jwt (RFC 9068); one carrying an ID token's nonce or at_hash is still refused (off: only at+jwt, application/at+jwt or no typ)")
 	f.DurationVar(&o.DiscoverWait, "oidc-discover-wait", o.DiscoverWait, "how long the edge's start waits for the provider's discovery document before it fails")
 }
 

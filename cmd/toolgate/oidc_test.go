@@ -21,6 +21,7 @@ func TestEdgeBehindAnIdP(t *testing.T) {
 	idp := testidp.Start(t, testidp.Options{ClientID: "c", ClientSecret: "s", RedirectURI: "http://127.0.0.1/cb", JWTAccessTokens: true})
 	srv := testenv.Server(t)
 	t.Setenv("TOOLGATE_OIDC_ISSUER", idp.Issuer)
+	t.Setenv("TOOLGATE_OIDC_ACCEPT_JWT_TYP", "true")
 	url, _ := startEdge(t, srv.ClientURL(), "--oidc-keys-max-age", "1m", "--oidc-keys-min-refetch", "0s", "--oidc-discover-wait", "1s")
 	resp, err := http.Get(url + "/.well-known/oauth-protected-resource/tools/kit/mcp")
 	if err != nil {

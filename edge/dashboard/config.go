@@ -41,6 +41,9 @@ type Config struct {
 	// SignIn is the deployment's authorization server, whose sign-in and consent
 	// are the dashboard's pages; nil: none.
 	SignIn *oauth.Server
+	// IdP is the issuer of the deployment's OpenID provider (--oidc-issuer), where MCP
+	// clients sign in instead; the pages that would sign them in here name it.
+	IdP string
 }
 
 // Connector begins OAuth authorizations, reads the connections' records and sets

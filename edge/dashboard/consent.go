@@ -79,6 +79,10 @@ func (d *Dashboard) consentPage(w http.ResponseWriter, r *http.Request, v *visit
 
 // consentRequest finds the request id and the tool it asks for, or answers why not.
 func (d *Dashboard) consentRequest(w http.ResponseWriter, r *http.Request, v *visit, id string) (oauth.Consent, string, bool) {
+	if d.cfg.SignIn == nil && d.cfg.IdP != "" {
+		d.fail(w, r, v, http.StatusNotFound, "MCP clients sign in at this deployment's identity provider, "+d.cfg.IdP+", not on this dashboard.")
+		return oauth.Consent{}, "", false
+	}
 	if d.cfg.SignIn == nil {
 		d.fail(w, r, v, http.StatusNotFound, "This deployment does not offer sign-in for MCP clients.")
 		return oauth.Consent{}, "", false

@@ -277,6 +277,7 @@ type page struct {
 	Nav    string // the section to mark current: "tools", "keys", "calls", "usage", "approvals"
 	// Approvals: the approvals page is served (Config.Approvals).
 	Approvals bool
+	IdP       string // where MCP clients sign in, when not here (Config.IdP)
 	Account   *registry.Account
 	KeyID     string // the key the session was opened with
 	CSRF      string
@@ -291,6 +292,7 @@ func (d *Dashboard) page(v *visit, title, nav string, data any) page {
 		Prefix:    d.cfg.Prefix,
 		Nav:       nav,
 		Approvals: d.cfg.Approvals != nil,
+		IdP:       d.cfg.IdP,
 		CSS:       d.assetURL("style.css"),
 		JS:        d.assetURL("copy.js"),
 		Data:      data,

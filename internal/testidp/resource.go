@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
 )
@@ -58,6 +59,19 @@ func (s *tokens) GetPrivateClaimsFromScopes(ctx context.Context, userID, clientI
 		claims[k] = v
 	}
 	return claims, nil
+}
+
+// SetUserinfoFromScopes puts the user's claims in its ID tokens too, as providers
+// whose claim mappers apply to both kinds do: an ID token then names the account
+// as its access token does.
+func (s *tokens) SetUserinfoFromScopes(ctx context.Context, info *oidc.UserInfo, userID, clientID string, scopes []string) error {
+	if err := s.Storage.SetUserinfoFromScopes(ctx, info, userID, clientID, scopes); err != nil || !s.opts.JWTAccessTokens {
+		return err
+	}
+	for k, v := range s.opts.Claims[userID] {
+		info.AppendClaims(k, v)
+	}
+	return nil
 }
 
 // signingKey is one RSA key of the provider's.
@@ -216,4 +230,22 @@ func unwrap(req op.TokenRequest) (op.TokenRequest, string) {
 		return r.RefreshTokenRequest, r.resource
 	}
 	return req, ""
+}
+
+// Sign signs claims with the provider's current key (JWTAccessTokens only), with typ
+// as the header's typ ("": none): a token as a provider labelling its tokens so
+// would issue it.
+func (p *Provider) Sign(claims map[string]any, typ string) (string, error) {
+	p.store.ring.mu.Lock()
+	k := p.store.ring.current
+	p.store.ring.mu.Unlock()
+	opts := (&jose.SignerOptions{}).WithHeader(jose.HeaderKey("kid"), k.id)
+	if typ != "" {
+		opts = opts.WithType(jose.ContentType(typ))
+	}
+	sig, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: k.key}, opts)
+	if err != nil {
+		return "", fmt.Errorf("testidp: signer: %w", err)
+	}
+	return jwt.Signed(sig).Claims(claims).Serialize()
 }

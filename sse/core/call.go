@@ -59,7 +59,7 @@ func (s *Server) runTool(ctx context.Context, r *Request) (any, error) {
 	}
 	t, m, err := s.toolMethod(r, params.Name)
 	if err != nil {
-		return nil, err
+		return s.unlistedTool(ctx, r, params.Name, err)
 	}
 	if res, kept, err := s.keptTaskCall(ctx, r, t, m, params); kept {
 		return res, err
@@ -107,6 +107,18 @@ func (s *Server) toolMethod(r *Request, name string) (*registry.ToolEntry, *regi
 		}
 	}
 	return nil, nil, fmt.Errorf("%w: unknown tool %q", ErrUnknownTool, name)
+}
+
+// unlistedTool answers a call of a tool the account's list lacks (err): the
+// gateway's connection_required, as an isError result naming the connect URL as
+// REST's 409 does, where the tool's methods differ per account and the account has
+// not connected (gateway.Unlisted); else err, the JSON-RPC error of an unknown tool.
+func (s *Server) unlistedTool(ctx context.Context, r *Request, name string, err error) (any, error) {
+	err = s.gw.Unlisted(ctx, &gateway.Call{Principal: r.Principal, Tool: r.Tool, Method: name}, err)
+	if text, ok := toolFailure(name, err); ok {
+		return newToolResult(text, true), nil
+	}
+	return nil, err
 }
 
 // taskAugmented reports whether r is a session's tools/call that asks for a task of
