@@ -14,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -257,4 +261,103 @@ func TestLargeEventReplayedOnAnotherEdge(t *testing.T) {
 			}
 		})
 	}
+}
+
+// bucketNames lists the names of the objects the payloads bucket holds, on the
+// stack's NATS.
+func bucketNames(t *testing.T, s *stack) []string {
+	t.Helper()
+	nc, err := nats.Connect(s.nats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Context(t)
+	obj, err := js.ObjectStore(ctx, wire.PayloadBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos, err := obj.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, i := range infos {
+		names = append(names, i.Name)
+	}
+	return names
+}
+
+// named is how many of names begin with prefix.
+func named(names []string, prefix string) int {
+	n := 0
+	for _, name := range names {
+		if strings.HasPrefix(name, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestALeftCallLeavesNoToolPayload: a client that leaves while its 5 MiB result is
+// being written leaves none of the tool's payload (blobs/…) in the bucket, listed
+// on real NATS: taking only JSON, its answer cut after 64 KiB; and on a session's
+// call stream, cut after its event's id and 64 KiB, where what stays is the event
+// log's copy (~events/…), which a resume reads (TestLargeEventReplayedOnAnotherEdge)
+// and the bucket's TTL removes.
+func TestALeftCallLeavesNoToolPayload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("5 MiB results")
+	}
+	s := startStack(t)
+	c := blobsClient(t, s)
+	if n := named(bucketNames(t, s), "blobs/"); n != 0 {
+		t.Fatalf("the bucket holds %d parts of blobs before the calls", n)
+	}
+	resp := postJSON(t, c.mcp, nil, replayInit, http.StatusOK)
+	h := map[string]string{"Mcp-Session-Id": resp.Header.Get("Mcp-Session-Id"), "Mcp-Protocol-Version": "2025-11-25"}
+	postJSON(t, c.mcp, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, http.StatusAccepted)
+	gone := func(t *testing.T) {
+		t.Helper()
+		testenv.WaitFor(t, "no part of blobs' payload is left", func() bool { return named(bucketNames(t, s), "blobs/") == 0 })
+	}
+
+	t.Run("JSON", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodPost, c.mcp, strings.NewReader(replayCall))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json")
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("tools/call: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		if _, err := io.CopyN(io.Discard, resp.Body, 64<<10); err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		gone(t)
+	})
+	t.Run("call stream", func(t *testing.T) {
+		events := named(bucketNames(t, s), "~events/")
+		call := openSSE(t, http.MethodPost, c.mcp, h, strings.Replace(replayCall, `"id":2`, `"id":3`, 1))
+		if ev, _ := call.nextResult(t, 3, 64<<10); len(ev.data) >= replayedSize {
+			t.Fatalf("the whole result arrived before the cut")
+		}
+		gone(t)
+		if n := named(bucketNames(t, s), "~events/"); n <= events {
+			t.Fatalf("the bucket holds %d parts of the event log's, %d before: none for a resume", n, events)
+		}
+	})
 }
