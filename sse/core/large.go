@@ -81,16 +81,15 @@ func (lr *largeResult) decide(ctx context.Context) error {
 }
 
 // writeTo writes the result's JSON to w, read from the payload as it goes, and
-// removes the payload once written whole.
+// removes the payload once written, whole or not: nothing reads a result again
+// whose writing broke off (its client left, or the log's copy could not be made),
+// so a client that leaves mid-answer leaves nothing in the bucket for the TTL.
 func (lr *largeResult) writeTo(ctx context.Context, w io.Writer) error {
+	defer lr.store.Delete(context.WithoutCancel(ctx), lr.tool, lr.p)
 	if err := lr.decide(ctx); err != nil {
 		return err
 	}
-	if err := lr.write(ctx, w); err != nil {
-		return err
-	}
-	lr.store.Delete(context.WithoutCancel(ctx), lr.tool, lr.p)
-	return nil
+	return lr.write(ctx, w)
 }
 
 func (lr *largeResult) write(ctx context.Context, w io.Writer) error {
