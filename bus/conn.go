@@ -96,8 +96,8 @@ const (
 	MaxPingsOut  = 2
 )
 
-// DialTimeout bounds opening the TCP connection to one server address, the lookup of
-// its name included: an address that does not answer (a node cut off the network, or
+// DialTimeout bounds opening the TCP connection to one server address (its name's
+// lookup is bounded apart, see LookupAttempt): an address that does not answer (a node cut off the network, or
 // one that moved) is left for the next within it, so a client reconnecting tries every
 // node in seconds. The handshake after it (TLS, the server's check of the credentials)
 // has the client's own timeout, 5 seconds.
@@ -132,7 +132,7 @@ func Connect(url, name string, log *slog.Logger, extra ...nats.Option) (*nats.Co
 		// The client would look a server's name up itself, with no deadline: a
 		// lookup the DNS server drops (as a container network's resolver does while
 		// it reloads, when a node leaves the network) holds the reconnect for the
-		// resolver's 5 seconds. Left to the dialer, the lookup is part of DialTimeout.
+		// resolver's 5 seconds. The dialer looks it up in tries of LookupAttempt.
 		nats.SkipHostLookup(),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
@@ -177,6 +177,24 @@ type dialer struct {
 }
 
 func (d *dialer) Dial(network, address string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(address)
+	if err != nil || net.ParseIP(host) != nil {
+		return d.dial(network, address)
+	}
+	addrs, err := lookup(host)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range addrs {
+		var c net.Conn
+		if c, err = d.dial(network, net.JoinHostPort(a, port)); err == nil {
+			return c, nil
+		}
+	}
+	return nil, err
+}
+
+func (d *dialer) dial(network, address string) (net.Conn, error) {
 	c, err := d.Dialer.Dial(network, address)
 	if err == nil {
 		d.mu.Lock()
@@ -184,6 +202,40 @@ func (d *dialer) Dial(network, address string) (net.Conn, error) {
 		d.mu.Unlock()
 	}
 	return c, err
+}
+
+// A server's name is looked up in tries of LookupAttempt, up to LookupAttempts of
+// them: a DNS server that dropped a query (as a container network's does while it
+// reloads, when a node leaves the network) costs one try, not the resolver's own
+// 5 seconds, and one that is slow for a while (it has been seen to be, just after a
+// stack starts) is given a few seconds in all.
+const (
+	LookupAttempt  = time.Second
+	LookupAttempts = 4
+)
+
+// lookup resolves host, asking again after a try that got no answer in time. Each
+// try has a resolver of its own (as net.DefaultResolver is set up): a resolver
+// shares one lookup of a name among its callers, so a second try on the same one
+// would only wait on the first query again.
+func lookup(host string) ([]string, error) {
+	var err error
+	for range LookupAttempts {
+		r := &net.Resolver{PreferGo: net.DefaultResolver.PreferGo, StrictErrors: net.DefaultResolver.StrictErrors, Dial: net.DefaultResolver.Dial}
+		ctx, cancel := context.WithTimeout(context.Background(), LookupAttempt)
+		var ips []net.IPAddr
+		ips, err = r.LookupIPAddr(ctx, host) // returns at the deadline, whatever the query does
+		cancel()
+		var dnsErr *net.DNSError
+		if err == nil || (errors.As(err, &dnsErr) && dnsErr.IsNotFound) {
+			addrs := make([]string, len(ips))
+			for i, ip := range ips {
+				addrs[i] = ip.String()
+			}
+			return addrs, err
+		}
+	}
+	return nil, err
 }
 
 // drop closes the connection made last; false when there is none.

@@ -148,9 +148,9 @@ func TestAConnectionLeavesAServerThatStopsAnswering(t *testing.T) {
 // TestALookupTheDNSServerDropsCostsOneDial: while a container network's DNS server
 // reloads (a node has just left the network) it drops queries, and a client that
 // waited the resolver's own 5 seconds for one would be that long without a node. A
-// connection's lookups are part of its dial, bounded by DialTimeout, after which the
-// next address is tried. Here the DNS server never answers at all: a lookup without
-// the dial's deadline would hold Connect for good.
+// connection looks a name up in tries of LookupAttempt, LookupAttempts at most,
+// after which the next address is tried. Here the DNS server never answers at all:
+// a lookup without a deadline would hold Connect for good.
 func TestALookupTheDNSServerDropsCostsOneDial(t *testing.T) {
 	var mu sync.Mutex
 	var opened []net.Conn
