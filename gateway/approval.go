@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/toolgate/toolgate/registry"
 )
@@ -70,6 +71,10 @@ func (g *Gateway) RecheckApproval(c *Call, version string) error {
 func (g *Gateway) holdForwarded(ctx context.Context, c *Call) error {
 	if c.Method != "tools/call" {
 		return nil
+	}
+	a := g.view.Snapshot().Account(c.Principal.Account)
+	if a == nil || !slices.ContainsFunc(a.Limits.Approvals, func(r registry.ApprovalRule) bool { return r.Tool == c.Tool }) {
+		return nil // no rule of the tool's holds any of its methods: the params need no reading
 	}
 	var p struct {
 		Name      string          `json:"name"`
