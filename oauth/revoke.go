@@ -73,12 +73,12 @@ func (is *Issuer) revoked(ctx context.Context, grant string, iat, now time.Time)
 }
 
 // revoke removes the grant find finds, and announces its revocation. It is tried as
-// the registry's revocations are (registry.Store.Revoking), through a stream's loss
+// the registry's revocations are (registry.Store.Lasting), through a stream's loss
 // of its leader: the grant found once is the one removed, whatever the next attempts
 // read, and its removal and announcement are made again until they succeed.
 func (s *Server) revoke(ctx context.Context, find func(ctx context.Context) (*Grant, error)) error {
 	var g *Grant
-	return s.store.Revoking(ctx, func(ctx context.Context) error {
+	return s.store.Lasting(ctx, func(ctx context.Context) error {
 		if g == nil {
 			found, err := find(ctx)
 			if err != nil {

@@ -141,11 +141,24 @@ func (st storage) CreateAccessAndRefreshTokens(ctx context.Context, tr op.TokenR
 
 // refreshGrant finds the grant a refresh token is the current one of.
 func (st storage) refreshGrant(ctx context.Context, token string) (*Grant, error) {
-	g, err := st.currentGrant(ctx, token)
-	if err != nil {
+	g, err := st.lastingGrant(ctx, token)
+	if errors.Is(err, errNotFound) {
 		return nil, op.ErrInvalidRefreshToken
 	}
-	return g, nil
+	return g, err
+}
+
+// lastingGrant is currentGrant read through a grant bucket's loss of its leader
+// (registry.Store.Lasting): a refresh, or the revocation of a refresh token, made
+// during the election waits for the new leader rather than taking the registry's
+// silence for an unknown token.
+func (st storage) lastingGrant(ctx context.Context, token string) (*Grant, error) {
+	var g *Grant
+	err := st.s.store.Lasting(ctx, func(ctx context.Context) (err error) {
+		g, err = st.currentGrant(ctx, token)
+		return err
+	})
+	return g, err
 }
 
 // currentGrant is refreshGrant with the registry's error: errNotFound when the token
@@ -207,12 +220,17 @@ func (st storage) RevokeToken(ctx context.Context, token, userID, clientID strin
 // errOtherClient: a client asked to revoke another client's token.
 var errOtherClient = errors.New("oauth: the token was issued to another client")
 
+// GetRefreshTokenInfo names the grant of a refresh token being revoked: its account,
+// and an id of the grant's tokens (tokenID), which RevokeToken revokes the grant by.
+// A registry that cannot answer is an error of the server's, not an unknown token: op
+// would otherwise try the token as some other kind, and answer the revocation 200
+// with nothing revoked.
 func (st storage) GetRefreshTokenInfo(ctx context.Context, _ string, token string) (string, string, error) {
 	g, err := st.refreshGrant(ctx, token)
 	if err != nil {
-		return "", "", op.ErrInvalidRefreshToken
+		return "", "", err
 	}
-	return g.Account, token, nil
+	return g.Account, tokenID(g), nil
 }
 
 type signingKey struct{ jwk jose.JSONWebKey }

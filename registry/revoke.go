@@ -137,10 +137,10 @@ func (s *Store) revokingDelete(ctx context.Context, kv jetstream.KeyValue, key, 
 	return nil
 }
 
-// Revoking runs op, a revocation kept beside the registry (an OAuth grant's), as the
-// store's own are tried: an attempt of Options.RevokeAttempt at a time, for up to
-// WriteWait, while a stream has no leader. op must bear being run again after an
-// attempt that did part of it.
-func (s *Store) Revoking(ctx context.Context, op func(ctx context.Context) error) error {
+// Lasting runs op, a read or change of records kept beside the registry (an OAuth
+// grant's), as the store's revocations are tried: an attempt of Options.RevokeAttempt
+// at a time, for up to WriteWait, while a stream has no leader. op must bear being run
+// again after an attempt that did part of it.
+func (s *Store) Lasting(ctx context.Context, op func(ctx context.Context) error) error {
 	return s.lastingEvery(ctx, s.opts.RevokeAttempt, func(ctx context.Context, _ bool) error { return op(ctx) })
 }
