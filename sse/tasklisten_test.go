@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/calls"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/sse"
 )
@@ -163,6 +164,45 @@ func TestTaskStatusOnListen(t *testing.T) {
 		if strings.Contains(string(m["params"]), id) || strings.Contains(string(m["params"]), waitID) || str(m["method"]) == "notifications/tasks" {
 			t.Fatalf("the other account's stream carried %v", m)
 		}
+	}
+}
+
+// TestListenHearsAnOverdueTask: a task whose edge stopped before recording its end
+// (its record, written here, says working until a deadline that passes) is written by
+// nobody, yet the stream that follows it carries it failed once it reads as overdue,
+// as tasks/get then answers it.
+func TestListenHearsAnOverdueTask(t *testing.T) {
+	e := newEnv(t)
+	b := e.startEdge(t, 0, nil)
+	now := time.Now()
+	rec := calls.Record{ID: "call_" + strings.Repeat("8", 22), Account: testAccount, Link: testTool, Tool: testTool, Method: "wait",
+		CallID: "task-of-a-dead-edge", Protocol: calls.ProtocolMCP, Status: calls.Working, CreatedAt: now, Deadline: now.Add(time.Second)}
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := e.store.JetStream().KeyValue(testenv.Context(t), calls.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(testenv.Context(t), rec.ID, raw); err != nil {
+		t.Fatal(err)
+	}
+	ls := openListen(t, e.streamableURL(b.url), `{"taskIds":["`+rec.ID+`"]}`)
+	ls.next(t) // the acknowledgement
+	if p := params(t, ls.next(t)); str(p["status"]) != "working" {
+		t.Fatalf("the task before its deadline: %v", p)
+	}
+	p := params(t, ls.next(t))
+	if str(p["taskId"]) != rec.ID || str(p["status"]) != "failed" || !strings.Contains(str(p["statusMessage"]), "timed out") {
+		t.Fatalf("the task past its deadline: %v", p)
+	}
+	if late := time.Since(rec.Deadline.Add(calls.OverdueAfter)); late < 0 {
+		t.Fatalf("the stream said failed %v before the record read as overdue", -late)
+	}
+	got := rpcResult(t, taskCall2026(t, e.streamableURL(b.url), "tasks/get", rec.ID, `"taskId":"`+rec.ID+`"`))
+	if str(got["status"]) != "failed" {
+		t.Fatalf("tasks/get of the overdue task: %v", got)
 	}
 }
 

@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/calls"
 )
 
 // Task status on a subscriptions/listen stream (2026-07-28, the tasks extension): a
@@ -14,6 +18,11 @@ import (
 // changes. The status lives in the task's call record (tg-calls), written by whichever
 // edge runs the call or takes its tasks/update or tasks/cancel; the stream watches the
 // record, so the edge that serves it holds nothing of the task.
+//
+// One change is written by nobody: a task whose edge stopped before recording its end
+// reads as failed once overdue (calls.Record.Overdue), with no record written then. The
+// stream keeps a timer per task it last saw working, to its overdue moment, and reads
+// the record again when it fires.
 
 // NotifyTasks is the tasks extension's status notification.
 const NotifyTasks = "notifications/tasks"
@@ -23,11 +32,13 @@ type TaskFollow struct {
 	// IDs are the task ids granted, as the acknowledgement names them.
 	IDs []string
 	// Changed carries the id of a task whose record was written (and each one's once
-	// at the start); Notification tells whether its status changed.
+	// at the start), or whose record said working and is now overdue; Notification
+	// tells whether its status changed.
 	Changed <-chan string
 	s       *Server
 	r       *Request
 	sent    map[string]string // id -> the status (and message) last sent
+	due     *overdueTimers
 }
 
 // FollowTasks checks the task ids a subscriptions/listen request r asks to follow
@@ -66,7 +77,8 @@ func (s *Server) FollowTasks(ctx context.Context, r *Request, ids []string) (*Ta
 	if err != nil {
 		return nil, fmt.Errorf("subscriptions/listen: %w", err)
 	}
-	return &TaskFollow{IDs: granted, Changed: changed, s: s, r: r, sent: map[string]string{}}, nil
+	due := &overdueTimers{fired: make(chan string, 2*len(granted)), timers: map[string]*time.Timer{}}
+	return &TaskFollow{IDs: granted, Changed: due.merge(ctx, changed), s: s, r: r, sent: map[string]string{}, due: due}, nil
 }
 
 // Notification is the notifications/tasks of task id for the stream subscription
@@ -77,6 +89,7 @@ func (f *TaskFollow) Notification(ctx context.Context, id string, sub mcp.Meta) 
 	if err != nil {
 		return nil
 	}
+	f.due.arm(id, rec)
 	fields := f.s.taskFieldsOf(rec, true)
 	if f.sent[id] == fields.Status+"\x00"+fields.StatusMessage {
 		return nil
@@ -94,4 +107,78 @@ func (f *TaskFollow) Notification(ctx context.Context, id string, sub mcp.Meta) 
 	}
 	f.sent[id] = fields.Status + "\x00" + fields.StatusMessage
 	return EncodeNotification(NotifyTasks, params)
+}
+
+// overdueTimers fire, for each followed task last read active, at the moment its
+// record will read as overdue.
+type overdueTimers struct {
+	mu     sync.Mutex
+	fired  chan string // buffered: two per task, a timer's id and a re-armed one's
+	timers map[string]*time.Timer
+	done   bool
+}
+
+// overdueMargin is waited past a record's overdue moment, so that the read it
+// triggers finds the record overdue by the clock of the edge reading it.
+const overdueMargin = 100 * time.Millisecond
+
+// arm sets id's timer to rec's overdue moment while rec is active and not yet
+// overdue, and stops it otherwise.
+func (o *overdueTimers) arm(id string, rec *calls.Record) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if t := o.timers[id]; t != nil {
+		t.Stop()
+		delete(o.timers, id)
+	}
+	now := time.Now()
+	if o.done || !rec.Status.Active() || rec.Overdue(now) {
+		return
+	}
+	wait := rec.Deadline.Add(calls.OverdueAfter + overdueMargin).Sub(now)
+	o.timers[id] = time.AfterFunc(wait, func() {
+		select {
+		case o.fired <- id:
+		default: // two a task cannot fill it: a timer never waits
+		}
+	})
+}
+
+// merge is the watch's changes and the fired timers in one channel, which ends with
+// the watch's; the timers stop then.
+func (o *overdueTimers) merge(ctx context.Context, changed <-chan string) <-chan string {
+	out := make(chan string)
+	go func() {
+		defer close(out)
+		defer o.stop()
+		for {
+			var id string
+			select {
+			case c, ok := <-changed:
+				if !ok {
+					return
+				}
+				id = c
+			case id = <-o.fired:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case out <- id:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
+func (o *overdueTimers) stop() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.done = true
+	for _, t := range o.timers {
+		t.Stop()
+	}
+	clear(o.timers)
 }
