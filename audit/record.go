@@ -107,6 +107,8 @@ const (
 	// removed.
 	ActionAddOAuthClient    = "add-oauth-client"
 	ActionRemoveOAuthClient = "remove-oauth-client"
+	ActionAddUser           = "add-user"
+	ActionDeleteUser        = "delete-user"
 )
 
 // subject is where r is written.

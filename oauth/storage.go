@@ -276,13 +276,18 @@ func (st storage) GetPrivateClaimsFromScopes(context.Context, string, string, []
 	return nil, nil
 }
 
-// GetPrivateClaimsFromRequest puts the tool scopes and the grant in the access token.
+// GetPrivateClaimsFromRequest puts the tool scopes, the grant and its user in the
+// access token.
 func (st storage) GetPrivateClaimsFromRequest(ctx context.Context, tr op.TokenRequest, _ []string) (map[string]any, error) {
 	g, err := st.grantOf(ctx, tr)
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"scope": strings.Join(g.Scopes, " "), "tg_grant": grantKey(g.Account, g.ID)}, nil
+	claims := map[string]any{"scope": strings.Join(g.Scopes, " "), "tg_grant": grantKey(g.Account, g.ID)}
+	if g.User != "" {
+		claims["tg_user"] = g.User
+	}
+	return claims, nil
 }
 
 func (st storage) GetKeyByIDAndClientID(context.Context, string, string) (*jose.JSONWebKey, error) {
