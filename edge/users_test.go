@@ -18,7 +18,10 @@ import (
 	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/edge/dashboard"
+	"github.com/toolgate/toolgate/gateway"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/testidp"
+	"github.com/toolgate/toolgate/oauth"
 	"github.com/toolgate/toolgate/registry"
 )
 
@@ -203,4 +206,33 @@ func TestAUserSignsInAndIsNamedInTheAudit(t *testing.T) {
 	if status, _ := newDashboardBrowser(t).signIn(a, anaCreds); status != http.StatusUnauthorized {
 		t.Errorf("a deleted user's sign-in: %d, want 401", status)
 	}
+}
+
+// TestIdPSubjectsOfAnAccountWithUsers: behind an identity provider, an account that
+// lists no users takes every subject the provider names for it, as before users
+// existed; once it lists users with subjects it takes only theirs, and the call names
+// the user, not the subject; a listed user deleted is refused from the DELETE's
+// answer on.
+func TestIdPSubjectsOfAnAccountWithUsers(t *testing.T) {
+	s := newIdPSetup(t, testidp.Options{ResourceAudience: true, AccessTokenLifetime: time.Minute, Claims: map[string]map[string]any{
+		testidp.Subject: {"toolgate_account": "acme"}, testidp.SecondSubject: {"toolgate_account": "acme"}}},
+		oauth.ExternalConfig{KeysMinRefetch: time.Second})
+	full := oauth.ToolScopes("kit")
+	first, second := s.token(t, s.idp.Username(), s.link, full...), s.token(t, testidp.SecondUsername, s.link, full...)
+	expectTaken(t, "the first subject, no users listed", s.link, first)
+	expectTaken(t, "the second subject, no users listed", s.link, second)
+
+	addUser(t, s.e, "acme", `{"name":"ana","subject":"`+testidp.Subject+`"}`)
+	addUser(t, s.e, "acme", `{"name":"carl","subject":"someone-else"}`)
+	testenv.WaitFor(t, "the view has acme's users", func() bool { return s.e.view.Snapshot().User("acme", "carl") != nil })
+	expectTaken(t, "ana's subject, listed", s.link, first)
+	if !strings.Contains(s.e.logs.String(), `"account":"acme","oauth_client":"`+idpClient+`","user":"ana"`) {
+		t.Fatal("no access log line names ana")
+	}
+	expectRefused(t, "a subject not listed", s.link, second, initialize, 401, gateway.CodeInvalidToken, "invalid_token")
+
+	if r := s.e.admin(http.MethodDelete, "/accounts/acme/users/ana", ""); r.status != http.StatusNoContent {
+		t.Fatalf("DELETE ana: %d %s", r.status, r.body)
+	}
+	expectRefused(t, "ana deleted", s.link, first, initialize, 401, gateway.CodeInvalidToken, "invalid_token")
 }
