@@ -130,6 +130,10 @@ func TestAUserSignsInAndIsNamedInTheAudit(t *testing.T) {
 	if status, page := browser.signIn(a, url.Values{"account": {"acme"}, "user": {"ana"}, "secret": {ana.Secret}}); status != http.StatusOK || !strings.Contains(page, `class="user"`) {
 		t.Fatalf("ana's dashboard sign-in: %d\n%s", status, page)
 	}
+	if _, _, page := browser.get(a.url + "/dashboard/keys"); !strings.Contains(page, `id="user-ana"`) || !strings.Contains(page, "a sign-in secret") ||
+		strings.Contains(page, ana.Secret) || strings.Contains(page, registry.Hash(ana.Secret)) {
+		t.Fatalf("the keys page, signed in as ana:\n%s", page)
+	}
 	tok, clientID := toolTokenWith(t, a, anaCreds, "kit")
 	ctx := testenv.Context(t)
 	grants, err := a.authServer.Grants(ctx, "acme")
@@ -199,6 +203,11 @@ func TestAUserSignsInAndIsNamedInTheAudit(t *testing.T) {
 		if _, at, _ := browser.get(e.url + "/dashboard/"); !strings.Contains(at, "/dashboard/signin") {
 			t.Errorf("edge %s: ana's dashboard session led to %s, not the sign-in page", name, at)
 		}
+	}
+	keyHolder := newDashboardBrowser(t)
+	keyHolder.signIn(a, url.Values{"key": {key}})
+	if _, _, page := keyHolder.get(a.url + "/dashboard/keys"); !strings.Contains(page, `id="users-title"`) || strings.Contains(page, `id="user-ana"`) {
+		t.Errorf("the keys page after the deletion:\n%s", page)
 	}
 	if got, _ := a.authServer.Grants(ctx, "acme"); len(got) != 0 {
 		t.Errorf("grants after the deletion: %+v", got)

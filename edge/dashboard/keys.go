@@ -28,6 +28,14 @@ type keysView struct {
 	// Grants are what MCP clients were allowed through sign-in, each revocable.
 	Grants        []oauth.Grant
 	AccessRevoked bool
+	// Users are the account's users, made by the admin; never a secret.
+	Users []userRow
+}
+
+// userRow is a user as the keys page lists it.
+type userRow struct {
+	Name, Kind, Subject string
+	CreatedAt           time.Time
 }
 
 type keyRow struct {
@@ -64,6 +72,9 @@ func (d *Dashboard) keysView(v *visit) *keysView {
 	kv := &keysView{CanManage: v.canManageKeys(), Expiries: expiries}
 	if a := snap.Account(v.principal.Account); a != nil {
 		kv.RequireSignIn = a.RequireSignIn
+		for _, u := range a.Users {
+			kv.Users = append(kv.Users, userRow{Name: u.Name, Kind: u.Kind(), Subject: u.Subject, CreatedAt: u.CreatedAt})
+		}
 	}
 	for _, k := range snap.Keys(v.principal.Account) {
 		row := keyRow{Key: k, Status: "active", Current: k.ID == v.keyID()}
