@@ -95,6 +95,7 @@ func sessionCount(t *testing.T, e *env) uint64 {
 // within 2 s of the DELETE's answer, its refresh token at either edge's token
 // endpoint, and its dashboard session on both edges.
 func TestAUserSignsInAndIsNamedInTheAudit(t *testing.T) {
+	exp := spans()
 	a := newEnv(t, withMCP(), withDashboard(), withSignIn(), withAudit())
 	b := newEnv(t, withMCP(), withDashboard(), withSignIn(), onServer(a.srv.ClientURL()), asEdgeOf(a.url))
 	key := a.account("acme", registry.Limits{Sessions: 100000})
@@ -134,6 +135,16 @@ func TestAUserSignsInAndIsNamedInTheAudit(t *testing.T) {
 		strings.Contains(page, ana.Secret) || strings.Contains(page, registry.Hash(ana.Secret)) {
 		t.Fatalf("the keys page, signed in as ana:\n%s", page)
 	}
+	// A user makes no keys: an API key that reaches every tool does.
+	_, _, keysPage := browser.get(a.url + "/dashboard/keys")
+	resp, err := browser.c.PostForm(a.url+"/dashboard/keys", url.Values{"csrf": {html.UnescapeString(csrfInput.FindStringSubmatch(keysPage)[1])}, "name": {"mine"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || len(a.view.Snapshot().Keys("acme")) != 1 {
+		t.Fatalf("ana making a key: %d, want 403 and no key made", resp.StatusCode)
+	}
 	tok, clientID := toolTokenWith(t, a, anaCreds, "kit")
 	ctx := testenv.Context(t)
 	grants, err := a.authServer.Grants(ctx, "acme")
@@ -149,6 +160,27 @@ func TestAUserSignsInAndIsNamedInTheAudit(t *testing.T) {
 		t.Fatalf("ana's call: %v %+v", err, res)
 	}
 	_ = cs.Close()
+	if !strings.Contains(a.logs.String(), `"account":"acme","oauth_client":"`+clientID+`","user":"ana"`) {
+		t.Fatal("no access log line names ana and the client")
+	}
+	const traceID = "6bf92f3577b34da6a3ce929d0e0e4736"
+	mcpPost(t, a.url+"/tools/kit/mcp", map[string]string{"Authorization": "Bearer " + tok.AccessToken,
+		"traceparent": "00-" + traceID + "-00f067aa0ba902b7-01"}, initialize)
+	testenv.WaitFor(t, "the request's span names ana and the client", func() bool {
+		for _, sp := range exp.GetSpans() {
+			if sp.SpanContext.TraceID().String() != traceID {
+				continue
+			}
+			attrs := map[string]string{}
+			for _, kv := range sp.Attributes {
+				attrs[string(kv.Key)] = kv.Value.String()
+			}
+			if attrs["toolgate.user"] == "ana" && attrs["toolgate.oauth_client"] == clientID {
+				return true
+			}
+		}
+		return false
+	})
 	if r := a.do(http.MethodPost, "/tools/kit/echo", `{}`, "Authorization", "Bearer "+key); r.status != http.StatusOK {
 		t.Fatalf("the key's call: %d %s", r.status, r.body)
 	}
@@ -221,7 +253,7 @@ func TestAUserSignsInAndIsNamedInTheAudit(t *testing.T) {
 // lists no users takes every subject the provider names for it, as before users
 // existed; once it lists users with subjects it takes only theirs, and the call names
 // the user, not the subject; a listed user deleted is refused from the DELETE's
-// answer on.
+// answer on; and once it lists none again, every subject is taken again.
 func TestIdPSubjectsOfAnAccountWithUsers(t *testing.T) {
 	s := newIdPSetup(t, testidp.Options{ResourceAudience: true, AccessTokenLifetime: time.Minute, Claims: map[string]map[string]any{
 		testidp.Subject: {"toolgate_account": "acme"}, testidp.SecondSubject: {"toolgate_account": "acme"}}},
@@ -244,4 +276,11 @@ func TestIdPSubjectsOfAnAccountWithUsers(t *testing.T) {
 		t.Fatalf("DELETE ana: %d %s", r.status, r.body)
 	}
 	expectRefused(t, "ana deleted", s.link, first, initialize, 401, gateway.CodeInvalidToken, "invalid_token")
+
+	// The last user with a subject deleted, the account takes every subject again.
+	if r := s.e.admin(http.MethodDelete, "/accounts/acme/users/carl", ""); r.status != http.StatusNoContent {
+		t.Fatalf("DELETE carl: %d %s", r.status, r.body)
+	}
+	testenv.WaitFor(t, "the view has no user of acme", func() bool { return !s.e.view.Snapshot().HasSubjectUsers("acme") })
+	expectTaken(t, "the second subject, no users listed again", s.link, second)
 }

@@ -86,15 +86,23 @@ func (st storage) DeleteAuthRequest(ctx context.Context, id string) error {
 // (RFC 7009) revokes the grant.
 func tokenID(g *Grant) string { return g.Account + "/" + g.ID + "/" + registry.NewID("") }
 
-// grantOf is the grant a token request is made for.
+// grantOf is the grant a token request is made for. A grant whose user is no longer
+// one of its account's gives no token, even one written while the user was being
+// deleted, after its grants were listed to be revoked.
 func (st storage) grantOf(ctx context.Context, tr op.TokenRequest) (*Grant, error) {
+	var g *Grant
 	switch r := tr.(type) {
 	case *Grant:
-		return r, nil
+		g = r
 	case *request:
-		g := &Grant{}
+		g = &Grant{}
 		if err := st.s.records.read(ctx, st.s.records.grants, grantKey(r.Account, r.Grant), g); err != nil {
 			return nil, oidc.ErrInvalidGrant().WithDescription("the grant was revoked")
+		}
+	}
+	if g != nil {
+		if v := st.s.issuer.view; g.User != "" && v != nil && v.Snapshot().User(g.Account, g.User) == nil {
+			return nil, oidc.ErrInvalidGrant().WithDescription("the user who signed in was deleted")
 		}
 		return g, nil
 	}
