@@ -241,6 +241,11 @@ func TestAUserSignsInAndIsNamedInTheAudit(t *testing.T) {
 	if _, _, page := keyHolder.get(a.url + "/dashboard/keys"); !strings.Contains(page, `id="users-title"`) || strings.Contains(page, `id="user-ana"`) {
 		t.Errorf("the keys page after the deletion:\n%s", page)
 	}
+	for _, action := range []string{audit.ActionAddUser, audit.ActionDeleteUser} {
+		if rs := a.awaitRecords(url.Values{"kind": {audit.KindAdmin}, "account": {"acme"}, "method": {action}}, 1); rs[0].User != "ana" {
+			t.Errorf("the %s record names user %q, want ana", action, rs[0].User)
+		}
+	}
 	if got, _ := a.authServer.Grants(ctx, "acme"); len(got) != 0 {
 		t.Errorf("grants after the deletion: %+v", got)
 	}
