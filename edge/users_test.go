@@ -151,6 +151,9 @@ func TestAUserSignsInAndIsNamedInTheAudit(t *testing.T) {
 	if err != nil || len(grants) != 1 || grants[0].User != "ana" {
 		t.Fatalf("grants %+v %v: want one, ana's", grants, err)
 	}
+	if _, _, page := browser.get(a.url + "/dashboard/keys"); !strings.Contains(page, "signed in by <strong>ana</strong>") {
+		t.Fatalf("the keys page does not say ana signed the client in:\n%s", page)
+	}
 
 	cs, err := goSDKSession(t, a.url+"/tools/kit/mcp", tok.AccessToken)
 	if err != nil {
