@@ -151,8 +151,18 @@ func TestAUserSignsInAndIsNamedInTheAudit(t *testing.T) {
 	if err != nil || len(grants) != 1 || grants[0].User != "ana" {
 		t.Fatalf("grants %+v %v: want one, ana's", grants, err)
 	}
-	if _, _, page := browser.get(a.url + "/dashboard/keys"); !strings.Contains(page, "signed in by <strong>ana</strong>") {
-		t.Fatalf("the keys page does not say ana signed the client in:\n%s", page)
+	_, _, keysPage = browser.get(a.url + "/dashboard/keys")
+	if !strings.Contains(keysPage, "signed in by <strong>ana</strong>") {
+		t.Fatalf("the keys page does not say ana signed the client in:\n%s", keysPage)
+	}
+	// Nor does a user revoke grants.
+	resp, err = browser.c.PostForm(a.url+"/dashboard/grants/"+grants[0].ID+"/revoke", url.Values{"csrf": {html.UnescapeString(csrfInput.FindStringSubmatch(keysPage)[1])}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if still, _ := a.authServer.Grants(ctx, "acme"); resp.StatusCode != http.StatusForbidden || len(still) != 1 {
+		t.Fatalf("ana revoking a grant: %d, %d grants left; want 403 and the grant kept", resp.StatusCode, len(still))
 	}
 
 	cs, err := goSDKSession(t, a.url+"/tools/kit/mcp", tok.AccessToken)
