@@ -33,6 +33,8 @@ func (r *Record) encode() ([]byte, error) {
 	if r.Link {
 		b = append(b, `,"link":true`...)
 	}
+	b = appendOmitEmpty(b, "user", r.User)
+	b = appendOmitEmpty(b, "client", r.Client)
 	b = appendOmitEmpty(b, "tool", r.Tool)
 	b = appendMember(b, "method", r.Method)
 	b = appendOmitEmpty(b, "transport", r.Transport)

@@ -11,6 +11,7 @@ import (
 // stream's readers, and every record written before, read what encoding/json wrote.
 func FuzzRecordEncode(f *testing.F) {
 	f.Add("rec-1", "acme", "key-1", "email", "send_email", "rest", "ok", "edge-1", "", "req_1", "", int64(1_700_000_000_123_456_789), 200, uint64(0), false, false)
+	f.Add("rec-2", "acme", "", "email", "send_email", "mcp-streamable", "ok", "edge-1", "ana", "req_2", "https://client.example/<meta>.json", int64(1_700_000_000_123_456_789), 0, uint64(0), true, false)
 	f.Add("", "", "", "", "", "", "", "", "", "", "", int64(0), 0, uint64(0), false, false)
 	f.Add("<&>", "\"quoted\"\\", "\x00\x1f\b\f\n\r\t", "é\u2028\u2029", "\xff\xfe", "a\u007fb", "\U0001F600", "x\xc3", "w", "r", "0af7651916cd43dd8448eb211c80319c", int64(-9_000_000_000_000_000_000), -3, uint64(42), true, true)
 	f.Fuzz(func(t *testing.T, id, account, key, tool, method, transport, outcome, edge, worker, requestID, traceID string, unixNano int64, status int, seq uint64, link, cut bool) {
@@ -18,6 +19,9 @@ func FuzzRecordEncode(f *testing.F) {
 			Method: method, Transport: transport, ArgsSHA256: traceID, ArgumentsCut: cut, ResultCut: !cut, RequestBytes: status * 7,
 			ResponseBytes: -status, Outcome: outcome, Status: status, LatencyUS: unixNano / 3, Edge: edge, Worker: worker,
 			RequestID: requestID, TraceID: traceID, Seq: seq}
+		if link { // a signed-in call: the user and the client the token names
+			r.User, r.Client = worker, traceID
+		}
 		if cut {
 			r.Secret = []string{"/arguments/" + key, "/result" + tool}
 		}

@@ -22,8 +22,13 @@ type Record struct {
 	// key it made or revoked.
 	Key string `json:"key,omitempty"`
 	// Link says the call came through the account's link to the tool (no key).
-	Link bool   `json:"link,omitempty"`
-	Tool string `json:"tool,omitempty"`
+	Link bool `json:"link,omitempty"`
+	// User is the user of the account who signed in, and Client the OAuth client the
+	// call's access token was issued to; both empty for a call made with an API key
+	// or a bare link.
+	User   string `json:"user,omitempty"`
+	Client string `json:"client,omitempty"`
+	Tool   string `json:"tool,omitempty"`
 	// Method is the tool's method, the MCP method a session forwarded to the tool
 	// (resources/read, prompts/get, ...), or the admin change (Action*).
 	Method string `json:"method"`
@@ -102,6 +107,8 @@ const (
 	// removed.
 	ActionAddOAuthClient    = "add-oauth-client"
 	ActionRemoveOAuthClient = "remove-oauth-client"
+	ActionAddUser           = "add-user"
+	ActionDeleteUser        = "delete-user"
 )
 
 // subject is where r is written.

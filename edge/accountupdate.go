@@ -283,5 +283,5 @@ func (e *Edge) updateAccount(c *gin.Context) {
 		return
 	}
 	e.adminChange(c, http.StatusOK, audit.ActionUpdateAccount, a.ID, "", "")
-	c.JSON(http.StatusOK, a)
+	c.JSON(http.StatusOK, a.Public())
 }

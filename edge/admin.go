@@ -91,6 +91,7 @@ func (e *Edge) adminRoutes(g *gin.RouterGroup) {
 	e.oauthRoutes(g)
 	e.oauthClientRoutes(g)
 	e.approvalRoutes(g)
+	e.userRoutes(g)
 }
 
 func (e *Edge) connectionView(c *registry.Connection) Connection {
@@ -127,6 +128,9 @@ func (e *Edge) listAccounts(c *gin.Context) {
 		return
 	}
 	slices.SortFunc(accounts, func(a, b registry.Account) int { return strings.Compare(a.ID, b.ID) })
+	for i := range accounts {
+		accounts[i] = accounts[i].Public()
+	}
 	c.JSON(http.StatusOK, AccountList{Accounts: nonNil(accounts)})
 }
 
@@ -140,7 +144,7 @@ func (e *Edge) getAccount(c *gin.Context) {
 		e.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, a)
+	c.JSON(http.StatusOK, a.Public())
 }
 
 func (e *Edge) deleteAccount(c *gin.Context) {

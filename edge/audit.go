@@ -17,14 +17,17 @@ import (
 // adminChange records on the audit trail a change the admin API made: what it did,
 // to which account, key and tool, answered with status.
 func (e *Edge) adminChange(c *gin.Context, status int, action, account, key, tool string) {
+	e.adminRecord(c, audit.Record{Status: status, Method: action, Account: account, Key: key, Tool: tool})
+}
+
+// adminRecord writes r, an admin change's record with its action, status and what it
+// changed, completed with what every such record says.
+func (e *Edge) adminRecord(c *gin.Context, r audit.Record) {
 	t := e.gw.Audit()
 	if t == nil {
 		return
 	}
-	r := audit.Record{
-		Time: time.Now().UTC(), Kind: audit.KindAdmin, Account: account, Key: key, Tool: tool, Method: action,
-		Transport: audit.TransportAdmin, Outcome: audit.OutcomeOK, Status: status, RequestID: requestID(c),
-	}
+	r.Time, r.Kind, r.Transport, r.Outcome, r.RequestID = time.Now().UTC(), audit.KindAdmin, audit.TransportAdmin, audit.OutcomeOK, requestID(c)
 	if sc := trace.SpanContextFromContext(c.Request.Context()); sc.HasTraceID() {
 		r.TraceID = sc.TraceID().String()
 	}

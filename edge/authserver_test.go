@@ -65,6 +65,12 @@ var (
 // sign-in page (with the account's key), then the consent page, allowing.
 func browse(t *testing.T, e *env, authURL, key string) {
 	t.Helper()
+	browseWith(t, e, authURL, url.Values{"key": {key}})
+}
+
+// browseWith is browse signing in with creds: a key, or an account, user and secret.
+func browseWith(t *testing.T, e *env, authURL string, creds url.Values) {
+	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	b := &http.Client{Jar: jar, Timeout: 30 * time.Second}
 	get := func(u string) (string, string) {
@@ -89,8 +95,11 @@ func browse(t *testing.T, e *env, authURL, key string) {
 	if !strings.Contains(at, "/dashboard/signin") {
 		t.Fatalf("the authorization request led to %s, not the sign-in page:\n%s", at, page)
 	}
-	form := url.Values{"csrf": {html.UnescapeString(csrfInput.FindStringSubmatch(page)[1])}, "key": {key},
+	form := url.Values{"csrf": {html.UnescapeString(csrfInput.FindStringSubmatch(page)[1])},
 		"next": {html.UnescapeString(nextInput.FindStringSubmatch(page)[1])}}
+	for k, v := range creds {
+		form[k] = v
+	}
 	at, page = post(e.url+"/dashboard/signin", form)
 	if !strings.Contains(at, "/dashboard/oauth/consent") || !strings.Contains(page, `id="consent-allow"`) {
 		t.Fatalf("sign-in led to %s, not the consent page:\n%s", at, page)

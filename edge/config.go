@@ -15,6 +15,7 @@ import (
 	"github.com/toolgate/toolgate/calls"
 	"github.com/toolgate/toolgate/credentials"
 	"github.com/toolgate/toolgate/oauth"
+	"github.com/toolgate/toolgate/registry"
 )
 
 // DefaultMaxBodyBytes is the largest request body the edge reads: 1 MiB, the NATS
@@ -87,6 +88,8 @@ type Config struct {
 	// AuthServer is the deployment's own authorization server, served at
 	// oauth.Paths; nil: none (tokens come only from elsewhere).
 	AuthServer *oauth.Server
+	// MaxUsers bounds the users of one account (POST /admin/accounts/{id}/users).
+	MaxUsers int
 }
 
 // DashboardPath is where the deployment dashboard is served.
@@ -115,6 +118,7 @@ func DefaultConfig() Config {
 		ShutdownTimeout:   15 * time.Second,
 		ReadHeaderTimeout: DefaultReadHeaderTimeout,
 		ReadBodyTimeout:   DefaultReadBodyTimeout,
+		MaxUsers:          registry.DefaultMaxUsers,
 	}
 }
 
@@ -153,6 +157,9 @@ func (c Config) Validate() error {
 	}
 	if c.ReadBodyTimeout <= 0 {
 		return errors.New("edge: read-body-timeout: must be positive")
+	}
+	if c.MaxUsers < 0 {
+		return errors.New("edge: max-users-per-account: must be at least 1")
 	}
 	return nil
 }

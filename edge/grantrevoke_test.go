@@ -140,10 +140,16 @@ func mintGrant(t *testing.T, a *env) (string, string) {
 // metadata document, at tool's MCP endpoint, and returns the client's tokens and id.
 func toolToken(t *testing.T, e *env, key, tool string) (*oauth2.Token, string) {
 	t.Helper()
+	return toolTokenWith(t, e, url.Values{"key": {key}}, tool)
+}
+
+// toolTokenWith is toolToken signing in with creds.
+func toolTokenWith(t *testing.T, e *env, creds url.Values, tool string) (*oauth2.Token, string) {
+	t.Helper()
 	app := newClientApp(t)
 	cfg := oauth2.Config{ClientID: app.url + "/client.json", RedirectURL: app.url + "/callback", Scopes: oauth.ToolScopes(tool),
 		Endpoint: oauth2.Endpoint{AuthURL: e.url + "/authorize", TokenURL: e.url + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
-	return signInAs(t, e, app, cfg, key, e.url+"/tools/"+tool+"/mcp"), cfg.ClientID
+	return signInWith(t, e, app, cfg, creds, e.url+"/tools/"+tool+"/mcp"), cfg.ClientID
 }
 
 // signInAs is cfg's client signing the account of key in through e's dashboard
@@ -151,8 +157,15 @@ func toolToken(t *testing.T, e *env, key, tool string) (*oauth2.Token, string) {
 // a code and iss, and the code is exchanged.
 func signInAs(t *testing.T, e *env, app *clientApp, cfg oauth2.Config, key, resource string) *oauth2.Token {
 	t.Helper()
+	return signInWith(t, e, app, cfg, url.Values{"key": {key}}, resource)
+}
+
+// signInWith is signInAs with the sign-in form's creds: a key, or an account, user
+// and secret.
+func signInWith(t *testing.T, e *env, app *clientApp, cfg oauth2.Config, creds url.Values, resource string) *oauth2.Token {
+	t.Helper()
 	verifier := oauth2.GenerateVerifier()
-	browse(t, e, cfg.AuthCodeURL("st4te", oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", resource)), key)
+	browseWith(t, e, cfg.AuthCodeURL("st4te", oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", resource)), creds)
 	var got url.Values
 	select {
 	case got = <-app.responses:

@@ -167,7 +167,7 @@ func toSignIn(loc *url.URL) bool { return strings.Contains(loc.Path, "/dashboard
 // from c and exchanges the code: the token the client then holds.
 func approveAndExchange(t *testing.T, e *env, c *http.Client, cfg oauth2.Config, id, verifier string) *oauth2.Token {
 	t.Helper()
-	callback, err := e.authServer.Approve(testenv.Context(t), id, "acme", "kit")
+	callback, err := e.authServer.Approve(testenv.Context(t), id, "acme", "", "kit")
 	if err != nil {
 		t.Fatal(err)
 	}

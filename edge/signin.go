@@ -93,7 +93,31 @@ func (e *Edge) signIn(c *gin.Context, snap *registry.Snapshot, account, tool str
 	if !tok.Allows(oauth.CallScope(tool)) && c.Request.Method == http.MethodPost && oauth.NeedsCall(peekBody(c.Request)) {
 		return registry.Principal{}, &scopeError{oauth.CallScope(tool)}
 	}
-	return registry.Principal{Account: tok.Account, Tool: tool, Client: tok.Client, User: tok.User, Grant: tok.Grant}, nil
+	user, ok := e.tokenUser(snap, tok)
+	if !ok {
+		return registry.Principal{}, errInvalidToken
+	}
+	return registry.Principal{Account: tok.Account, Tool: tool, Client: tok.Client, User: user, Grant: tok.Grant}, nil
+}
+
+// tokenUser is the user of the token's account that tok names, or false when that
+// user may not sign in. A token of the deployment's own issuer names a user of the
+// account by name, who must still be one (deleted: refused from the moment the view
+// hears it). Behind an identity provider the user claim is the provider's subject:
+// an account that lists users with subjects takes only theirs, and the call then
+// names the user; an account that lists none takes every subject the provider names
+// for it, as before users existed.
+func (e *Edge) tokenUser(snap *registry.Snapshot, tok oauth.Token) (string, bool) {
+	if e.cfg.IdP == nil {
+		return tok.User, tok.User == "" || snap.User(tok.Account, tok.User) != nil
+	}
+	if !snap.HasSubjectUsers(tok.Account) {
+		return tok.User, true
+	}
+	if u := snap.UserBySubject(tok.Account, tok.User); u != nil {
+		return u.Name, true
+	}
+	return "", false
 }
 
 // peekBody reads r's body (already bounded by limitBody) and puts it back, with the

@@ -156,6 +156,7 @@ func record(ctx context.Context, c *Call, began time.Time, params []byte, reply 
 	}
 	r := audit.Record{
 		ID: c.CallID, Time: now.UTC(), Kind: audit.KindCall, Account: c.Principal.Account, Link: c.Principal.Key == nil,
+		User: c.Principal.User, Client: c.Principal.Client,
 		Tool: c.Tool, Method: c.Method, Transport: c.Transport, RequestBytes: len(params),
 		Outcome: audit.OutcomeOK, LatencyUS: now.Sub(began).Microseconds(), RequestID: c.RequestID,
 	}

@@ -393,6 +393,8 @@ func classifyOwn(err error) (Failure, bool) {
 		return of(KindNotFound), true
 	case errors.Is(err, registry.ErrExists):
 		return of(KindConflict), true
+	case errors.Is(err, registry.ErrTooManyUsers): // a bound, not a bad record: the account is full
+		return ofText(KindConflict, err.Error()), true
 	case errors.Is(err, registry.ErrInvalid):
 		return ofText(KindInvalidRequest, strings.TrimPrefix(err.Error(), registry.ErrInvalid.Error()+": ")), true
 	case errors.As(err, &mbe), errors.Is(err, bus.ErrPayloadTooLarge):

@@ -80,6 +80,7 @@ func (r *request) Done() bool                         { return r.Approved }
 type Grant struct {
 	ID          string    `json:"id"`
 	Account     string    `json:"account"`
+	User        string    `json:"user,omitempty"` // the user of the account who signed in; empty for its API key
 	Client      string    `json:"client_id"`
 	ClientName  string    `json:"client_name,omitempty"`
 	Resource    string    `json:"resource"`

@@ -248,10 +248,11 @@ func (s *Server) Request(ctx context.Context, id string) (Consent, error) {
 	return c, nil
 }
 
-// Approve grants an authorization request for account: tool's scopes among those
-// asked, at the request's resource. It returns where the browser goes next: the
-// provider's callback, which answers the client with a code.
-func (s *Server) Approve(ctx context.Context, id, account, tool string) (string, error) {
+// Approve grants an authorization request for account, signed in as user (empty for
+// its API key): tool's scopes among those asked, at the request's resource. It
+// returns where the browser goes next: the provider's callback, which answers the
+// client with a code.
+func (s *Server) Approve(ctx context.Context, id, account, user, tool string) (string, error) {
 	r := &request{}
 	if err := s.records.read(ctx, s.records.requests, requestKey(id), r); err != nil || r.Approved {
 		return "", errNotFound
@@ -264,7 +265,7 @@ func (s *Server) Approve(ctx context.Context, id, account, tool string) (string,
 		return "", fmt.Errorf("oauth: the request asks for no scope of %s", tool)
 	}
 	c, _ := s.Request(ctx, id)
-	g := &Grant{ID: registry.NewID("gr"), Account: account, Client: r.ClientID, ClientName: c.ClientName,
+	g := &Grant{ID: registry.NewID("gr"), Account: account, User: user, Client: r.ClientID, ClientName: c.ClientName,
 		Resource: r.Resource, Tool: tool, Scopes: scopes, CreatedAt: time.Now().UTC()}
 	if err := s.records.write(ctx, s.records.grants, grantKey(account, g.ID), g); err != nil {
 		return "", err
@@ -315,6 +316,24 @@ func (s *Server) Grants(ctx context.Context, account string) ([]Grant, error) {
 	}
 	slices.SortFunc(out, func(a, b Grant) int { return b.CreatedAt.Compare(a.CreatedAt) })
 	return out, nil
+}
+
+// RevokeUserGrants revokes every grant of account that user signed in for, as
+// RevokeGrant does each: a user deleted keeps no access.
+func (s *Server) RevokeUserGrants(ctx context.Context, account, user string) error {
+	grants, err := s.Grants(ctx, account)
+	if err != nil {
+		return err
+	}
+	for _, g := range grants {
+		if g.User != user {
+			continue
+		}
+		if err := s.RevokeGrant(ctx, account, g.ID); err != nil && !errors.Is(err, errNotFound) {
+			return fmt.Errorf("oauth: revoke grant %s of user %s: %w", g.ID, user, err)
+		}
+	}
+	return nil
 }
 
 // RevokeGrant removes a grant of account: its refresh token stops working, and its

@@ -86,15 +86,23 @@ func (st storage) DeleteAuthRequest(ctx context.Context, id string) error {
 // (RFC 7009) revokes the grant.
 func tokenID(g *Grant) string { return g.Account + "/" + g.ID + "/" + registry.NewID("") }
 
-// grantOf is the grant a token request is made for.
+// grantOf is the grant a token request is made for. A grant whose user is no longer
+// one of its account's gives no token, even one written while the user was being
+// deleted, after its grants were listed to be revoked.
 func (st storage) grantOf(ctx context.Context, tr op.TokenRequest) (*Grant, error) {
+	var g *Grant
 	switch r := tr.(type) {
 	case *Grant:
-		return r, nil
+		g = r
 	case *request:
-		g := &Grant{}
+		g = &Grant{}
 		if err := st.s.records.read(ctx, st.s.records.grants, grantKey(r.Account, r.Grant), g); err != nil {
 			return nil, oidc.ErrInvalidGrant().WithDescription("the grant was revoked")
+		}
+	}
+	if g != nil {
+		if v := st.s.issuer.view; g.User != "" && v != nil && v.Snapshot().User(g.Account, g.User) == nil {
+			return nil, oidc.ErrInvalidGrant().WithDescription("the user who signed in was deleted")
 		}
 		return g, nil
 	}
@@ -294,13 +302,18 @@ func (st storage) GetPrivateClaimsFromScopes(context.Context, string, string, []
 	return nil, nil
 }
 
-// GetPrivateClaimsFromRequest puts the tool scopes and the grant in the access token.
+// GetPrivateClaimsFromRequest puts the tool scopes, the grant and its user in the
+// access token.
 func (st storage) GetPrivateClaimsFromRequest(ctx context.Context, tr op.TokenRequest, _ []string) (map[string]any, error) {
 	g, err := st.grantOf(ctx, tr)
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"scope": strings.Join(g.Scopes, " "), "tg_grant": grantKey(g.Account, g.ID)}, nil
+	claims := map[string]any{"scope": strings.Join(g.Scopes, " "), "tg_grant": grantKey(g.Account, g.ID)}
+	if g.User != "" {
+		claims["tg_user"] = g.User
+	}
+	return claims, nil
 }
 
 func (st storage) GetKeyByIDAndClientID(context.Context, string, string) (*jose.JSONWebKey, error) {

@@ -34,8 +34,10 @@ type Account struct {
 	// RequireSignIn: the account's links answer only a caller that signed in (an
 	// OAuth access token for the link) or sends one of the account's API keys; the
 	// bare link answers 401 with the link's protected resource metadata.
-	RequireSignIn bool      `json:"require_sign_in,omitempty"`
-	CreatedAt     time.Time `json:"created_at"`
+	RequireSignIn bool `json:"require_sign_in,omitempty"`
+	// Users sign in to the dashboard and to links (users.go).
+	Users     []User    `json:"users,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // AuditSettings are an account's choices for the audit trail.

@@ -85,6 +85,9 @@ func (o edgeOptions) Validate() error {
 	if err := o.SignIn.validate(); err != nil {
 		return err
 	}
+	if o.Edge.MaxUsers < 1 {
+		return errors.New("edge: max-users-per-account: must be at least 1")
+	}
 	if o.NATS == "" {
 		return errors.New("edge: nats: required")
 	}
@@ -192,6 +195,7 @@ var edgeEnv = map[string]string{
 	"revoke-attempt":            "TOOLGATE_REVOKE_ATTEMPT",
 	"revocation-check-wait":     "TOOLGATE_REVOCATION_CHECK_WAIT",
 	"max-body-bytes":            "TOOLGATE_MAX_BODY_BYTES",
+	"max-users-per-account":     "TOOLGATE_MAX_USERS_PER_ACCOUNT",
 	"max-payload-bytes":         "TOOLGATE_MAX_PAYLOAD_BYTES",
 	"default-timeout":           "TOOLGATE_DEFAULT_TIMEOUT",
 	"max-timeout":               "TOOLGATE_MAX_TIMEOUT",
@@ -271,6 +275,7 @@ exported when the standard OTEL_* variables ask for it.`,
 	f.DurationVar(&o.RevokeAttempt, "revoke-attempt", registry.DefaultRevokeAttempt, "how long one attempt of a revocation's write (a key revoked, a link rotated, a connection or an account removed) waits for the registry before the next, while a NATS node's loss has its buckets elect new leaders: the revocation is answered within this of the election")
 	f.DurationVar(&o.ConfirmWait, "revocation-check-wait", registry.DefaultConfirmWait, "how long an edge whose copy of the registry is behind (its follower lost) waits for a bucket's leader to confirm a key or link before it decides from its copy")
 	f.DurationVar(&o.WriteWait, "registry-write-wait", registry.DefaultWriteWait, "how long an admin change (accounts, keys, connections, links) keeps trying while the registry cannot take it, as while a NATS node's loss has its buckets elect new leaders, before it fails")
+	f.IntVar(&o.Edge.MaxUsers, "max-users-per-account", o.Edge.MaxUsers, "users one account may have (POST /admin/accounts/{id}/users); they live in the account's record")
 	f.Int64Var(&o.Edge.MaxBodyBytes, "max-body-bytes", o.Edge.MaxBodyBytes, "largest request body other than a tool call's (never above NATS max_payload less 4 KiB)")
 	f.Int64Var(&o.Edge.MaxPayloadBytes, "max-payload-bytes", o.Edge.MaxPayloadBytes, "largest tool call request or reply; past one NATS message it travels through the "+wire.PayloadBucket+" object store (an account's limits.payload_bytes may be lower)")
 	f.DurationVar(&o.Gateway.DefaultTimeout, "default-timeout", o.Gateway.DefaultTimeout, "deadline of a call whose method names none")

@@ -44,6 +44,7 @@ func newRootCmd() *cobra.Command {
 		newToolsCmd(),
 		newLinksCmd(),
 		newOAuthClientsCmd(),
+		newUsersCmd(),
 		newAuditCmd(),
 		newApprovalsCmd(),
 		newInstallCmd(),

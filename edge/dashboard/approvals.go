@@ -24,12 +24,14 @@ type approvalsView struct {
 
 // decider is the visit's key deciding for its account.
 func (v *visit) decider() approvals.Decider {
-	return approvals.Decider{Account: v.principal.Account, KeyID: v.principal.Key.ID, Transport: audit.TransportDashboard}
+	return approvals.Decider{Account: v.principal.Account, KeyID: v.keyID(), Transport: audit.TransportDashboard}
 }
 
-// mayDecide: a key limited to some tools decides their calls only.
+// mayDecide: a key limited to some tools decides their calls only; a user signed in
+// without a key decides none (an approval names the key that decided it).
 func (v *visit) mayDecide(r approvals.Record) bool {
-	return len(v.principal.Key.Scopes) == 0 || slices.Contains(v.principal.Key.Scopes, r.Tool)
+	k := v.principal.Key
+	return k != nil && (len(k.Scopes) == 0 || slices.Contains(k.Scopes, r.Tool))
 }
 
 func (d *Dashboard) approvalsView(w http.ResponseWriter, r *http.Request, v *visit) (*approvalsView, bool) {
@@ -84,7 +86,7 @@ func (d *Dashboard) decide(w http.ResponseWriter, r *http.Request, v *visit) {
 		d.fail(w, r, v, http.StatusInternalServerError, "The call could not be decided. Try again.")
 		return
 	}
-	d.log.Info("dashboard: approval decided", "account", rec.Account, "approval", rec.ID, "decision", rec.Decision, "key_id", v.principal.Key.ID)
+	d.log.Info("dashboard: approval decided", "account", rec.Account, "approval", rec.ID, "decision", rec.Decision, "key_id", v.keyID())
 	av, ok := d.approvalsView(w, r, v)
 	if !ok {
 		return

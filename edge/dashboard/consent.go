@@ -11,7 +11,8 @@ import (
 
 // The deployment's authorization server (package oauth) signs a user in and asks
 // consent here: an MCP client sends the browser to oauth/consent?id=<request>; the
-// user signs in with an API key of the account (as for the dashboard itself), sees
+// user signs in with an API key of the account or as a user of it (as for the
+// dashboard itself), sees
 // which client asks for which tool and scopes, and allows or refuses. What was
 // allowed is listed on the keys page, where it can be revoked.
 
@@ -112,8 +113,8 @@ func (d *Dashboard) answerConsent(w http.ResponseWriter, r *http.Request, v *vis
 	var next string
 	var err error
 	if r.PostForm.Get("decision") == "allow" {
-		next, err = d.cfg.SignIn.Approve(r.Context(), id, v.principal.Account, tool)
-		d.log.Info("dashboard: access granted", "account", v.principal.Account, "client", c.Client, "tool", tool)
+		next, err = d.cfg.SignIn.Approve(r.Context(), id, v.principal.Account, v.principal.User, tool)
+		d.log.Info("dashboard: access granted", "account", v.principal.Account, "user", v.principal.User, "client", c.Client, "tool", tool)
 	} else {
 		next, err = d.cfg.SignIn.Deny(r.Context(), id)
 	}

@@ -170,6 +170,14 @@ type visit struct {
 	account   *registry.Account
 }
 
+// keyID is the id of the key the visit signed in with; empty for a user.
+func (v *visit) keyID() string {
+	if v.principal.Key == nil {
+		return ""
+	}
+	return v.principal.Key.ID
+}
+
 // canManageKeys: see registry.Principal.ManagesKeys.
 func (v *visit) canManageKeys() bool { return v.principal.ManagesKeys() }
 
@@ -188,7 +196,7 @@ func (d *Dashboard) lookup(r *http.Request) (*visit, error) {
 		return nil, err
 	}
 	snap := d.view.Snapshot()
-	p, err := snap.AuthenticateKeyID(s.KeyID, s.KeyHash, s.Account, now)
+	p, err := sessionPrincipal(snap, s, now)
 	if err != nil {
 		if err := d.sessions.delete(r.Context(), c.Value); err != nil {
 			d.log.Warn("dashboard: ending a session", "err", err)
@@ -201,6 +209,18 @@ func (d *Dashboard) lookup(r *http.Request) (*visit, error) {
 		principal: p,
 		account:   snap.Account(s.Account),
 	}, nil
+}
+
+// sessionPrincipal is who s signed in as, as long as that key or user still signs
+// in: a user is refused from the moment the view hears it deleted.
+func sessionPrincipal(snap *registry.Snapshot, s *session, now time.Time) (registry.Principal, error) {
+	if s.User == "" {
+		return snap.AuthenticateKeyID(s.KeyID, s.KeyHash, s.Account, now)
+	}
+	if u := snap.User(s.Account, s.User); u != nil && u.ID == s.UserID {
+		return registry.Principal{Account: s.Account, User: u.Name}, nil
+	}
+	return registry.Principal{}, registry.ErrUnauthenticated
 }
 
 // signedIn runs h for a signed-in user, and checks the CSRF token of every POST.
@@ -280,6 +300,7 @@ type page struct {
 	IdP       string // where MCP clients sign in, when not here (Config.IdP)
 	Account   *registry.Account
 	KeyID     string // the key the session was opened with
+	User      string // or the user who signed in
 	CSRF      string
 	CSS       string
 	JS        string
@@ -299,7 +320,8 @@ func (d *Dashboard) page(v *visit, title, nav string, data any) page {
 	}
 	if v != nil {
 		p.Account = v.account
-		p.KeyID = v.principal.Key.ID
+		p.KeyID = v.keyID()
+		p.User = v.principal.User
 		p.CSRF = v.session.CSRF
 	}
 	return p

@@ -28,6 +28,14 @@ type keysView struct {
 	// Grants are what MCP clients were allowed through sign-in, each revocable.
 	Grants        []oauth.Grant
 	AccessRevoked bool
+	// Users are the account's users, made by the admin; never a secret.
+	Users []userRow
+}
+
+// userRow is a user as the keys page lists it.
+type userRow struct {
+	Name, Kind, Subject string
+	CreatedAt           time.Time
 }
 
 type keyRow struct {
@@ -64,9 +72,12 @@ func (d *Dashboard) keysView(v *visit) *keysView {
 	kv := &keysView{CanManage: v.canManageKeys(), Expiries: expiries}
 	if a := snap.Account(v.principal.Account); a != nil {
 		kv.RequireSignIn = a.RequireSignIn
+		for _, u := range a.Users {
+			kv.Users = append(kv.Users, userRow{Name: u.Name, Kind: u.Kind(), Subject: u.Subject, CreatedAt: u.CreatedAt})
+		}
 	}
 	for _, k := range snap.Keys(v.principal.Account) {
-		row := keyRow{Key: k, Status: "active", Current: k.ID == v.principal.Key.ID}
+		row := keyRow{Key: k, Status: "active", Current: k.ID == v.keyID()}
 		switch {
 		case k.RevokedAt != nil:
 			row.Status = "revoked"
@@ -106,6 +117,10 @@ func (d *Dashboard) keysPage(w http.ResponseWriter, r *http.Request, v *visit) {
 func (d *Dashboard) mayManageKeys(w http.ResponseWriter, r *http.Request, v *visit) bool {
 	if v.canManageKeys() {
 		return true
+	}
+	if v.principal.Key == nil {
+		d.fail(w, r, v, http.StatusForbidden, "A user of the account cannot make or revoke keys or access. Sign in with a key that reaches every tool.")
+		return false
 	}
 	d.fail(w, r, v, http.StatusForbidden, "The key you signed in with is limited to some tools, so it cannot make or revoke keys. Sign in with a key that reaches every tool.")
 	return false
@@ -187,7 +202,7 @@ func (d *Dashboard) revokeKey(w http.ResponseWriter, r *http.Request, v *visit) 
 		_, got := s.KeyByID(id)
 		return got == nil || got.RevokedAt != nil
 	})
-	if id == v.principal.Key.ID {
+	if id == v.keyID() {
 		// Revoking the session's own key ends the session at once.
 		d.redirect(w, r, "")
 		return

@@ -25,9 +25,14 @@ const SessionBucket = "tg-dashboard-sessions"
 // hands: the session names the key by id and hash, to find it again in the registry
 // and end the session the moment the key is revoked.
 type session struct {
-	Account   string    `json:"account"`
-	KeyID     string    `json:"key_id"`
-	KeyHash   string    `json:"key_hash"`
+	Account string `json:"account"`
+	KeyID   string `json:"key_id,omitempty"`
+	KeyHash string `json:"key_hash,omitempty"`
+	// User and UserID name the user of the account who signed in, instead of a key:
+	// the session ends when that user (that one, not another made under its name
+	// since) is deleted.
+	User      string    `json:"user,omitempty"`
+	UserID    string    `json:"user_id,omitempty"`
 	CSRF      string    `json:"csrf"`
 	CreatedAt time.Time `json:"created_at"`
 	ExpiresAt time.Time `json:"expires_at"`

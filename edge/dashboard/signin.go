@@ -65,34 +65,54 @@ func (d *Dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := d.now()
-	key := strings.TrimSpace(r.PostForm.Get("key"))
-	p, err := d.view.Snapshot().AuthenticateKey(key, now)
-	if err != nil {
+	s, ok := d.signInSession(r, now)
+	if !ok {
 		d.log.Info("dashboard: sign-in refused", "remote", r.RemoteAddr)
-		d.showSignIn(w, r, http.StatusUnauthorized, "That API key is not valid: it is unknown, revoked or expired.", "")
+		msg := "That API key is not valid: it is unknown, revoked or expired."
+		if r.PostForm.Has("user") {
+			msg = "That account, user name and secret do not sign in: one of them is wrong, or the user was deleted."
+		}
+		d.showSignIn(w, r, http.StatusUnauthorized, msg, "")
 		return
 	}
 	if old, err := r.Cookie(d.cfg.CookieName); err == nil {
 		_ = d.sessions.delete(r.Context(), old.Value)
 	}
 	// A fresh session id on every sign-in: an id planted before sign-in is worthless.
-	id, err := d.sessions.create(r.Context(), session{
-		Account:   p.Account,
-		KeyID:     p.Key.ID,
-		KeyHash:   registry.Hash(key),
-		CSRF:      newSecret(),
-		CreatedAt: now,
-		ExpiresAt: now.Add(d.cfg.SessionLifetime),
-	})
+	id, err := d.sessions.create(r.Context(), s)
 	if err != nil {
 		d.log.Error("dashboard: sign-in", "err", err)
 		d.fail(w, r, nil, http.StatusServiceUnavailable, "The dashboard cannot reach its session store right now. Try again in a moment.")
 		return
 	}
-	d.log.Info("dashboard: signed in", "account", p.Account, "key_id", p.Key.ID)
+	d.log.Info("dashboard: signed in", "account", s.Account, "key_id", s.KeyID, "user", s.User)
 	d.setCookie(w, r, d.cfg.CookieName, id, d.cfg.SessionLifetime)
 	d.clearCookie(w, r, d.signInCookie())
 	d.redirect(w, r, signInNext(r))
+}
+
+// signInSession is the session the submitted form signs in to: with an API key, or
+// as a user of an account (its name and secret). Nothing the form names reaches
+// another account: a user is looked up in the account the form names.
+func (d *Dashboard) signInSession(r *http.Request, now time.Time) (session, bool) {
+	s := session{CSRF: newSecret(), CreatedAt: now, ExpiresAt: now.Add(d.cfg.SessionLifetime)}
+	snap := d.view.Snapshot()
+	if r.PostForm.Has("user") {
+		account, name := strings.TrimSpace(r.PostForm.Get("account")), strings.TrimSpace(r.PostForm.Get("user"))
+		p, u, err := snap.AuthenticateUser(account, name, strings.TrimSpace(r.PostForm.Get("secret")))
+		if err != nil {
+			return session{}, false
+		}
+		s.Account, s.User, s.UserID = p.Account, u.Name, u.ID
+		return s, true
+	}
+	key := strings.TrimSpace(r.PostForm.Get("key"))
+	p, err := snap.AuthenticateKey(key, now)
+	if err != nil {
+		return session{}, false
+	}
+	s.Account, s.KeyID, s.KeyHash = p.Account, p.Key.ID, registry.Hash(key)
+	return s, true
 }
 
 // refuseSignInForm answers a sign-in form that did not come from this dashboard's
