@@ -35,6 +35,7 @@ func (r *Record) encode() ([]byte, error) {
 	}
 	b = appendOmitEmpty(b, "user", r.User)
 	b = appendOmitEmpty(b, "client", r.Client)
+	b = appendOmitEmpty(b, "by", r.By)
 	b = appendOmitEmpty(b, "tool", r.Tool)
 	b = appendMember(b, "method", r.Method)
 	b = appendOmitEmpty(b, "transport", r.Transport)

@@ -20,7 +20,7 @@ func FuzzRecordEncode(f *testing.F) {
 			ResponseBytes: -status, Outcome: outcome, Status: status, LatencyUS: unixNano / 3, Edge: edge, Worker: worker,
 			RequestID: requestID, TraceID: traceID, Seq: seq}
 		if link { // a signed-in call: the user and the client the token names
-			r.User, r.Client = worker, traceID
+			r.User, r.Client, r.By = worker, traceID, "user:"+worker
 		}
 		if cut {
 			r.Secret = []string{"/arguments/" + key, "/result" + tool}

@@ -28,7 +28,11 @@ type Record struct {
 	// or a bare link.
 	User   string `json:"user,omitempty"`
 	Client string `json:"client,omitempty"`
-	Tool   string `json:"tool,omitempty"`
+	// By names who made an admin change on the dashboard: "key:" and the id of the
+	// key signed in, or "user:" and the name of the user. Empty for the admin API's
+	// changes (the admin token) and for calls.
+	By   string `json:"by,omitempty"`
+	Tool string `json:"tool,omitempty"`
 	// Method is the tool's method, the MCP method a session forwarded to the tool
 	// (resources/read, prompts/get, ...), or the admin change (Action*).
 	Method string `json:"method"`
@@ -107,8 +111,13 @@ const (
 	// removed.
 	ActionAddOAuthClient    = "add-oauth-client"
 	ActionRemoveOAuthClient = "remove-oauth-client"
-	ActionAddUser           = "add-user"
-	ActionDeleteUser        = "delete-user"
+	// Access an account's key holder or user granted an MCP client on the dashboard's
+	// consent page (Client names it), or revoked on the keys page.
+	ActionGrantAccess  = "grant-access"
+	ActionRevokeAccess = "revoke-access"
+	// A user of an account made, or deleted (User names it).
+	ActionAddUser    = "add-user"
+	ActionDeleteUser = "delete-user"
 )
 
 // subject is where r is written.

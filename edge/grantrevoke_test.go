@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"golang.org/x/oauth2"
 
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/oauth"
@@ -22,7 +23,7 @@ import (
 // after the revocation, which heard nothing, refuses it too (it asks the grant
 // bucket's leader).
 func TestRevokedGrantRefusedByEveryEdge(t *testing.T) {
-	a := newEnv(t, withMCP(), withDashboard(), withSignIn())
+	a := newEnv(t, withMCP(), withDashboard(), withSignIn(), withAudit())
 	b := newEnv(t, withMCP(), withSignIn(), onServer(a.srv.ClientURL()), asEdgeOf(a.url))
 	key := a.account("acme", registry.Limits{Sessions: 100000}) // each probe opens a session
 	a.serve(registry.Tool{ID: "kit", Title: "Kit", Methods: []registry.Method{{Name: "echo"}}}, func(method string, m *nats.Msg) { echo(method, m) })
@@ -77,6 +78,16 @@ func TestRevokedGrantRefusedByEveryEdge(t *testing.T) {
 	c := newEnv(t, withMCP(), withSignIn(), onServer(a.srv.ClientURL()), asEdgeOf(a.url))
 	if s := status(c); s != http.StatusUnauthorized {
 		t.Fatalf("an edge started after the revocation: %d, want 401", s)
+	}
+
+	// The revocation, made on the dashboard by the key signed in, is on the trail.
+	p, err := a.view.Snapshot().AuthenticateKey(key, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := a.awaitRecords(url.Values{"kind": {audit.KindAdmin}, "account": {"acme"}, "method": {audit.ActionRevokeAccess}}, 1)[0]
+	if rec.By != "key:"+p.Key.ID || rec.Client != grants[0].Client || rec.Tool != "kit" || rec.Transport != audit.TransportDashboard {
+		t.Fatalf("the revocation's record: %+v, want made by key:%s, of %s's access to kit", rec, p.Key.ID, grants[0].Client)
 	}
 }
 

@@ -211,6 +211,12 @@ func TestAUserSignsInAndIsNamedInTheAudit(t *testing.T) {
 		}
 	}
 
+	// Her consent is on the trail too, made on the dashboard by her.
+	granted := a.awaitRecords(url.Values{"kind": {audit.KindAdmin}, "account": {"acme"}, "method": {audit.ActionGrantAccess}}, 1)
+	if g := granted[0]; g.By != "user:ana" || g.User != "ana" || g.Client != clientID || g.Tool != "kit" || g.Transport != audit.TransportDashboard {
+		t.Errorf("the grant's record: %+v, want made by user:ana for %s on kit", g, clientID)
+	}
+
 	bearer := map[string]string{"Authorization": "Bearer " + tok.AccessToken}
 	status := func(e *env) int {
 		resp, _ := mcpPost(t, e.url+"/tools/kit/mcp", bearer, initialize)

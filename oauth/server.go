@@ -329,18 +329,23 @@ func (s *Server) RevokeUserGrants(ctx context.Context, account, user string) err
 		if g.User != user {
 			continue
 		}
-		if err := s.RevokeGrant(ctx, account, g.ID); err != nil && !errors.Is(err, errNotFound) {
+		if _, err := s.RevokeGrant(ctx, account, g.ID); err != nil && !errors.Is(err, errNotFound) {
 			return fmt.Errorf("oauth: revoke grant %s of user %s: %w", g.ID, user, err)
 		}
 	}
 	return nil
 }
 
-// RevokeGrant removes a grant of account: its refresh token stops working, and its
-// access tokens are refused from then on, by every edge once it is announced.
-func (s *Server) RevokeGrant(ctx context.Context, account, id string) error {
-	return s.revoke(ctx, func(ctx context.Context) (*Grant, error) {
-		var g Grant
-		return &g, s.records.read(ctx, s.records.grants, grantKey(account, id), &g)
+// RevokeGrant removes a grant of account, and returns it: its refresh token stops
+// working, and its access tokens are refused from then on, by every edge once it is
+// announced.
+func (s *Server) RevokeGrant(ctx context.Context, account, id string) (*Grant, error) {
+	g := &Grant{}
+	err := s.revoke(ctx, func(ctx context.Context) (*Grant, error) {
+		return g, s.records.read(ctx, s.records.grants, grantKey(account, id), g)
 	})
+	if err != nil {
+		return nil, err
+	}
+	return g, nil
 }

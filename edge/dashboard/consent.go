@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/oauth"
 	"github.com/toolgate/toolgate/registry"
 )
@@ -112,9 +113,9 @@ func (d *Dashboard) answerConsent(w http.ResponseWriter, r *http.Request, v *vis
 	}
 	var next string
 	var err error
-	if r.PostForm.Get("decision") == "allow" {
+	allow := r.PostForm.Get("decision") == "allow"
+	if allow {
 		next, err = d.cfg.SignIn.Approve(r.Context(), id, v.principal.Account, v.principal.User, tool)
-		d.log.Info("dashboard: access granted", "account", v.principal.Account, "user", v.principal.User, "client", c.Client, "tool", tool)
 	} else {
 		next, err = d.cfg.SignIn.Deny(r.Context(), id)
 	}
@@ -123,6 +124,10 @@ func (d *Dashboard) answerConsent(w http.ResponseWriter, r *http.Request, v *vis
 		d.fail(w, r, v, http.StatusInternalServerError, "Your answer could not be recorded. Start again from your MCP client.")
 		return
 	}
+	if allow {
+		d.log.Info("dashboard: access granted", "account", v.principal.Account, "user", v.principal.User, "client", c.Client, "tool", tool)
+		d.record(w, r, v, audit.Record{Method: audit.ActionGrantAccess, Tool: tool, User: v.principal.User, Client: c.Client})
+	}
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
@@ -130,11 +135,17 @@ func (d *Dashboard) revokeGrant(w http.ResponseWriter, r *http.Request, v *visit
 	if !d.mayManageKeys(w, r, v) {
 		return
 	}
-	if d.cfg.SignIn == nil || d.cfg.SignIn.RevokeGrant(r.Context(), v.principal.Account, r.PathValue("id")) != nil {
+	if d.cfg.SignIn == nil {
 		d.fail(w, r, v, http.StatusNotFound, "There is no such access on this account.")
 		return
 	}
-	d.log.Info("dashboard: access revoked", "account", v.principal.Account, "grant", r.PathValue("id"))
+	g, err := d.cfg.SignIn.RevokeGrant(r.Context(), v.principal.Account, r.PathValue("id"))
+	if err != nil {
+		d.fail(w, r, v, http.StatusNotFound, "There is no such access on this account.")
+		return
+	}
+	d.log.Info("dashboard: access revoked", "account", v.principal.Account, "grant", g.ID)
+	d.record(w, r, v, audit.Record{Method: audit.ActionRevokeAccess, Tool: g.Tool, User: g.User, Client: g.Client})
 	d.redirect(w, r, "keys?access=revoked")
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/registry"
 )
@@ -90,5 +91,6 @@ func (d *Dashboard) setCredentials(w http.ResponseWriter, r *http.Request, v *vi
 	}
 	slices.Sort(names)
 	d.log.Info("dashboard: a connection's fields set", "account", v.principal.Account, "tool", t.Tool.ID, "fields", strings.Join(names, ","))
+	d.record(w, r, v, audit.Record{Method: audit.ActionSetCredentials, Tool: t.Tool.ID})
 	d.redirect(w, r, "tools/"+t.Tool.ID+"?saved=1")
 }

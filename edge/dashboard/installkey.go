@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/install"
 	"github.com/toolgate/toolgate/registry"
 )
@@ -51,6 +52,7 @@ func (d *Dashboard) mintInstallKey(w http.ResponseWriter, r *http.Request, v *vi
 		return
 	}
 	d.log.Info("dashboard: install key created", "account", k.Account, "key_id", k.ID, "tool", id, "client", client.Name())
+	d.record(w, r, v, audit.Record{Method: audit.ActionCreateKey, Key: k.ID, Tool: id})
 	d.await(r.Context(), func(s *registry.Snapshot) bool { _, got := s.KeyByID(k.ID); return got != nil })
 	tv, err := d.toolView(snap, v, t, "install")
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/oauth"
 	"github.com/toolgate/toolgate/registry"
 )
@@ -176,6 +177,7 @@ func (d *Dashboard) createKey(w http.ResponseWriter, r *http.Request, v *visit) 
 		return
 	}
 	d.log.Info("dashboard: key created", "account", k.Account, "key_id", k.ID)
+	d.record(w, r, v, audit.Record{Method: audit.ActionCreateKey, Key: k.ID})
 	d.await(r.Context(), func(s *registry.Snapshot) bool { _, got := s.KeyByID(k.ID); return got != nil })
 	kv = d.keysView(v)
 	kv.NewKey = &newKey{Key: k, Secret: secret}
@@ -198,6 +200,7 @@ func (d *Dashboard) revokeKey(w http.ResponseWriter, r *http.Request, v *visit) 
 		return
 	}
 	d.log.Info("dashboard: key revoked", "account", k.Account, "key_id", id)
+	d.record(w, r, v, audit.Record{Method: audit.ActionRevokeKey, Key: id})
 	d.await(r.Context(), func(s *registry.Snapshot) bool {
 		_, got := s.KeyByID(id)
 		return got == nil || got.RevokedAt != nil
@@ -226,6 +229,7 @@ func (d *Dashboard) setSignIn(w http.ResponseWriter, r *http.Request, v *visit) 
 		return
 	}
 	d.log.Info("dashboard: require_sign_in set", "account", v.principal.Account, "require_sign_in", want)
+	d.record(w, r, v, audit.Record{Method: audit.ActionUpdateAccount})
 	d.await(r.Context(), func(s *registry.Snapshot) bool {
 		a := s.Account(v.principal.Account)
 		return a != nil && a.RequireSignIn == want

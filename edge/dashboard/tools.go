@@ -218,6 +218,7 @@ func (d *Dashboard) rotateLink(w http.ResponseWriter, r *http.Request, v *visit)
 		return
 	}
 	d.log.Info("dashboard: link rotated", "account", v.principal.Account, "tool", t.Tool.ID)
+	d.record(w, r, v, audit.Record{Method: audit.ActionRotateLink, Tool: t.Tool.ID})
 	d.await(r.Context(), func(s *registry.Snapshot) bool {
 		c := s.Connection(conn.Account, conn.Tool)
 		return c != nil && c.LinkNonce == conn.LinkNonce
