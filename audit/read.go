@@ -17,6 +17,10 @@ import (
 // Filter picks records of the trail. Empty fields match anything.
 type Filter struct {
 	Kind, Account, Tool, Method, Outcome string
+	// User and Client pick the records that name them (Record.User, Record.Client).
+	// Neither is in a record's subject: the records the other fields pick are read
+	// and these checked on each.
+	User, Client string
 	// Since and Until bound when the records were stored (the stream's clock).
 	Since, Until time.Time
 	// After is the cursor: records stored after this stream sequence (0: from the
@@ -48,7 +52,8 @@ type Page struct {
 // matches checks r itself against f: a subject's tokens may stand for other values
 // too (wire.AuditToken).
 func (f Filter) matches(r *Record) bool {
-	for _, c := range [][2]string{{f.Kind, r.Kind}, {f.Account, r.Account}, {f.Tool, r.Tool}, {f.Method, r.Method}, {f.Outcome, r.Outcome}} {
+	for _, c := range [][2]string{{f.Kind, r.Kind}, {f.Account, r.Account}, {f.Tool, r.Tool}, {f.Method, r.Method}, {f.Outcome, r.Outcome},
+		{f.User, r.User}, {f.Client, r.Client}} {
 		if c[0] != "" && c[0] != c[1] {
 			return false
 		}

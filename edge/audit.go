@@ -63,7 +63,7 @@ func (e *Edge) readAudit(c *gin.Context) {
 // auditFilter reads GET /admin/audit's query, naming each parameter that is wrong.
 func auditFilter(c *gin.Context, now time.Time) (audit.Filter, []registry.Violation) {
 	f := audit.Filter{Kind: c.Query("kind"), Account: c.Query("account"), Tool: c.Query("tool"),
-		Method: c.Query("method"), Outcome: c.Query("outcome")}
+		Method: c.Query("method"), Outcome: c.Query("outcome"), User: c.Query("user"), Client: c.Query("client")}
 	var vs []registry.Violation
 	if f.Kind != "" && f.Kind != audit.KindCall && f.Kind != audit.KindAdmin {
 		vs = append(vs, registry.Violation{Pointer: "/kind", Message: "must be call or admin"})

@@ -217,6 +217,22 @@ func TestAUserSignsInAndIsNamedInTheAudit(t *testing.T) {
 		t.Errorf("the grant's record: %+v, want made by user:ana for %s on kit", g, clientID)
 	}
 
+	// The trail read for her, or for her client, holds only what names them.
+	for name, q := range map[string]url.Values{"ana": {"user": {"ana"}}, "the client": {"client": {clientID}}} {
+		q.Set("account", "acme")
+		recs := a.auditPage(q).Records
+		kinds := map[string]bool{}
+		for _, r := range recs {
+			if (q.Get("user") != "" && r.User != "ana") || (q.Get("client") != "" && r.Client != clientID) {
+				t.Errorf("GET /admin/audit?%s holds %+v", q.Encode(), r)
+			}
+			kinds[r.Kind+" "+r.Method] = true
+		}
+		if !kinds[audit.KindCall+" echo"] || !kinds[audit.KindAdmin+" "+audit.ActionGrantAccess] {
+			t.Errorf("the records of %s: %v, want her call and her grant", name, kinds)
+		}
+	}
+
 	bearer := map[string]string{"Authorization": "Bearer " + tok.AccessToken}
 	status := func(e *env) int {
 		resp, _ := mcpPost(t, e.url+"/tools/kit/mcp", bearer, initialize)

@@ -30,7 +30,7 @@ type auditCmd struct {
 
 func newAuditCmd() *cobra.Command {
 	a := &auditCmd{filter: url.Values{}}
-	var kind, account, tool, method, outcome, since, until string
+	var kind, account, tool, method, outcome, user, client, since, until string
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Read the audit trail: who called what, how it ended, and the admin changes",
@@ -39,7 +39,7 @@ func newAuditCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for name, v := range map[string]string{"kind": kind, "account": account, "tool": tool, "method": method,
-				"outcome": outcome, "since": since, "until": until} {
+				"outcome": outcome, "user": user, "client": client, "since": since, "until": until} {
 				if v != "" {
 					a.filter.Set(name, v)
 				}
@@ -54,6 +54,8 @@ func newAuditCmd() *cobra.Command {
 	f.StringVar(&tool, "tool", "", "only this tool's records")
 	f.StringVar(&method, "method", "", "only this method's records (a tool's method, an MCP method, an admin change)")
 	f.StringVar(&outcome, "outcome", "", "only records that ended so: ok, or an error code (rate_limited, tool_error, ...)")
+	f.StringVar(&user, "user", "", "only the records of this user of the account (its calls, its dashboard changes as the record's user)")
+	f.StringVar(&client, "client", "", "only the records of calls made with tokens of this OAuth client (its client_id)")
 	f.StringVar(&since, "since", "", "only records stored since then")
 	f.StringVar(&until, "until", "", "only records stored until then")
 	f.BoolVarP(&a.follow, "follow", "f", false, "go on printing new records as they are written, until interrupted")
@@ -123,9 +125,12 @@ func (a *auditCmd) print(out io.Writer, r audit.Record) error {
 func recordLine(r audit.Record) string {
 	what := strings.TrimPrefix(r.Tool+"/"+r.Method, "/")
 	who := "link"
-	if r.Key != "" {
+	switch {
+	case r.By != "": // a dashboard change: who made it (Key is then the key it made or revoked)
+		who = r.By
+	case r.Key != "":
 		who = r.Key
-	} else if r.Kind == audit.KindAdmin {
+	case r.Kind == audit.KindAdmin:
 		who = "admin"
 	}
 	fields := []string{r.Time.UTC().Format(time.RFC3339Nano), r.Kind, r.Account, what, r.Transport, r.Outcome}
@@ -133,8 +138,14 @@ func recordLine(r audit.Record) string {
 		fields = append(fields, strconv.Itoa(r.Status))
 	}
 	fields = append(fields, (time.Duration(r.LatencyUS) * time.Microsecond).String(), who, "edge="+r.Edge)
-	if r.Worker != "" {
-		fields = append(fields, "worker="+r.Worker)
+	named := [][2]string{{"user", r.User}, {"client", r.Client}, {"worker", r.Worker}}
+	if r.By != "" {
+		named = append(named, [2]string{"key", r.Key}) // the key a dashboard change made or revoked
+	}
+	for _, f := range named {
+		if f[1] != "" {
+			fields = append(fields, f[0]+"="+f[1])
+		}
 	}
 	if r.RequestID != "" {
 		fields = append(fields, "request="+r.RequestID)
