@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
 )
@@ -204,9 +206,10 @@ func TestLargeMCPArguments(t *testing.T) {
 
 // TestLargeMCPArgumentsLimit: a tools/call's arguments of exactly the account's
 // payload limit pass, and one byte more is payload_too_large, an isError result as
-// the README's table has it for MCP (its text naming the limit), with nothing left in the payloads bucket; as are
-// arguments that break off as invalid JSON midway (a parse error) and a message
-// that names its arguments twice.
+// the README's table has it for MCP (its text naming the limit); arguments that break
+// off as invalid JSON (a parse error), a message that names its arguments twice (the
+// same) and another method's message past one message (answered as it always was)
+// leave nothing in the payloads bucket either.
 func TestLargeMCPArgumentsLimit(t *testing.T) {
 	e := newEnv(t, withMCP())
 	e.runEcho(t)
@@ -239,10 +242,43 @@ func TestLargeMCPArgumentsLimit(t *testing.T) {
 	if status, msg := statelessEcho(t, e, link, broken); status != http.StatusBadRequest || !strings.Contains(string(msg), "-32700") {
 		t.Fatalf("arguments not UTF-8 at their end: %d %.300s", status, msg)
 	}
+	// Another method's message is put back whole, and its stored part removed.
+	ping := `{"jsonrpc":"2.0","id":9,"method":"ping","params":{"arguments":` + string(at) + `}}`
+	if r := e.do(http.MethodPost, link[len(e.url):], ping, "Accept", "application/json", "Mcp-Protocol-Version", "2026-07-28"); r.status != http.StatusOK || !strings.Contains(string(r.body), `"result":{}`) {
+		t.Fatalf("a ping of %d bytes: %d %.300s", len(ping), r.status, r.body)
+	}
 	twice := append(append([]byte(nil), at[:len(at)-1]...), `},"arguments":{}`...)
 	twice = twice[:len(twice)-1]
 	if status, msg := statelessEcho(t, e, link, twice); status != http.StatusBadRequest || !strings.Contains(string(msg), "-32700") {
 		t.Fatalf("arguments given twice: %d %.300s", status, msg)
 	}
 	e.noToolObjectsLeft(t, "echo")
+}
+
+// TestDeclaredMCPBodiesCostOnlyWhatArrives: a thousand MCP clients that POST a
+// tools/call declaring a megabyte, or the 64 MiB a call's request may have, and send
+// its first bytes cost the edge what arrived and a bounded step more, as REST callers
+// do (TestDeclaredBodiesCostOnlyWhatArrives): no buffer the size of the declared
+// length, and no write to the payloads bucket, is begun ahead of the bytes.
+func TestDeclaredMCPBodiesCostOnlyWhatArrives(t *testing.T) {
+	const (
+		callers = 1000
+		perConn = 64 << 10
+	)
+	e := newEnv(t, withMCP(), withEdge(func(c *edge.Config) { c.ReadBodyTimeout = 10 * time.Minute }))
+	e.runEcho(t)
+	e.account("acme", registry.Limits{})
+	path := "/mcp/" + e.signer.Token("acme", "echo", e.connect("acme", "echo").LinkNonce)
+	// A call first, so that what the edge makes once is made before the measure.
+	if status, msg := statelessEcho(t, e, e.url+path, []byte(`{"warm":true}`)); status != http.StatusOK {
+		t.Fatalf("warm-up call: %d %s", status, msg)
+	}
+	e.client.CloseIdleConnections()
+	first := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"pad":"xxxxxx`
+	for _, declared := range []int{1_000_000, int(edge.DefaultMaxPayloadBytes)} {
+		boundTricklers(t, callers, declared, perConn, "github.com/toolgate/toolgate/sse/core.(*Server).readHead", func() net.Conn {
+			return e.trickle("POST "+path, declared, first, "Accept", "application/json",
+				"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "echo")
+		})
+	}
 }

@@ -187,6 +187,8 @@ func (s *Server) ReadMessage(w http.ResponseWriter, r *http.Request, p registry.
 }
 
 // readHead reads a message, whole when it fits one bus message, else by readLarge.
+// What it holds grows with what arrived, never with the length a caller declared: a
+// message is past one bus message once that much of it came.
 func (s *Server) readHead(ctx context.Context, body io.Reader, p registry.Principal, tool string) ([]byte, *StoredArgs, error) {
 	threshold := wire.PayloadThreshold(s.nc.MaxPayload())
 	var head bytes.Buffer
@@ -194,7 +196,7 @@ func (s *Server) readHead(ctx context.Context, body io.Reader, p registry.Princi
 		return nil, nil, err
 	}
 	if int64(head.Len()) <= threshold || bytes.HasPrefix(bytes.TrimSpace(head.Bytes()), []byte("[")) {
-		rest, err := io.ReadAll(body) // a batch is held whole, as before
+		rest, err := io.ReadAll(body) // the end, or a batch, held whole as before
 		return append(head.Bytes(), rest...), nil, err
 	}
 	return s.readLarge(ctx, head.Bytes(), body, p, tool)

@@ -89,7 +89,11 @@ func (s *Server) readLarge(ctx context.Context, head []byte, body io.Reader, p r
 	aw := &argsWriter{store: s.gw.Payloads(), ctx: ctx, tool: tool, limit: limit}
 	var env bytes.Buffer
 	d := jsonscan.Divert{Path: argsPath, Value: aw, Rest: &env}
-	_, err := io.Copy(&d, io.MultiReader(bytes.NewReader(head), body))
+	_, err := d.Write(head)
+	if err == nil {
+		// A small step: a caller who trickles a body it declared large holds little.
+		_, err = io.CopyBuffer(&d, body, make([]byte, 8<<10))
+	}
 	if err == nil {
 		err = d.Close()
 	}
