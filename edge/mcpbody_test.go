@@ -22,6 +22,7 @@ import (
 	"github.com/toolgate/toolgate/edge"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
+	"github.com/toolgate/toolgate/workers"
 )
 
 // echoText is the text of a tools/call result of echo, which is the arguments it
@@ -281,4 +282,43 @@ func TestDeclaredMCPBodiesCostOnlyWhatArrives(t *testing.T) {
 				"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "echo")
 		})
 	}
+}
+
+// TestLargeMCPArgumentsInHeaders: a 2026-07-28 tools/call past one message whose
+// method mirrors an argument in an Mcp-Param header has the header checked against
+// its arguments, which are then held whole: the header that matches passes and the
+// tool gets the arguments intact; one that does not is a header mismatch (400); and
+// nothing is left in the payloads bucket.
+func TestLargeMCPArgumentsInHeaders(t *testing.T) {
+	e := newEnv(t, withMCP())
+	w := workers.New(testenv.Conn(t, e.nc.ConnectedUrl()), workers.Tool{ID: "regions"}, workers.WithLogger(testenv.Logger(t)))
+	w.Handle(workers.Method{
+		Name: "put", Description: "Sums up a blob put in a region.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"blob":{"type":"string"}}}`),
+		Handler: func(_ context.Context, c *workers.Call) (any, error) {
+			var in struct{ Region, Blob string }
+			if err := json.Unmarshal(c.Params, &in); err != nil {
+				return nil, err
+			}
+			return map[string]any{"region": in.Region, "sha256": fmt.Sprintf("%x", sha256.Sum256([]byte(in.Blob)))}, nil
+		},
+	})
+	e.runWorker(t, w, "regions", make(chan struct{}))
+	e.account("acme", registry.Limits{})
+	path := "/mcp/" + e.signer.Token("acme", "regions", e.connect("acme", "regions").LinkNonce)
+	blob := string(jsonBody(t, 2<<20)[len(`{"blob":"`) : 2<<20-len(`"}`)])
+	body := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+		`"io.modelcontextprotocol/clientCapabilities":{}},"name":"put","arguments":{"region":"eu","blob":"` + blob + `"}}}`
+	post := func(region string) result {
+		return e.do(http.MethodPost, path, body, "Accept", "application/json", "Mcp-Protocol-Version", "2026-07-28",
+			"Mcp-Method", "tools/call", "Mcp-Name", "put", "Mcp-Param-Region", region)
+	}
+	want := fmt.Sprintf("%x", sha256.Sum256([]byte(blob)))
+	if r := post("eu"); r.status != http.StatusOK || !strings.Contains(string(r.body), want) || strings.Contains(string(r.body), `"isError":true`) {
+		t.Fatalf("the header that matches: %d %.300s", r.status, r.body)
+	}
+	if r := post("us"); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "Header mismatch") {
+		t.Fatalf("a header that does not match: %d %.300s", r.status, r.body)
+	}
+	e.noToolObjectsLeft(t, "regions")
 }
