@@ -63,7 +63,7 @@ func TestLargeMCPRequestsStoredAsRead(t *testing.T) {
 			sum := sha256.Sum256([]byte(b))
 			runtime.GC() // the test's own garbage is not the edge's, but keeps the machine calm
 			// The bound: what the payloads writer costs a REST body of 50 MiB too
-			// (15.7 MiB measured; 11 to 16 here), with room to spare. Read whole,
+			// (15.7 MiB measured; 10 to 16 here), with room to spare. Read whole,
 			// the request cost 221 to 229 MiB.
 			s.boundPeakBy(t, "a request of 50 MiB", 24<<20, func() {
 				if text := door.call(c, t, "sum", map[string]any{"blob": b}); !strings.Contains(text, hex.EncodeToString(sum[:])) {
