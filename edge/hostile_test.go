@@ -34,7 +34,8 @@ func (e *env) trickle(path string, declared int, first string, headers ...string
 	if m, p, ok := strings.Cut(path, " "); ok {
 		method, path = m, p
 	}
-	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: edge\r\nContent-Length: %d\r\n", method, path, declared)
+	// The edge's own address: MCP routes on a loopback listener take no other host.
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n", method, path, strings.TrimPrefix(e.url, "http://"), declared)
 	typed := false
 	for i := 0; i+1 < len(headers); i += 2 {
 		fmt.Fprintf(&b, "%s: %s\r\n", headers[i], headers[i+1])
@@ -86,33 +87,44 @@ func TestDeclaredBodiesCostOnlyWhatArrives(t *testing.T) {
 	e.client.CloseIdleConnections()
 
 	for _, declared := range []int{1_000_000, int(edge.DefaultMaxPayloadBytes)} {
-		heap0, stack0 := heapInUse()
-		conns := make([]net.Conn, callers)
-		for i := range conns {
-			conns[i] = e.trickle("/tool-call/echo/echo", declared, `{"pad":"xxxxxx`, "SERVICE_API_KEY", key)
-		}
-		testenv.WaitFor(t, "every caller's body is being read", func() bool {
-			return goroutinesIn("github.com/toolgate/toolgate/edge.readBodyUpTo") == callers
-		})
-		heap1, stack1 := heapInUse()
-		heapEach := (int64(heap1) - int64(heap0)) / callers
-		stackEach := (int64(stack1) - int64(stack0)) / callers
-		t.Logf("%d callers declaring %d bytes and sending 14: heap %+d bytes each, goroutine stacks %+d bytes each",
-			callers, declared, heapEach, stackEach)
-		if heapEach+stackEach > perConn {
-			t.Fatalf("declaring %d bytes, each caller grew the edge's heap by %d bytes and its stacks by %d, want at most %d in all",
-				declared, heapEach, stackEach, perConn)
-		}
-		if writes := goroutinesIn("github.com/toolgate/toolgate/payloads.(*Store).Write"); writes != 0 {
-			t.Fatalf("declaring %d bytes, %d callers have a payload being written before their bytes came", declared, writes)
-		}
-		for _, c := range conns {
-			c.Close()
-		}
-		testenv.WaitFor(t, "the callers are gone", func() bool {
-			return goroutinesIn("github.com/toolgate/toolgate/edge.readBodyUpTo") == 0
+		boundTricklers(t, callers, declared, perConn, "github.com/toolgate/toolgate/edge.readBodyUpTo", func() net.Conn {
+			return e.trickle("/tool-call/echo/echo", declared, `{"pad":"xxxxxx`, "SERVICE_API_KEY", key)
 		})
 	}
+}
+
+// boundTricklers opens callers connections with open, each declaring a body of
+// declared bytes and sending its first few, and fails the test when each grew the
+// edge's heap and goroutine stacks by more than perConn once all of them are being
+// read (a goroutine in reader), or when a payload is being written for any.
+func boundTricklers(t *testing.T, callers, declared int, perConn int64, reader string, open func() net.Conn) {
+	t.Helper()
+	heap0, stack0 := heapInUse()
+	conns := make([]net.Conn, callers)
+	for i := range conns {
+		conns[i] = open()
+	}
+	testenv.WaitFor(t, "every caller's body is being read", func() bool {
+		return goroutinesIn(reader) == callers
+	})
+	heap1, stack1 := heapInUse()
+	heapEach := (int64(heap1) - int64(heap0)) / int64(callers)
+	stackEach := (int64(stack1) - int64(stack0)) / int64(callers)
+	t.Logf("%d callers declaring %d bytes and sending a few: heap %+d bytes each, goroutine stacks %+d bytes each",
+		callers, declared, heapEach, stackEach)
+	if heapEach+stackEach > perConn {
+		t.Fatalf("declaring %d bytes, each caller grew the edge's heap by %d bytes and its stacks by %d, want at most %d in all",
+			declared, heapEach, stackEach, perConn)
+	}
+	if writes := goroutinesIn("github.com/toolgate/toolgate/payloads.(*Store).Write"); writes != 0 {
+		t.Fatalf("declaring %d bytes, %d callers have a payload being written before their bytes came", declared, writes)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	testenv.WaitFor(t, "the callers are gone", func() bool {
+		return goroutinesIn(reader) == 0
+	})
 }
 
 // TestRefusedBeforeTheBody: a request refused before its body is read (its key, link or

@@ -38,13 +38,7 @@ func seededBlob(seed uint64, n int) string {
 // method make answers {"blob": seededBlob(seed, n)}, from a request of a few bytes.
 func runBlobs(t *testing.T, s *stack) {
 	t.Helper()
-	nc, err := nats.Connect(s.nats)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	w := workers.New(nc, workers.Tool{ID: "blobs", Title: "Blobs", Version: "1.0.0", Description: "Makes large answers."})
-	w.Handle(workers.Method{
+	runWorker(t, s, workers.Tool{ID: "blobs", Title: "Blobs", Version: "1.0.0", Description: "Makes large answers."}, workers.Method{
 		Name: "make", Description: "Answers with n bytes of base64 made from seed.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"},"seed":{"type":"integer"}},"required":["n","seed"]}`),
 		Handler: func(_ context.Context, c *workers.Call) (any, error) {
@@ -55,12 +49,25 @@ func runBlobs(t *testing.T, s *stack) {
 			return json.RawMessage(`{"blob":"` + seededBlob(in.Seed, int(in.N)) + `"}`), nil
 		},
 	})
+}
+
+// runWorker runs, in the test's process on the stack's NATS, tool with its one
+// method m, until the test ends.
+func runWorker(t *testing.T, s *stack, tool workers.Tool, m workers.Method) {
+	t.Helper()
+	nc, err := nats.Connect(s.nats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	w := workers.New(nc, tool)
+	w.Handle(m)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		if err := w.Run(ctx); err != nil && ctx.Err() == nil {
-			t.Errorf("blobs: %v", err)
+			t.Errorf("worker: %v", err)
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done })
@@ -76,32 +83,8 @@ func runBlobs(t *testing.T, s *stack) {
 // Each transport has an edge of its own, measured first, before anything else it
 // relayed left its heap larger than it needs. 1 and 10 MiB follow, compared too.
 func TestLargeMCPResultsRelayedAsRead(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("the edge's peak RSS is read from /proc")
-	}
-	if testing.Short() {
-		t.Skip("50 MiB through each transport")
-	}
-	for _, door := range []struct {
-		name string
-		call func(t *testing.T, c *client, args map[string]any) string
-	}{
-		{"Streamable HTTP session (mcp-go)", func(t *testing.T, c *client, args map[string]any) string {
-			return c.mcpGoCall(t, "make", args)
-		}},
-		{"Streamable HTTP session, JSON only", func(t *testing.T, c *client, args map[string]any) string {
-			return c.jsonOnlyCall(t, "make", args)
-		}},
-		{"Streamable HTTP session (TypeScript SDK)", func(t *testing.T, c *client, args map[string]any) string {
-			return c.tsCall(t, "make", args)
-		}},
-		{"legacy HTTP+SSE (go-sdk)", func(t *testing.T, c *client, args map[string]any) string {
-			return c.goSDKCall(t, &mcp.SSEClientTransport{Endpoint: c.sse, MaxEventSize: -1}, "make", args)
-		}},
-		{"2026-07-28 (go-sdk)", func(t *testing.T, c *client, args map[string]any) string {
-			return c.goSDKCall(t, &mcp.StreamableClientTransport{Endpoint: c.mcp}, "make", args)
-		}},
-	} {
+	skipPeakOf50MiB(t)
+	for _, door := range mcpDoors {
 		t.Run(door.name, func(t *testing.T) {
 			// The tool runs in this test's process, race detector on, making 50 MiB
 			// answers: on a loaded machine its word on the call it holds (every
@@ -114,7 +97,7 @@ func TestLargeMCPResultsRelayedAsRead(t *testing.T) {
 				seed := uint64(i + 1)
 				want := sha256.Sum256([]byte(seededBlob(seed, n)))
 				relay := func() {
-					text := door.call(t, c, map[string]any{"n": n, "seed": seed})
+					text := door.call(c, t, "make", map[string]any{"n": n, "seed": seed})
 					if got := echoed(t, text); got != want {
 						t.Fatalf("%d bytes: the blob came back changed", n)
 					}
@@ -129,25 +112,61 @@ func TestLargeMCPResultsRelayedAsRead(t *testing.T) {
 	}
 }
 
+// skipPeakOf50MiB skips a test that measures the edge's peak RSS while 50 MiB go
+// through each MCP transport: where /proc cannot tell it, or in a short run.
+func skipPeakOf50MiB(t *testing.T) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("the edge's peak RSS is read from /proc")
+	}
+	if testing.Short() {
+		t.Skip("50 MiB through each transport")
+	}
+}
+
+// mcpDoors are the MCP clients a large call is made with: each calls the tool name
+// of c with args and returns the text of the result's one content.
+var mcpDoors = []struct {
+	name string
+	call func(c *client, t *testing.T, name string, args map[string]any) string
+}{
+	{"Streamable HTTP session (mcp-go)", (*client).mcpGoCall},
+	{"Streamable HTTP session, JSON only", (*client).jsonOnlyCall},
+	{"Streamable HTTP session (TypeScript SDK)", (*client).tsCall},
+	{"legacy HTTP+SSE (go-sdk)", func(c *client, t *testing.T, name string, args map[string]any) string {
+		return c.goSDKCall(t, &mcp.SSEClientTransport{Endpoint: c.sse, MaxEventSize: -1}, name, args)
+	}},
+	{"2026-07-28 (go-sdk)", func(c *client, t *testing.T, name string, args map[string]any) string {
+		return c.goSDKCall(t, &mcp.StreamableClientTransport{Endpoint: c.mcp}, name, args)
+	}},
+}
+
 // blobsClient is a client of the stack's account with links to the tool blobs, which
 // it runs, once it answers.
 func blobsClient(t *testing.T, s *stack) *client {
 	t.Helper()
 	c := newClient(t, s)
 	runBlobs(t, s)
+	c.linkTo(t, "blobs", "/tool-call/blobs/make", `{"n":1,"seed":1}`)
+	return c
+}
+
+// linkTo gives c links to tool instead of echo's, once a call of path with body
+// answers.
+func (c *client) linkTo(t *testing.T, tool, path, body string) {
+	t.Helper()
 	var links struct {
 		MCPURL string `json:"mcp_url"`
 		SSEURL string `json:"sse_url"`
 	}
-	if err := json.Unmarshal(s.adminCall(http.MethodPost, "/connections", `{"account":"acme","tool":"blobs"}`), &links); err != nil {
+	if err := json.Unmarshal(c.s.adminCall(http.MethodPost, "/connections", `{"account":"acme","tool":"`+tool+`"}`), &links); err != nil {
 		t.Fatal(err)
 	}
 	c.mcp, c.sse = links.MCPURL, links.SSEURL
-	testenv.WaitFor(t, "blobs answers", func() bool {
-		status, _, _ := c.rest(t, "/tool-call/blobs/make", []byte(`{"n":1,"seed":1}`))
+	testenv.WaitFor(t, tool+" answers", func() bool {
+		status, _, _ := c.rest(t, path, []byte(body))
 		return status == http.StatusOK
 	})
-	return c
 }
 
 // mcpGoCall calls the tool name with args with mcp-go over Streamable HTTP, in a

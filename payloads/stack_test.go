@@ -148,12 +148,18 @@ func (s *stack) resetPeak() {
 // grew by 16 MiB or more meanwhile (the bound for a 50 MiB reply).
 func (s *stack) boundPeak(t *testing.T, what string, relay func()) {
 	t.Helper()
+	s.boundPeakBy(t, what, 16<<20, relay)
+}
+
+// boundPeakBy is boundPeak with a bound of its own.
+func (s *stack) boundPeakBy(t *testing.T, what string, bound int64, relay func()) {
+	t.Helper()
 	s.resetPeak()
 	before := s.memory("VmRSS")
 	relay()
 	peak := s.memory("VmHWM")
 	t.Logf("relaying %s: edge RSS %.1f MiB before, peak %.1f MiB, grown %.1f MiB", what, mib(before), mib(peak), mib(peak-before))
-	if peak-before >= 16<<20 {
-		t.Errorf("the edge's peak RSS grew by %.1f MiB relaying %s, want less than 16", mib(peak-before), what)
+	if peak-before >= bound {
+		t.Errorf("the edge's peak RSS grew by %.1f MiB relaying %s, want less than %.0f", mib(peak-before), what, mib(bound))
 	}
 }

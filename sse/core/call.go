@@ -23,6 +23,12 @@ import (
 // The result is a toolResult, or, when the worker answered with a CallToolResult
 // itself (a bridged MCP server does), that result's JSON as the worker sent it.
 func (s *Server) callTool(ctx context.Context, r *Request) (any, error) {
+	if r.Args != nil {
+		if !r.Args.claim() {
+			return nil, errArgsGone
+		}
+		defer r.Args.remove() // once the worker answered, it has read them
+	}
 	res, err := s.runTool(ctx, r)
 	if re := (*wire.RPCError)(nil); errors.As(err, &re) {
 		// The tool answered with a JSON-RPC error (a bridged server's): the client
@@ -61,6 +67,14 @@ func (s *Server) runTool(ctx context.Context, r *Request) (any, error) {
 	if err != nil {
 		return s.unlistedTool(ctx, r, params.Name, err)
 	}
+	if r.Args != nil && r.Args.err != nil {
+		return toolAnswer(r.Tool, m, nil, r.Args.err) // past the account's payload limit
+	}
+	if r.Args != nil && string(params.Arguments) != "{}" {
+		// A message that also names its arguments in another way (a key in
+		// other case): which it meant is not clear.
+		return nil, InvalidParams("tools/call: arguments given twice")
+	}
 	if res, kept, err := s.keptTaskCall(ctx, r, t, m, params); kept {
 		return res, err
 	}
@@ -68,6 +82,9 @@ func (s *Server) runTool(ctx context.Context, r *Request) (any, error) {
 		// A task-augmented call, sent as the client sent it (through the gateway's
 		// checks of a forwarded request: visibility, rate), for the server's
 		// CreateTaskResult; the server checks its arguments.
+		if err := s.HoldArgs(ctx, r); err != nil {
+			return nil, err
+		}
 		return s.forward(ctx, r)
 	}
 	var header nats.Header
@@ -219,6 +236,9 @@ func (s *Server) startToolCall(ctx context.Context, r *Request, t *registry.Tool
 		// A reply past one message stays in the bucket for the transport to write as
 		// it reads it (a call handed over to its client's retry reads it whole: run).
 		StreamReply: r.LargeAnswers,
+	}
+	if r.Args != nil { // sent as a REST call's large body is, the payload named
+		c.call.Params, c.call.Payload = nil, &r.Args.p
 	}
 	return c, nil
 }

@@ -40,6 +40,9 @@ type Request struct {
 	// it is read from the payloads bucket (AnswerRequest, ResultEvent,
 	// ResponseRecord): Handle then returns no result bytes for it.
 	LargeAnswers bool
+	// Args are the arguments of a tools/call that came past one message, stored as
+	// they arrived (Posted.Args); RPC holds {} in their place.
+	Args *StoredArgs
 
 	large *largeResult // the result of a tools/call, when it is large (LargeAnswers)
 

@@ -2,7 +2,7 @@ package core
 
 import (
 	"bytes"
-	"errors"
+	"context"
 	"fmt"
 	"io"
 	"mime"
@@ -12,6 +12,9 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/toolgate/toolgate/bus/wire"
+	"github.com/toolgate/toolgate/registry"
 )
 
 // Guard applies the checks every MCP request passes before anything else: DNS
@@ -140,37 +143,75 @@ func (s *Server) maxMessage() int64 {
 	return s.cfg.MaxMessageBytes
 }
 
-// ReadMessage reads a POSTed JSON-RPC message, answering the request itself when it
-// is not one (415, 413, 400).
-func (s *Server) ReadMessage(w http.ResponseWriter, r *http.Request) ([]byte, jsonrpc.Message, bool) {
+// ReadMessage reads a POSTed JSON-RPC message of principal p to tool, answering the
+// request itself when it is not one (415, 413, 400). A message past one bus message is
+// read as it arrives, a tools/call's arguments into the payloads bucket (readLarge).
+func (s *Server) ReadMessage(w http.ResponseWriter, r *http.Request, p registry.Principal, tool string) (Posted, bool) {
 	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 			s.Refuse(w, http.StatusUnsupportedMediaType, fmt.Sprintf("Unsupported Media Type: %q; send application/json", ct))
-			return nil, nil, false
+			return Posted{}, false
 		}
 	}
-	limit := s.maxMessage()
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body := http.MaxBytesReader(w, r.Body, s.maxMessage())
+	var posted Posted
+	var err error
+	if s.gw.Payloads() == nil {
+		posted.Raw, err = io.ReadAll(body)
+	} else {
+		posted.Raw, posted.Args, err = s.readHead(r.Context(), body, p, tool)
+	}
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			s.Refuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("message exceeds %d bytes", limit))
-			return nil, nil, false
-		}
-		s.Refuse(w, http.StatusBadRequest, "reading the message: "+err.Error())
-		return nil, nil, false
+		s.readFailure(w, err)
+		return Posted{}, false
 	}
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) > 0 && trimmed[0] == '[' {
+	posted.Raw = bytes.TrimSpace(posted.Raw)
+	if len(posted.Raw) > 0 && posted.Raw[0] == '[' {
 		WriteRPCError(w, jsonrpc.ID{}, invalidRequest("JSON-RPC batches are not supported: send one message per POST"))
-		return nil, nil, false
+		return Posted{}, false
 	}
-	msg, err := decodeMessage(trimmed)
-	if err != nil {
+	if posted.Msg, err = decodeMessage(posted.Raw); err != nil {
+		posted.Args.Release()
 		WriteRPCError(w, jsonrpc.ID{}, parseError("Parse error: not a JSON-RPC 2.0 message: %v", err))
-		return nil, nil, false
+		return Posted{}, false
 	}
-	return trimmed, msg, true
+	if req, ok := posted.Msg.(*jsonrpc.Request); posted.Args != nil && (!ok || req.Method != MethodToolsCall || !req.IsCall()) {
+		// Only a tools/call is sent with its arguments stored; anything else is
+		// held whole, as a message within the bound always was.
+		if posted, err = s.wholeMessage(r.Context(), posted.Args); err != nil {
+			s.readFailure(w, err)
+			return Posted{}, false
+		}
+	}
+	return posted, true
+}
+
+// readHead reads a message, whole when it fits one bus message, else by readLarge.
+// What it holds grows with what arrived, never with the length a caller declared: a
+// message is past one bus message once that much of it came.
+func (s *Server) readHead(ctx context.Context, body io.Reader, p registry.Principal, tool string) ([]byte, *StoredArgs, error) {
+	threshold := wire.PayloadThreshold(s.nc.MaxPayload())
+	var head bytes.Buffer
+	if _, err := head.ReadFrom(io.LimitReader(body, threshold+1)); err != nil {
+		return nil, nil, err
+	}
+	if int64(head.Len()) <= threshold || bytes.HasPrefix(bytes.TrimSpace(head.Bytes()), []byte("[")) {
+		rest, err := io.ReadAll(body) // the end, or a batch, held whole as before
+		return append(head.Bytes(), rest...), nil, err
+	}
+	return s.readLarge(ctx, head.Bytes(), body, p, tool)
+}
+
+// wholeMessage is the message with its stored arguments read back into it, which
+// are removed from the bucket.
+func (s *Server) wholeMessage(ctx context.Context, args *StoredArgs) (Posted, error) {
+	defer args.Release()
+	raw, err := args.whole(ctx)
+	if err != nil {
+		return Posted{}, err
+	}
+	msg, err := decodeMessage(raw)
+	return Posted{Raw: raw, Msg: msg}, err
 }
 
 // Answer writes a request's answer as JSON, or as a one-event stream to a client

@@ -115,6 +115,12 @@ func statelessShortcut(support string) func(any) bool {
 // first answer within --mcp-stream-after is the request's own answer when shortcut
 // takes it; otherwise the answer is the task.
 func (s *Server) startKeptTask(ctx context.Context, r *Request, t *registry.ToolEntry, m *registry.Method, params *mcp.CallToolParamsRaw, header nats.Header, shortcut func(any) bool) (any, error) {
+	if r.Args != nil { // a task's record holds its call's params whole
+		if err := s.HoldArgs(ctx, r); err != nil {
+			return nil, err
+		}
+		params, _ = r.callParams()
+	}
 	args := []byte(params.Arguments)
 	if len(args) == 0 || string(args) == "null" {
 		args = []byte("{}")

@@ -123,10 +123,11 @@ func (t *Transport) ServeMessages(w http.ResponseWriter, r *http.Request, p regi
 		s.Refuse(w, http.StatusServiceUnavailable, "the session store is unavailable; retry")
 		return
 	}
-	raw, msg, ok := s.ReadMessage(w, r)
+	posted, ok := s.ReadMessage(w, r, p, tool)
 	if !ok {
 		return
 	}
+	raw, msg := posted.Raw, posted.Msg
 	s.Touch(r.Context(), sess)
 	switch m := msg.(type) {
 	case *jsonrpc.Response:
@@ -135,7 +136,9 @@ func (t *Transport) ServeMessages(w http.ResponseWriter, r *http.Request, p regi
 			return
 		}
 	case *jsonrpc.Request:
-		rr := &core.Request{Principal: p, Tool: tool, Session: sess, RPC: m, Transport: audit.TransportMCPLegacy}
+		// Stored arguments (only a tools/call's, which is always handled) are removed
+		// once the call is over.
+		rr := &core.Request{Principal: p, Tool: tool, Session: sess, RPC: m, Transport: audit.TransportMCPLegacy, Args: posted.Args}
 		if !m.IsCall() {
 			s.Notification(rr)
 			break

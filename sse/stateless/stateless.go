@@ -6,6 +6,7 @@
 package stateless
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -32,8 +33,9 @@ func New(c *core.Server) *Transport { return &Transport{core: c} }
 // ServePost serves a POST of protocol version 2026-07-28: no session, the request's
 // metadata in its _meta and mirrored in headers, which must agree with the body.
 // Closing a response stream cancels its request.
-func (t *Transport) ServePost(w http.ResponseWriter, r *http.Request, p registry.Principal, tool string, req *jsonrpc.Request, accept core.Accepts) {
+func (t *Transport) ServePost(w http.ResponseWriter, r *http.Request, p registry.Principal, tool string, req *jsonrpc.Request, args *core.StoredArgs, accept core.Accepts) {
 	s := t.core
+	defer args.Release() // when the request was refused before it was handled
 	if !req.IsCall() {
 		// This revision defines no client notifications over HTTP; take them
 		// without effect (a client may still send notifications/cancelled).
@@ -52,15 +54,16 @@ func (t *Transport) ServePost(w http.ResponseWriter, r *http.Request, p registry
 		core.WriteJSON(w, http.StatusOK, core.EncodeResult(req.ID, json.RawMessage(`{}`)))
 		return
 	}
+	rr := &core.Request{Principal: p, Tool: tool, Stateless: true, RPC: req, Transport: audit.TransportMCP2026, Args: args}
 	meta, err := checkStatelessHeaders(r.Header, req)
 	if err == nil && req.Method == core.MethodToolsCall {
-		err = t.checkParamHeaders(r.Header, p, tool, req)
+		err = t.checkParamHeaders(r.Context(), r.Header, rr)
 	}
 	if err != nil {
 		core.WriteRPCError(w, req.ID, err)
 		return
 	}
-	rr := &core.Request{Principal: p, Tool: tool, Stateless: true, Meta: meta, RPC: req, Transport: audit.TransportMCP2026}
+	rr.Meta, req = meta, rr.RPC
 	// Close cancels the calls it finds running (callSet); the rest is quick.
 	ctx := r.Context()
 	switch {
@@ -144,15 +147,23 @@ func checkStatelessHeaders(h http.Header, req *jsonrpc.Request) (core.RequestMet
 // checkParamHeaders checks the Mcp-Param headers of a tools/call against its
 // arguments, for a method whose input schema mirrors arguments in headers
 // (x-mcp-header); a call of an unknown method is left to fail as such.
-func (t *Transport) checkParamHeaders(h http.Header, p registry.Principal, tool string, req *jsonrpc.Request) error {
-	entry, err := t.core.View().Snapshot().Tool(p, tool)
+func (t *Transport) checkParamHeaders(ctx context.Context, h http.Header, rr *core.Request) error {
+	entry, err := t.core.View().Snapshot().Tool(rr.Principal, rr.Tool)
 	if err != nil {
 		return nil
 	}
-	name, _ := mcphttp.Name(req.Method, req.Params)
+	name, _ := mcphttp.Name(rr.RPC.Method, rr.RPC.Params)
 	for i := range entry.Tool.Methods {
 		if m := &entry.Tool.Methods[i]; core.MCPName(m) == name {
-			if err := mcphttp.CheckParamHeaders(h, mcphttp.ParamBindings(m.InputSchema), req.Params); err != nil {
+			bindings := mcphttp.ParamBindings(m.InputSchema)
+			if len(bindings) > 0 && rr.Args != nil {
+				// The headers are checked against the arguments, which are then
+				// held whole (the bound a message past one bus message had before).
+				if err := t.core.HoldArgs(ctx, rr); err != nil {
+					return err
+				}
+			}
+			if err := mcphttp.CheckParamHeaders(h, bindings, rr.RPC.Params); err != nil {
 				return core.HeaderMismatch("%v", err)
 			}
 			return nil

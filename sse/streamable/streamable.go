@@ -156,14 +156,16 @@ func (t *Transport) servePost(w http.ResponseWriter, r *http.Request, p registry
 		s.Refuse(w, http.StatusNotAcceptable, "Not Acceptable: answers are application/json or text/event-stream")
 		return
 	}
-	raw, msg, ok := s.ReadMessage(w, r)
+	posted, ok := s.ReadMessage(w, r, p, tool)
 	if !ok {
 		return
 	}
+	defer posted.Args.Release() // when the request was refused before it was handled
+	raw, msg := posted.Raw, posted.Msg
 	req, isReq := msg.(*jsonrpc.Request)
-	rr := &core.Request{Principal: p, Tool: tool, RPC: req, Transport: audit.TransportMCPStreamable}
+	rr := &core.Request{Principal: p, Tool: tool, RPC: req, Transport: audit.TransportMCPStreamable, Args: posted.Args}
 	if isReq && (core.IsStateless(r.Header.Get(core.HeaderProtocolVersion)) || req.Method != core.MethodInitialize && core.IsStateless(rr.MetaVersion())) {
-		t.stateless.ServePost(w, r, p, tool, req, accept)
+		t.stateless.ServePost(w, r, p, tool, req, posted.Args, accept)
 		return
 	}
 	if !checkVersionHeader(w, r) {
