@@ -102,16 +102,36 @@ func (k *Keys) Signing(ctx context.Context, now time.Time) (jose.JSONWebKey, err
 	if err := k.create(ctx, name); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		return jose.JSONWebKey{}, err
 	}
-	if err := k.load(ctx, now); err != nil {
-		return jose.JSONWebKey{}, err
+	for attempt := 1; ; attempt++ {
+		if err := k.load(ctx, now); err != nil {
+			return jose.JSONWebKey{}, err
+		}
+		k.mu.Lock()
+		held := k.held
+		k.mu.Unlock()
+		if len(held) > 0 && held[0].KeyID == name {
+			return held[0], nil
+		}
+		// Written (by this edge or another), yet not read back: the bucket's leader
+		// changed between the two, as it does while a new cluster settles, and the
+		// new one has not applied the write yet.
+		if attempt == settleAttempts {
+			return jose.JSONWebKey{}, fmt.Errorf("oauth: signing key %s is not in the bucket after %d reads", name, attempt)
+		}
+		select {
+		case <-ctx.Done():
+			return jose.JSONWebKey{}, fmt.Errorf("oauth: signing key %s is not in the bucket: %w", name, ctx.Err())
+		case <-time.After(settleWait):
+		}
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if len(k.held) == 0 || k.held[0].KeyID != name {
-		return jose.JSONWebKey{}, fmt.Errorf("oauth: signing key %s is not in the bucket", name)
-	}
-	return k.held[0], nil
 }
+
+// A signing key written but not read back is read again settleWait later, up to
+// settleAttempts reads in all.
+const (
+	settleWait     = 250 * time.Millisecond
+	settleAttempts = 20
+)
 
 // create makes a new key under name, and removes the keys older than the one before it.
 func (k *Keys) create(ctx context.Context, name string) error {
