@@ -37,11 +37,14 @@ type View struct {
 	since     atomic.Int64    // when the view last began hearing every announcement (Hearing), in Unix ns
 }
 
-// Change names one record that changed.
+// Change names one record that changed, or a revocation heard of something the view
+// keeps no record of (an OAuth grant's): then Revoked is its kind, Key its id, and
+// Bucket empty.
 type Change struct {
 	Bucket  string
 	Key     string
 	Deleted bool
+	Revoked string
 }
 
 // Snapshot is the registry at one moment. It is immutable: share it freely.

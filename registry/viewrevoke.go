@@ -59,7 +59,7 @@ func (s *Snapshot) hear(r Revocation, now time.Time) (Change, bool) {
 	}
 	s.revoked[revokedID{r.Kind, r.ID}] = heard{Revocation: r, at: now}
 	if !inView {
-		return Change{}, false
+		return Change{Key: r.ID, Deleted: true, Revoked: r.Kind}, true
 	}
 	return Change{Bucket: r.Bucket, Key: r.ID, Deleted: true}, true
 }

@@ -227,15 +227,36 @@ func Logger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(LogWriter(t), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// LogWriter writes each write as a line of the test log.
-func LogWriter(t testing.TB) io.Writer { return testWriter{t} }
+// LogWriter writes each write as a line of the test log, until the test ends. A
+// goroutine the test leaves behind (a call's follower that records its end once its
+// deadline passes) may still log after that, which the testing package turns into a
+// panic of the whole package: its lines are dropped instead.
+func LogWriter(t testing.TB) io.Writer {
+	w := &testWriter{t: t}
+	t.Cleanup(w.end)
+	return w
+}
 
-type testWriter struct{ t testing.TB }
+type testWriter struct {
+	t     testing.TB
+	mu    sync.Mutex
+	ended bool
+}
 
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimRight(string(p), "\n"))
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.ended {
+		w.t.Helper()
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
 	return len(p), nil
+}
+
+func (w *testWriter) end() {
+	w.mu.Lock()
+	w.ended = true
+	w.mu.Unlock()
 }
 
 // Buffer collects what a logger or a command writes while the test reads it: a

@@ -10,24 +10,34 @@ import (
 	"github.com/toolgate/toolgate/registry"
 )
 
-// A session belongs to the credential that opened it: an API key, or a link. Only
-// that credential may use it, and the session ends, on every edge, once the
-// credential no longer opens it: the key revoked, expired or deleted, the link
-// rotated or its tool disconnected, the account deleted. An account deleted and
+// A session belongs to the credential that opened it: an API key, a link, or the
+// grant (or the identity provider's user) of an access token. Only that credential
+// may use it, and the session ends, on every edge, once the credential no longer opens
+// it: the key revoked, expired or deleted, the link rotated or its tool disconnected,
+// the grant revoked (its user deleted too), the account deleted. An account deleted and
 // created again under the same id has new keys and links, so the old account's
 // sessions are not its own.
 
-// credential names what p authenticated with to reach tool: "key:<key id>", or
-// "link:<digest of the connection's link nonce>" (the nonce changes when the link is
-// rotated). "" when p reaches tool by neither.
+// credential names what p authenticated with to reach tool: "key:<key id>";
+// "grant:<grant>" for a token of the deployment's own authorization server, whose
+// refreshed tokens keep the grant; "user:<name>" for a token of the identity provider;
+// or "link:<digest of the connection's link nonce>" (the nonce changes when the link
+// is rotated). "" when p reaches tool by none.
 func credential(snap *registry.Snapshot, p registry.Principal, tool string) string {
 	if p.Key != nil {
 		return "key:" + p.Key.ID
 	}
-	if c := snap.Connection(p.Account, tool); c != nil && p.Tool == tool {
-		return linkCredential(c)
+	c := snap.Connection(p.Account, tool)
+	if c == nil || p.Tool != tool {
+		return ""
 	}
-	return ""
+	switch {
+	case p.Grant != "":
+		return "grant:" + p.Grant
+	case p.User != "":
+		return "user:" + p.User
+	}
+	return linkCredential(c)
 }
 
 // linkCredential names the current link of a connection. A digest, not the nonce: the
@@ -47,6 +57,16 @@ func credentialValid(snap *registry.Snapshot, sess *registry.Session, now time.T
 	if id, ok := strings.CutPrefix(sess.Credential, "key:"); ok {
 		p, err := snap.AuthenticateKeyID(id, "", sess.Account, now)
 		return err == nil && p.Key.Allows(sess.Tool)
+	}
+	if grant, ok := strings.CutPrefix(sess.Credential, "grant:"); ok {
+		// A deleted user's grants are revoked with it. A revocation is held past the
+		// grant's tokens' lifetime, and the sweeper ends the session well before.
+		return !snap.Revoked(registry.RevokedGrant, grant)
+	}
+	if user, ok := strings.CutPrefix(sess.Credential, "user:"); ok {
+		// An account that lists users with subjects takes only theirs (as the token
+		// check does); one that lists none takes any subject its provider names.
+		return !snap.HasSubjectUsers(sess.Account) || snap.User(sess.Account, user) != nil
 	}
 	return sess.Credential != "" && sess.Credential == linkCredential(conn)
 }
@@ -84,7 +104,7 @@ func newSweeper() *sweeper {
 
 // note wakes the sweeper after a change in the registry that may take credentials away.
 func (w *sweeper) note(c registry.Change) {
-	if !credentialBuckets[c.Bucket] {
+	if !credentialBuckets[c.Bucket] && c.Revoked == "" {
 		return
 	}
 	select {
