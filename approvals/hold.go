@@ -17,7 +17,7 @@ import (
 // Ask records c, a call that passed the gateway's checks, as waiting for a decision
 // under rule, and announces it on the webhook.
 func (a *Approvals) Ask(ctx context.Context, c *gateway.Call, rule registry.ApprovalRule) (*Record, error) {
-	digest, err := Digest(c.Params)
+	digest, err := argsDigest(c)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +128,7 @@ func (a *Approvals) settle(ctx context.Context, id string, c *gateway.Call) (boo
 
 // bound checks that c is the very call r approves.
 func bound(r *Record, c *gateway.Call) error {
-	digest, err := Digest(c.Params)
+	digest, err := argsDigest(c)
 	if err != nil {
 		return err
 	}

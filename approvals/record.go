@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -39,7 +40,8 @@ type Record struct {
 	Tool   string `json:"tool"`
 	Method string `json:"method"`
 	// ArgsSHA256 is the hex sha256 of the call's arguments in canonical form
-	// (Digest): the approval is of these arguments only.
+	// (Digest), or of their bytes as sent when the edge stored them as a payload as
+	// they arrived (never held whole): the approval is of these arguments only.
 	ArgsSHA256 string `json:"args_sha256"`
 	// Arguments is what the person deciding is shown: the arguments as the tool is
 	// sent them, cut at MaxShown bytes.
@@ -96,6 +98,19 @@ func Digest(args []byte) (string, error) {
 	}
 	sum := sha256.Sum256(canon)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// argsDigest is c's arguments' ArgsSHA256: their Digest, or, for arguments the edge
+// stored as a payload as they arrived (c.Payload, c.Params empty), the sha256 of
+// their bytes its writer took.
+func argsDigest(c *gateway.Call) (string, error) {
+	if len(c.Params) == 0 && c.Payload != nil {
+		if c.Payload.SHA256 == "" {
+			return "", errors.New("approvals: the stored arguments carry no digest")
+		}
+		return c.Payload.SHA256, nil
+	}
+	return Digest(c.Params)
 }
 
 // The failures of a call held for approval, and of a decision.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,14 +15,16 @@ import (
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/tsclient"
+	"github.com/toolgate/toolgate/oauth"
 	"github.com/toolgate/toolgate/registry"
 )
 
 // TestTheTypeScriptClientSignsIn: the TypeScript SDK's own OAuth flow, from nothing
 // but a link that requires sign-in: it discovers, registers (by its client ID
 // metadata document, served over TLS; then dynamically), sends the user to sign in,
-// which headless Chromium does on the dashboard's sign-in and consent pages, lists
-// and calls, and refreshes its token once it expired.
+// which headless Chromium does on the dashboard's sign-in and consent pages (with the
+// account's key; then as a user of the account), lists and calls, and refreshes its
+// token once it expired. The grant names the user who signed in.
 func TestTheTypeScriptClientSignsIn(t *testing.T) {
 	app := newClientApp(t)
 	doc := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -39,21 +42,26 @@ func TestTheTypeScriptClientSignsIn(t *testing.T) {
 	e.serve(registry.Tool{ID: "kit", Title: "Kit", Methods: []registry.Method{{Name: "echo"}}}, func(method string, m *nats.Msg) { echo(method, m) })
 	link := e.url + "/mcp/" + e.signer.Token("acme", "kit", e.connect("acme", "kit").LinkNonce)
 	e.do(http.MethodPatch, "/admin/accounts/acme", `{"require_sign_in":true}`, "Authorization", "Bearer "+e.adminKey).expectOK(t)
-	testenv.WaitFor(t, "acme requires sign-in", func() bool { return e.view.Snapshot().Account("acme").RequireSignIn })
+	ana := addUser(t, e, "acme", `{"name":"ana"}`)
+	testenv.WaitFor(t, "acme requires sign-in and has ana", func() bool {
+		return e.view.Snapshot().Account("acme").RequireSignIn && e.view.Snapshot().User("acme", "ana") != nil
+	})
 
 	for name, metadataURL := range map[string]string{"client ID metadata document": doc.URL + "/client.json", "dynamic registration": ""} {
 		t.Run(name, func(t *testing.T) {
 			browser := testenv.Chromium(t)
+			// With its key on the first run; as ana on the second.
+			signIn := chromedp.Steps(chromedp.WaitVisible(chromedp.CSS("#key")), chromedp.SetValue(chromedp.CSS("#key"), key), chromedp.Submit(chromedp.CSS("#key")))
+			user := ""
+			if metadataURL == "" {
+				user = "ana"
+				signIn = chromedp.Steps(chromedp.WaitVisible(chromedp.CSS("#secret")), chromedp.SetValue(chromedp.CSS("#account"), "acme"),
+					chromedp.SetValue(chromedp.CSS("#user"), "ana"), chromedp.SetValue(chromedp.CSS("#secret"), ana.Secret), chromedp.Submit(chromedp.CSS("#secret")))
+			}
 			authorize := func(u string) string {
 				ctx, cancel := context.WithTimeout(browser, testenv.Patience)
 				defer cancel()
-				if _, err := chromedp.Run(ctx, chromedp.Steps(
-					chromedp.Navigate(u),
-					chromedp.WaitVisible(chromedp.CSS("#key")),
-					chromedp.SetValue(chromedp.CSS("#key"), key),
-					chromedp.Submit(chromedp.CSS("#key")),
-					chromedp.WaitVisible(chromedp.CSS("#consent-allow")),
-				)); err != nil {
+				if _, err := chromedp.Run(ctx, chromedp.Steps(chromedp.Navigate(u), signIn, chromedp.WaitVisible(chromedp.CSS("#consent-allow")))); err != nil {
 					t.Errorf("sign in: %v", err)
 					return ""
 				}
@@ -102,7 +110,11 @@ func TestTheTypeScriptClientSignsIn(t *testing.T) {
 			if err != nil || len(grants) == 0 {
 				t.Fatalf("grants: %v %v", grants, err)
 			}
-			if client := grants[0].Client; (metadataURL != "" && client != metadataURL) || (metadataURL == "" && !strings.HasPrefix(client, "tgc_")) {
+			i := slices.IndexFunc(grants, func(g oauth.Grant) bool { return g.User == user })
+			if i < 0 {
+				t.Fatalf("grants %+v: none signed in by %q", grants, user)
+			}
+			if client := grants[i].Client; (metadataURL != "" && client != metadataURL) || (metadataURL == "" && !strings.HasPrefix(client, "tgc_")) {
 				t.Fatalf("the grant is the client %q's: want it registered as %q", client, metadataURL)
 			}
 		})

@@ -3,6 +3,8 @@ package payloads
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -63,14 +65,15 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 func (s *Store) Bucket() jetstream.ObjectStore { return s.obj }
 
 // Write stores head and then what r holds, to its end, as a payload of tool, with
-// at most limit bytes in all (ErrTooLarge past it, and nothing kept). It holds one
-// part at a time.
+// at most limit bytes in all (ErrTooLarge past it, and nothing kept), and returns it
+// with the sha256 of its bytes. It holds one part at a time.
 func (s *Store) Write(ctx context.Context, tool string, head []byte, r io.Reader, limit int64) (wire.Payload, error) {
 	p := wire.Payload{ID: nuid.Next()}
 	if r == nil {
 		r = bytes.NewReader(nil)
 	}
-	src := io.MultiReader(bytes.NewReader(head), r)
+	sum := sha256.New()
+	src := io.TeeReader(io.MultiReader(bytes.NewReader(head), r), sum)
 	buf := make([]byte, s.part)
 	for {
 		n, err := io.ReadFull(src, buf)
@@ -87,6 +90,7 @@ func (s *Store) Write(ctx context.Context, tool string, head []byte, r io.Reader
 		}
 		switch {
 		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+			p.SHA256 = hex.EncodeToString(sum.Sum(nil))
 			return p, nil
 		case err != nil:
 			s.Delete(context.WithoutCancel(ctx), tool, p)

@@ -60,6 +60,9 @@ type Payload struct {
 	ID    string
 	Size  int64
 	Parts int
+	// SHA256 is the hex sha256 of the payload's bytes, known to the writer that stored
+	// them (payloads.Store.Write); HeaderPayload does not carry it.
+	SHA256 string
 }
 
 // String is the payload as HeaderPayload carries it.

@@ -29,7 +29,7 @@ type callsView struct {
 	Newest   bool         // the page starts at the newest call
 }
 
-type callsFilter struct{ Tool, Method, Outcome string }
+type callsFilter struct{ Tool, Method, Outcome, User string }
 
 // Query is the filter's part of a URL's query.
 func (f callsFilter) Query() template.URL { return f.query(0) }
@@ -38,7 +38,7 @@ func (f callsFilter) Query() template.URL { return f.query(0) }
 // here, so the template takes it as it is.
 func (f callsFilter) query(before uint64) template.URL {
 	q := url.Values{}
-	for k, v := range map[string]string{"tool": f.Tool, "method": f.Method, "outcome": f.Outcome} {
+	for k, v := range map[string]string{"tool": f.Tool, "method": f.Method, "outcome": f.Outcome, "user": f.User} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -57,7 +57,7 @@ func (d *Dashboard) callsPage(w http.ResponseWriter, r *http.Request, v *visit) 
 		return
 	}
 	q := r.URL.Query()
-	cv := callsView{Filter: callsFilter{Tool: q.Get("tool"), Method: q.Get("method"), Outcome: q.Get("outcome")},
+	cv := callsView{Filter: callsFilter{Tool: q.Get("tool"), Method: q.Get("method"), Outcome: q.Get("outcome"), User: q.Get("user")},
 		Tools: d.accountTools(v), Outcomes: outcomes()}
 	trail := d.gw.Audit()
 	if trail == nil {
@@ -66,7 +66,7 @@ func (d *Dashboard) callsPage(w http.ResponseWriter, r *http.Request, v *visit) 
 		return
 	}
 	f := audit.Filter{Kind: audit.KindCall, Account: v.account.ID, Tool: cv.Filter.Tool, Method: cv.Filter.Method,
-		Outcome: cv.Filter.Outcome, Limit: CallsPageSize}
+		Outcome: cv.Filter.Outcome, User: cv.Filter.User, Limit: CallsPageSize}
 	var bad bool
 	if s := q.Get("before"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
@@ -77,6 +77,8 @@ func (d *Dashboard) callsPage(w http.ResponseWriter, r *http.Request, v *visit) 
 		cv.Error = "The page's position is not valid: start again from the newest calls."
 	case f.Tool != "" && !wire.ValidToolID(f.Tool), len(f.Method) > 128:
 		cv.Error = "There is no such tool or method."
+	case f.User != "" && registry.CheckUserName(f.User) != nil:
+		cv.Error = "There is no such user."
 	case f.Outcome != "" && !slices.Contains(cv.Outcomes, f.Outcome):
 		cv.Error = "There is no such outcome."
 	}

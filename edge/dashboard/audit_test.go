@@ -1,13 +1,17 @@
 package dashboard_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/toolgate/toolgate/audit"
+	"github.com/toolgate/toolgate/credentials"
+	"github.com/toolgate/toolgate/edge/dashboard"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/registry"
 )
@@ -91,5 +95,52 @@ func TestDashboardChangesAreAudited(t *testing.T) {
 	}
 	if i := slices.IndexFunc(got, func(r audit.Record) bool { return r.Key == "refused" }); i >= 0 {
 		t.Fatalf("a refused change was recorded: %+v", got[i])
+	}
+}
+
+// TestDashboardCredentialsChangeAudited: a connection's fields set on the dashboard
+// write one set-credentials record, by the key signed in, naming the tool and holding
+// no value.
+func TestDashboardCredentialsChangeAudited(t *testing.T) {
+	e := newEnvWith(t, func(e *env, cfg *dashboard.Config) {
+		keys, err := credentials.ParseKeyring(credentials.NewKeyLine())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Connector, err = credentials.Open(testenv.Context(t), e.store, keys, true); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.store.PutTool(testenv.Context(t), mailTool); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.store.Connect(testenv.Context(t), testAccount, "mail", e.signer); err != nil {
+			t.Fatal(err)
+		}
+	}, withTrail)
+	e.waitFor("the mail tool and its connection", func(s *registry.Snapshot) bool { return s.Connection(testAccount, "mail") != nil })
+	const token = "tok-canary-77ad21"
+	u, home := e.signedIn()
+	if p := u.post("tools/mail/credentials", url.Values{"csrf": {home.csrf(t)}, "token": {token}}); p.status != http.StatusOK {
+		t.Fatalf("set the token: %d\n%s", p.status, p.body)
+	}
+	trail, err := audit.Open(testenv.Context(t), e.nc, audit.Options{}, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []audit.Record
+	testenv.WaitFor(t, "the change's record", func() bool {
+		page, err := trail.Read(testenv.Context(t), audit.Filter{Kind: audit.KindAdmin, Account: testAccount})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = page.Records
+		return len(got) > 0
+	})
+	r := got[0]
+	if len(got) != 1 || r.Method != audit.ActionSetCredentials || r.Tool != "mail" || r.By != "key:"+e.keyRec.ID || r.Transport != audit.TransportDashboard {
+		t.Fatalf("records %+v: want one set-credentials of mail by key:%s", got, e.keyRec.ID)
+	}
+	if b, _ := json.Marshal(got); strings.Contains(string(b), token) {
+		t.Fatal("the record holds the value")
 	}
 }

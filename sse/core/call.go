@@ -82,8 +82,10 @@ func (s *Server) runTool(ctx context.Context, r *Request) (any, error) {
 		// A task-augmented call, sent as the client sent it (through the gateway's
 		// checks of a forwarded request: visibility, rate), for the server's
 		// CreateTaskResult; the server checks its arguments.
-		if err := s.HoldArgs(ctx, r); err != nil {
-			return nil, err
+		if r.Args != nil {
+			if err := s.HoldArgs(ctx, r); err != nil {
+				return nil, err
+			}
 		}
 		return s.forward(ctx, r)
 	}
