@@ -1,11 +1,13 @@
 package edge_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -28,15 +30,30 @@ func TestLargeMCPArgumentsHeldForApproval(t *testing.T) {
 	if err := json.Unmarshal(jsonBody(t, 3<<20), &obj); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan *mcp.CallToolResult, 1)
-	go func() { done <- goSDKEcho(t, &mcp.StreamableClientTransport{Endpoint: link}, obj) }()
+	type answer struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() { // the call waits for its approval: the test decides meanwhile
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "approval-test", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: link}, nil)
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		defer cs.Close()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: obj})
+		done <- answer{res, err}
+	}()
 
 	var pending []approvals.Record
 	testenv.WaitFor(t, "the call waits for approval", func() bool {
 		select {
-		case res := <-done:
-			b, _ := json.Marshal(res)
-			t.Fatalf("the call ended before its approval: %.300s", b)
+		case a := <-done:
+			b, _ := json.Marshal(a.res)
+			t.Fatalf("the call ended before its approval: %v %.300s", a.err, b)
 		default:
 		}
 		pending = decode[edge.ApprovalList](t, e.admin(http.MethodGet, "/approvals?account=acme", "")).Approvals
@@ -49,10 +66,11 @@ func TestLargeMCPArgumentsHeldForApproval(t *testing.T) {
 	if r := e.admin(http.MethodPost, "/approvals/"+a.ID, `{"decision":"approve"}`); r.status != http.StatusOK {
 		t.Fatalf("approve: %d %s", r.status, r.body)
 	}
-	res := <-done
-	if res.IsError || len(res.Content) == 0 {
-		t.Fatalf("the approved call: %+v", res.Content)
+	got := <-done
+	if got.err != nil || got.res.IsError || len(got.res.Content) == 0 {
+		t.Fatalf("the approved call: %v %+v", got.err, got.res)
 	}
+	res := got.res
 	if echoSum(t, res.Content[0].(*mcp.TextContent).Text) != sha256.Sum256([]byte(obj["blob"].(string))) {
 		t.Fatal("the approved call's arguments came back changed")
 	}

@@ -27,42 +27,11 @@ func TestATokensSessionEndsWithItsGrant(t *testing.T) {
 	tok, _ := toolToken(t, a, key, "kit")
 	other, _ := toolToken(t, a, key, "kit")
 	endpoint := b.url + "/tools/kit/mcp"
-	resp, _ := mcpPost(t, endpoint, map[string]string{"Authorization": "Bearer " + tok.AccessToken}, initialize)
-	session := resp.Header.Get("Mcp-Session-Id")
-	if resp.StatusCode != http.StatusOK || session == "" {
-		t.Fatalf("initialize with the token: %d, session %q", resp.StatusCode, session)
-	}
-	const initialized = `{"jsonrpc":"2.0","method":"notifications/initialized"}`
-	own := map[string]string{"Authorization": "Bearer " + tok.AccessToken, "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
-	if r, _ := mcpPost(t, endpoint, own, initialized); r.StatusCode != http.StatusAccepted {
-		t.Fatalf("initialized: %d", r.StatusCode)
-	}
+	session, closed := openSessionStream(t, endpoint, tok.AccessToken)
 	others := map[string]string{"Authorization": "Bearer " + other.AccessToken, "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
 	if r, _ := mcpPost(t, endpoint, others, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); r.StatusCode != http.StatusNotFound {
 		t.Fatalf("another grant's token on the session: %d, want 404", r.StatusCode)
 	}
-
-	req, err := http.NewRequest(http.MethodGet, endpoint, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range own {
-		req.Header.Set(k, v)
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	stream, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stream.Body.Close()
-	if stream.StatusCode != http.StatusOK {
-		t.Fatalf("the session's GET stream: %d", stream.StatusCode)
-	}
-	closed := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(io.Discard, stream.Body)
-		close(closed)
-	}()
 
 	grants, err := a.authServer.Grants(testenv.Context(t), "acme")
 	if err != nil || len(grants) != 2 {
@@ -82,4 +51,41 @@ func TestATokensSessionEndsWithItsGrant(t *testing.T) {
 	if r, _ := mcpPost(t, endpoint, map[string]string{"Authorization": "Bearer " + other.AccessToken}, initialize); r.StatusCode != http.StatusOK {
 		t.Fatalf("the other grant's token after the revocation: %d", r.StatusCode)
 	}
+}
+
+// openSessionStream opens an MCP session at endpoint with the access token, and its
+// GET stream; closed is closed when the stream ends.
+func openSessionStream(t *testing.T, endpoint, token string) (session string, closed <-chan struct{}) {
+	t.Helper()
+	resp, _ := mcpPost(t, endpoint, map[string]string{"Authorization": "Bearer " + token}, initialize)
+	session = resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || session == "" {
+		t.Fatalf("initialize with the token: %d, session %q", resp.StatusCode, session)
+	}
+	own := map[string]string{"Authorization": "Bearer " + token, "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
+	if r, _ := mcpPost(t, endpoint, own, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); r.StatusCode != http.StatusAccepted {
+		t.Fatalf("initialized: %d", r.StatusCode)
+	}
+	req, err := http.NewRequest(http.MethodGet, endpoint, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range own {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stream.Body.Close() })
+	if stream.StatusCode != http.StatusOK {
+		t.Fatalf("the session's GET stream: %d", stream.StatusCode)
+	}
+	done := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, stream.Body)
+		close(done)
+	}()
+	return session, done
 }

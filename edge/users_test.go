@@ -311,11 +311,17 @@ func TestIdPSubjectsOfAnAccountWithUsers(t *testing.T) {
 		t.Fatal("no access log line names ana")
 	}
 	expectRefused(t, "a subject not listed", s.link, second, initialize, 401, gateway.CodeInvalidToken, "invalid_token")
+	_, anaStream := openSessionStream(t, s.link, first)
 
 	if r := s.e.admin(http.MethodDelete, "/accounts/acme/users/ana", ""); r.status != http.StatusNoContent {
 		t.Fatalf("DELETE ana: %d %s", r.status, r.body)
 	}
 	expectRefused(t, "ana deleted", s.link, first, initialize, 401, gateway.CodeInvalidToken, "invalid_token")
+	select { // her session, opened before, ends too
+	case <-anaStream:
+	case <-time.After(testenv.Patience):
+		t.Fatal("ana's session stream is still open after she was deleted")
+	}
 
 	// The last user with a subject deleted, the account takes every subject again.
 	if r := s.e.admin(http.MethodDelete, "/accounts/acme/users/carl", ""); r.status != http.StatusNoContent {

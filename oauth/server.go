@@ -319,22 +319,55 @@ func (s *Server) Grants(ctx context.Context, account string) ([]Grant, error) {
 }
 
 // RevokeUserGrants revokes every grant of account that user signed in for, as
-// RevokeGrant does each: a user deleted keeps no access.
+// RevokeGrant does each: a user deleted keeps no access. The grants are listed
+// through the grant bucket's loss of its leader, as the revocations are made.
 func (s *Server) RevokeUserGrants(ctx context.Context, account, user string) error {
-	grants, err := s.Grants(ctx, account)
+	var ids []string
+	err := s.store.LastingEvery(ctx, listAttempt, func(ctx context.Context) (err error) {
+		ids, err = s.userGrants(ctx, account, user)
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	for _, g := range grants {
-		if g.User != user {
-			continue
-		}
-		if _, err := s.RevokeGrant(ctx, account, g.ID); err != nil && !errors.Is(err, errNotFound) {
-			return fmt.Errorf("oauth: revoke grant %s of user %s: %w", g.ID, user, err)
+	for _, id := range ids {
+		if _, err := s.RevokeGrant(ctx, account, id); err != nil && !errors.Is(err, errNotFound) {
+			return fmt.Errorf("oauth: revoke grant %s of user %s: %w", id, user, err)
 		}
 	}
 	return nil
 }
+
+// userGrants lists the ids of account's grants that user signed in for. A grant that
+// cannot be read, or a listing cut short, is an error: none may be left out.
+func (s *Server) userGrants(ctx context.Context, account, user string) ([]string, error) {
+	lister, err := s.records.grants.ListKeysFiltered(ctx, "grant."+account+".*")
+	if err != nil {
+		return nil, fmt.Errorf("oauth: list grants: %w", err)
+	}
+	defer func() { _ = lister.Stop() }()
+	var ids []string
+	for key := range lister.Keys() {
+		var g Grant
+		switch err := s.records.read(ctx, s.records.grants, key, &g); {
+		case errors.Is(err, errNotFound):
+			continue // revoked meanwhile
+		case err != nil:
+			return nil, err
+		}
+		if g.User == user {
+			ids = append(ids, g.ID)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("oauth: list grants: %w", err) // the keys may have stopped early
+	}
+	return ids, nil
+}
+
+// listAttempt bounds one attempt of listing an account's grants while the grant
+// bucket has no leader.
+const listAttempt = 2 * time.Second
 
 // RevokeGrant removes a grant of account, and returns it: its refresh token stops
 // working, and its access tokens are refused from then on, by every edge once it is

@@ -142,5 +142,11 @@ func (s *Store) revokingDelete(ctx context.Context, kv jetstream.KeyValue, key, 
 // at a time, for up to WriteWait, while a stream has no leader. op must bear being run
 // again after an attempt that did part of it.
 func (s *Store) Lasting(ctx context.Context, op func(ctx context.Context) error) error {
-	return s.lastingEvery(ctx, s.opts.RevokeAttempt, func(ctx context.Context, _ bool) error { return op(ctx) })
+	return s.LastingEvery(ctx, s.opts.RevokeAttempt, op)
+}
+
+// LastingEvery is Lasting with attempts of attempt each: for an op that may take
+// longer than a revoking write (a listing of a bucket's keys).
+func (s *Store) LastingEvery(ctx context.Context, attempt time.Duration, op func(ctx context.Context) error) error {
+	return s.lastingEvery(ctx, attempt, func(ctx context.Context, _ bool) error { return op(ctx) })
 }
