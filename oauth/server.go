@@ -300,7 +300,8 @@ func (s *Server) Deny(ctx context.Context, id string) (string, error) {
 	return u.String(), nil
 }
 
-// Grants lists what account granted, newest first.
+// Grants lists what account granted, newest first. A grant that cannot be read, or a
+// listing its context cut short, is an error rather than a grant left out.
 func (s *Server) Grants(ctx context.Context, account string) ([]Grant, error) {
 	lister, err := s.records.grants.ListKeysFiltered(ctx, "grant."+account+".*")
 	if err != nil {
@@ -310,9 +311,16 @@ func (s *Server) Grants(ctx context.Context, account string) ([]Grant, error) {
 	var out []Grant
 	for key := range lister.Keys() {
 		var g Grant
-		if err := s.records.read(ctx, s.records.grants, key, &g); err == nil {
-			out = append(out, g)
+		switch err := s.records.read(ctx, s.records.grants, key, &g); {
+		case errors.Is(err, errNotFound):
+			continue // revoked meanwhile
+		case err != nil:
+			return nil, err
 		}
+		out = append(out, g)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("oauth: list grants: %w", err) // the keys may have stopped early
 	}
 	slices.SortFunc(out, func(a, b Grant) int { return b.CreatedAt.Compare(a.CreatedAt) })
 	return out, nil
@@ -322,47 +330,23 @@ func (s *Server) Grants(ctx context.Context, account string) ([]Grant, error) {
 // RevokeGrant does each: a user deleted keeps no access. The grants are listed
 // through the grant bucket's loss of its leader, as the revocations are made.
 func (s *Server) RevokeUserGrants(ctx context.Context, account, user string) error {
-	var ids []string
+	var grants []Grant
 	err := s.store.LastingEvery(ctx, listAttempt, func(ctx context.Context) (err error) {
-		ids, err = s.userGrants(ctx, account, user)
+		grants, err = s.Grants(ctx, account)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	for _, id := range ids {
-		if _, err := s.RevokeGrant(ctx, account, id); err != nil && !errors.Is(err, errNotFound) {
-			return fmt.Errorf("oauth: revoke grant %s of user %s: %w", id, user, err)
+	for _, g := range grants {
+		if g.User != user {
+			continue
+		}
+		if _, err := s.RevokeGrant(ctx, account, g.ID); err != nil && !errors.Is(err, errNotFound) {
+			return fmt.Errorf("oauth: revoke grant %s of user %s: %w", g.ID, user, err)
 		}
 	}
 	return nil
-}
-
-// userGrants lists the ids of account's grants that user signed in for. A grant that
-// cannot be read, or a listing cut short, is an error: none may be left out.
-func (s *Server) userGrants(ctx context.Context, account, user string) ([]string, error) {
-	lister, err := s.records.grants.ListKeysFiltered(ctx, "grant."+account+".*")
-	if err != nil {
-		return nil, fmt.Errorf("oauth: list grants: %w", err)
-	}
-	defer func() { _ = lister.Stop() }()
-	var ids []string
-	for key := range lister.Keys() {
-		var g Grant
-		switch err := s.records.read(ctx, s.records.grants, key, &g); {
-		case errors.Is(err, errNotFound):
-			continue // revoked meanwhile
-		case err != nil:
-			return nil, err
-		}
-		if g.User == user {
-			ids = append(ids, g.ID)
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("oauth: list grants: %w", err) // the keys may have stopped early
-	}
-	return ids, nil
 }
 
 // listAttempt bounds one attempt of listing an account's grants while the grant
