@@ -1,8 +1,11 @@
 package audit
 
 import (
+	"context"
 	"encoding/json"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/bus/wire"
 )
@@ -123,4 +126,21 @@ const (
 // subject is where r is written.
 func (r *Record) subject(s wire.Subjects) string {
 	return s.Audit(r.Kind, r.Account, r.Tool, r.Method, r.Outcome)
+}
+
+// Admin completes r, the record of an admin change that says what changed, with what
+// every such record says: now, the kind, the outcome (the change was made), the door
+// it came in by, and the request's id and trace (from ctx).
+func Admin(ctx context.Context, r Record, transport, requestID string) Record {
+	r.Time, r.Kind, r.Transport, r.Outcome, r.RequestID = time.Now().UTC(), KindAdmin, transport, OutcomeOK, requestID
+	r.TraceID = TraceID(ctx)
+	return r
+}
+
+// TraceID is the id of the trace ctx's span is part of, or "" when there is none.
+func TraceID(ctx context.Context) string {
+	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+		return sc.TraceID().String()
+	}
+	return ""
 }

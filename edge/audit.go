@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/gateway"
@@ -27,11 +26,7 @@ func (e *Edge) adminRecord(c *gin.Context, r audit.Record) {
 	if t == nil {
 		return
 	}
-	r.Time, r.Kind, r.Transport, r.Outcome, r.RequestID = time.Now().UTC(), audit.KindAdmin, audit.TransportAdmin, audit.OutcomeOK, requestID(c)
-	if sc := trace.SpanContextFromContext(c.Request.Context()); sc.HasTraceID() {
-		r.TraceID = sc.TraceID().String()
-	}
-	_ = t.Write(r) // the change is made: a record lost is counted
+	_ = t.Write(audit.Admin(c.Request.Context(), r, audit.TransportAdmin, requestID(c))) // the change is made: a record lost is counted
 }
 
 // errAuditOff answers GET /admin/audit on an edge that keeps no trail.

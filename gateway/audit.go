@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/registry"
@@ -170,9 +168,7 @@ func record(ctx context.Context, c *Call, began time.Time, params []byte, reply 
 		sum := sha256.Sum256(params)
 		r.ArgsSHA256 = hex.EncodeToString(sum[:])
 	}
-	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
-		r.TraceID = sc.TraceID().String()
-	}
+	r.TraceID = audit.TraceID(ctx)
 	status := 0
 	if err != nil {
 		f := Classify(err)

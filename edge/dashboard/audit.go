@@ -2,9 +2,6 @@ package dashboard
 
 import (
 	"net/http"
-	"time"
-
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/registry"
@@ -20,19 +17,15 @@ func (d *Dashboard) record(w http.ResponseWriter, r *http.Request, v *visit, rec
 	if t == nil {
 		return
 	}
-	rec.Time, rec.Kind, rec.Transport, rec.Outcome = time.Now().UTC(), audit.KindAdmin, audit.TransportDashboard, audit.OutcomeOK
 	rec.Account, rec.By = v.principal.Account, changedBy(v.principal)
 	if rec.Status == 0 {
 		rec.Status = http.StatusOK
 	}
-	rec.RequestID = w.Header().Get("X-Request-Id") // the edge names every request
-	if rec.RequestID == "" {
-		rec.RequestID = registry.NewID("req_")
+	id := w.Header().Get("X-Request-Id") // the edge names every request
+	if id == "" {
+		id = registry.NewID("req_")
 	}
-	if sc := trace.SpanContextFromContext(r.Context()); sc.HasTraceID() {
-		rec.TraceID = sc.TraceID().String()
-	}
-	_ = t.Write(rec) // the change is made: a record lost is counted
+	_ = t.Write(audit.Admin(r.Context(), rec, audit.TransportDashboard, id)) // the change is made: a record lost is counted
 }
 
 // changedBy names the principal of a dashboard session as an audit record's By.
