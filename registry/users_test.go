@@ -62,6 +62,8 @@ func TestUsersSignInToTheirAccountOnly(t *testing.T) {
 	if _, err := store.DeleteUser(ctx, "acme", "ana"); err != nil {
 		t.Fatal(err)
 	}
+	// The view follows the bucket: the deletion reaches it shortly after the write.
+	testenv.WaitFor(t, "the view has lost the user", func() bool { return view.Snapshot().User("acme", "ana") == nil })
 	if _, _, err := view.Snapshot().AuthenticateUser("acme", "ana", secret); !errors.Is(err, registry.ErrUnauthenticated) {
 		t.Fatalf("deleted: %v, want ErrUnauthenticated", err)
 	}
