@@ -55,7 +55,7 @@ const nestedParams = `{"order":{"id":"A-1","placed":"2026-11-27T22:00:00Z","line
 
 // BenchmarkSchemaCheck measures the ways to check a call's parameters side by side,
 // in one run: "library" decodes them with the library's decoder then validates;
-// "current" is the check before the plain one (decodeInstance, then the library),
+// "current" is the check before the plain one (wire.DecodeInstance, then the library),
 // both listing the violations of a refusal as Validate does;
 // "google" is github.com/google/jsonschema-go on encoding/json's decoding (it does
 // not assert formats, so it checks less, and its refusal is its error alone, no
@@ -90,7 +90,7 @@ func BenchmarkSchemaCheck(b *testing.B) {
 		})
 		b.Run(c.name+"/current", func(b *testing.B) {
 			check(b, func() bool {
-				v, err := decodeInstance(params)
+				v, err := wire.DecodeInstance(params)
 				return err == nil && refusal(s.Validate(v)) == nil
 			})
 		})

@@ -14,38 +14,15 @@ import (
 // A repeated member is checked each time it appears: the decoded object keeps its
 // last value, which then was checked too.
 func (p *PlainSchema) Accepts(b []byte) bool {
-	sc := plainScan{b: b}
-	if !sc.value(p.root) {
-		return false
-	}
-	sc.skipSpace()
-	return sc.i == len(sc.b)
+	sc := plainScan{jsonScan{b: b}}
+	return sc.value(p.root) && sc.end()
 }
 
-// plainScan reads a JSON document by the grammar of RFC 8259, as the instance
-// decoders do, checking each value against its schema as it goes.
-type plainScan struct {
-	b     []byte
-	i     int
-	depth int
-}
-
-// maxScanDepth is encoding/json's bound on nesting, which the decoders apply.
-const maxScanDepth = 10000
+// plainScan checks each value of a JSON document against its schema as it reads it.
+type plainScan struct{ jsonScan }
 
 // anyValue is the schema of a value nothing is asked of.
 var anyValue = plainNode{minLen: -1, maxLen: -1, minItems: -1, maxItems: -1}
-
-func (sc *plainScan) skipSpace() {
-	for sc.i < len(sc.b) {
-		switch sc.b[sc.i] {
-		case ' ', '\t', '\r', '\n':
-			sc.i++
-		default:
-			return
-		}
-	}
-}
 
 func (n *plainNode) takes(t uint8) bool { return n.types == 0 || n.types&t != 0 }
 
@@ -79,33 +56,13 @@ func (sc *plainScan) value(n *plainNode) bool {
 // formatTakes runs the library's own check of the format, as it would on v.
 func (n *plainNode) formatTakes(v any) bool { return n.format == nil || n.format(v) == nil }
 
-func (sc *plainScan) literal(word string) bool {
-	if len(sc.b)-sc.i < len(word) || string(sc.b[sc.i:sc.i+len(word)]) != word {
-		return false
-	}
-	sc.i += len(word)
-	return true
-}
-
-func (sc *plainScan) enter() bool {
-	sc.i++ // { or [
-	sc.depth++
-	return sc.depth <= maxScanDepth
-}
-
 func (sc *plainScan) object(n *plainNode) bool {
 	if !sc.enter() {
 		return false
 	}
 	var seen uint64
-	sc.skipSpace()
-	more := true
-	if sc.i < len(sc.b) && sc.b[sc.i] == '}' {
-		sc.i++
-		more = false
-	}
+	more := !sc.empty('}')
 	for more {
-		sc.skipSpace()
 		raw, plain, ok := sc.stringBytes()
 		if !ok {
 			return false
@@ -113,18 +70,14 @@ func (sc *plainScan) object(n *plainNode) bool {
 		var f plainField
 		if plain {
 			f = n.fields[string(raw)]
-		} else {
-			var name string
-			if json.Unmarshal(sc.b[sc.i-len(raw)-2:sc.i], &name) != nil {
-				return false
-			}
+		} else if name, ok := sc.unquote(raw); ok {
 			f = n.fields[name]
-		}
-		sc.skipSpace()
-		if sc.i >= len(sc.b) || sc.b[sc.i] != ':' {
+		} else {
 			return false
 		}
-		sc.i++
+		if !sc.colon() {
+			return false
+		}
 		sub := n.additional
 		switch {
 		case f.known:
@@ -140,7 +93,7 @@ func (sc *plainScan) object(n *plainNode) bool {
 			return false
 		}
 	}
-	sc.depth--
+	sc.leave()
 	return seen&n.required == n.required
 }
 
@@ -149,12 +102,7 @@ func (sc *plainScan) array(n *plainNode) bool {
 		return false
 	}
 	count := 0
-	sc.skipSpace()
-	more := true
-	if sc.i < len(sc.b) && sc.b[sc.i] == ']' {
-		sc.i++
-		more = false
-	}
+	more := !sc.empty(']')
 	for more {
 		if !sc.value(n.items) {
 			return false
@@ -165,79 +113,8 @@ func (sc *plainScan) array(n *plainNode) bool {
 			return false
 		}
 	}
-	sc.depth--
+	sc.leave()
 	return (n.minItems < 0 || count >= n.minItems) && (n.maxItems < 0 || count <= n.maxItems)
-}
-
-// after reads what follows a member or an element: a comma, more to come, or the
-// bracket that closes them.
-func (sc *plainScan) after(closing byte) (more, ok bool) {
-	sc.skipSpace()
-	switch {
-	case sc.i >= len(sc.b):
-	case sc.b[sc.i] == ',':
-		sc.i++
-		return true, true
-	case sc.b[sc.i] == closing:
-		sc.i++
-		return false, true
-	}
-	return false, false
-}
-
-// stringBytes reads the string at sc.i and returns the bytes between its quotes,
-// and whether they are its value as they stand: no escapes, and valid UTF-8 (the
-// decoders replace invalid bytes).
-func (sc *plainScan) stringBytes() (raw []byte, plain, ok bool) {
-	if sc.i >= len(sc.b) || sc.b[sc.i] != '"' {
-		return nil, false, false
-	}
-	sc.i++
-	start := sc.i
-	escaped, ascii := false, true
-	for sc.i < len(sc.b) {
-		switch c := sc.b[sc.i]; {
-		case c == '"':
-			raw = sc.b[start:sc.i]
-			sc.i++
-			return raw, !escaped && (ascii || utf8.Valid(raw)), true
-		case c == '\\':
-			escaped = true
-			if !sc.escape() {
-				return nil, false, false
-			}
-		case c < 0x20:
-			return nil, false, false
-		default:
-			ascii = ascii && c < utf8.RuneSelf
-			sc.i++
-		}
-	}
-	return nil, false, false
-}
-
-// escape reads one escape sequence of a string, as RFC 8259 writes it.
-func (sc *plainScan) escape() bool {
-	if sc.i+1 >= len(sc.b) {
-		return false
-	}
-	switch sc.b[sc.i+1] {
-	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-		sc.i += 2
-		return true
-	case 'u':
-		if len(sc.b)-sc.i < 6 {
-			return false
-		}
-		for _, h := range sc.b[sc.i+2 : sc.i+6] {
-			if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
-				return false
-			}
-		}
-		sc.i += 6
-		return true
-	}
-	return false
 }
 
 func (sc *plainScan) string(n *plainNode) bool {
@@ -248,11 +125,11 @@ func (sc *plainScan) string(n *plainNode) bool {
 	if n.enum == nil && n.format == nil && n.minLen < 0 && n.maxLen < 0 {
 		return true
 	}
-	var s string
-	if plain {
-		s = string(raw)
-	} else if json.Unmarshal(sc.b[sc.i-len(raw)-2:sc.i], &s) != nil {
-		return false
+	s := string(raw)
+	if !plain {
+		if s, ok = sc.unquote(raw); !ok {
+			return false
+		}
 	}
 	if n.enum != nil && !n.enum.strings[s] {
 		return false
@@ -266,40 +143,14 @@ func (sc *plainScan) string(n *plainNode) bool {
 	return n.formatTakes(s)
 }
 
-// number reads a number as RFC 8259 writes it, -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?,
-// and checks it against its schema: an integer of up to 18 digits written plainly
-// against int64 bounds, any other number by its exact value, as the library does.
+// number checks the number at sc.i against its schema: an integer of up to 18
+// digits written plainly against int64 bounds, any other number by its exact value,
+// as the library does.
 func (sc *plainScan) number(n *plainNode) bool {
-	start := sc.i
-	if sc.b[sc.i] == '-' {
-		sc.i++
-	}
-	switch {
-	case sc.i < len(sc.b) && sc.b[sc.i] == '0':
-		sc.i++
-	case sc.digits() == 0:
+	raw, whole, expDigits, ok := sc.jsonScan.number()
+	if !ok {
 		return false
 	}
-	whole := true
-	if sc.i < len(sc.b) && sc.b[sc.i] == '.' {
-		sc.i++
-		whole = false
-		if sc.digits() == 0 {
-			return false
-		}
-	}
-	expDigits := 0
-	if sc.i < len(sc.b) && (sc.b[sc.i] == 'e' || sc.b[sc.i] == 'E') {
-		sc.i++
-		whole = false
-		if sc.i < len(sc.b) && (sc.b[sc.i] == '+' || sc.b[sc.i] == '-') {
-			sc.i++
-		}
-		if expDigits = sc.digits(); expDigits == 0 {
-			return false
-		}
-	}
-	raw := sc.b[start:sc.i]
 	if n.format != nil && !n.formatTakes(json.Number(raw)) {
 		return false
 	}
@@ -330,12 +181,4 @@ func (sc *plainScan) number(n *plainNode) bool {
 func (b *plainBounds) takes(r *big.Rat) bool {
 	return (b.min == nil || r.Cmp(b.min) >= 0) && (b.max == nil || r.Cmp(b.max) <= 0) &&
 		(b.exclMin == nil || r.Cmp(b.exclMin) > 0) && (b.exclMax == nil || r.Cmp(b.exclMax) < 0)
-}
-
-func (sc *plainScan) digits() int {
-	start := sc.i
-	for sc.i < len(sc.b) && sc.b[sc.i] >= '0' && sc.b[sc.i] <= '9' {
-		sc.i++
-	}
-	return sc.i - start
 }
