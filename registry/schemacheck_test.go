@@ -3,6 +3,7 @@ package registry
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	google "github.com/google/jsonschema-go/jsonschema"
@@ -55,6 +56,31 @@ const nestedSchema = `{"type":"object","properties":{
 const nestedParams = `{"order":{"id":"A-1","placed":"2026-11-27T22:00:00Z","lines":[` +
 	`{"sku":"bolt-m8","qty":200,"price":0.12,"unit":"piece"},{"sku":"cable","qty":3,"price":1.5,"unit":"m"}]},` +
 	`"priority":"normal","notify":null,"tags":["hardware","urgent"]}`
+
+// TestSchemaCheckCases: the demo tools' schemas and the benchmark's are taken by the
+// plain check, and Validate answers each case as the library does, a refusal with
+// the library's violations.
+func TestSchemaCheckCases(t *testing.T) {
+	for _, c := range schemaCheckCases {
+		s, err := wire.CompileSchema(json.RawMessage(c.schema), wire.SchemaURL("t", "m"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		entry := &MethodEntry{Tool: &Tool{ID: "t"}, Method: &Method{Name: "m"}, schema: &inputSchema{raw: json.RawMessage(c.schema)}}
+		got := entry.Validate([]byte(c.params))
+		if entry.schema.plain == nil && !entry.schema.anyObject {
+			t.Errorf("%s: not taken by the plain check", c.name)
+		}
+		v, err := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(c.params)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := refusal(s.Validate(v))
+		if !reflect.DeepEqual(got, want) || (got == nil) != c.valid {
+			t.Errorf("%s: Validate %v, the library %v", c.name, got, want)
+		}
+	}
+}
 
 // BenchmarkSchemaCheck measures the ways to check a call's parameters side by side,
 // in one run: "library" decodes them with the library's decoder then validates;
