@@ -31,9 +31,7 @@ func (s *inputSchema) compiled(tool, method string) (*jsonschema.Schema, error) 
 			s.log.Error("registry: a method's input schema does not compile; its calls are refused", "tool", tool, "method", method, "err", s.err)
 		}
 		s.anyObject = s.err == nil && wire.AcceptsAnyObject(s.raw)
-		if s.err == nil {
-			s.plain = wire.Plain(s.s)
-		}
+		s.plain = wire.Plain(s.s)
 	})
 	return s.s, s.err
 }

@@ -40,9 +40,7 @@ func (is *inputSchema) check(in inbound, readErr error) error {
 		// A schema that does not compile kept the worker from starting.
 		is.s, _ = wire.CompileSchema(is.raw, is.url)
 		is.anyObject = wire.AcceptsAnyObject(is.raw)
-		if is.s != nil {
-			is.plain = wire.Plain(is.s)
-		}
+		is.plain = wire.Plain(is.s)
 	})
 	if is.s == nil || is.anyObject {
 		return nil // the edge checked that the parameters are one JSON object

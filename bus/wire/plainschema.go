@@ -94,8 +94,12 @@ var handledFields = map[string]bool{
 // cycles, which only $ref makes and which are refused anyway) are the library's.
 const maxPlainDepth = 32
 
-// Plain returns s as a PlainSchema, or nil when s uses a keyword it does not check.
+// Plain returns s as a PlainSchema, or nil when s uses a keyword it does not check
+// (or is nil: no schema compiled).
 func Plain(s *jsonschema.Schema) *PlainSchema {
+	if s == nil {
+		return nil
+	}
 	root, ok := plainOf(s, 0)
 	if !ok {
 		return nil

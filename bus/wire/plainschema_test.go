@@ -126,6 +126,9 @@ func TestPlainSchemaLeavesOtherKeywords(t *testing.T) {
 			t.Errorf("%s is taken as plain", schema)
 		}
 	}
+	if wire.Plain(nil) != nil {
+		t.Error("no schema is taken as plain")
+	}
 }
 
 // FuzzPlainSchemaAgrees holds that an instance the plain check accepts the library
