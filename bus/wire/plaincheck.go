@@ -125,22 +125,25 @@ func (sc *plainScan) string(n *plainNode) bool {
 	if n.enum == nil && n.format == nil && n.minLen < 0 && n.maxLen < 0 {
 		return true
 	}
-	s := string(raw)
-	if !plain {
-		if s, ok = sc.unquote(raw); !ok {
+	if !plain { // escapes, or bytes encoding/json replaces: the value is the decoded one
+		s, ok := sc.unquote(raw)
+		if !ok {
 			return false
 		}
+		raw = []byte(s)
 	}
-	if n.enum != nil && !n.enum.strings[s] {
+	// string(raw) as a map key or in a comparison is not copied; only the format's
+	// function takes a string of its own.
+	if n.enum != nil && !n.enum.strings[string(raw)] {
 		return false
 	}
 	if n.minLen >= 0 || n.maxLen >= 0 {
-		runes := utf8.RuneCountInString(s)
+		runes := utf8.RuneCount(raw)
 		if n.minLen >= 0 && runes < n.minLen || n.maxLen >= 0 && runes > n.maxLen {
 			return false
 		}
 	}
-	return n.formatTakes(s)
+	return n.format == nil || n.formatTakes(string(raw))
 }
 
 // number checks the number at sc.i against its schema: an integer of up to 18
