@@ -19,7 +19,8 @@ type inputSchema struct {
 	log       *slog.Logger
 	once      sync.Once
 	s         *jsonschema.Schema
-	anyObject bool // see acceptsAnyObject
+	anyObject bool              // see acceptsAnyObject
+	plain     *wire.PlainSchema // nil unless the schema is plain: see wire.Plain
 	err       error
 }
 
@@ -30,6 +31,7 @@ func (s *inputSchema) compiled(tool, method string) (*jsonschema.Schema, error) 
 			s.log.Error("registry: a method's input schema does not compile; its calls are refused", "tool", tool, "method", method, "err", s.err)
 		}
 		s.anyObject = s.err == nil && wire.AcceptsAnyObject(s.raw)
+		s.plain = wire.Plain(s.s)
 	})
 	return s.s, s.err
 }

@@ -104,7 +104,10 @@ func (m *MethodEntry) Validate(params []byte) error {
 	if m.schema.anyObject && IsObject(params) {
 		return nil
 	}
-	inst, err := decodeInstance(params)
+	if m.schema.plain != nil && m.schema.plain.Accepts(params) {
+		return nil // a refusal is the library's, with its reasons
+	}
+	inst, err := wire.DecodeInstance(params)
 	if err != nil {
 		// Not JSON after all: the decoder of the schema library says why.
 		_, err = jsonschema.UnmarshalJSON(bytes.NewReader(params))

@@ -26,6 +26,7 @@ type inputSchema struct {
 	once      sync.Once
 	s         *jsonschema.Schema
 	anyObject bool
+	plain     *wire.PlainSchema
 }
 
 // check checks the parameters of in when they came as a payload: nil when they match
@@ -39,9 +40,13 @@ func (is *inputSchema) check(in inbound, readErr error) error {
 		// A schema that does not compile kept the worker from starting.
 		is.s, _ = wire.CompileSchema(is.raw, is.url)
 		is.anyObject = wire.AcceptsAnyObject(is.raw)
+		is.plain = wire.Plain(is.s)
 	})
 	if is.s == nil || is.anyObject {
 		return nil // the edge checked that the parameters are one JSON object
+	}
+	if is.plain != nil && is.plain.Accepts(in.data) {
+		return nil
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(in.data))
 	var vs []wire.Violation

@@ -1,4 +1,4 @@
-package registry
+package wire
 
 import (
 	"bytes"
@@ -23,7 +23,8 @@ var instanceCases = []string{
 }
 
 // TestDecodeInstance: the call path's decoder gives what the schema library's own
-// would, and refuses what it refuses.
+// would, and refuses what it refuses; and a plain schema that asks nothing reads
+// the same documents as JSON.
 func TestDecodeInstance(t *testing.T) {
 	for _, doc := range instanceCases {
 		checkInstance(t, []byte(doc))
@@ -39,11 +40,14 @@ func FuzzDecodeInstance(f *testing.F) {
 
 func checkInstance(t *testing.T, doc []byte) {
 	want, wantErr := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
-	got, err := decodeInstance(doc)
+	got, err := DecodeInstance(doc)
 	if (err != nil) != (wantErr != nil) {
 		t.Fatalf("%.80q: error %v, the library's %v", doc, err, wantErr)
 	}
 	if err == nil && !reflect.DeepEqual(got, want) {
 		t.Fatalf("%.80q: %#v, the library's %#v", doc, got, want)
+	}
+	if anything := (&PlainSchema{}); anything.Accepts(doc) != (wantErr == nil) {
+		t.Fatalf("%.80q: the plain check's grammar disagrees with the library's decoder (%v)", doc, wantErr)
 	}
 }
