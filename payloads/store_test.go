@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolgate/toolgate/bus/wire"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/payloads"
 )
@@ -43,16 +44,29 @@ func TestStoreWriteStreamsParts(t *testing.T) {
 	for i := range data {
 		data[i] = byte(i * 7)
 	}
-	objects := func() int {
-		n := 0
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// objects counts the bucket's objects and the chunks kept in its stream: a part
+	// cut short by a failure has chunks but no object.
+	objects := func() (objects int, chunks uint64) {
 		list, err := store.Bucket().List(ctx)
 		if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
 			t.Fatal(err)
 		}
-		for range list {
-			n++
+		stream, err := js.Stream(ctx, "OBJ_"+wire.PayloadBucket)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return n
+		info, err := stream.Info(ctx, jetstream.WithSubjectFilter("$O."+wire.PayloadBucket+".C.>"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range info.State.Subjects {
+			chunks += n
+		}
+		return len(list), chunks
 	}
 	for _, c := range []struct {
 		name       string
@@ -84,8 +98,8 @@ func TestStoreWriteStreamsParts(t *testing.T) {
 		}
 		store.Delete(ctx, "parts", p)
 	}
-	if n := objects(); n != 0 {
-		t.Fatalf("%d objects left after the deletes", n)
+	if n, chunks := objects(); n != 0 || chunks != 0 {
+		t.Fatalf("%d objects and %d chunks left after the deletes", n, chunks)
 	}
 
 	if _, err := store.Write(ctx, "parts", nil, bytes.NewReader(data), int64(len(data)-1)); !errors.Is(err, payloads.ErrTooLarge) {
@@ -96,7 +110,7 @@ func TestStoreWriteStreamsParts(t *testing.T) {
 	if !errors.As(err, &re) || !errors.Is(err, errBroke) {
 		t.Fatalf("a body that broke off: %v", err)
 	}
-	if n := objects(); n != 0 {
-		t.Fatalf("%d objects left by the failures", n)
+	if n, chunks := objects(); n != 0 || chunks != 0 {
+		t.Fatalf("%d objects and %d chunks left by the failures", n, chunks)
 	}
 }
