@@ -46,9 +46,12 @@ type Server struct {
 	js   jetstream.JetStream
 	subj wire.Subjects
 	log  *slog.Logger
-	subs []*nats.Subscription
-	sem  chan struct{}
-	wg   sync.WaitGroup // the asks taken; Add only through enter
+	// getBytes reads a payload's parts with GetBytes, as they were first read; the
+	// benchmarks compare it with readPart's sized buffer. Set before any ask.
+	getBytes bool
+	subs     []*nats.Subscription
+	sem      chan struct{}
+	wg       sync.WaitGroup // the asks taken; Add only through enter
 
 	stopMu  sync.Mutex
 	stopped bool // Stop began: no ask is taken after

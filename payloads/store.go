@@ -2,6 +2,7 @@ package payloads
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -35,6 +36,10 @@ func (e *ReadError) Unwrap() error { return e.Err }
 type Store struct {
 	obj  jetstream.ObjectStore
 	part int
+	// chunk is the object store's chunk size (0: its default, 128 KiB) and copyBuf
+	// the buffer a part is read through (0: 32 KiB); benchmarks compare others.
+	chunk   int
+	copyBuf int
 }
 
 // Open makes the payloads bucket, or opens it as it is, with replicas on a cluster.
@@ -66,44 +71,87 @@ func (s *Store) Bucket() jetstream.ObjectStore { return s.obj }
 
 // Write stores head and then what r holds, to its end, as a payload of tool, with
 // at most limit bytes in all (ErrTooLarge past it, and nothing kept), and returns it
-// with the sha256 of its bytes. It holds one part at a time.
+// with the sha256 of its bytes. Each part is read into the object store's chunks as
+// it arrives: Write holds one chunk at a time, never a part.
 func (s *Store) Write(ctx context.Context, tool string, head []byte, r io.Reader, limit int64) (wire.Payload, error) {
 	p := wire.Payload{ID: nuid.Next()}
 	if r == nil {
 		r = bytes.NewReader(nil)
 	}
 	sum := sha256.New()
-	src := io.TeeReader(io.MultiReader(bytes.NewReader(head), r), sum)
-	buf := make([]byte, s.part)
-	for {
-		n, err := io.ReadFull(src, buf)
-		if n > 0 {
-			if p.Size += int64(n); p.Size > limit {
-				s.Delete(context.WithoutCancel(ctx), tool, p)
-				return wire.Payload{}, ErrTooLarge
-			}
-			if _, perr := s.obj.PutBytes(ctx, wire.PayloadPartName(tool, p.ID, p.Parts), buf[:n]); perr != nil {
-				s.Delete(context.WithoutCancel(ctx), tool, p)
-				return wire.Payload{}, fmt.Errorf("payloads: store part %d: %w", p.Parts, perr)
-			}
-			p.Parts++
-		}
-		switch {
-		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-			p.SHA256 = hex.EncodeToString(sum.Sum(nil))
-			return p, nil
-		case err != nil:
-			s.Delete(context.WithoutCancel(ctx), tool, p)
-			return wire.Payload{}, &ReadError{Err: err}
-		}
+	src := &source{r: io.TeeReader(io.MultiReader(bytes.NewReader(head), r), sum), limit: limit}
+	fail := func(err error) (wire.Payload, error) {
+		s.Delete(context.WithoutCancel(ctx), tool, p)
+		return wire.Payload{}, err
 	}
+	for {
+		// A part begins only with a byte to put in it: a payload ends without an
+		// empty part, and a body that fails before its first is no object.
+		var first [1]byte
+		n, err := io.ReadFull(src, first[:])
+		switch {
+		case src.err != nil || errors.Is(err, ErrTooLarge):
+			return fail(src.failure(err))
+		case n == 0:
+			p.Size, p.SHA256 = src.size, hex.EncodeToString(sum.Sum(nil))
+			return p, nil
+		}
+		part := fill{io.MultiReader(bytes.NewReader(first[:]), io.LimitReader(src, int64(s.part-1)))}
+		if err := putPart(ctx, s.obj, wire.PayloadPartName(tool, p.ID, p.Parts), part, s.chunk); err != nil {
+			if src.err != nil || errors.Is(err, ErrTooLarge) {
+				return fail(src.failure(err))
+			}
+			return fail(fmt.Errorf("payloads: store part %d: %w", p.Parts, err))
+		}
+		p.Parts++
+	}
+}
+
+// source is what Write stores: counted against its limit, with its own read failure
+// kept apart from the object store's.
+type source struct {
+	r           io.Reader
+	size, limit int64
+	err         error // r's failure, not io.EOF
+}
+
+func (s *source) Read(b []byte) (int, error) {
+	n, err := s.r.Read(b)
+	if s.size += int64(n); s.size > s.limit {
+		return 0, ErrTooLarge
+	}
+	if err != nil && err != io.EOF {
+		s.err = err
+	}
+	return n, err
+}
+
+// failure is the error Write returns for err, which source's Read ended.
+func (s *source) failure(err error) error {
+	if s.err != nil {
+		return &ReadError{Err: s.err}
+	}
+	return err
+}
+
+// fill reads as io.ReadFull does, so that each of the object store's chunks is full
+// but the last however the client's bytes arrive: a body that trickles is stored in
+// as few messages as one that does not.
+type fill struct{ r io.Reader }
+
+func (f fill) Read(b []byte) (int, error) {
+	n, err := io.ReadFull(f.r, b)
+	if err == io.ErrUnexpectedEOF {
+		err = nil
+	}
+	return n, err
 }
 
 // WriteTo writes tool's payload p to w, one part at a time, and fails when a part is
 // missing or the parts do not add up to p's size.
 func (s *Store) WriteTo(ctx context.Context, w io.Writer, tool string, p wire.Payload) error {
 	var written int64
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, cmp.Or(s.copyBuf, 32<<10))
 	for n := range p.Parts {
 		// Read as it arrives, in the object store's chunks: no part is held whole.
 		part, err := s.obj.Get(ctx, wire.PayloadPartName(tool, p.ID, n))
@@ -141,4 +189,15 @@ func (s *Store) Delete(ctx context.Context, tool string, p wire.Payload) {
 	for n := range p.Parts {
 		_ = s.obj.Delete(ctx, wire.PayloadPartName(tool, p.ID, n))
 	}
+}
+
+// putPart stores what r holds, to its end, as the object name in chunks of chunk
+// bytes (0: the object store's default).
+func putPart(ctx context.Context, obj jetstream.ObjectStore, name string, r io.Reader, chunk int) error {
+	meta := jetstream.ObjectMeta{Name: name}
+	if chunk > 0 {
+		meta.Opts = &jetstream.ObjectMetaOptions{ChunkSize: uint32(chunk)}
+	}
+	_, err := obj.Put(ctx, meta, r)
+	return err
 }
