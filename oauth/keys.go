@@ -90,15 +90,15 @@ func (k *Keys) generation(at time.Time) int64 { return at.Unix() / int64(k.rotat
 
 // Signing is the key that signs at now: the current period's, made when it is
 // missing. Edges that rotate at once all try to create the same record; one wins
-// and the others read it.
+// and the others read it. A newer key held signs as well: one another edge made
+// for the next period, its clock a little ahead of this one's, or the current key
+// when now is in an earlier period (a token dated back).
 func (k *Keys) Signing(ctx context.Context, now time.Time) (jose.JSONWebKey, error) {
-	name := keyPrefix + strconv.FormatInt(k.generation(now), 10)
-	k.mu.Lock()
-	if len(k.held) > 0 && k.held[0].KeyID == name {
-		defer k.mu.Unlock()
-		return k.held[0], nil
+	gen := k.generation(now)
+	if key, ok := k.newest(gen); ok {
+		return key, nil
 	}
-	k.mu.Unlock()
+	name := keyPrefix + strconv.FormatInt(gen, 10)
 	if err := k.create(ctx, name); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		return jose.JSONWebKey{}, err
 	}
@@ -106,11 +106,8 @@ func (k *Keys) Signing(ctx context.Context, now time.Time) (jose.JSONWebKey, err
 		if err := k.load(ctx, now); err != nil {
 			return jose.JSONWebKey{}, err
 		}
-		k.mu.Lock()
-		held := k.held
-		k.mu.Unlock()
-		if len(held) > 0 && held[0].KeyID == name {
-			return held[0], nil
+		if key, ok := k.newest(gen); ok {
+			return key, nil
 		}
 		// Written (by this edge or another), yet not read back: the bucket's leader
 		// changed between the two, as it does while a new cluster settles, and the
@@ -124,6 +121,23 @@ func (k *Keys) Signing(ctx context.Context, now time.Time) (jose.JSONWebKey, err
 		case <-time.After(settleWait):
 		}
 	}
+}
+
+// newest is the newest key held, when it is of generation gen or a later one.
+func (k *Keys) newest(gen int64) (jose.JSONWebKey, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.held) == 0 {
+		return jose.JSONWebKey{}, false
+	}
+	g, ok := generationOf(k.held[0].KeyID)
+	return k.held[0], ok && g >= gen
+}
+
+// generationOf is the generation a key's record name holds, and whether it holds one.
+func generationOf(name string) (int64, bool) {
+	g, err := strconv.ParseInt(strings.TrimPrefix(name, keyPrefix), 10, 64)
+	return g, err == nil && strings.HasPrefix(name, keyPrefix)
 }
 
 // A signing key written but not read back is read again settleWait later, up to
@@ -165,7 +179,7 @@ func (k *Keys) names(ctx context.Context) ([]string, error) {
 	defer func() { _ = lister.Stop() }()
 	var gens []int64
 	for name := range lister.Keys() {
-		if g, err := strconv.ParseInt(strings.TrimPrefix(name, keyPrefix), 10, 64); err == nil {
+		if g, ok := generationOf(name); ok {
 			gens = append(gens, g)
 		}
 	}

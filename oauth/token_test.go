@@ -5,13 +5,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/oauth"
 )
 
 func newIssuer(t *testing.T, url string) *oauth.Issuer {
 	t.Helper()
-	srv := testenv.Server(t)
+	return issuerOn(t, testenv.Server(t), url)
+}
+
+// issuerOn is an edge's issuer as url on srv, its keys rotating every hour.
+func issuerOn(t *testing.T, srv *server.Server, url string) *oauth.Issuer {
+	t.Helper()
 	store := testenv.Store(t, testenv.Conn(t, srv.ClientURL()), 1)
 	keys, err := oauth.OpenKeys(testenv.Context(t), store, time.Hour, nil)
 	if err != nil {
@@ -61,15 +68,7 @@ func TestTokensAreCheckedForIssuerAudienceAndExpiry(t *testing.T) {
 func TestKeysRotateAndEveryEdgeChecks(t *testing.T) {
 	srv := testenv.Server(t)
 	ctx := testenv.Context(t)
-	open := func() *oauth.Issuer {
-		store := testenv.Store(t, testenv.Conn(t, srv.ClientURL()), 1)
-		keys, err := oauth.OpenKeys(ctx, store, time.Hour, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return oauth.NewIssuer("https://gw.example", keys)
-	}
-	a, b := open(), open()
+	a, b := issuerOn(t, srv, "https://gw.example"), issuerOn(t, srv, "https://gw.example")
 	const resource = "https://gw.example/mcp/tgl_a"
 	now := time.Now()
 	mint := func(is *oauth.Issuer, at time.Time) string {
@@ -100,5 +99,46 @@ func TestKeysRotateAndEveryEdgeChecks(t *testing.T) {
 	}
 	if _, err := b.Verify(ctx, second, resource, evenLater.Add(31*time.Second)); err != nil {
 		t.Fatalf("a token of the previous key: %v", err)
+	}
+}
+
+// TestTheNewestKeySignsForAnEarlierPeriod: a time in an earlier period than the
+// newest key's is signed at once by the newest key, and no older key is made: a
+// token dated back (an expired one, made for a check), or an edge whose clock is
+// behind the one that made the next period's key.
+func TestTheNewestKeySignsForAnEarlierPeriod(t *testing.T) {
+	srv := testenv.Server(t)
+	ctx := testenv.Context(t)
+	a, b := issuerOn(t, srv, "https://gw.example"), issuerOn(t, srv, "https://gw.example")
+	now := time.Now()
+	current, err := a.Keys().Signing(ctx, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := a.Keys().Signing(ctx, now.Add(-2*time.Hour))
+	if err != nil || back.KeyID != current.KeyID {
+		t.Fatalf("two periods back: key %s, %v; want the current key %s", back.KeyID, err, current.KeyID)
+	}
+	if set := a.Keys().JWKS(ctx, now); len(set.Keys) != 1 {
+		t.Fatalf("the JWKS holds %d keys after signing for an earlier period, want the current one only", len(set.Keys))
+	}
+
+	// b's clock is an hour ahead: it makes the next period's key and signs with it.
+	const resource = "https://gw.example/mcp/tgl_a"
+	ahead, err := b.Mint(ctx, oauth.Token{Account: "acme", Resource: resource, Scope: "kit:list"}, now.Add(time.Hour), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a reads the new key to check b's token, and then signs at its own clock's time.
+	if _, err := a.Verify(ctx, ahead, resource, now.Add(time.Hour+2*time.Second)); err != nil {
+		t.Fatalf("the token of the key made ahead: %v", err)
+	}
+	next, err := b.Keys().Signing(ctx, now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	behind, err := a.Keys().Signing(ctx, now)
+	if err != nil || behind.KeyID != next.KeyID {
+		t.Fatalf("behind the key made ahead: key %s, %v; want %s", behind.KeyID, err, next.KeyID)
 	}
 }
