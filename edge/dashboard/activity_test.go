@@ -132,6 +132,8 @@ func TestActivityPages(t *testing.T) {
 	}
 	b.do("filter by outcome",
 		chromedp.Click(css("#newest")),
+		// The older page has the filter too: wait until it is gone.
+		chromedp.WaitNotPresent(css("#newest")),
 		chromedp.WaitVisible(css("#f-outcome")),
 		chromedp.SetValue(css("#f-outcome"), gateway.CodeToolError),
 		chromedp.Click(css("#f-apply")),

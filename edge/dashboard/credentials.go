@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -19,7 +20,7 @@ type credentialsView struct {
 	State   string // edge.ConnectionReady, ConnectionNeedsCredentials, ConnectionNeedsReauth
 	Missing []string
 	Fields  []credentialField
-	Saved   bool // the form was just sent
+	Saved   []string // the fields the form just set, from the redirect's query
 }
 
 type credentialField struct {
@@ -54,6 +55,22 @@ func (d *Dashboard) credentials(ctx context.Context, account string, t *registry
 		cv.Fields = append(cv.Fields, cf)
 	}
 	return cv
+}
+
+// savedFields reads the fields a save named in its redirect (`?saved=token,user`),
+// keeping only the tool's own field names, in the tool's order.
+func savedFields(t *registry.Tool, q string) []string {
+	if q == "" {
+		return nil
+	}
+	named := strings.Split(q, ",")
+	var saved []string
+	for _, f := range t.Connection.Fields {
+		if slices.Contains(named, f.Name) {
+			saved = append(saved, f.Name)
+		}
+	}
+	return saved
 }
 
 // setCredentials sets the fields the form filled in of the signed-in account's
@@ -92,5 +109,5 @@ func (d *Dashboard) setCredentials(w http.ResponseWriter, r *http.Request, v *vi
 	slices.Sort(names)
 	d.log.Info("dashboard: a connection's fields set", "account", v.principal.Account, "tool", t.Tool.ID, "fields", strings.Join(names, ","))
 	d.record(w, r, v, audit.Record{Method: audit.ActionSetCredentials, Tool: t.Tool.ID})
-	d.redirect(w, r, "tools/"+t.Tool.ID+"?saved=1")
+	d.redirect(w, r, "tools/"+t.Tool.ID+"?saved="+url.QueryEscape(strings.Join(names, ",")))
 }

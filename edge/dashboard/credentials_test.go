@@ -74,14 +74,15 @@ func TestCredentialsInBrowser(t *testing.T) {
 	b.do("set the token",
 		chromedp.SendKeys(css("#field-token"), token),
 		chromedp.Submit(css("#field-token")),
-		chromedp.WaitVisible(css("#credentials-saved")))
+		chromedp.WaitVisible(css(`#credentials-saved[data-fields="token"]`)))
 	if missing := b.text("#connection-missing"); missing != "user" {
 		t.Fatalf("with the token set, missing %q; want user", missing)
 	}
 	b.do("set the user",
 		chromedp.SendKeys(css("#field-user"), user),
 		chromedp.Submit(css("#field-user")),
-		chromedp.WaitVisible(css("#credentials-saved")))
+		// The page being left also shows a notice: wait for the one naming the user.
+		chromedp.WaitVisible(css(`#credentials-saved[data-fields="user"]`)))
 	if st := b.text("#connection-state"); st != "ready" {
 		t.Fatalf("with both fields set, the state is %q", st)
 	}

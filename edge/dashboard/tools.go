@@ -137,7 +137,7 @@ func (d *Dashboard) toolPage(w http.ResponseWriter, r *http.Request, v *visit) {
 	}
 	if d.sets(t.Tool) {
 		tv.Credentials = d.credentials(r.Context(), v.principal.Account, t.Tool)
-		tv.Credentials.Saved = r.URL.Query().Has("saved")
+		tv.Credentials.Saved = savedFields(t.Tool, r.URL.Query().Get("saved"))
 	}
 	d.render(w, http.StatusOK, "tool", d.page(v, toolTitle(t.Tool), "tools", tv))
 }
