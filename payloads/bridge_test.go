@@ -24,6 +24,7 @@ import (
 // go-sdk) on the tool's link intact: past one NATS message, through the payloads
 // bucket, without the bridge knowing.
 func TestBridgedImageOfTenMiB(t *testing.T) {
+	large(t, "10 MiB through the bridge")
 	img := make([]byte, 10<<20)
 	if _, err := rand.Read(img); err != nil {
 		t.Fatal(err)

@@ -119,9 +119,7 @@ func skipPeakOf50MiB(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the edge's peak RSS is read from /proc")
 	}
-	if testing.Short() {
-		t.Skip("50 MiB through each transport")
-	}
+	large(t, "50 MiB through each transport")
 }
 
 // mcpDoors are the MCP clients a large call is made with: each calls the tool name

@@ -1,0 +1,5 @@
+//go:build race
+
+package payloads_test
+
+const raceDetector = true
