@@ -190,9 +190,13 @@ func TestOAuthConnection(t *testing.T) {
 	if !strings.Contains(refused.Message, "oauth") || !strings.Contains(refused.Message, edge.ConnectURL(b.url, "calendar")) {
 		t.Fatalf("after revocation: %q; want oauth missing and the connect URL", refused.Message)
 	}
-	st = decode[edge.ToolInfo](t, a.do(http.MethodGet, "/tools/calendar", "", "SERVICE_API_KEY", key)).Connection
-	if st.State != edge.ConnectionNeedsReauth || st.ConnectURL == "" {
-		t.Fatalf("after revocation: %+v; want needs_reauthorization and the connect URL", st)
+	// Edge b marked the connection; edge a reads it once its view of the record follows.
+	testenv.WaitFor(t, "edge a to show the connection needs reauthorization", func() bool {
+		st = decode[edge.ToolInfo](t, a.do(http.MethodGet, "/tools/calendar", "", "SERVICE_API_KEY", key)).Connection
+		return st.State == edge.ConnectionNeedsReauth
+	})
+	if st.ConnectURL == "" {
+		t.Fatalf("after revocation: %+v; want the connect URL", st)
 	}
 	if page := dashboardPage(t, a, key, "tools/calendar"); !strings.Contains(page, `id="authorization">needs reauthorization<`) {
 		t.Fatalf("the tool's dashboard page after revocation:\n%s", page)
