@@ -7,33 +7,27 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/toolgate/toolgate/bus/wire"
 )
 
 // inputSchema is a method's compiled input schema, compiled on first use and shared
 // by later versions of the tool record whose schema bytes are the same.
 type inputSchema struct {
-	raw       json.RawMessage
-	log       *slog.Logger
-	once      sync.Once
-	s         *jsonschema.Schema
-	anyObject bool              // see acceptsAnyObject
-	plain     *wire.PlainSchema // nil unless the schema is plain: see wire.Plain
-	err       error
+	raw   json.RawMessage
+	log   *slog.Logger
+	once  sync.Once
+	input *wire.InputSchema
+	err   error
 }
 
-func (s *inputSchema) compiled(tool, method string) (*jsonschema.Schema, error) {
+func (s *inputSchema) compiled(tool, method string) (*wire.InputSchema, error) {
 	s.once.Do(func() {
-		s.s, s.err = wire.CompileSchema(s.raw, wire.SchemaURL(tool, method))
+		s.input, s.err = wire.CompileInput(s.raw, wire.SchemaURL(tool, method))
 		if s.err != nil && s.log != nil {
 			s.log.Error("registry: a method's input schema does not compile; its calls are refused", "tool", tool, "method", method, "err", s.err)
 		}
-		s.anyObject = s.err == nil && wire.AcceptsAnyObject(s.raw)
-		s.plain = wire.Plain(s.s)
 	})
-	return s.s, s.err
+	return s.input, s.err
 }
 
 // IsObject reports whether b is one JSON object, whitespace around it allowed, in

@@ -68,7 +68,7 @@ func TestSchemaCheckCases(t *testing.T) {
 		}
 		entry := &MethodEntry{Tool: &Tool{ID: "t"}, Method: &Method{Name: "m"}, schema: &inputSchema{raw: json.RawMessage(c.schema)}}
 		got := entry.Validate([]byte(c.params))
-		if entry.schema.plain == nil && !entry.schema.anyObject {
+		if input, _ := entry.schema.compiled("t", "m"); !input.IsPlain() && !input.AnyObject {
 			t.Errorf("%s: not taken by the plain check", c.name)
 		}
 		v, err := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(c.params)))

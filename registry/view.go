@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/toolgate/toolgate/bus/wire"
 )
@@ -95,28 +94,17 @@ func (m *MethodEntry) Validate(params []byte) error {
 	if m.schema == nil {
 		return nil
 	}
-	s, err := m.schema.compiled(m.Tool.ID, m.Method.Name)
+	input, err := m.schema.compiled(m.Tool.ID, m.Method.Name)
 	if err != nil {
 		// The worker SDK refuses schemas that do not compile; one written around it is
 		// the tool's fault, and its calls are refused.
 		return &ValidationError{Violations: []Violation{{Message: "the method's input schema does not compile: " + err.Error()}}}
 	}
-	if m.schema.anyObject && IsObject(params) {
+	if input.AnyObject && IsObject(params) {
 		return nil
 	}
-	if m.schema.plain != nil && m.schema.plain.Accepts(params) {
-		return nil // a refusal is the library's, with its reasons
-	}
-	inst, err := wire.DecodeInstance(params)
-	if err != nil {
-		// Not JSON after all: the decoder of the schema library says why.
-		_, err = jsonschema.UnmarshalJSON(bytes.NewReader(params))
-	}
-	if err != nil {
-		return &ValidationError{Violations: []Violation{{Message: "not JSON: " + err.Error()}}}
-	}
-	if err := s.Validate(inst); err != nil {
-		return &ValidationError{Violations: wire.SchemaViolations(err)}
+	if vs := input.Violations(params); vs != nil {
+		return &ValidationError{Violations: vs}
 	}
 	return nil
 }

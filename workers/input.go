@@ -1,11 +1,8 @@
 package workers
 
 import (
-	"bytes"
 	"encoding/json"
 	"sync"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/toolgate/toolgate/bus/wire"
 )
@@ -14,19 +11,17 @@ import (
 // sends the call, when it holds them whole. A request past one message it streams
 // into the payloads bucket instead, checking only that it is one JSON object; the SDK
 // reads such a request whole before its handler runs anyway, and checks it there,
-// against the schema the edge would have used, compiled the same way
-// (wire.CompileSchema). A request that breaks it is answered CodeSchemaViolation with
+// against the schema the edge would have used, compiled and checked the same way
+// (wire.InputSchema). A request that breaks it is answered CodeSchemaViolation with
 // the violations, which the edge answers as it answers a small request's
 // (invalid_params), and the handler never runs.
 
 // inputSchema is a method's input schema, compiled on the first request it checks.
 type inputSchema struct {
-	raw       json.RawMessage
-	url       string
-	once      sync.Once
-	s         *jsonschema.Schema
-	anyObject bool
-	plain     *wire.PlainSchema
+	raw   json.RawMessage
+	url   string
+	once  sync.Once
+	input *wire.InputSchema
 }
 
 // check checks the parameters of in when they came as a payload: nil when they match
@@ -38,23 +33,13 @@ func (is *inputSchema) check(in inbound, readErr error) error {
 	}
 	is.once.Do(func() {
 		// A schema that does not compile kept the worker from starting.
-		is.s, _ = wire.CompileSchema(is.raw, is.url)
-		is.anyObject = wire.AcceptsAnyObject(is.raw)
-		is.plain = wire.Plain(is.s)
+		is.input, _ = wire.CompileInput(is.raw, is.url)
 	})
-	if is.s == nil || is.anyObject {
+	if is.input == nil || is.input.AnyObject {
 		return nil // the edge checked that the parameters are one JSON object
 	}
-	if is.plain != nil && is.plain.Accepts(in.data) {
-		return nil
-	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(in.data))
-	var vs []wire.Violation
-	if err != nil {
-		vs = []wire.Violation{{Message: "not JSON: " + err.Error()}}
-	} else if err := is.s.Validate(inst); err != nil {
-		vs = wire.SchemaViolations(err)
-	} else {
+	vs := is.input.Violations(in.data)
+	if vs == nil {
 		return nil
 	}
 	return &Error{Code: wire.CodeSchemaViolation, Status: 400, Message: "the parameters do not match the method's input schema", Data: vs}
