@@ -2,8 +2,6 @@ package edge
 
 import (
 	"github.com/gin-gonic/gin"
-
-	"github.com/toolgate/toolgate/registry"
 )
 
 // authLink authenticates the link token in the path. A dead or unknown link is a 404:
@@ -11,15 +9,12 @@ import (
 // The link of an account that requires sign-in takes only a caller that signed in
 // (see signIn): the URL alone is no longer the credential.
 func (e *Edge) authLink(c *gin.Context) {
-	snap := e.view.Snapshot()
-	p, err := snap.AuthenticateLink(c.Param("link"))
-	if err == nil {
-		err = e.view.ConfirmSecret(c.Request.Context(), registry.RevokedLink, c.Param("link"))
-	}
+	p, err := e.view.AuthenticateLink(c.Request.Context(), c.Param("link"))
 	if err != nil {
 		e.fail(c, errLinkNotFound)
 		return
 	}
+	snap := e.view.Snapshot()
 	if a := snap.Account(p.Account); e.tokens() != nil && a != nil && a.RequireSignIn {
 		tool := p.Tool
 		if p, err = e.signIn(c, snap, p.Account, tool); err != nil {

@@ -274,13 +274,10 @@ func bearer(r *http.Request) string {
 }
 
 // authKey authenticates the caller's API key against the registry view, and, while
-// the view is behind, against the keys bucket's leader (registry.View.Confirm).
+// the view is behind, against the keys bucket's leader (registry.View.AuthenticateKey).
 func (e *Edge) authKey(c *gin.Context) {
 	secret := apiKey(c.Request)
-	p, err := e.view.Snapshot().AuthenticateKey(secret, time.Now())
-	if err == nil {
-		err = e.view.ConfirmSecret(c.Request.Context(), registry.RevokedKey, secret)
-	}
+	p, err := e.view.AuthenticateKey(c.Request.Context(), secret, time.Now())
 	if err != nil {
 		e.fail(c, err)
 		return

@@ -76,7 +76,7 @@ func (e *Edge) signIn(c *gin.Context, snap *registry.Snapshot, account, tool str
 		return registry.Principal{}, errSignInRequired
 	}
 	now := time.Now()
-	if p, err := snap.AuthenticateKey(secret, now); err == nil {
+	if p, err := e.view.AuthenticateKey(c.Request.Context(), secret, now); err == nil {
 		if account != "" && p.Account != account {
 			return registry.Principal{}, errInvalidToken
 		}
@@ -163,7 +163,7 @@ func (e *Edge) failSignIn(c *gin.Context, tool string, err error) {
 func (e *Edge) authToolCaller(c *gin.Context) {
 	snap := e.view.Snapshot()
 	secret := apiKey(c.Request)
-	p, err := snap.AuthenticateKey(secret, time.Now())
+	p, err := e.view.AuthenticateKey(c.Request.Context(), secret, time.Now())
 	if err != nil && e.tokens() != nil {
 		if p, err = e.signIn(c, snap, "", c.Param("tool")); errors.Is(err, errSignInRequired) {
 			err = newHTTPError(gateway.KindUnauthenticated, "an API key or an access token for this endpoint is required")
@@ -190,7 +190,7 @@ func (e *Edge) resourceMetadata(c *gin.Context) {
 	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	switch {
 	case len(parts) >= 2 && len(parts) <= 3 && parts[0] == "mcp" && (len(parts) == 2 || parts[2] == "sse" || parts[2] == "messages"):
-		p, err := e.view.Snapshot().AuthenticateLink(parts[1])
+		p, err := e.view.AuthenticateLink(c.Request.Context(), parts[1])
 		if err != nil {
 			e.fail(c, errLinkNotFound)
 			return

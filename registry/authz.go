@@ -34,8 +34,13 @@ func (s *Snapshot) AuthenticateKey(secret string, now time.Time) (Principal, err
 		return Principal{}, ErrUnauthenticated
 	}
 	h := hashHex(secret)
-	k := s.keys[string(h[:])]
-	if k == nil || !k.Usable(now) || s.accounts[k.Account] == nil || s.Revoked(RevokedKey, string(h[:])) || s.revokedAccount(k.Account, "") {
+	return s.keyPrincipal(string(h[:]), s.keys[string(h[:])], now)
+}
+
+// keyPrincipal is the principal of key k, filed under hash, if it authenticates at
+// now: it is neither revoked nor expired, and its account exists.
+func (s *Snapshot) keyPrincipal(hash string, k *Key, now time.Time) (Principal, error) {
+	if k == nil || !k.Usable(now) || s.accounts[k.Account] == nil || s.Revoked(RevokedKey, hash) || s.revokedAccount(k.Account, "") {
 		return Principal{}, ErrUnauthenticated
 	}
 	return Principal{Account: k.Account, Key: k}, nil
@@ -61,8 +66,13 @@ func (s *Snapshot) AuthenticateLink(token string) (Principal, error) {
 		return Principal{}, ErrUnauthenticated
 	}
 	h := hashHex(token)
-	l := s.links[string(h[:])]
-	if l == nil || s.accounts[l.Account] == nil || s.conns[l.Account][l.Tool] == nil || s.Revoked(RevokedLink, string(h[:])) ||
+	return s.linkPrincipal(string(h[:]), s.links[string(h[:])])
+}
+
+// linkPrincipal is the principal of link l, filed under hash, if its account and
+// connection exist and it was not revoked.
+func (s *Snapshot) linkPrincipal(hash string, l *Link) (Principal, error) {
+	if l == nil || s.accounts[l.Account] == nil || s.conns[l.Account][l.Tool] == nil || s.Revoked(RevokedLink, hash) ||
 		s.revokedAccount(l.Account, l.Tool) {
 		return Principal{}, ErrUnauthenticated
 	}

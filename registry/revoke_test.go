@@ -179,3 +179,68 @@ func TestConfirmAsksTheLeaderWhileBehind(t *testing.T) {
 		t.Fatalf("a current view leaves the decision to its snapshot: %v", err)
 	}
 }
+
+// TestACredentialMadeWhileBehindIsAccepted: a key or link made while the edge's
+// follower is behind (its consumer being made again after a NATS node's loss) is not
+// in the edge's view yet. The edge asks the leader and accepts it, rather than
+// refusing for seconds a key its own POST /admin/keys just returned, and from then on
+// holds it (an admin change finds it by id). A made-up key or link is still refused,
+// and so is a key revoked since.
+func TestACredentialMadeWhileBehindIsAccepted(t *testing.T) {
+	env := testenv.NewRegistry(t)
+	store, ctx := env.Store, env.Ctx
+	view, err := registry.NewViewNotFollowing(ctx, store, testenv.Logger(t), registry.BucketKeys, registry.BucketLinks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.CreateAccount(ctx, registry.Account{ID: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := store.Connect(ctx, "acme", "echo", env.Signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := env.Signer.Token("acme", "echo", c.LinkNonce)
+	k, secret, err := store.CreateKey(ctx, registry.NewKeyRequest{Account: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, "the view holds the account and its connection", func() bool {
+		return view.Snapshot().Account("acme") != nil && view.Snapshot().Connection("acme", "echo") != nil
+	})
+	if _, err := view.Snapshot().AuthenticateKey(secret, time.Now()); !errors.Is(err, registry.ErrUnauthenticated) {
+		t.Fatalf("the view's snapshot holds a key of a bucket it does not follow: %v", err)
+	}
+
+	p, err := view.AuthenticateKey(ctx, secret, time.Now())
+	if err != nil || p.Account != "acme" || p.Key == nil || p.Key.ID != k.ID {
+		t.Fatalf("the key the leader holds: %+v, %v; want acme's key %s", p, err, k.ID)
+	}
+	if p, err := view.AuthenticateLink(ctx, token); err != nil || p.Account != "acme" || p.Tool != "echo" {
+		t.Fatalf("the link the leader holds: %+v, %v; want acme's echo", p, err)
+	}
+	testenv.WaitFor(t, "the view holds what it learned", func() bool {
+		snap := view.Snapshot()
+		_, held := snap.KeyByID(k.ID)
+		_, err := snap.AuthenticateLink(token)
+		return held != nil && err == nil
+	})
+	for _, made := range []string{secret + "x", "tgk_made_up"} {
+		if _, err := view.AuthenticateKey(ctx, made, time.Now()); !errors.Is(err, registry.ErrUnauthenticated) {
+			t.Fatalf("a key the leader does not hold: %v, want ErrUnauthenticated", err)
+		}
+	}
+	if _, err := view.AuthenticateLink(ctx, token+"x"); !errors.Is(err, registry.ErrUnauthenticated) {
+		t.Fatalf("a link the leader does not hold: %v, want ErrUnauthenticated", err)
+	}
+
+	// Revoked: refused, by the announcement the view heard or by the record the
+	// leader holds (the view, behind, confirms what it holds), whichever comes first.
+	if _, err := store.RevokeKey(ctx, registry.Hash(secret)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, "the revoked key is refused", func() bool {
+		_, err := view.AuthenticateKey(ctx, secret, time.Now())
+		return errors.Is(err, registry.ErrUnauthenticated)
+	})
+}

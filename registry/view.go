@@ -31,6 +31,7 @@ type View struct {
 	nextID    int
 
 	heard     chan Revocation // announced on the bus (listen)
+	learned   chan learned    // read from a leader while a follower is behind (learn)
 	current   currency        // whether each bucket's follower is current
 	confirmed confirmations   // the leaders' recent answers (Confirm)
 	since     atomic.Int64    // when the view last began hearing every announcement (Hearing), in Unix ns
@@ -133,11 +134,17 @@ func newToolEntry(t *Tool, prev *ToolEntry, log *slog.Logger) *ToolEntry {
 // NewView starts following the registry and returns once every bucket's current
 // contents are loaded. The view follows changes until ctx ends.
 func NewView(ctx context.Context, store *Store, log *slog.Logger) (*View, error) {
+	return newView(ctx, store, log, nil)
+}
+
+// newView is NewView, with the followers of the buckets skip names never started: for
+// the tests of a view whose follower is behind (see NewViewNotFollowing).
+func newView(ctx context.Context, store *Store, log *slog.Logger, skip []string) (*View, error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	v := &View{store: store, log: log, changed: make(chan struct{}), listeners: map[int]func(Change){},
-		heard: make(chan Revocation, 256), confirmed: confirmations{answers: map[revokedID]confirmation{}}}
+		heard: make(chan Revocation, 256), learned: make(chan learned, 64), confirmed: confirmations{answers: map[revokedID]confirmation{}, asking: make(chan struct{}, leaderLookups)}}
 	v.snap.Store(&Snapshot{
 		tools: map[string]*ToolEntry{}, accounts: map[string]*Account{}, keys: map[string]*Key{},
 		keyIDs: map[string]string{}, conns: map[string]map[string]*Connection{},
@@ -148,12 +155,17 @@ func NewView(ctx context.Context, store *Store, log *slog.Logger) (*View, error)
 		return nil, fmt.Errorf("registry: view: follow revocations: %w", err)
 	}
 	updates := make(chan Update, 256)
+	followed := 0
 	for b, name := range viewBuckets {
+		if slices.Contains(skip, name) {
+			continue
+		}
+		followed++
 		v.current[b].Store(true)
 		go store.follow(ctx, name, updates, log, v.setCurrent(b))
 	}
 	synced := make(chan struct{})
-	go v.apply(ctx, updates, synced)
+	go v.apply(ctx, followed, updates, synced)
 	select {
 	case <-synced:
 		return v, nil
@@ -163,9 +175,9 @@ func NewView(ctx context.Context, store *Store, log *slog.Logger) (*View, error)
 }
 
 // apply is the one goroutine that changes the view: it applies each batch of updates
-// to a working copy and publishes it as the next snapshot.
-func (v *View) apply(ctx context.Context, updates <-chan Update, synced chan struct{}) {
-	pending := len(viewBuckets)
+// to a working copy and publishes it as the next snapshot. pending is how many
+// followers load their bucket's contents before the view is synced.
+func (v *View) apply(ctx context.Context, pending int, updates <-chan Update, synced chan struct{}) {
 	reloading := map[int]map[string]bool{} // bucket -> the keys its reload has brought so far
 	work := *v.snap.Load()
 	for {
@@ -177,6 +189,9 @@ func (v *View) apply(ctx context.Context, updates <-chan Update, synced chan str
 			batch = drainUpdates(append(batch, u), updates)
 		case r := <-v.heard:
 			v.hearRevocation(&work, r)
+			continue
+		case l := <-v.learned:
+			v.applyLearned(&work, l)
 			continue
 		}
 		dirty := map[int]bool{}

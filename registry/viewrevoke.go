@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // How a View applies the revocations it hears (see Revocation), and how it answers
@@ -129,11 +130,37 @@ const confirmFresh = 250 * time.Millisecond
 type confirmations struct {
 	mu      sync.Mutex
 	answers map[revokedID]confirmation
+	// asking bounds the leader's lookups of credentials the view does not hold
+	// (see lookUp): a caller sending made-up keys while the view is behind asks the
+	// stream's leader at most this many times at once.
+	asking chan struct{}
 }
 
+// leaderLookups is how many lookups of credentials the view does not hold may ask
+// the leaders at once; past it, the view's answer stands (the credential is refused).
+const leaderLookups = 8
+
+// confirmation is a leader's answer for a credential.
 type confirmation struct {
-	at      time.Time
-	refused bool
+	at       time.Time
+	answered bool   // the leader answered within Options.ConfirmWait
+	record   []byte // the record it holds; nil when it holds none (or did not answer)
+	revision uint64 // the record's revision in its bucket
+}
+
+// refuses reports whether the leader's answer refuses a credential of kind: it holds
+// no record of it, or (a key) one revoked. No answer refuses nothing.
+func (c confirmation) refuses(kind string) bool {
+	switch {
+	case !c.answered:
+		return false
+	case c.record == nil:
+		return true
+	case kind == RevokedKey:
+		var k Key
+		return json.Unmarshal(c.record, &k) == nil && k.RevokedAt != nil
+	}
+	return false
 }
 
 // viewBuckets' followers tell the view whether they are current (see Store.follow).
@@ -168,44 +195,151 @@ func (v *View) Confirm(ctx context.Context, kind, hash string) error {
 	if !v.current.behind() {
 		return nil
 	}
-	id := revokedID{kind, hash}
-	v.confirmed.mu.Lock()
-	c, ok := v.confirmed.answers[id]
-	v.confirmed.mu.Unlock()
-	if !ok || time.Since(c.at) > confirmFresh {
-		c = confirmation{at: time.Now(), refused: v.askLeader(ctx, kind, hash)}
-		v.confirmed.mu.Lock()
-		maps.DeleteFunc(v.confirmed.answers, func(_ revokedID, c confirmation) bool { return time.Since(c.at) > confirmFresh })
-		v.confirmed.answers[id] = c
-		v.confirmed.mu.Unlock()
-	}
-	if c.refused {
+	if c, _ := v.leader(ctx, kind, hash, false); c.refuses(kind) {
 		return ErrUnauthenticated
 	}
 	return nil
 }
 
-// askLeader reads the credential's record from its bucket's leader and reports
-// whether it refuses the credential.
-func (v *View) askLeader(ctx context.Context, kind, hash string) bool {
+// AuthenticateKey authenticates an API key as the snapshot does and, while one of
+// the view's followers is behind, by the keys bucket's leader as well: a key the view
+// accepts is refused if the leader holds it revoked or gone (Confirm), and a key the
+// view does not hold yet, made while its follower was behind, is accepted if the
+// leader holds it usable. Every refusal is ErrUnauthenticated.
+func (v *View) AuthenticateKey(ctx context.Context, secret string, now time.Time) (Principal, error) {
+	snap := v.Snapshot()
+	p, err := snap.AuthenticateKey(secret, now)
+	if err == nil {
+		return p, v.ConfirmSecret(ctx, RevokedKey, secret)
+	}
+	var k Key
+	hash, c, ok := v.lookUp(ctx, snap, RevokedKey, secret, &k)
+	if !ok {
+		return p, err
+	}
+	if p, err = snap.keyPrincipal(hash, &k, now); err == nil {
+		v.learn(BucketKeys, hash, c)
+	}
+	return p, err
+}
+
+// AuthenticateLink is AuthenticateKey for a link token, by the links bucket's leader.
+func (v *View) AuthenticateLink(ctx context.Context, token string) (Principal, error) {
+	snap := v.Snapshot()
+	p, err := snap.AuthenticateLink(token)
+	if err == nil {
+		return p, v.ConfirmSecret(ctx, RevokedLink, token)
+	}
+	var l Link
+	hash, c, ok := v.lookUp(ctx, snap, RevokedLink, token, &l)
+	if !ok {
+		return p, err
+	}
+	if p, err = snap.linkPrincipal(hash, &l); err == nil {
+		v.learn(BucketLinks, hash, c)
+	}
+	return p, err
+}
+
+// lookUp reads into record what the leader holds of a credential snap does not
+// hold, while a follower is behind; false when the view is current, snap holds the
+// credential (and refused it), or the leader holds none or does not answer.
+func (v *View) lookUp(ctx context.Context, snap *Snapshot, kind, secret string, record any) (string, confirmation, bool) {
+	if secret == "" || !v.current.behind() {
+		return "", confirmation{}, false
+	}
+	hash := Hash(secret)
+	if (kind == RevokedKey && snap.keys[hash] != nil) || (kind == RevokedLink && snap.links[hash] != nil) {
+		return "", confirmation{}, false
+	}
+	c, asked := v.leader(ctx, kind, hash, true)
+	if !asked || c.record == nil || json.Unmarshal(c.record, record) != nil {
+		return "", confirmation{}, false
+	}
+	return hash, c, true
+}
+
+// learned is a record read from its bucket's leader for the view to hold before its
+// follower brings it.
+type learned struct {
+	bucket, key string
+	record      []byte
+	revision    uint64
+}
+
+// learn hands the view's goroutine a usable credential the leader holds and the view
+// did not: the next requests with it find it in the snapshot, and so does an admin
+// change of it by id, without asking the leader again. A view too busy to take it
+// goes on asking.
+func (v *View) learn(bucket, key string, c confirmation) {
+	select {
+	case v.learned <- learned{bucket: bucket, key: key, record: c.record, revision: c.revision}:
+	default:
+	}
+}
+
+// applyLearned applies a record learned from its bucket's leader to the working copy
+// and publishes it, unless the follower has applied that revision or a later one
+// already. Its revision is not the follower's: the follower still brings every write
+// before it, and this one again.
+func (v *View) applyLearned(work *Snapshot, l learned) {
+	b := viewBucket[l.bucket]
+	if work.revs[b] >= l.revision {
+		return
+	}
+	work.cloneBucket(b)
+	c, ok := work.applyEntry(b, &entry{bucket: l.bucket, key: l.key, value: l.record, revision: l.revision, op: jetstream.KeyValuePut}, v.log)
+	next := *work
+	v.snap.Store(&next)
+	if ok {
+		v.publish([]Change{c})
+	}
+}
+
+// leader returns the leader's recent answer for a credential, asking it when there
+// is none fresh. A bounded ask (of a credential the view does not hold) is not made
+// while leaderLookups others are under way: then it returns false.
+func (v *View) leader(ctx context.Context, kind, hash string, bounded bool) (confirmation, bool) {
+	id := revokedID{kind, hash}
+	v.confirmed.mu.Lock()
+	c, ok := v.confirmed.answers[id]
+	v.confirmed.mu.Unlock()
+	if ok && time.Since(c.at) <= confirmFresh {
+		return c, true
+	}
+	if bounded {
+		select {
+		case v.confirmed.asking <- struct{}{}:
+			defer func() { <-v.confirmed.asking }()
+		default:
+			return confirmation{}, false
+		}
+	}
+	c = v.askLeader(ctx, kind, hash)
+	v.confirmed.mu.Lock()
+	maps.DeleteFunc(v.confirmed.answers, func(_ revokedID, c confirmation) bool { return time.Since(c.at) > confirmFresh })
+	v.confirmed.answers[id] = c
+	v.confirmed.mu.Unlock()
+	return c, true
+}
+
+// askLeader reads the credential's record from its bucket's leader.
+func (v *View) askLeader(ctx context.Context, kind, hash string) confirmation {
 	bucket := BucketKeys
 	if kind == RevokedLink {
 		bucket = BucketLinks
 	}
 	ctx, cancel := context.WithTimeout(ctx, v.store.opts.ConfirmWait)
 	defer cancel()
-	b, _, err := ReadLatest(ctx, v.store.js, bucket, hash)
+	b, rev, err := ReadLatest(ctx, v.store.js, bucket, hash)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return true
+		return confirmation{at: time.Now(), answered: true}
 	case err != nil:
-		v.log.Debug("registry: the leader did not confirm a credential; the view decides", "bucket", bucket, "err", err)
-		return false
-	case kind == RevokedKey:
-		var k Key
-		return json.Unmarshal(b, &k) == nil && k.RevokedAt != nil
+		v.log.Debug("registry: the leader did not answer for a credential; the view decides", "bucket", bucket, "err", err)
+		return confirmation{at: time.Now()}
 	}
-	return false
+	return confirmation{at: time.Now(), answered: true, record: b, revision: rev}
 }
 
 // logRevocation notes a revocation heard, without its id.

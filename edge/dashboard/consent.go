@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strings"
@@ -35,14 +36,14 @@ func consentNext(next string) bool {
 
 // resourceTool is the tool a resource (a link or a tool's MCP endpoint of this
 // deployment) reaches for p, or false when it is not p's.
-func (d *Dashboard) resourceTool(p registry.Principal, resource string) (string, bool) {
+func (d *Dashboard) resourceTool(ctx context.Context, p registry.Principal, resource string) (string, bool) {
 	snap := d.view.Snapshot()
 	rest, ok := strings.CutPrefix(resource, strings.TrimSuffix(d.cfg.BaseURL, "/"))
 	if !ok {
 		return "", false
 	}
 	if link, ok := strings.CutPrefix(rest, "/mcp/"); ok {
-		lp, err := snap.AuthenticateLink(link)
+		lp, err := d.view.AuthenticateLink(ctx, link)
 		if err != nil || lp.Account != p.Account {
 			return "", false
 		}
@@ -94,7 +95,7 @@ func (d *Dashboard) consentRequest(w http.ResponseWriter, r *http.Request, v *vi
 		d.fail(w, r, v, http.StatusNotFound, "This sign-in request is unknown, already answered or expired. Start again from your MCP client.")
 		return c, "", false
 	}
-	tool, ok := d.resourceTool(v.principal, c.Resource)
+	tool, ok := d.resourceTool(r.Context(), v.principal, c.Resource)
 	if !ok {
 		d.fail(w, r, v, http.StatusForbidden, "The client asks for "+c.Resource+", which is not a link or tool of this account that your key reaches.")
 		return c, "", false

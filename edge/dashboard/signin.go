@@ -107,7 +107,7 @@ func (d *Dashboard) signInSession(r *http.Request, now time.Time) (session, bool
 		return s, true
 	}
 	key := strings.TrimSpace(r.PostForm.Get("key"))
-	p, err := snap.AuthenticateKey(key, now)
+	p, err := d.view.AuthenticateKey(r.Context(), key, now)
 	if err != nil {
 		return session{}, false
 	}
