@@ -50,7 +50,7 @@ func (s *stack) busSecured(t *testing.T) {
 		// The refusal is the probe's own message: podman-compose 1.0.3's run prints
 		// a command's exit code but exits 0 itself.
 		if out, err := probe(c.flags...); !strings.Contains(out, c.want) {
-			t.Errorf("a connection %s: %v\n%s", c.name, err, out)
+			failed.errorf(t, "a connection %s: %v\n%s", c.name, err, out)
 		}
 	}
 
@@ -58,18 +58,18 @@ func (s *stack) busSecured(t *testing.T) {
 	user := regexp.MustCompile(`user (U[A-Z0-9]{55})`).FindStringSubmatch(out)
 	creds := filepath.Join(s.keys, "probe.creds")
 	if fi, err := os.Stat(creds); err != nil || fi.Mode().Perm() != 0o600 || user == nil {
-		t.Fatalf("creds issue: %v %v\n%s", fi, err, out)
+		failed.fatalf(t, "creds issue: %v %v\n%s", fi, err, out)
 	}
 	if fi, err := os.Stat(filepath.Join(s.keys, "ca.pem")); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("the CA's certificate is not in %s: %v", s.keys, err)
+		failed.errorf(t, "the CA's certificate is not in %s: %v", s.keys, err)
 	}
 	// A tool whose workers keep state gets its state bucket from the bootstrap's
 	// admin credentials, as the README says.
 	if out := s.compose("run", "--rm", "bootstrap", "state", "create", "probe"); !strings.Contains(out, "state: made tg-state-probe") {
-		t.Errorf("state create: want the probe tool's state bucket made:\n%s", out)
+		failed.errorf(t, "state create: want the probe tool's state bucket made:\n%s", out)
 	}
 	out = s.compose("run", "--rm", "bus-init", "creds", "revoke", "probe")
 	if !strings.Contains(out, "revoked worker user "+user[1]) || strings.Count(out, "applied it") != 3 {
-		t.Errorf("creds revoke: want the revocation applied by the 3 nodes:\n%s", out)
+		failed.errorf(t, "creds revoke: want the revocation applied by the 3 nodes:\n%s", out)
 	}
 }

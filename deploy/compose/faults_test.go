@@ -95,7 +95,7 @@ func (l *load) finish(t *testing.T) {
 		t.Logf("keys created and revoked: %s", &l.admin.tally)
 	}
 	if l.err != nil {
-		t.Error(l.err)
+		failed.errorf(t, "%v", l.err)
 	}
 }
 
@@ -104,11 +104,11 @@ func (l *load) noHung(t *testing.T) {
 	t.Helper()
 	for i, c := range l.calls {
 		if c.hung > 0 {
-			t.Errorf("edge-%d: %d calls hung (no answer within %s)", i+1, c.hung, hungAfter)
+			failed.errorf(t, "edge-%d: %d calls hung (no answer within %s)", i+1, c.hung, hungAfter)
 		}
 	}
 	if l.mcp.hung > 0 {
-		t.Errorf("MCP session: %d requests hung", l.mcp.hung)
+		failed.errorf(t, "MCP session: %d requests hung", l.mcp.hung)
 	}
 }
 
@@ -118,11 +118,11 @@ func (l *load) noLoss(t *testing.T) {
 	t.Helper()
 	for i, c := range l.calls {
 		if n := c.failures(); n > 0 {
-			t.Errorf("edge-%d: %d calls failed or hung: %s", i+1, n, c)
+			failed.errorf(t, "edge-%d: %d calls failed or hung: %s", i+1, n, c)
 		}
 	}
 	for _, p := range l.mcp.problems() {
-		t.Errorf("MCP session: %s", p)
+		failed.errorf(t, "MCP session: %s", p)
 	}
 }
 
@@ -146,15 +146,15 @@ func (l *load) failingAtMost(t *testing.T, d time.Duration) {
 	}
 	t.Logf("calls failed for %s in all", all.window().Round(time.Millisecond))
 	if w := all.window(); w > d {
-		t.Errorf("calls failed for %s, more than %s", w.Round(time.Millisecond), d)
+		failed.errorf(t, "calls failed for %s, more than %s", w.Round(time.Millisecond), d)
 	}
 	for _, p := range l.mcp.problems() {
 		if !strings.Contains(p, "requests failed") { // failures are measured above
-			t.Errorf("MCP session: %s", p)
+			failed.errorf(t, "MCP session: %s", p)
 		}
 	}
 	if l.admin != nil && l.admin.failures() > 0 {
-		t.Errorf("keys could not be created and revoked throughout: %s", &l.admin.tally)
+		failed.errorf(t, "keys could not be created and revoked throughout: %s", &l.admin.tally)
 	}
 }
 
@@ -177,18 +177,18 @@ func (s *stack) echoLink() string {
 		} `json:"tools"`
 	}
 	if err := json.Unmarshal([]byte(body), &tools); err != nil {
-		s.t.Fatalf("get-tools: %v: %s", err, body)
+		failed.fatalf(s.t, "get-tools: %v: %s", err, body)
 	}
 	for _, tool := range tools.Tools {
 		if tool.ID == "echo" {
 			u, err := url.Parse(tool.SSEURL)
 			if err != nil {
-				s.t.Fatal(err)
+				failed.fatalf(s.t, "%v", err)
 			}
 			return u.Path
 		}
 	}
-	s.t.Fatalf("no echo tool: %s", body)
+	failed.fatalf(s.t, "no echo tool: %s", body)
 	return ""
 }
 
@@ -242,7 +242,7 @@ func (s *stack) natsNodeOf(service string) string {
 			return node
 		}
 	}
-	s.t.Fatalf("%s's log names no NATS node it is on (last: %q)", service, url)
+	failed.fatalf(s.t, "%s's log names no NATS node it is on (last: %q)", service, url)
 	return ""
 }
 
@@ -291,13 +291,13 @@ func TestStack(t *testing.T) {
 		// A call in flight on the killed edge gets no answer at all: its container's
 		// network is gone, so the client learns nothing until its own timeout.
 		if n := l.calls[1].failures(); n > 0 {
-			t.Errorf("calls through edge-2 failed: %s", l.calls[1])
+			failed.errorf(t, "calls through edge-2 failed: %s", l.calls[1])
 		}
 		for _, p := range l.mcp.problems() {
-			t.Errorf("MCP session: %s", p)
+			failed.errorf(t, "MCP session: %s", p)
 		}
 		if !strings.Contains(strings.Join(l.mcp.streams, " "), s.edges[1]+` after "`) || l.mcp.lastID == "" {
-			t.Errorf("the MCP stream did not resume on edge-2: %v", l.mcp.streams)
+			failed.errorf(t, "the MCP stream did not resume on edge-2: %v", l.mcp.streams)
 		}
 	})
 
@@ -355,13 +355,13 @@ func TestStack(t *testing.T) {
 		s.compose("down")
 		s.up() // and waits for the bootstrap's second run to end: its log is whole
 		if s.devKey != devKey || s.admin != adminKey {
-			t.Fatal("the keys changed")
+			failed.fatalf(t, "%v", "the keys changed")
 		}
 		if out := s.podman("logs", s.container("bootstrap")); !strings.Contains(out, "(kept)") || strings.Contains(out, devKey) || strings.Contains(out, adminKey) {
-			t.Errorf("the bootstrap's second run said:\n%s", out)
+			failed.errorf(t, "the bootstrap's second run said:\n%s", out)
 		}
 		if status := s.listTools(session); status != http.StatusOK {
-			t.Errorf("the MCP session %s after the second up: tools/list answered %d", session, status)
+			failed.errorf(t, "the MCP session %s after the second up: tools/list answered %d", session, status)
 		}
 	})
 }
@@ -376,17 +376,17 @@ func (s *stack) openSession(t *testing.T) string {
 	t.Helper()
 	resp, err := s.rpc("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"compose-test","version":"1"}}}`)
 	if err != nil {
-		t.Fatal(err)
+		failed.fatalf(t, "%v", err)
 	}
 	id := resp.Header.Get("Mcp-Session-Id")
 	if resp.StatusCode != http.StatusOK || id == "" {
-		t.Fatalf("initialize: %d, session %q", resp.StatusCode, id)
+		failed.fatalf(t, "initialize: %d, session %q", resp.StatusCode, id)
 	}
 	if resp, err := s.rpc(id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); err != nil || resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("initialized: %v %v", resp, err)
+		failed.fatalf(t, "initialized: %v %v", resp, err)
 	}
 	if status := s.listTools(id); status != http.StatusOK {
-		t.Fatalf("tools/list: %d", status)
+		failed.fatalf(t, "tools/list: %d", status)
 	}
 	return id
 }

@@ -68,7 +68,7 @@ func (s *stack) command(timeout time.Duration, name string, args ...string) stri
 	s.t.Helper()
 	out, err := s.try(timeout, name, args...)
 	if err != nil {
-		s.t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		failed.fatalf(s.t, "%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
 	return out
 }
@@ -97,7 +97,7 @@ func (s *stack) container(service string) string {
 		"--filter", "label=com.docker.compose.project="+s.project,
 		"--filter", "label=com.docker.compose.service="+service, "--format", "{{.Names}}"))
 	if len(out) != 1 {
-		s.t.Fatalf("service %s has containers %v", service, out)
+		failed.fatalf(s.t, "service %s has containers %v", service, out)
 	}
 	return out[0]
 }
@@ -114,7 +114,7 @@ func freePort(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		failed.fatalf(t, "%v", err)
 	}
 	defer ln.Close()
 	return fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
@@ -138,12 +138,13 @@ func startStack(t *testing.T) *stack {
 	t.Cleanup(func() {
 		if t.Failed() {
 			s.logs()
+			t.Logf("what failed, again:\n%s", &failed)
 		}
 		if out, err := s.try(5*time.Minute, "podman-compose", "-p", s.project, "down", "-v"); err != nil {
-			t.Errorf("podman-compose down: %v\n%s", err, out)
+			failed.errorf(t, "podman-compose down: %v\n%s", err, out)
 		}
 		if out, err := s.try(time.Minute, "podman", "rmi", image); err != nil {
-			t.Errorf("podman rmi %s: %v\n%s", image, err, out)
+			failed.errorf(t, "podman rmi %s: %v\n%s", image, err, out)
 		}
 	})
 	s.up()
@@ -201,7 +202,7 @@ func (s *stack) finished(service string, within time.Duration) {
 		}
 		if time.Now().After(deadline) {
 			log, _ := s.try(time.Minute, "podman", "logs", "--tail", "30", name)
-			s.t.Fatalf("%s has not run to a successful end within %s (%s):\n%s", service, within, state, log)
+			failed.fatalf(s.t, "%s has not run to a successful end within %s (%s):\n%s", service, within, state, log)
 		}
 		time.Sleep(time.Second)
 	}
@@ -213,25 +214,44 @@ func (s *stack) readKey(name string) string {
 	path := filepath.Join(s.keys, name)
 	b, err := os.ReadFile(path)
 	if err != nil || len(bytes.TrimSpace(b)) == 0 {
-		s.t.Fatalf("the bootstrap ended without writing %s: %v", name, err)
+		failed.fatalf(s.t, "the bootstrap ended without writing %s: %v", name, err)
 	}
 	fi, err := os.Stat(path)
 	if err != nil || fi.Mode().Perm() != 0o600 {
-		s.t.Fatalf("%s: %v, mode %v: want 0600", path, err, fi.Mode().Perm())
+		failed.fatalf(s.t, "%s: %v, mode %v: want 0600", path, err, fi.Mode().Perm())
 	}
 	return string(bytes.TrimSpace(b))
 }
 
-// logs prints the end of every container's log, to say why a test failed.
+// logs prints the last lines of every container's log other than the access log's,
+// to say why a test failed, and keeps each whole log in a file whose path it prints.
+// The lines printed stay few: a failing check's message, printed before them, must
+// still be near the end of the output that CI shows.
 func (s *stack) logs() {
 	out, _ := s.try(time.Minute, "podman", "ps", "-a", "--filter", "label=com.docker.compose.project="+s.project, "--format", "{{.Names}} {{.Status}}")
 	s.t.Logf("containers:\n%s", out)
+	dir, err := os.MkdirTemp("", "toolgate-compose-logs-")
+	if err != nil {
+		s.t.Log(err)
+	}
 	for _, name := range strings.Fields(out) {
 		if !strings.HasPrefix(name, s.project) {
 			continue
 		}
-		l, _ := s.try(time.Minute, "podman", "logs", "--tail", "15", name)
-		s.t.Logf("%s:\n%s", name, l)
+		l, _ := s.try(time.Minute, "podman", "logs", "-t", name)
+		if dir != "" {
+			_ = os.WriteFile(filepath.Join(dir, name+".log"), []byte(l), 0o644)
+		}
+		var last []string
+		for _, line := range strings.Split(strings.TrimSpace(l), "\n") {
+			if !strings.Contains(line, `"msg":"http request"`) {
+				last = append(last, line)
+			}
+		}
+		s.t.Logf("%s:\n%s", name, strings.Join(last[max(0, len(last)-4):], "\n"))
+	}
+	if dir != "" {
+		s.t.Logf("the containers' whole logs: %s", dir)
 	}
 }
 
@@ -261,7 +281,7 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 	deadline := time.Now().Add(within)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", within, what)
+			failed.fatalf(t, "not within %s: %s", within, what)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
