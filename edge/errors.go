@@ -50,6 +50,7 @@ const (
 	CodeToolError            = gateway.CodeToolError
 	CodeToolUnavailable      = gateway.CodeToolUnavailable
 	CodeToolTimeout          = gateway.CodeToolTimeout
+	CodeRegistryUnavailable  = gateway.CodeRegistryUnavailable
 )
 
 // DetailJSONRPCError is the code of a tool_error's detail when the tool answered with

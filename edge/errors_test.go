@@ -237,6 +237,7 @@ func TestErrorAnswerSeesThroughWrapping(t *testing.T) {
 		{fmt.Errorf("call: %w", bus.ErrNoResponders), http.StatusServiceUnavailable, edge.CodeToolUnavailable, true},
 		{&bus.PayloadTooLargeError{Size: 2 << 20, Max: 1 << 20}, http.StatusRequestEntityTooLarge, edge.CodePayloadTooLarge, false},
 		{context.DeadlineExceeded, http.StatusGatewayTimeout, edge.CodeToolTimeout, false},
+		{fmt.Errorf("revoke: %w", fmt.Errorf("%w: %w", registry.ErrUnavailable, context.DeadlineExceeded)), http.StatusServiceUnavailable, edge.CodeRegistryUnavailable, true},
 		{errors.New("registry: put tg-keys/abc: disk on fire"), http.StatusInternalServerError, edge.CodeInternal, false},
 	} {
 		status, env, retryAfter := edge.ErrorAnswer(tc.err, "req_1")

@@ -101,6 +101,7 @@ const (
 	CodeToolError            = "tool_error"
 	CodeToolUnavailable      = "tool_unavailable"
 	CodeToolTimeout          = "tool_timeout"
+	CodeRegistryUnavailable  = "registry_unavailable"
 	CodeCallNotFound         = "call_not_found"
 	CodeApprovalDenied       = "approval_denied"
 	CodeApprovalExpired      = "approval_expired"
@@ -171,6 +172,10 @@ var (
 		Text: "the worker running the call stopped, or the call was lost on its way; it was cancelled", RetryAfter: UnavailableRetryAfter}
 	KindToolTimeout = &Kind{Code: CodeToolTimeout, Status: http.StatusGatewayTimeout, RPC: RPCInternalError, InResult: true,
 		Text: "the tool did not answer in time"}
+	// KindRegistryUnavailable: the registry's buckets did not answer in time (see
+	// registry.ErrUnavailable), as while a NATS node's loss has them elect new leaders.
+	KindRegistryUnavailable = &Kind{Code: CodeRegistryUnavailable, Status: http.StatusServiceUnavailable, RPC: RPCInternalError, InResult: true,
+		Text: "the registry did not answer in time; try again", RetryAfter: UnavailableRetryAfter}
 	// A call that outlives its request (package calls): one that does not exist, has
 	// expired, or was made by another key, alike.
 	KindCallNotFound = &Kind{Code: CodeCallNotFound, Status: http.StatusNotFound, RPC: RPCInvalidParams,
@@ -202,7 +207,7 @@ var Kinds = []*Kind{
 	KindForbidden, KindToolNotFound, KindMethodNotFound, KindRPCMethodNotFound, KindSessionNotFound, KindNotFound,
 	KindMethodNotAllowed, KindConflict, KindPayloadTooLarge, KindUnsupportedMediaType,
 	KindRateLimited, KindQuotaExceeded, KindSessionLimit, KindCanceled, KindInternal, KindToolError,
-	KindToolUnavailable, KindCallLost, KindToolTimeout, KindCallNotFound, KindConnectionRequired,
+	KindToolUnavailable, KindCallLost, KindToolTimeout, KindRegistryUnavailable, KindCallNotFound, KindConnectionRequired,
 	KindApprovalDenied, KindApprovalExpired, KindAuditUnavailable,
 	KindSignInRequired, KindInvalidToken, KindInsufficientScope,
 }
@@ -397,6 +402,8 @@ func classifyOwn(err error) (Failure, bool) {
 		return ofText(KindConflict, err.Error()), true
 	case errors.Is(err, registry.ErrInvalid):
 		return ofText(KindInvalidRequest, strings.TrimPrefix(err.Error(), registry.ErrInvalid.Error()+": ")), true
+	case errors.Is(err, registry.ErrUnavailable):
+		return withCause(KindRegistryUnavailable, err, registry.ErrUnavailable), true
 	case errors.As(err, &mbe), errors.Is(err, bus.ErrPayloadTooLarge):
 		f := of(KindPayloadTooLarge)
 		var tooLarge *bus.PayloadTooLargeError

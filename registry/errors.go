@@ -26,7 +26,20 @@ var (
 	ErrExists = errors.New("already exists")
 	// ErrInvalid: a record to write breaks a rule; the error's text says which.
 	ErrInvalid = errors.New("invalid")
+	// ErrUnavailable: a bucket did not answer in time, in a way waiting mends (its
+	// stream electing a leader after a NATS node's loss, the connection down): a
+	// change tried for Options.WriteWait, or a read, gave up. The error wraps what
+	// the last attempt met.
+	ErrUnavailable = errors.New("the registry did not answer in time")
 )
+
+// unavailable marks err as ErrUnavailable when waiting would have mended it.
+func unavailable(err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) || !retryable(err) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
 
 // Violation is one way a parameter object fails its method's input schema.
 type Violation = wire.Violation

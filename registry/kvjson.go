@@ -14,7 +14,7 @@ import (
 func getJSON[T any](ctx context.Context, s *Store, kv jetstream.KeyValue, key string) (*T, uint64, error) {
 	b, rev, err := s.latest(ctx, kv, key)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, unavailable(err)
 	}
 	var v T
 	if err := json.Unmarshal(b, &v); err != nil {
@@ -138,7 +138,7 @@ func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 func eachJSON[T any](ctx context.Context, s *Store, kv jetstream.KeyValue, fn func(key string, v T)) error {
 	lister, err := kv.ListKeys(ctx)
 	if err != nil {
-		return fmt.Errorf("registry: list %s: %w", kv.Bucket(), err)
+		return unavailable(fmt.Errorf("registry: list %s: %w", kv.Bucket(), err))
 	}
 	defer lister.Stop()
 	for key := range lister.Keys() {

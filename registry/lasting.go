@@ -58,11 +58,11 @@ func (s *Store) lastingEvery(ctx context.Context, attemptWait time.Duration, op 
 		err := op(attempt, again)
 		cancelAttempt()
 		if err == nil || !retryable(err) || ctx.Err() != nil {
-			return err
+			return unavailable(err)
 		}
 		select {
 		case <-ctx.Done():
-			return err
+			return unavailable(err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

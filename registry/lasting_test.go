@@ -59,6 +59,9 @@ func TestKeysAreMadeAndRevokedWhileTheRegistryElectsALeader(t *testing.T) {
 			if err == nil || errors.Is(err, registry.ErrExists) {
 				t.Fatalf("a key created with no quorum: %v", err)
 			}
+			if !errors.Is(err, registry.ErrUnavailable) {
+				t.Fatalf("a change given up on: %v, want ErrUnavailable", err)
+			}
 			if waited := time.Since(began); waited < 3*time.Second {
 				t.Fatalf("gave up after %s, before WriteWait (3s): %v", waited, err)
 			}
