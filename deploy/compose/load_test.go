@@ -35,8 +35,9 @@ type tally struct {
 	// origin is the moment failures are told from (the fault's); zero prints none.
 	origin time.Time
 	// slowestMade and slowestRevoked are, for keys, the longest an edge took to
-	// accept a new key, and to refuse a revoked one after its DELETE was answered.
-	slowestMade, slowestRevoked time.Duration
+	// accept a new key, and to refuse a revoked one after its DELETE was answered;
+	// slowestChange the longest a key's POST or DELETE took to be answered.
+	slowestMade, slowestRevoked, slowestChange time.Duration
 }
 
 type failure struct {
@@ -106,9 +107,9 @@ func (c *tally) String() string {
 		n += v
 	}
 	s := fmt.Sprintf("sent %d, answered %d, failed %d {%s}, hung %d", c.sent, c.answered, n, strings.Join(kinds, " "), c.hung)
-	if c.slowestMade > 0 || c.slowestRevoked > 0 {
-		s += fmt.Sprintf(", slowest on the edge: a new key accepted after %s, a revoked one refused after %s",
-			c.slowestMade.Round(100*time.Millisecond), c.slowestRevoked.Round(100*time.Millisecond))
+	if c.slowestChange > 0 {
+		s += fmt.Sprintf(", slowest on the edge: a key's creation or revocation answered after %s, a new key accepted after %s, a revoked one refused after %s",
+			c.slowestChange.Round(100*time.Millisecond), c.slowestMade.Round(100*time.Millisecond), c.slowestRevoked.Round(100*time.Millisecond))
 	}
 	if c.retried > 0 {
 		s += fmt.Sprintf(", resent after connection errors %d", c.retried)
@@ -262,7 +263,7 @@ func (l *adminLoad) run(stop <-chan struct{}, every time.Duration) {
 func (l *adminLoad) cycle(edge string) string {
 	status, body := l.do(http.MethodPost, edge+"/admin/keys", `{"account":"dev","name":"churn"}`)
 	if status != http.StatusCreated && status != http.StatusOK {
-		return fmt.Sprintf("create-%d", status)
+		return failedChange("create", status, body)
 	}
 	var k struct {
 		ID  string `json:"id"`
@@ -281,8 +282,8 @@ func (l *adminLoad) cycle(edge string) string {
 		return "new-key-refused"
 	}
 	l.add(func(c *tally) { c.slowestMade = max(c.slowestMade, time.Since(madeAt)) })
-	if status, _ := l.do(http.MethodDelete, edge+"/admin/keys/"+k.ID, ""); status != http.StatusNoContent && status != http.StatusOK {
-		return fmt.Sprintf("revoke-%d", status)
+	if status, body := l.do(http.MethodDelete, edge+"/admin/keys/"+k.ID, ""); status != http.StatusNoContent && status != http.StatusOK {
+		return failedChange("revoke", status, body)
 	}
 	revokedAt := time.Now()
 	if !until(keyTakesEffect, func() bool { s, _ := get(edge+"/get-tools", k.Key); return s == http.StatusUnauthorized }) {
@@ -296,7 +297,23 @@ func (l *adminLoad) cycle(edge string) string {
 // working, on the edge that made the change.
 const keyTakesEffect = 2 * hungAfter
 
+// failedChange names how a key's creation or revocation failed: by its status, or,
+// with none, "timeout" (no answer within changeWait) or "conn".
+func failedChange(change string, status int, body string) string {
+	switch {
+	case status != 0:
+		return fmt.Sprintf("%s-%d", change, status)
+	case strings.Contains(body, "Client.Timeout"):
+		return change + "-timeout"
+	}
+	return change + "-conn"
+}
+
+// do sends one admin request and returns its status and body (0 and the error when
+// nothing was answered), noting how long the answer took.
 func (l *adminLoad) do(method, url, body string) (int, string) {
+	began := time.Now()
+	defer func() { l.add(func(c *tally) { c.slowestChange = max(c.slowestChange, time.Since(began)) }) }()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		return 0, err.Error()
@@ -314,10 +331,14 @@ func (l *adminLoad) do(method, url, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// adminClient gives a change as long as a call to be answered: a change waits out a
-// registry bucket's election of a new leader (the edge's registry-write-wait), which
-// takes seconds after a NATS node is lost.
-var adminClient = &http.Client{Timeout: hungAfter}
+// changeWait is how long a key's creation or revocation may take to be answered: an
+// admin change waits out a registry bucket's election of a new leader, which takes
+// seconds after a NATS node is lost, for up to the edge's --registry-write-wait (15
+// s), and a key's creation may meet two elections (the account's bucket, then the
+// keys'). Up to 8.4 s were seen while a node was cut off.
+const changeWait = 20 * time.Second
+
+var adminClient = &http.Client{Timeout: changeWait}
 
 func until(within time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(within)
