@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,13 +36,40 @@ func (e *Edge) limitBody(c *gin.Context) {
 	c.Writer = w
 	limit := e.bodyLimit(c)
 	if c.Request.ContentLength > limit {
+		tellTooLarge(w)
 		e.fail(c, errPayloadTooLarge)
 		return
 	}
 	rb.timed = http.NewResponseController(w).SetReadDeadline(time.Now().Add(e.cfg.ReadBodyTimeout)) == nil
-	c.Request.Body = http.MaxBytesReader(w, rb, limit)
+	c.Request.Body = http.MaxBytesReader(netHTTPWriter(w), rb, limit)
 	c.Next()
 	w.decide() // a handler that wrote nothing: gin answers for it after this
+}
+
+// netHTTPWriter is the ResponseWriter net/http made for the request, under gin's and
+// the edge's own. http.MaxBytesReader tells only that one when a body passes its
+// limit, and then the server, once it has answered 413, closes its side for writing
+// and waits half a second before closing the connection. Told nothing, it closed at
+// once with the body's last bytes unread, and the reset that sent could reach a
+// client still writing them before it read the 413: the client saw a broken pipe,
+// not the answer.
+func netHTTPWriter(w http.ResponseWriter) http.ResponseWriter {
+	for {
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return w
+		}
+		w = u.Unwrap()
+	}
+}
+
+// tellTooLarge tells net/http, as http.MaxBytesReader does (see netHTTPWriter), that
+// the request's body is over the limit, for a body refused by its declared length
+// before any of it is read. The one way to tell it is a read past a MaxBytesReader's
+// limit: here a read of one byte, limit none, from a reader of its own, so the body
+// the client is still sending is not touched.
+func tellTooLarge(w http.ResponseWriter) {
+	_, _ = http.MaxBytesReader(netHTTPWriter(w), io.NopCloser(strings.NewReader("x")), 0).Read(make([]byte, 1))
 }
 
 // errBodyTimeout is a body that was still arriving when its time ran out.

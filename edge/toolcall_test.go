@@ -3,6 +3,7 @@ package edge_test
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -61,7 +62,7 @@ func TestParametersAreValidated(t *testing.T) {
 }
 
 // TestBodyLimit: a call's body of exactly the limit is taken, one byte more is a 413,
-// whether the length is declared or not.
+// whether the length is declared or not, and the 413 reaches a client still sending.
 func TestBodyLimit(t *testing.T) {
 	const limit = 64 << 10
 	e := newEnv(t, withPayloadLimit(limit))
@@ -102,6 +103,35 @@ func TestBodyLimit(t *testing.T) {
 		t.Fatalf("chunked body of exactly the limit: status %d; %s", r.status, r.body)
 	}
 	chunked(limit+1).expect(t, http.StatusRequestEntityTooLarge, edge.CodePayloadTooLarge)
+
+	// A client that goes on sending a body well past the limit still gets the 413.
+	// The edge stops reading at the limit (or reads none of a body declared too
+	// large), answers, closes its side and waits before it closes the connection.
+	// Closing at once, with the rest of the body unread, sent a reset that reached
+	// the client while it was still writing, and Go's client, among others, then
+	// reports the broken write, not the answer.
+	for i := range 40 {
+		// Half with no length declared: the edge learns the body is too large only by
+		// reading it. Half declared, refused before any of it is read: under 256 KiB,
+		// so that net/http, left to itself, would not hold the connection for it.
+		var body io.Reader = struct{ io.Reader }{strings.NewReader(`{"pad":"` + strings.Repeat("x", limit+(1<<20)) + `"}`)}
+		if i%2 == 1 {
+			body = strings.NewReader(`{"pad":"` + strings.Repeat("x", limit+(128<<10)) + `"}`)
+		}
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/tool-call/echo/echo", body)
+		req.Header.Set("SERVICE_API_KEY", key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := e.client.Do(req)
+		if err != nil {
+			t.Fatalf("request %d: no answer to a body past the limit: %v", i, err)
+		}
+		var env edge.Envelope
+		decodeErr := json.NewDecoder(resp.Body).Decode(&env)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || decodeErr != nil || env.Error.Code != edge.CodePayloadTooLarge {
+			t.Fatalf("request %d: %d %+v (%v), want 413 %s", i, resp.StatusCode, env, decodeErr, edge.CodePayloadTooLarge)
+		}
+	}
 }
 
 // TestBodyLimitFitsMaxPayload: the limit never exceeds what the NATS server takes in
