@@ -142,25 +142,12 @@ const leaderLookups = 8
 
 // confirmation is a leader's answer for a credential.
 type confirmation struct {
-	at       time.Time
-	answered bool   // the leader answered within Options.ConfirmWait
+	at time.Time
+	// refused: the leader holds no record of the credential, or (a key) one revoked.
+	// A leader that did not answer within Options.ConfirmWait refuses nothing.
+	refused  bool
 	record   []byte // the record it holds; nil when it holds none (or did not answer)
 	revision uint64 // the record's revision in its bucket
-}
-
-// refuses reports whether the leader's answer refuses a credential of kind: it holds
-// no record of it, or (a key) one revoked. No answer refuses nothing.
-func (c confirmation) refuses(kind string) bool {
-	switch {
-	case !c.answered:
-		return false
-	case c.record == nil:
-		return true
-	case kind == RevokedKey:
-		var k Key
-		return json.Unmarshal(c.record, &k) == nil && k.RevokedAt != nil
-	}
-	return false
 }
 
 // viewBuckets' followers tell the view whether they are current (see Store.follow).
@@ -195,7 +182,7 @@ func (v *View) Confirm(ctx context.Context, kind, hash string) error {
 	if !v.current.behind() {
 		return nil
 	}
-	if c, _ := v.leader(ctx, kind, hash, false); c.refuses(kind) {
+	if c, _ := v.leader(ctx, kind, hash, false); c.refused {
 		return ErrUnauthenticated
 	}
 	return nil
@@ -323,7 +310,8 @@ func (v *View) leader(ctx context.Context, kind, hash string, bounded bool) (con
 	return c, true
 }
 
-// askLeader reads the credential's record from its bucket's leader.
+// askLeader reads the credential's record from its bucket's leader, and decides once
+// whether it refuses the credential.
 func (v *View) askLeader(ctx context.Context, kind, hash string) confirmation {
 	bucket := BucketKeys
 	if kind == RevokedLink {
@@ -334,12 +322,14 @@ func (v *View) askLeader(ctx context.Context, kind, hash string) confirmation {
 	b, rev, err := ReadLatest(ctx, v.store.js, bucket, hash)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return confirmation{at: time.Now(), answered: true}
+		return confirmation{at: time.Now(), refused: true}
 	case err != nil:
 		v.log.Debug("registry: the leader did not answer for a credential; the view decides", "bucket", bucket, "err", err)
 		return confirmation{at: time.Now()}
 	}
-	return confirmation{at: time.Now(), answered: true, record: b, revision: rev}
+	var k Key
+	revoked := kind == RevokedKey && json.Unmarshal(b, &k) == nil && k.RevokedAt != nil
+	return confirmation{at: time.Now(), refused: revoked, record: b, revision: rev}
 }
 
 // logRevocation notes a revocation heard, without its id.
